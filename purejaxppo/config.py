@@ -1,0 +1,312 @@
+"""Configuration: the static `PPOConfig` and the traced `Hyperparams` pytree.
+
+`PPOConfig` holds everything that fixes the shape of the compiled program (sizes, loop
+lengths, network shape, env id) plus the default values of the traced hyperparameters.
+`Hyperparams` holds the values that may change between runs of one compiled program
+(learning rate, coefficients, discounting): `train(key, hparams)` under `jax.vmap` over a
+batch of `Hyperparams` compiles once.
+
+Field names follow CleanRL's `ppo.py` (Huang et al. 2022, "The 37 Implementation Details
+of PPO") and the PPO paper (Schulman et al. 2017, arXiv:1707.06347).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu", "leaky_relu")
+
+#: Fields of `PPOConfig` that are traced (live in `Hyperparams`); all others are static.
+TRACED_FIELDS = (
+    "learning_rate",
+    "end_learning_rate",
+    "ent_coef",
+    "vf_coef",
+    "clip_coef",
+    "gamma",
+    "gae_lambda",
+    "max_grad_norm",
+    "target_kl",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """Static configuration of a PPO run. Every field has a default.
+
+    Defaults are the CleanRL / PureJaxRL CartPole settings: 4 envs x 128 steps,
+    4 epochs x 4 minibatches, Adam (eps 1e-5) with lr 2.5e-4 linearly annealed to 0,
+    gamma 0.99, GAE lambda 0.95, clip 0.2, entropy 0.01, value 0.5, grad-norm clip 0.5,
+    a 64-64 tanh MLP with orthogonal init.
+
+    Attributes:
+      env_name: a gymnax id (e.g. "CartPole-v1") or a probe id ("Probe1-v0" ...).
+      env_kwargs: keyword arguments for the environment. Keys naming a field of the env's
+        `EnvParams` (e.g. `max_steps_in_episode`) override that parameter; the other keys
+        go to the env constructor.
+      num_envs: N, parallel environments per agent.
+      num_steps: T, steps per environment per rollout. One update uses N*T transitions.
+      total_timesteps: env steps per agent; num_updates = total_timesteps // (N*T).
+      update_epochs: passes over the rollout per update.
+      num_minibatches: minibatches per epoch; must divide N*T.
+      gamma: discount factor in [0, 1].
+      gae_lambda: GAE lambda in [0, 1] (Schulman et al. 2016, arXiv:1506.02438).
+      clip_coef: PPO ratio clip epsilon (> 0); also clips the value update if clip_vloss.
+      norm_adv: normalise advantages per minibatch (mean 0, std 1).
+      clip_vloss: use the clipped value loss of CleanRL / the PPO2 baselines.
+      vf_coef: weight of the value loss.
+      ent_coef: weight of the entropy bonus.
+      max_grad_norm: global gradient-norm clip (> 0).
+      learning_rate: Adam step size at the first update.
+      anneal_lr: anneal the step size linearly, per update, to `end_learning_rate`.
+      end_learning_rate: step size the annealing reaches after the last update.
+      target_kl: stop the remaining epochs of an update once the epoch's mean approx KL
+        exceeds it; None turns early stopping off.
+      critic_pretrain_steps: number of updates at the start that train only the critic.
+      hidden_sizes: widths of the hidden layers of the actor and of the critic MLP.
+      activation: one of "tanh", "relu", "gelu", "silu", "elu", "leaky_relu".
+      adam_eps: Adam epsilon.
+      log_freq: updates per jitted segment in `purejaxppo train` (how often progress and
+        metrics are reported); the numbers do not depend on it.
+      save_freq: updates between checkpoints; 0 saves only at the end of a run.
+      seed: PRNG seed used by the command line (`jax.random.key(seed)`).
+
+    Raises:
+      ValueError: naming the field and value, for a wrong type, an out-of-range value
+        or impossible sizes (e.g. num_envs*num_steps not divisible by num_minibatches).
+    """
+
+    env_name: str = "CartPole-v1"
+    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    num_envs: int = 4
+    num_steps: int = 128
+    total_timesteps: int = 500_000
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_coef: float = 0.2
+    norm_adv: bool = True
+    clip_vloss: bool = True
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    end_learning_rate: float = 0.0
+    target_kl: float | None = None
+    critic_pretrain_steps: int = 0
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    adam_eps: float = 1e-5
+    log_freq: int = 10
+    save_freq: int = 0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = _coerce(field.name, _resolved_type(field), getattr(self, field.name))
+            object.__setattr__(self, field.name, value)
+        _validate(self)
+
+    # ----------------------------------------------------------------- derived sizes
+    @property
+    def batch_size(self) -> int:
+        """Transitions per update: num_envs * num_steps."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        """Transitions per minibatch: batch_size // num_minibatches."""
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        """Updates per run: total_timesteps // batch_size."""
+        return self.total_timesteps // self.batch_size
+
+    # ----------------------------------------------------------------- conversions
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> PPOConfig:
+        """Builds a config from a mapping; unknown keys raise ValueError with close names."""
+        if not isinstance(values, Mapping):
+            raise ValueError(f"config must be a mapping of field names, got {values!r}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in values:
+            if key not in names:
+                close = difflib.get_close_matches(str(key), names, n=3)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise ValueError(f"unknown config field {key!r}{hint}")
+        return cls(**dict(values))
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> PPOConfig:
+        """Reads a YAML mapping of field names (see `configs/`), then applies overrides."""
+        import yaml
+
+        text = Path(path).read_text()
+        values = yaml.safe_load(text) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"config file {path} must hold a mapping, got {values!r}")
+        return cls.from_dict({**values, **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python dict (tuples as lists) suitable for YAML / JSON."""
+        out = dataclasses.asdict(self)
+        out["hidden_sizes"] = list(self.hidden_sizes)
+        return out
+
+    def replace(self, **changes: Any) -> PPOConfig:
+        """Returns a copy with fields changed (validated like the constructor)."""
+        return PPOConfig.from_dict({**self.to_dict(), **changes})
+
+
+@struct.dataclass
+class Hyperparams:
+    """Traced hyperparameters: a pytree of float32 scalars (or `[S]` batches under vmap).
+
+    `target_kl` is `inf` when early stopping is off. Build one with `from_config`, change
+    values with `.replace(...)`, and stack several with `Hyperparams.stack`.
+    """
+
+    learning_rate: jax.Array
+    end_learning_rate: jax.Array
+    ent_coef: jax.Array
+    vf_coef: jax.Array
+    clip_coef: jax.Array
+    gamma: jax.Array
+    gae_lambda: jax.Array
+    max_grad_norm: jax.Array
+    target_kl: jax.Array
+
+    @classmethod
+    def from_config(cls, config: PPOConfig) -> Hyperparams:
+        """The config's traced fields as float32 scalars."""
+        values = {name: getattr(config, name) for name in TRACED_FIELDS}
+        if values["target_kl"] is None:
+            values["target_kl"] = math.inf
+        return cls(**{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
+
+    @staticmethod
+    def stack(hparams: typing.Sequence[Hyperparams]) -> Hyperparams:
+        """Stacks S scalar `Hyperparams` into one with `[S]` leaves (for `jax.vmap`)."""
+        return jax.tree.map(lambda *xs: jnp.stack(xs), *hparams)
+
+
+# --------------------------------------------------------------------- validation
+def _resolved_type(field: dataclasses.Field) -> Any:
+    hints = typing.get_type_hints(PPOConfig)
+    return hints[field.name]
+
+
+def _coerce(name: str, annotation: Any, value: Any) -> Any:
+    """Checks `value` against the field's annotation; converts lossless cases."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):  # Optional[float]
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(name, inner[0], value)
+    if annotation is bool:
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    if annotation is int:
+        if isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            return int(value)  # accepts 1e6 from YAML / the command line
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if annotation is float:
+        if isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+        if isinstance(value, (int, float, np.integer, np.floating)):
+            if not math.isfinite(float(value)):
+                raise ValueError(f"{name} must be finite, got {value!r}")
+            return float(value)
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise ValueError(f"{name} must be a string, got {value!r}")
+    if origin is tuple:  # tuple[int, ...]
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = (value,)
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{name} must be a list of integers, got {value!r}")
+        return tuple(_coerce(f"{name}[{i}]", args[0], v) for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{name} must be a mapping, got {value!r}")
+        return dict(value)
+    raise TypeError(f"unhandled annotation {annotation!r} for {name}")  # programming error
+
+
+def _validate(c: PPOConfig) -> None:
+    def bad(field: str, value: Any, why: str) -> ValueError:
+        return ValueError(f"{field}={value!r}: {why}")
+
+    for name in ("num_envs", "num_steps", "total_timesteps", "update_epochs"):
+        if getattr(c, name) < 1:
+            raise bad(name, getattr(c, name), "must be >= 1")
+    if c.num_minibatches < 1:
+        raise bad("num_minibatches", c.num_minibatches, "must be >= 1")
+    if c.batch_size % c.num_minibatches:
+        raise bad(
+            "num_minibatches",
+            c.num_minibatches,
+            f"must divide num_envs*num_steps = {c.num_envs}*{c.num_steps} = {c.batch_size}",
+        )
+    if c.total_timesteps < c.batch_size:
+        raise bad(
+            "total_timesteps",
+            c.total_timesteps,
+            f"must be at least num_envs*num_steps = {c.batch_size} (one update)",
+        )
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(c, name) <= 1.0:
+            raise bad(name, getattr(c, name), "must be in [0, 1]")
+    for name in ("clip_coef", "learning_rate", "max_grad_norm", "adam_eps"):
+        if getattr(c, name) <= 0:
+            raise bad(name, getattr(c, name), "must be > 0")
+    for name in ("vf_coef", "ent_coef", "end_learning_rate"):
+        if getattr(c, name) < 0:
+            raise bad(name, getattr(c, name), "must be >= 0")
+    if c.target_kl is not None and c.target_kl <= 0:
+        raise bad("target_kl", c.target_kl, "must be > 0 or None (off)")
+    if not 0 <= c.critic_pretrain_steps < c.num_updates:
+        raise bad(
+            "critic_pretrain_steps",
+            c.critic_pretrain_steps,
+            f"must be in [0, num_updates={c.num_updates})",
+        )
+    if not c.hidden_sizes or any(h < 1 for h in c.hidden_sizes):
+        raise bad("hidden_sizes", list(c.hidden_sizes), "must be a non-empty list of sizes >= 1")
+    if c.activation not in ACTIVATIONS:
+        close = difflib.get_close_matches(c.activation, ACTIVATIONS, n=2)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise bad("activation", c.activation, f"must be one of {ACTIVATIONS}{hint}")
+    if c.log_freq < 1:
+        raise bad("log_freq", c.log_freq, "must be >= 1")
+    if c.save_freq < 0:
+        raise bad("save_freq", c.save_freq, "must be >= 0 (0: only at the end)")
+    if not c.env_name:
+        raise bad("env_name", c.env_name, "must not be empty")
+    for key in c.env_kwargs:
+        if not isinstance(key, str):
+            raise bad("env_kwargs", c.env_kwargs, "keys must be strings")

@@ -1,0 +1,91 @@
+"""The PPO loss on one minibatch of `[M]` samples."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+
+class LossTerms(NamedTuple):
+    """Scalars (float32) reported per minibatch step."""
+
+    loss: jax.Array  # total loss that is minimised
+    pg_loss: jax.Array  # clipped surrogate policy loss
+    v_loss: jax.Array  # (clipped) value loss, including its 0.5 factor
+    entropy: jax.Array  # mean policy entropy (nats)
+    approx_kl: jax.Array  # mean of (ratio - 1) - log(ratio), Schulman's k3 estimator
+    clipfrac: jax.Array  # fraction of samples with |ratio - 1| > clip_coef
+
+
+def ppo_loss(
+    log_prob: ArrayLike,
+    old_log_prob: ArrayLike,
+    advantages: ArrayLike,
+    value: ArrayLike,
+    old_value: ArrayLike,
+    returns: ArrayLike,
+    entropy: ArrayLike,
+    *,
+    clip_coef: ArrayLike,
+    vf_coef: ArrayLike,
+    ent_coef: ArrayLike,
+    norm_adv: bool,
+    clip_vloss: bool,
+    actor_coef: ArrayLike = 1.0,
+) -> LossTerms:
+    """PPO-Clip loss (Schulman et al. 2017, arXiv:1707.06347, eq. 7 and 9).
+
+        ratio    = exp(log_prob - old_log_prob)
+        pg_loss  = mean(max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)))
+        v_loss   = 0.5 * mean(max((V - G)^2, (V_old + clip(V - V_old, -eps, eps) - G)^2))
+                   (or 0.5 * mean((V - G)^2) without clip_vloss)
+        loss     = actor_coef * (pg_loss - ent_coef * entropy) + vf_coef * v_loss
+
+    As in CleanRL's `ppo.py`: advantages are normalised per minibatch when `norm_adv`
+    (std with 1e-8 added), and `approx_kl` is the k3 estimator mean((ratio-1) - log ratio).
+
+    Args:
+      log_prob: float32 `[M]`, log pi_theta(a|s) under the current parameters.
+      old_log_prob: float32 `[M]`, log pi_old(a|s) recorded in the rollout.
+      advantages: float32 `[M]`, GAE advantages.
+      value: float32 `[M]`, V_theta(s).
+      old_value: float32 `[M]`, V_old(s) recorded in the rollout.
+      returns: float32 `[M]`, value targets G = A + V_old.
+      entropy: float32 `[M]`, entropy of pi_theta(.|s).
+      clip_coef: the clip epsilon.
+      vf_coef: weight of the value loss.
+      ent_coef: weight of the entropy bonus.
+      norm_adv: normalise advantages within the minibatch.
+      clip_vloss: clip the value update to [V_old - eps, V_old + eps].
+      actor_coef: 0 during critic pre-training (only the value loss is optimised), else 1.
+
+    Returns:
+      `LossTerms` of float32 scalars.
+    """
+    chex.assert_rank([log_prob, old_log_prob, advantages, value, old_value, returns], 1)
+    log_ratio = log_prob - old_log_prob
+    ratio = jnp.exp(log_ratio)
+    if norm_adv:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    pg_loss = jnp.maximum(
+        -advantages * ratio, -advantages * jnp.clip(ratio, 1.0 - clip_coef, 1.0 + clip_coef)
+    ).mean()
+
+    v_loss_unclipped = jnp.square(value - returns)
+    if clip_vloss:
+        value_clipped = old_value + jnp.clip(value - old_value, -clip_coef, clip_coef)
+        v_loss = 0.5 * jnp.maximum(v_loss_unclipped, jnp.square(value_clipped - returns)).mean()
+    else:
+        v_loss = 0.5 * v_loss_unclipped.mean()
+
+    entropy = jnp.mean(entropy)
+    loss = actor_coef * (pg_loss - ent_coef * entropy) + vf_coef * v_loss
+    approx_kl = jax.lax.stop_gradient(((ratio - 1.0) - log_ratio).mean())
+    clipfrac = jax.lax.stop_gradient(
+        (jnp.abs(ratio - 1.0) > clip_coef).astype(jnp.float32).mean()
+    )
+    return LossTerms(loss, pg_loss, v_loss, entropy, approx_kl, clipfrac)

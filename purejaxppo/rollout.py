@@ -1,0 +1,131 @@
+"""One environment step and the `num_steps` rollout over N vmapped environments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from purejaxppo.networks import ActionSpec
+from purejaxppo.types import EnvCarry, Params, Transition
+
+
+class EpisodeStats(NamedTuple):
+    """Sums over the episodes that ended during a rollout (float32 scalars)."""
+
+    return_sum: jax.Array  # sum of undiscounted episode returns
+    length_sum: jax.Array  # sum of episode lengths (steps)
+    count: jax.Array  # number of episodes that ended
+
+    @classmethod
+    def zeros(cls) -> EpisodeStats:
+        return cls(*(jnp.zeros((), jnp.float32) for _ in range(3)))
+
+    def mean_return(self) -> jax.Array:
+        """Mean return of the ended episodes, NaN if none ended."""
+        return jnp.where(self.count > 0, self.return_sum / jnp.maximum(self.count, 1), jnp.nan)
+
+    def mean_length(self) -> jax.Array:
+        """Mean length of the ended episodes, NaN if none ended."""
+        return jnp.where(self.count > 0, self.length_sum / jnp.maximum(self.count, 1), jnp.nan)
+
+
+def to_env_action(spec: ActionSpec, action: jax.Array) -> jax.Array:
+    """Policy sample `[N]` / `[N, A]` -> what the env takes: int32, or clipped to bounds."""
+    if spec.discrete:
+        return action.astype(jnp.int32)
+    action = action.reshape((action.shape[0], *spec.shape))
+    return jnp.clip(action, spec.low, spec.high)
+
+
+def reset_envs(env: Any, env_params: Any, key: jax.Array, num_envs: int) -> EnvCarry:
+    """Resets N environments (one key each) and zeroes the episode counters."""
+    obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+        jax.random.split(key, num_envs), env_params
+    )
+    return EnvCarry(
+        env_state=env_state,
+        obs=obs,
+        episode_return=jnp.zeros((num_envs,), jnp.float32),
+        episode_length=jnp.zeros((num_envs,), jnp.int32),
+    )
+
+
+def make_env_step(
+    env: Any, env_params: Any, apply_fn: Callable, spec: ActionSpec
+) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
+    """Builds `env_step(params, carry, key) -> (carry, transition, ended)`.
+
+    One step of N envs: sample a ~ pi(.|obs) (the env gets the action clipped to its
+    bounds; `log_prob` is of the unclipped sample), step every env with its own key (gymnax
+    auto-resets ended episodes), and update the running episode return / length.
+    `transition` has leading axis `[N]`; `ended` sums the episodes that ended at this step.
+    """
+
+    def env_step(
+        params: Params, carry: EnvCarry, key: jax.Array
+    ) -> tuple[EnvCarry, Transition, EpisodeStats]:
+        action_key, env_key = jax.random.split(key)
+        dist, value = apply_fn(params, carry.obs)
+        action, log_prob = dist.sample_and_log_prob(seed=action_key)
+        num_envs = carry.obs.shape[0]
+        obs, env_state, reward, terminated, truncated, info = jax.vmap(
+            env.step, in_axes=(0, 0, 0, None)
+        )(jax.random.split(env_key, num_envs), carry.env_state, to_env_action(spec, action), env_params)
+        reward = reward.astype(jnp.float32)
+        done = jnp.logical_or(terminated, truncated)
+        episode_return = carry.episode_return + reward
+        episode_length = carry.episode_length + 1
+        ended = EpisodeStats(
+            return_sum=jnp.sum(jnp.where(done, episode_return, 0.0)),
+            length_sum=jnp.sum(jnp.where(done, episode_length, 0)).astype(jnp.float32),
+            count=jnp.sum(done).astype(jnp.float32),
+        )
+        transition = Transition(
+            obs=carry.obs,
+            action=action,
+            log_prob=log_prob,
+            value=value,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=info["final_observation"],
+        )
+        new_carry = EnvCarry(
+            env_state=env_state,
+            obs=obs,
+            episode_return=jnp.where(done, 0.0, episode_return),
+            episode_length=jnp.where(done, 0, episode_length),
+        )
+        return new_carry, transition, ended
+
+    return env_step
+
+
+def make_rollout(
+    env: Any, env_params: Any, apply_fn: Callable, spec: ActionSpec, num_steps: int
+) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
+    """Builds `rollout(params, carry, key) -> (carry, transitions [T, N], stats)`.
+
+    A `lax.scan` of `env_step` over T = num_steps steps; episode statistics are summed
+    inside the scan (per-step info is never stacked).
+    """
+    env_step = make_env_step(env, env_params, apply_fn, spec)
+
+    def rollout(
+        params: Params, carry: EnvCarry, key: jax.Array
+    ) -> tuple[EnvCarry, Transition, EpisodeStats]:
+        def body(state, step_key):
+            env_carry, stats = state
+            env_carry, transition, ended = env_step(params, env_carry, step_key)
+            stats = jax.tree.map(jnp.add, stats, ended)
+            return (env_carry, stats), transition
+
+        (carry, stats), transitions = jax.lax.scan(
+            body, (carry, EpisodeStats.zeros()), jax.random.split(key, num_steps)
+        )
+        return carry, transitions, stats
+
+    return rollout

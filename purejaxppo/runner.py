@@ -1,0 +1,150 @@
+"""The Python driver behind `purejaxppo train`: jitted segments, progress, run directory.
+
+The run is split into jitted segments of `config.log_freq` updates (`TrainFns.run`), so
+that a progress bar and the metrics file advance while training proceeds. The segments
+call the same `update` function as the one-call `train`, so the numbers are the same as
+`jax.jit(make_train(config))(key)` for the same key (tests/test_cli.py checks bitwise).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import numpy as np
+import pandas as pd
+import yaml
+
+from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.train import make_train_fns
+from purejaxppo.types import RunnerState
+
+
+class RunResult(NamedTuple):
+    """What `train_and_log` returns."""
+
+    run_dir: Path
+    metrics: pd.DataFrame  # one row per update; columns "update" and every metric
+    final_return: float  # mean episode_return over the last 10 updates (NaN-aware)
+    runner_state: RunnerState
+
+
+def final_return(episode_return: np.ndarray, last: int = 10) -> float:
+    """Mean of the non-NaN `episode_return` values of the last `last` updates."""
+    tail = np.asarray(episode_return, np.float64)[-last:]
+    tail = tail[~np.isnan(tail)]
+    return float(tail.mean()) if tail.size else math.nan
+
+
+def train_and_log(
+    config: PPOConfig,
+    run_dir: str | Path,
+    *,
+    key: jax.Array | None = None,
+    progress: bool = True,
+    plot: bool = True,
+) -> RunResult:
+    """Trains one agent in jitted segments and writes a run directory.
+
+    Writes `run_dir/config.yaml` (the resolved config), `run_dir/metrics.csv` (one row per
+    update, appended after every segment of `log_freq` updates) and
+    `run_dir/learning_curve.png`.
+
+    Args:
+      config: the run's configuration.
+      run_dir: output directory (created; existing files in it are overwritten).
+      key: PRNG key; default `jax.random.key(config.seed)`.
+      progress: show a tqdm progress bar (updates, env steps, steps/s, latest return).
+      plot: write the learning-curve PNG.
+
+    Raises:
+      ValueError: from `make_env` / `make_networks` for a bad env id or action space.
+    """
+    from tqdm.auto import tqdm
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    metrics_path = run_dir / "metrics.csv"
+    metrics_path.unlink(missing_ok=True)
+
+    fns = make_train_fns(config)
+    hparams = Hyperparams.from_config(config)
+    key = jax.random.key(config.seed) if key is None else key
+    runner = jax.jit(fns.init)(key)
+    run_segment = jax.jit(fns.run, static_argnums=2)
+
+    frames = []
+    done_updates = 0
+    start = time.perf_counter()
+    bar = tqdm(
+        total=config.num_updates,
+        unit="update",
+        disable=not progress,
+        desc=f"{config.env_name} (compiling)",
+        dynamic_ncols=True,
+    )
+    with bar:
+        while done_updates < config.num_updates:
+            length = min(config.log_freq, config.num_updates - done_updates)
+            runner, metrics = run_segment(runner, hparams, length)
+            metrics = jax.device_get(metrics)
+            frame = pd.DataFrame({name: np.asarray(v) for name, v in metrics.items()})
+            frame.insert(0, "update", np.arange(done_updates + 1, done_updates + length + 1))
+            frame.to_csv(metrics_path, mode="a", header=done_updates == 0, index=False)
+            frames.append(frame)
+            done_updates += length
+
+            env_steps = int(frame["env_steps"].iloc[-1])
+            returns = frame["episode_return"].dropna()
+            elapsed = time.perf_counter() - start
+            bar.set_description(config.env_name)
+            bar.set_postfix(
+                env_steps=f"{env_steps:,}",
+                sps=f"{env_steps / elapsed:,.0f}",
+                ret=f"{returns.iloc[-1]:.1f}" if len(returns) else "n/a",
+                refresh=False,
+            )
+            bar.update(length)
+
+    table = pd.concat(frames, ignore_index=True)
+    if plot:
+        plot_learning_curve(table, run_dir / "learning_curve.png", title=config.env_name)
+    return RunResult(
+        run_dir=run_dir,
+        metrics=table,
+        final_return=final_return(table["episode_return"].to_numpy()),
+        runner_state=runner,
+    )
+
+
+def plot_learning_curve(table: pd.DataFrame, path: str | Path, title: str = "") -> None:
+    """Writes a 2x2 PNG: episode return, value loss, entropy, approx KL vs env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+    panels = [
+        ("episode_return", "episode return"),
+        ("v_loss", "value loss"),
+        ("entropy", "policy entropy (nats)"),
+        ("approx_kl", "approx KL"),
+    ]
+    steps = table["env_steps"].to_numpy()
+    for ax, (column, label) in zip(axes.flat, panels, strict=True):
+        values = table[column].to_numpy(dtype=float)
+        keep = ~np.isnan(values)
+        ax.plot(steps[keep], values[keep], lw=1.2)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel("env steps")
+    fig.suptitle(f"PPO on {title}" if title else "PPO")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

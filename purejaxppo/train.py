@@ -1,0 +1,180 @@
+"""`make_train`: the whole PPO run as one pure, jittable function of a key and hyperparameters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.envs import make_env
+from purejaxppo.gae import gae_advantages
+from purejaxppo.networks import action_spec, make_networks
+from purejaxppo.rollout import make_rollout, reset_envs
+from purejaxppo.types import RunnerState, TrainOutput, TrainState
+from purejaxppo.update import Batch, make_optimizer, make_update_epochs
+
+#: Names of the per-update metrics in `TrainOutput.metrics`.
+METRICS = (
+    "episode_return",
+    "episode_length",
+    "pg_loss",
+    "v_loss",
+    "entropy",
+    "approx_kl",
+    "clipfrac",
+    "explained_variance",
+    "learning_rate",
+    "grad_norm",
+    "update_epochs_run",
+    "env_steps",
+)
+
+
+class TrainFns(NamedTuple):
+    """The pieces of a training run; all pure and jittable.
+
+    init(key) -> RunnerState
+    update(runner_state, hparams) -> (runner_state, metrics of one update, scalars)
+    run(runner_state, hparams, num_updates) -> (runner_state, metrics [num_updates])
+        (`num_updates` is static: jit with `static_argnums=2`)
+    train(key, hparams=None) -> TrainOutput
+    apply(params, obs [B, ...]) -> (distrax distribution, value [B])
+    """
+
+    init: Callable[[jax.Array], RunnerState]
+    update: Callable[[RunnerState, Hyperparams], tuple[RunnerState, dict[str, jax.Array]]]
+    run: Callable[[RunnerState, Hyperparams, int], tuple[RunnerState, dict[str, jax.Array]]]
+    train: Callable[..., TrainOutput]
+    apply: Callable[..., Any]
+
+
+def explained_variance(values: jax.Array, returns: jax.Array) -> jax.Array:
+    """1 - Var[G - V] / Var[G] over all samples; NaN when Var[G] = 0 (as CleanRL / SB3)."""
+    var_returns = jnp.var(returns)
+    return jnp.where(var_returns == 0, jnp.nan, 1.0 - jnp.var(returns - values) / var_returns)
+
+
+def make_train_fns(config: PPOConfig, env: Any = None, env_params: Any = None) -> TrainFns:
+    """Builds the pure functions of a PPO run for `config` (see `make_train`)."""
+    if env is None:
+        env, env_params = make_env(config.env_name, config.env_kwargs)
+    elif env_params is None:
+        env_params = env.default_params
+    spec = action_spec(env, env_params)
+    init_params, apply_fn = make_networks(config, env, env_params)
+    rollout = make_rollout(env, env_params, apply_fn, spec, config.num_steps)
+    update_epochs = make_update_epochs(config, apply_fn)
+    num_envs, num_steps = config.num_envs, config.num_steps
+
+    def init(key: jax.Array) -> RunnerState:
+        param_key, env_key, runner_key = jax.random.split(key, 3)
+        params = init_params(param_key)
+        tx = make_optimizer(config.max_grad_norm, config.learning_rate, config.adam_eps)
+        return RunnerState(
+            train_state=TrainState(params=params, opt_state=tx.init(params)),
+            env=reset_envs(env, env_params, env_key, num_envs),
+            key=runner_key,
+            update_step=jnp.zeros((), jnp.int32),
+        )
+
+    def learning_rate_at(update_step: jax.Array, hparams: Hyperparams) -> jax.Array:
+        if not config.anneal_lr:
+            return hparams.learning_rate
+        frac = update_step.astype(jnp.float32) / config.num_updates
+        return hparams.learning_rate + frac * (hparams.end_learning_rate - hparams.learning_rate)
+
+    def update(
+        runner: RunnerState, hparams: Hyperparams
+    ) -> tuple[RunnerState, dict[str, jax.Array]]:
+        key, rollout_key, epochs_key = jax.random.split(runner.key, 3)
+        params = runner.train_state.params
+        env_carry, traj, stats = rollout(params, runner.env, rollout_key)
+
+        # V(s'_t) for every step, in one batched pass over [T*N] final observations.
+        final_obs = traj.final_obs.reshape((num_steps * num_envs, *traj.final_obs.shape[2:]))
+        _, next_value = apply_fn(params, final_obs)
+        next_value = next_value.reshape((num_steps, num_envs))
+        gae = partial(gae_advantages, gamma=hparams.gamma, gae_lambda=hparams.gae_lambda)
+        advantages, returns = jax.vmap(gae, in_axes=1, out_axes=1)(
+            traj.reward, traj.value, next_value, traj.terminated, traj.truncated
+        )
+
+        def flat(x):
+            return x.reshape((num_steps * num_envs, *x.shape[2:]))
+
+        batch = Batch(
+            obs=flat(traj.obs),
+            action=flat(traj.action),
+            log_prob=flat(traj.log_prob),
+            value=flat(traj.value),
+            advantages=flat(advantages),
+            returns=flat(returns),
+        )
+        learning_rate = learning_rate_at(runner.update_step, hparams)
+        actor_coef = (runner.update_step >= config.critic_pretrain_steps).astype(jnp.float32)
+        train_state, metrics = update_epochs(
+            runner.train_state, batch, epochs_key, hparams, learning_rate, actor_coef
+        )
+        metrics = {
+            "episode_return": stats.mean_return(),
+            "episode_length": stats.mean_length(),
+            **metrics,
+            "explained_variance": explained_variance(batch.value, batch.returns),
+            "learning_rate": learning_rate,
+            "env_steps": (runner.update_step + 1) * (num_envs * num_steps),
+        }
+        new_runner = RunnerState(
+            train_state=train_state,
+            env=env_carry,
+            key=key,
+            update_step=runner.update_step + 1,
+        )
+        return new_runner, metrics
+
+    def run(
+        runner: RunnerState, hparams: Hyperparams, num_updates: int
+    ) -> tuple[RunnerState, dict[str, jax.Array]]:
+        return jax.lax.scan(lambda r, _: update(r, hparams), runner, None, length=num_updates)
+
+    def train(key: jax.Array, hparams: Hyperparams | None = None) -> TrainOutput:
+        if hparams is None:
+            hparams = Hyperparams.from_config(config)
+        runner = init(key)
+        runner, metrics = run(runner, hparams, config.num_updates)
+        return TrainOutput(train_state=runner.train_state, runner_state=runner, metrics=metrics)
+
+    return TrainFns(init=init, update=update, run=run, train=train, apply=apply_fn)
+
+
+def make_train(
+    config: PPOConfig, env: Any = None, env_params: Any = None
+) -> Callable[..., TrainOutput]:
+    """Builds `train(key, hparams=None) -> TrainOutput`, one pure function for a whole run.
+
+    `train` initialises the actor-critic and N = `num_envs` environments from `key`, then
+    runs `num_updates` PPO updates in a `lax.scan`: a rollout of T = `num_steps` steps of
+    the vmapped envs, GAE (`gae_advantages`, truncation-aware), and `update_epochs` epochs
+    of `num_minibatches` Adam steps on the PPO-Clip loss (Schulman et al. 2017,
+    arXiv:1707.06347). Wrap it in `jax.jit`; `jax.vmap` it over keys (`[S]` typed keys)
+    and/or `Hyperparams` with `[S]` leaves to train S agents in one compiled program.
+
+    Args:
+      config: the static configuration.
+      env, env_params: optional gymnax-API environment object to train on instead of
+        `make_env(config.env_name, config.env_kwargs)`; `env_params` defaults to
+        `env.default_params`.
+
+    Returns:
+      `train(key, hparams=None)`: `key` a typed PRNG key (`jax.random.key(seed)`);
+      `hparams` a `Hyperparams` pytree (default `Hyperparams.from_config(config)`).
+      It returns a `TrainOutput` with the final `train_state`, the final `runner_state`,
+      and per-update `metrics` (float32 `[num_updates]` arrays, see `TrainOutput`).
+
+    Raises:
+      ValueError: for an unknown env id or an unsupported action space.
+    """
+    return make_train_fns(config, env, env_params).train

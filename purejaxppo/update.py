@@ -1,0 +1,138 @@
+"""Shuffling into minibatches, the minibatch step, and the epoch loop of one PPO update."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.losses import LossTerms, ppo_loss
+from purejaxppo.types import TrainState
+
+#: Per-update metrics produced by `make_update_epochs` (means over minibatch steps run).
+UPDATE_METRICS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
+
+
+class Batch(NamedTuple):
+    """Training samples with a flat leading axis `[B]` (or `[K, M]` after shuffling)."""
+
+    obs: jax.Array  # [B, *obs_shape]
+    action: jax.Array  # [B] int32 or [B, A] float32
+    log_prob: jax.Array  # [B] float32, log pi_old
+    value: jax.Array  # [B] float32, V_old
+    advantages: jax.Array  # [B] float32
+    returns: jax.Array  # [B] float32, value targets
+
+
+def make_optimizer(
+    max_grad_norm: jax.typing.ArrayLike, learning_rate: jax.typing.ArrayLike, adam_eps: float
+) -> optax.GradientTransformation:
+    """Global-norm clipping, then Adam, then a step of size `learning_rate`.
+
+    The state's structure does not depend on the (possibly traced) values, so the state
+    built with the config's values at init is updated by a transformation rebuilt with
+    the traced values of each update.
+    """
+    return optax.chain(
+        optax.clip_by_global_norm(max_grad_norm),
+        optax.scale_by_adam(eps=adam_eps),
+        optax.scale(-learning_rate),
+    )
+
+
+def shuffle_minibatches(key: jax.Array, batch: Batch, num_minibatches: int) -> Batch:
+    """Permutes the `[B]` samples and splits them into `[K, M]` (K = num_minibatches)."""
+    size = batch.log_prob.shape[0]
+    permutation = jax.random.permutation(key, size)
+    return jax.tree.map(
+        lambda x: jnp.take(x, permutation, axis=0).reshape(
+            (num_minibatches, size // num_minibatches, *x.shape[1:])
+        ),
+        batch,
+    )
+
+
+def make_update_epochs(
+    config: PPOConfig, apply_fn: Callable
+) -> Callable[..., tuple[TrainState, dict[str, jax.Array]]]:
+    """Builds `update_epochs(train_state, batch, key, hparams, learning_rate, actor_coef)`.
+
+    Runs `update_epochs` epochs (a `lax.scan`), each a fresh shuffle into
+    `num_minibatches` minibatches and one Adam step per minibatch (a `lax.scan`). When the
+    mean approx KL of an epoch exceeds `hparams.target_kl`, the remaining epochs are
+    skipped (CleanRL's `--target-kl`). Returns the new train state and the means of
+    `UPDATE_METRICS` over the minibatch steps that ran, plus `update_epochs_run`.
+    """
+
+    def minibatch_step(train_state, minibatch, hparams, learning_rate, actor_coef):
+        def loss_fn(params):
+            dist, value = apply_fn(params, minibatch.obs)
+            terms = ppo_loss(
+                dist.log_prob(minibatch.action),
+                minibatch.log_prob,
+                minibatch.advantages,
+                value,
+                minibatch.value,
+                minibatch.returns,
+                dist.entropy(),
+                clip_coef=hparams.clip_coef,
+                vf_coef=hparams.vf_coef,
+                ent_coef=hparams.ent_coef,
+                norm_adv=config.norm_adv,
+                clip_vloss=config.clip_vloss,
+                actor_coef=actor_coef,
+            )
+            return terms.loss, terms
+
+        grads, terms = jax.grad(loss_fn, has_aux=True)(train_state.params)
+        tx = make_optimizer(hparams.max_grad_norm, learning_rate, config.adam_eps)
+        updates, opt_state = tx.update(grads, train_state.opt_state, train_state.params)
+        params = optax.apply_updates(train_state.params, updates)
+        metrics = {name: getattr(terms, name) for name in UPDATE_METRICS if name != "grad_norm"}
+        metrics["grad_norm"] = optax.global_norm(grads)
+        return TrainState(params=params, opt_state=opt_state), metrics
+
+    def one_epoch(train_state, batch, key, hparams, learning_rate, actor_coef):
+        minibatches = shuffle_minibatches(key, batch, config.num_minibatches)
+
+        def body(state, minibatch):
+            return minibatch_step(state, minibatch, hparams, learning_rate, actor_coef)
+
+        train_state, metrics = jax.lax.scan(body, train_state, minibatches)
+        return train_state, jax.tree.map(jnp.mean, metrics)
+
+    def update_epochs(
+        train_state: TrainState,
+        batch: Batch,
+        key: jax.Array,
+        hparams: Hyperparams,
+        learning_rate: jax.Array,
+        actor_coef: jax.Array,
+    ) -> tuple[TrainState, dict[str, jax.Array]]:
+        zeros = {name: jnp.zeros((), jnp.float32) for name in UPDATE_METRICS}
+
+        def body(carry, epoch_key):
+            state, stopped, sums, epochs_run = carry
+
+            def run(s):
+                return one_epoch(s, batch, epoch_key, hparams, learning_rate, actor_coef)
+
+            state, metrics = jax.lax.cond(stopped, lambda s: (s, zeros), run, state)
+            ran = 1.0 - stopped.astype(jnp.float32)
+            sums = jax.tree.map(lambda total, m: total + ran * m, sums, metrics)
+            stopped = jnp.logical_or(stopped, metrics["approx_kl"] > hparams.target_kl)
+            return (state, stopped, sums, epochs_run + ran), None
+
+        init = (train_state, jnp.zeros((), bool), zeros, jnp.zeros((), jnp.float32))
+        (train_state, _, sums, epochs_run), _ = jax.lax.scan(
+            body, init, jax.random.split(key, config.update_epochs)
+        )
+        metrics = {name: total / epochs_run for name, total in sums.items()}
+        metrics["update_epochs_run"] = epochs_run
+        return train_state, metrics
+
+    return update_epochs

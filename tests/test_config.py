@@ -1,0 +1,113 @@
+"""Config validation: unknown keys, wrong types and impossible sizes are ValueErrors."""
+
+import jax
+import numpy as np
+import pytest
+
+import purejaxppo as pjp
+from purejaxppo.cli import _parse_value, load_config
+
+
+def test_defaults_are_the_cleanrl_cartpole_ones():
+    c = pjp.PPOConfig()
+    assert (c.env_name, c.num_envs, c.num_steps, c.update_epochs, c.num_minibatches) == (
+        "CartPole-v1", 4, 128, 4, 4,
+    )
+    assert (c.learning_rate, c.anneal_lr, c.gamma, c.gae_lambda, c.clip_coef) == (
+        2.5e-4, True, 0.99, 0.95, 0.2,
+    )
+    assert (c.ent_coef, c.vf_coef, c.max_grad_norm, c.hidden_sizes, c.activation) == (
+        0.01, 0.5, 0.5, (64, 64), "tanh",
+    )
+    assert c.adam_eps == 1e-5 and c.end_learning_rate == 0.0 and c.target_kl is None
+    assert c.batch_size == 512 and c.minibatch_size == 128 and c.num_updates == 976
+
+
+@pytest.mark.parametrize(
+    "values, match",
+    [
+        ({"num_envs": 4, "num_steps": 10, "num_minibatches": 3}, "num_minibatches=3"),
+        ({"num_envs": 0}, "num_envs=0"),
+        ({"num_envs": 2.5}, "num_envs must be an integer, got 2.5"),
+        ({"num_envs": True}, "num_envs must be an integer"),
+        ({"learning_rate": "fast"}, "learning_rate must be a number, got 'fast'"),
+        ({"learning_rate": -1.0}, "learning_rate=-1.0"),
+        ({"gamma": 1.5}, "gamma=1.5"),
+        ({"norm_adv": "yes"}, "norm_adv must be true or false"),
+        ({"hidden_sizes": [64, 0]}, "hidden_sizes"),
+        ({"hidden_sizes": "big"}, "hidden_sizes must be a list"),
+        ({"activation": "tahn"}, "did you mean tanh"),
+        ({"total_timesteps": 100}, "total_timesteps=100"),
+        ({"target_kl": 0.0}, "target_kl=0.0"),
+        ({"critic_pretrain_steps": 10_000}, "critic_pretrain_steps=10000"),
+        ({"env_kwargs": [1, 2]}, "env_kwargs must be a mapping"),
+        ({"learning_rate": float("nan")}, "learning_rate must be finite"),
+    ],
+)
+def test_bad_values_name_field_and_value(values, match):
+    with pytest.raises(ValueError, match=match):
+        pjp.PPOConfig.from_dict(values)
+
+
+def test_unknown_key_suggests_close_match():
+    with pytest.raises(ValueError, match=r"unknown config field 'num_env'.*num_envs"):
+        pjp.PPOConfig.from_dict({"num_env": 8})
+
+
+def test_lossless_coercions():
+    c = pjp.PPOConfig.from_dict({"total_timesteps": 1e6, "hidden_sizes": [32], "gamma": 1})
+    assert c.total_timesteps == 1_000_000 and isinstance(c.total_timesteps, int)
+    assert c.hidden_sizes == (32,) and c.gamma == 1.0 and isinstance(c.gamma, float)
+
+
+def test_replace_and_round_trip():
+    c = pjp.PPOConfig().replace(num_envs=8, target_kl=0.02)
+    assert c.num_envs == 8 and c.target_kl == 0.02
+    assert pjp.PPOConfig.from_dict(c.to_dict()) == c
+    with pytest.raises(ValueError, match="num_minibatches"):
+        c.replace(num_minibatches=7)
+
+
+def test_yaml_and_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("env_name: Acrobot-v1\nnum_envs: 8\nhidden_sizes: [32, 32]\n")
+    c = load_config(path, {"num_envs": 16})
+    assert c.env_name == "Acrobot-v1" and c.num_envs == 16 and c.hidden_sizes == (32, 32)
+    path.write_text("num_envz: 8\n")
+    with pytest.raises(ValueError, match="num_envz"):
+        load_config(path, {})
+    with pytest.raises(ValueError, match="no such file"):
+        load_config(tmp_path / "missing.yaml", {})
+
+
+def test_cli_value_parsing():
+    assert _parse_value("1e6") == 1e6
+    assert _parse_value("64,64") == [64, 64]
+    assert _parse_value("[32, 32]") == [32, 32]
+    assert _parse_value("true") is True
+    assert _parse_value("null") is None
+    assert _parse_value("{max_steps_in_episode: 50}") == {"max_steps_in_episode": 50}
+    assert _parse_value("CartPole-v1") == "CartPole-v1"
+
+
+def test_hyperparams_from_config():
+    hp = pjp.Hyperparams.from_config(pjp.PPOConfig(learning_rate=1e-3))
+    assert hp.learning_rate.dtype == np.float32 and float(hp.learning_rate) == np.float32(1e-3)
+    assert np.isinf(hp.target_kl)
+    stacked = pjp.Hyperparams.stack([hp, hp.replace(ent_coef=jax.numpy.float32(0.1))])
+    assert stacked.ent_coef.shape == (2,)
+    np.testing.assert_allclose(stacked.ent_coef, [0.01, 0.1])
+
+
+def test_unknown_env_lists_close_matches():
+    with pytest.raises(ValueError, match=r"CartPol-v1.*Close matches: CartPole-v1"):
+        pjp.make_env("CartPol-v1")
+
+
+def test_env_kwargs_split_between_params_and_constructor():
+    env, params = pjp.make_env("CartPole-v1", {"max_steps_in_episode": 50})
+    assert params.max_steps_in_episode == 50
+    env, params = pjp.make_env("MemoryChain-bsuite", {"num_bits": 2, "memory_length": 7})
+    assert env.num_bits == 2 and params.memory_length == 7
+    with pytest.raises(ValueError, match="bogus"):
+        pjp.make_env("CartPole-v1", {"bogus": 1})

@@ -1,0 +1,25 @@
+"""The quickstart notebook executes top to bottom on CPU (its own cells assert learning)."""
+
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "quickstart.ipynb"
+
+
+def test_quickstart_notebook_runs(tmp_path):
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    client = NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()
+    outputs = [
+        out.get("text", "")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+    ]
+    text = "".join(outputs)
+    assert "final return per seed" in text
+    assert not any(out.get("output_type") == "error" for c in notebook.cells for out in c.get("outputs", []))
