@@ -71,5 +71,9 @@ cells = [
 ]
 
 notebook = new_notebook(cells=cells)
-notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+notebook.metadata["kernelspec"] = {
+    "name": "python3",
+    "display_name": "Python 3",
+    "language": "python",
+}
 Path(__file__).with_name("quickstart.ipynb").write_text(nbformat.writes(notebook))

@@ -1,6 +1,18 @@
 """purejaxppo: PPO as one pure, jit-compiled JAX function of a PRNG key and hyperparameters."""
 
-from purejaxppo.config import PPOConfig, Hyperparams, TRACED_FIELDS
+import os as _os
+
+# jax 0.10.x on CPU: vmapped training programs were seen to deadlock (0% CPU, forever)
+# with XLA's concurrency-optimised CPU scheduler; turning it off costs no measurable speed
+# here (CartPole, 1 and 4 agents). XLA reads XLA_FLAGS when the first backend starts, so
+# this takes effect unless JAX already ran a computation before purejaxppo was imported.
+_CPU_SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
+if _CPU_SCHEDULER_FLAG not in _os.environ.get("XLA_FLAGS", ""):
+    _os.environ["XLA_FLAGS"] = (
+        _os.environ.get("XLA_FLAGS", "") + f" {_CPU_SCHEDULER_FLAG}=false"
+    ).strip()
+
+from purejaxppo.config import TRACED_FIELDS, Hyperparams, PPOConfig
 from purejaxppo.envs import make_env, registered_env_ids
 from purejaxppo.gae import gae_advantages
 from purejaxppo.losses import LossTerms, ppo_loss

@@ -85,7 +85,5 @@ def ppo_loss(
     entropy = jnp.mean(entropy)
     loss = actor_coef * (pg_loss - ent_coef * entropy) + vf_coef * v_loss
     approx_kl = jax.lax.stop_gradient(((ratio - 1.0) - log_ratio).mean())
-    clipfrac = jax.lax.stop_gradient(
-        (jnp.abs(ratio - 1.0) > clip_coef).astype(jnp.float32).mean()
-    )
+    clipfrac = jax.lax.stop_gradient((jnp.abs(ratio - 1.0) > clip_coef).astype(jnp.float32).mean())
     return LossTerms(loss, pg_loss, v_loss, entropy, approx_kl, clipfrac)

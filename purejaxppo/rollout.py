@@ -73,7 +73,12 @@ def make_env_step(
         num_envs = carry.obs.shape[0]
         obs, env_state, reward, terminated, truncated, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, None)
-        )(jax.random.split(env_key, num_envs), carry.env_state, to_env_action(spec, action), env_params)
+        )(
+            jax.random.split(env_key, num_envs),
+            carry.env_state,
+            to_env_action(spec, action),
+            env_params,
+        )
         reward = reward.astype(jnp.float32)
         done = jnp.logical_or(terminated, truncated)
         episode_return = carry.episode_return + reward

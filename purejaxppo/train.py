@@ -142,7 +142,10 @@ def make_train_fns(config: PPOConfig, env: Any = None, env_params: Any = None) -
 
     def train(key: jax.Array, hparams: Hyperparams | None = None) -> TrainOutput:
         if hparams is None:
-            hparams = Hyperparams.from_config(config)
+            # The barrier keeps XLA from constant-folding the config's values, so that
+            # train(key) computes bitwise what train(key, Hyperparams.from_config(config))
+            # and the segmented driver (runner.py) compute.
+            hparams = jax.lax.optimization_barrier(Hyperparams.from_config(config))
         runner = init(key)
         runner, metrics = run(runner, hparams, config.num_updates)
         return TrainOutput(train_state=runner.train_state, runner_state=runner, metrics=metrics)

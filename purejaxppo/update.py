@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import optax
 
 from purejaxppo.config import Hyperparams, PPOConfig
-from purejaxppo.losses import LossTerms, ppo_loss
+from purejaxppo.losses import ppo_loss
 from purejaxppo.types import TrainState
 
 #: Per-update metrics produced by `make_update_epochs` (means over minibatch steps run).
@@ -93,7 +93,7 @@ def make_update_epochs(
         updates, opt_state = tx.update(grads, train_state.opt_state, train_state.params)
         params = optax.apply_updates(train_state.params, updates)
         metrics = {name: getattr(terms, name) for name in UPDATE_METRICS if name != "grad_norm"}
-        metrics["grad_norm"] = optax.global_norm(grads)
+        metrics["grad_norm"] = optax.tree.norm(grads)
         return TrainState(params=params, opt_state=opt_state), metrics
 
     def one_epoch(train_state, batch, key, hparams, learning_rate, actor_coef):

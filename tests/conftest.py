@@ -1,9 +1,8 @@
-"""Test-wide settings. XLA flags must be set before JAX starts."""
+"""Test-wide settings.
 
-import os
+Importing purejaxppo turns off XLA's concurrency-optimised CPU scheduler (a known deadlock
+of vmapped programs on jax 0.10 CPU); import it here, before any test runs JAX, so the flag
+is in force for every test. pytest-timeout (pyproject.toml) fails a hang.
+"""
 
-# On jax 0.10.x CPU, vmapped programs were seen to deadlock with the concurrency-optimised
-# scheduler; turn it off for the tests (a hang would otherwise hit pytest-timeout).
-_flag = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
-if _flag not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
+import purejaxppo  # noqa: F401

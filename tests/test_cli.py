@@ -42,8 +42,18 @@ def test_logged_run_equals_one_call_train(tmp_path):
 def test_main_writes_run_dir_and_prints_summary(tmp_path, capsys):
     run_dir = tmp_path / "r"
     code = main(
-        ["train", "--total-timesteps", "2048", "--log-freq", "2", "--run-dir", str(run_dir),
-         "--hidden-sizes", "32,32", "--no-progress"]
+        [
+            "train",
+            "--total-timesteps",
+            "2048",
+            "--log-freq",
+            "2",
+            "--run-dir",
+            str(run_dir),
+            "--hidden-sizes",
+            "32,32",
+            "--no-progress",
+        ]
     )
     assert code == 0
     out = capsys.readouterr().out
@@ -72,8 +82,13 @@ def test_bad_input_exits_with_a_clear_message(argv, message, capsys, tmp_path):
 def test_config_files_load_and_build(tmp_path):
     config_dir = os.path.join(os.path.dirname(__file__), "..", "configs")
     names = sorted(os.listdir(config_dir))
-    assert {"cartpole.yaml", "acrobot.yaml", "pendulum.yaml", "mountaincar_continuous.yaml",
-            "breakout_minatar.yaml"} <= set(names)
+    assert {
+        "cartpole.yaml",
+        "acrobot.yaml",
+        "pendulum.yaml",
+        "mountaincar_continuous.yaml",
+        "breakout_minatar.yaml",
+    } <= set(names)
     assert {f"probe{i}.yaml" for i in range(1, 8)} <= set(names)
     for name in names:
         config = pjp.PPOConfig.from_yaml(os.path.join(config_dir, name))
@@ -88,7 +103,9 @@ def test_console_script_default_style_run(tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "purejaxppo")
     proc = subprocess.run(
         [exe, "train", "--total-timesteps", "20480", "--run-dir", str(tmp_path / "cli")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "final mean episode_return" in proc.stdout

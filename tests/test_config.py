@@ -11,13 +11,25 @@ from purejaxppo.cli import _parse_value, load_config
 def test_defaults_are_the_cleanrl_cartpole_ones():
     c = pjp.PPOConfig()
     assert (c.env_name, c.num_envs, c.num_steps, c.update_epochs, c.num_minibatches) == (
-        "CartPole-v1", 4, 128, 4, 4,
+        "CartPole-v1",
+        4,
+        128,
+        4,
+        4,
     )
     assert (c.learning_rate, c.anneal_lr, c.gamma, c.gae_lambda, c.clip_coef) == (
-        2.5e-4, True, 0.99, 0.95, 0.2,
+        2.5e-4,
+        True,
+        0.99,
+        0.95,
+        0.2,
     )
     assert (c.ent_coef, c.vf_coef, c.max_grad_norm, c.hidden_sizes, c.activation) == (
-        0.01, 0.5, 0.5, (64, 64), "tanh",
+        0.01,
+        0.5,
+        0.5,
+        (64, 64),
+        "tanh",
     )
     assert c.adam_eps == 1e-5 and c.end_learning_rate == 0.0 and c.target_kl is None
     assert c.batch_size == 512 and c.minibatch_size == 128 and c.num_updates == 976

@@ -24,7 +24,7 @@ def reference_gae(rewards, values, next_values, terminated, truncated, gamma, la
         else:
             running = delta + gamma * lam * running
         advantages[t] = running
-    returns = [a + v for a, v in zip(advantages, values)]
+    returns = [a + v for a, v in zip(advantages, values, strict=True)]
     return np.array(advantages), np.array(returns)
 
 
@@ -63,7 +63,9 @@ def test_lambda_one_is_discounted_return_minus_value():
     nv = np.append(v[1:], v_last)
     no = np.zeros(T, bool)
     adv, ret = gae_advantages(r, v, nv, no, no, gamma, 1.0)
-    mc = [sum(gamma**k * r[t + k] for k in range(T - t)) + gamma ** (T - t) * v_last for t in range(T)]
+    mc = [
+        sum(gamma**k * r[t + k] for k in range(T - t)) + gamma ** (T - t) * v_last for t in range(T)
+    ]
     np.testing.assert_allclose(ret, mc, rtol=1e-5)
     np.testing.assert_allclose(adv, np.array(mc) - v, rtol=1e-5, atol=1e-5)
 
@@ -98,7 +100,9 @@ def test_vmap_over_envs_equals_loop():
         *stacked, 0.99, 0.95
     )
     for n, s in enumerate(seqs):
-        np.testing.assert_allclose(adv[:, n], reference_gae(*s, 0.99, 0.95)[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            adv[:, n], reference_gae(*s, 0.99, 0.95)[0], rtol=1e-5, atol=1e-5
+        )
 
 
 def test_rejects_batched_input():

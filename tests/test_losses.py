@@ -72,8 +72,16 @@ def test_gradient_is_zero_outside_clip_region():
     # Outside the trust region in the direction the advantage pushes, the objective is flat.
     def pg(lp):
         return ppo_loss(
-            lp, OLD_LOG_PROB, ADV, VALUE, OLD_VALUE, RETURNS, ENTROPY,
-            norm_adv=False, clip_vloss=True, **COEFS,
+            lp,
+            OLD_LOG_PROB,
+            ADV,
+            VALUE,
+            OLD_VALUE,
+            RETURNS,
+            ENTROPY,
+            norm_adv=False,
+            clip_vloss=True,
+            **COEFS,
         ).pg_loss
 
     grad = jax.grad(pg)(LOG_PROB)
@@ -88,6 +96,4 @@ def test_jit_and_vmap_agree(clip_vloss):
         return loss(clip_vloss=clip_vloss, clip_coef=0.2 * scale).loss
 
     scales = jnp.array([0.5, 1.0, 2.0])
-    np.testing.assert_allclose(
-        jax.vmap(f)(scales), [jax.jit(f)(s) for s in scales], rtol=1e-6
-    )
+    np.testing.assert_allclose(jax.vmap(f)(scales), [jax.jit(f)(s) for s in scales], rtol=1e-6)

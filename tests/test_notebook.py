@@ -11,7 +11,10 @@ NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "quickstart.ip
 def test_quickstart_notebook_runs(tmp_path):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()
     outputs = [
@@ -22,4 +25,6 @@ def test_quickstart_notebook_runs(tmp_path):
     ]
     text = "".join(outputs)
     assert "final return per seed" in text
-    assert not any(out.get("output_type") == "error" for c in notebook.cells for out in c.get("outputs", []))
+    assert not any(
+        out.get("output_type") == "error" for c in notebook.cells for out in c.get("outputs", [])
+    )

@@ -11,7 +11,6 @@ import gymnax
 
 from purejaxppo.envs.probes import PROBE_ENVS
 
-
 # The probe envs join gymnax's registry, so `gymnax.make("Probe1-v0")` works as well.
 for _env_id, _cls in PROBE_ENVS.items():
     if _env_id not in gymnax.registered_envs:

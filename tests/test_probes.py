@@ -1,0 +1,78 @@
+"""Each probe environment teaches what it is meant to (configs/probeN.yaml, CPU-sized)."""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import purejaxppo as pjp
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def train_probe(number: int, seeds: int = 2):
+    """Trains `seeds` agents on configs/probe<number>.yaml; returns (config, apply, params, out)."""
+    config = pjp.PPOConfig.from_yaml(CONFIGS / f"probe{number}.yaml")
+    out = jax.jit(jax.vmap(pjp.make_train(config)))(jax.random.split(jax.random.key(0), seeds))
+    env, env_params = pjp.make_env(config.env_name)
+    _, apply = pjp.make_networks(config, env, env_params)
+    params = [jax.tree.map(lambda x, i=i: x[i], out.train_state.params) for i in range(seeds)]
+    return config, apply, params, out
+
+
+def test_probe1_value_of_constant_obs_is_one():
+    _, apply, params, _ = train_probe(1)
+    for p in params:
+        _, value = apply(p, jnp.array([[0.0]]))
+        np.testing.assert_allclose(value, [1.0], atol=0.05)
+
+
+def test_probe2_value_equals_observation():
+    _, apply, params, _ = train_probe(2)
+    for p in params:
+        _, value = apply(p, jnp.array([[-1.0], [1.0]]))
+        np.testing.assert_allclose(value, [-1.0, 1.0], atol=0.05)
+
+
+def test_probe3_value_of_first_obs_is_gamma():
+    config, apply, params, _ = train_probe(3)
+    assert config.gamma == 0.9  # far enough from 1 that a missing discount fails
+    for p in params:
+        _, value = apply(p, jnp.array([[0.0], [1.0]]))
+        np.testing.assert_allclose(value, [config.gamma, 1.0], atol=0.03)
+
+
+def test_probe4_picks_the_rewarded_action():
+    _, apply, params, out = train_probe(4)
+    for p in params:
+        dist, _ = apply(p, jnp.array([[0.0]]))
+        assert float(dist.probs[0, 1]) > 0.95
+    assert np.nanmean(out.metrics["episode_return"][:, -10:]) > 0.9
+
+
+def test_probe5_matches_action_to_observation():
+    _, apply, params, out = train_probe(5)
+    for p in params:
+        dist, _ = apply(p, jnp.array([[0.0], [1.0]]))
+        assert float(dist.probs[0, 0]) > 0.95 and float(dist.probs[1, 1]) > 0.95
+    assert np.nanmean(out.metrics["episode_return"][:, -10:]) > 0.9
+
+
+def test_probe6_learns_the_parity_rule():
+    _, apply, params, out = train_probe(6)
+    env, env_params = pjp.make_env("Probe6-v0")
+    t = jnp.arange(env_params.episode_length, dtype=jnp.float32)[:, None]
+    for p in params:
+        dist, _ = apply(p, t)
+        np.testing.assert_array_equal(dist.mode(), np.arange(env_params.episode_length) % 2)
+    final = np.nanmean(out.metrics["episode_return"][:, -10:])
+    assert final > 0.9 * env_params.episode_length
+
+
+def test_probe7_feed_forward_policy_cannot_exceed_chance():
+    # Memory probe: without a recurrent core the best expected return is 0.5
+    # (its learning test comes with recurrent policies).
+    _, _, _, out = train_probe(7)
+    final = np.nanmean(out.metrics["episode_return"][:, -20:])
+    assert 0.3 < final < 0.7
