@@ -82,8 +82,12 @@ def run_cell(library: str, agents: int, total_timesteps: int, repeats: int) -> d
     if library == "purejaxppo":
         cmd = [sys.executable, __file__, "--worker", "--agents", str(agents)]
     else:
-        cmd = [str(PEER_VENV / "bin" / "python"), str(HERE / "peers" / "rejax_ppo.py"),
-               "--agents", str(agents)]
+        cmd = [
+            str(PEER_VENV / "bin" / "python"),
+            str(HERE / "peers" / "rejax_ppo.py"),
+            "--agents",
+            str(agents),
+        ]
     cmd += ["--total-timesteps", str(total_timesteps), "--repeats", str(repeats)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -129,9 +133,21 @@ def main() -> int:
         ratio = (ours["env_steps_per_s"] / theirs["env_steps_per_s"]).rename("speedup_vs_rejax")
         table = table.merge(ratio, left_on="agents", right_index=True, how="left")
         table.loc[table.library != "purejaxppo", "speedup_vs_rejax"] = float("nan")
-    columns = [c for c in ["library", "agents", "compile_s", "run_s", "env_steps_per_s",
-                           "peak_memory_bytes", "final_return", "speedup_vs_rejax", "error"]
-               if c in table]
+    columns = [
+        c
+        for c in [
+            "library",
+            "agents",
+            "compile_s",
+            "run_s",
+            "env_steps_per_s",
+            "peak_memory_bytes",
+            "final_return",
+            "speedup_vs_rejax",
+            "error",
+        ]
+        if c in table
+    ]
     machine = {
         "machine": platform.platform(),
         "processor": platform.processor() or platform.machine(),

@@ -98,8 +98,12 @@ def profile(config: pjp.PPOConfig, agents: int, reps: int) -> dict:
         return x.reshape((T * N, *x.shape[2:]))
 
     batch = Batch(
-        obs=flat(traj.obs), action=flat(traj.action), log_prob=flat(traj.log_prob),
-        value=flat(traj.value), advantages=flat(traj.value), returns=flat(traj.value),
+        obs=flat(traj.obs),
+        action=flat(traj.action),
+        log_prob=flat(traj.log_prob),
+        value=flat(traj.value),
+        advantages=flat(traj.value),
+        returns=flat(traj.value),
     )
 
     def shuffle(c):
@@ -119,9 +123,7 @@ def profile(config: pjp.PPOConfig, agents: int, reps: int) -> dict:
         return ts, key
 
     batch_one = jax.tree.map(lambda x: x[0], batch)
-    results["epochs"] = _time(
-        _repeat(epochs, reps), (runner.train_state, keys), reps=reps
-    )
+    results["epochs"] = _time(_repeat(epochs, reps), (runner.train_state, keys), reps=reps)
     results["update"] = _time(_repeat(lambda r: fns.update(r, hp)[0], reps), runner2, reps=reps)
     return results
 
@@ -133,18 +135,46 @@ def main() -> None:
     parser.add_argument("--scaling", action="store_true")
     args = parser.parse_args()
     base = pjp.PPOConfig()
-    rows = [{"study": "pieces", "agents": args.agents, "num_envs": base.num_envs,
-             "num_steps": base.num_steps, **profile(base, args.agents, args.reps)}]
+    rows = [
+        {
+            "study": "pieces",
+            "agents": args.agents,
+            "num_envs": base.num_envs,
+            "num_steps": base.num_steps,
+            **profile(base, args.agents, args.reps),
+        }
+    ]
     if args.scaling:
         for agents in (1, 8, 64):
-            rows.append({"study": "agents", "agents": agents, "num_envs": 4, "num_steps": 128,
-                         **profile(base, agents, args.reps)})
+            rows.append(
+                {
+                    "study": "agents",
+                    "agents": agents,
+                    "num_envs": 4,
+                    "num_steps": 128,
+                    **profile(base, agents, args.reps),
+                }
+            )
         for num_envs in (4, 16, 64, 256):
-            rows.append({"study": "num_envs", "agents": 1, "num_envs": num_envs, "num_steps": 128,
-                         **profile(base.replace(num_envs=num_envs), 1, args.reps)})
+            rows.append(
+                {
+                    "study": "num_envs",
+                    "agents": 1,
+                    "num_envs": num_envs,
+                    "num_steps": 128,
+                    **profile(base.replace(num_envs=num_envs), 1, args.reps),
+                }
+            )
         for num_steps in (32, 128, 512):
-            rows.append({"study": "num_steps", "agents": 1, "num_envs": 4, "num_steps": num_steps,
-                         **profile(base.replace(num_steps=num_steps), 1, args.reps)})
+            rows.append(
+                {
+                    "study": "num_steps",
+                    "agents": 1,
+                    "num_envs": 4,
+                    "num_steps": num_steps,
+                    **profile(base.replace(num_steps=num_steps), 1, args.reps),
+                }
+            )
     table = pd.DataFrame(rows)
     ms = table.copy()
     for col in ("rollout", "bootstrap", "gae", "shuffle", "epochs", "update"):
@@ -156,9 +186,20 @@ def main() -> None:
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     device = jax.devices()[0]
-    path = out / f"profile-{getattr(device, 'device_kind', device.platform).replace(' ', '_')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({"jax": jax.__version__, "device": str(device),
-                                "rows": table.to_dict(orient="records")}, indent=1))
+    path = (
+        out
+        / f"profile-{getattr(device, 'device_kind', device.platform).replace(' ', '_')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    path.write_text(
+        json.dumps(
+            {
+                "jax": jax.__version__,
+                "device": str(device),
+                "rows": table.to_dict(orient="records"),
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {path}")
 
 
