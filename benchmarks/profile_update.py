@@ -94,8 +94,8 @@ def profile(config: pjp.PPOConfig, agents: int, reps: int) -> dict:
 
     results["gae"] = _time(_repeat(gae, reps), traj, reps=reps)
 
-    def flat(x):
-        return x.reshape((T * N, *x.shape[2:]))
+    def flat(x):  # [agents, T, N, ...] -> [agents, T*N, ...]
+        return x.reshape((x.shape[0], T * N, *x.shape[3:]))
 
     batch = Batch(
         obs=flat(traj.obs),
@@ -179,7 +179,7 @@ def main() -> None:
     ms = table.copy()
     for col in ("rollout", "bootstrap", "gae", "shuffle", "epochs", "update"):
         ms[col] = 1e3 * ms[col]
-    ms["env_steps_per_s"] = ms.agents * ms.num_envs * ms.num_steps / (ms.update / 1e3)
+    ms["env_steps_per_s"] = ms["agents"] * ms["num_envs"] * ms["num_steps"] / (ms["update"] / 1e3)
     with pd.option_context("display.width", 200, "display.float_format", "{:,.3f}".format):
         print("milliseconds per update (vmapped over agents):")
         print(ms.to_string(index=False))

@@ -33,7 +33,9 @@ class TrainState:
     """Network parameters and optimizer state of one agent."""
 
     params: Params  # flax params of the actor-critic
-    opt_state: PyTree  # optax `ScaleByAdamState` (count, mu, nu)
+    opt_state: (
+        PyTree  # optax state of `update.make_optimizer` (Adam count, mu, nu on raveled params)
+    )
 
 
 @struct.dataclass

@@ -31,16 +31,20 @@ class Batch(NamedTuple):
 def make_optimizer(
     max_grad_norm: jax.typing.ArrayLike, learning_rate: jax.typing.ArrayLike, adam_eps: float
 ) -> optax.GradientTransformation:
-    """Global-norm clipping, then Adam, then a step of size `learning_rate`.
+    """Global-norm clipping, then Adam, then a step of size `learning_rate` (on raveled params).
 
     The state's structure does not depend on the (possibly traced) values, so the state
     built with the config's values at init is updated by a transformation rebuilt with
     the traced values of each update.
     """
-    return optax.chain(
-        optax.clip_by_global_norm(max_grad_norm),
-        optax.scale_by_adam(eps=adam_eps),
-        optax.scale(-learning_rate),
+    # `optax.flatten` runs the chain on one raveled vector instead of a tree of 12 leaves:
+    # 12% less time per update on a 2-core CPU (benchmarks/profile_update.py).
+    return optax.flatten(
+        optax.chain(
+            optax.clip_by_global_norm(max_grad_norm),
+            optax.scale_by_adam(eps=adam_eps),
+            optax.scale(-learning_rate),
+        )
     )
 
 
