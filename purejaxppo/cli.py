@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="output directory (default: runs/<env>-<time>-seed<seed>)",
     )
+    train.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN_DIR",
+        help="continue the run in RUN_DIR from its last checkpoint (uses its config.yaml)",
+    )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_overrides(train)
     return parser
@@ -89,6 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config_path = args.pop("config")
         run_dir = args.pop("run_dir")
         progress = not args.pop("no_progress")
+        resume = args.pop("resume")
+        if resume is not None:
+            if config_path is not None or run_dir is not None:
+                parser.exit(2, "purejaxppo: error: --resume takes the run's own config and dir\n")
+            config_path, run_dir = resume / "config.yaml", resume
         try:
             config = load_config(config_path, args)
         except ValueError as err:
@@ -99,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             run_dir = Path("runs") / f"{config.env_name}-{stamp}-seed{config.seed}"
         try:
-            result = train_and_log(config, run_dir, progress=progress)
+            result = train_and_log(config, run_dir, progress=progress, resume=resume is not None)
         except ValueError as err:
             parser.exit(2, f"purejaxppo: error: {err}\n")
         print(

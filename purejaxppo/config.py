@@ -80,8 +80,8 @@ class PPOConfig:
       adam_eps: Adam epsilon.
       log_freq: updates per jitted segment in `purejaxppo train` (how often progress and
         metrics are reported); the numbers do not depend on it.
-      save_freq: updates between checkpoints. Checkpointing is not built yet (the
-        checkpoint issue); the field is validated and recorded in the run's config.
+      save_freq: updates between checkpoints in `purejaxppo train` (orbax, atomic, under
+        `<run_dir>/checkpoints/last`); 0 saves only at the end of the run.
       seed: PRNG seed used by the command line (`jax.random.key(seed)`).
 
     Raises:
@@ -305,7 +305,7 @@ def _validate(c: PPOConfig) -> None:
     if c.log_freq < 1:
         raise bad("log_freq", c.log_freq, "must be >= 1")
     if c.save_freq < 0:
-        raise bad("save_freq", c.save_freq, "must be >= 0")
+        raise bad("save_freq", c.save_freq, "must be >= 0 (0: only at the end)")
     if not c.env_name:
         raise bad("env_name", c.env_name, "must not be empty")
     for key in c.env_kwargs:

@@ -19,7 +19,7 @@ import pandas as pd
 import yaml
 
 from purejaxppo.config import Hyperparams, PPOConfig
-from purejaxppo.train import make_train_fns
+from purejaxppo.train import METRICS, make_train_fns
 from purejaxppo.types import RunnerState
 
 
@@ -46,6 +46,7 @@ def train_and_log(
     key: jax.Array | None = None,
     progress: bool = True,
     plot: bool = True,
+    resume: bool = False,
 ) -> RunResult:
     """Trains one agent in jitted segments and writes a run directory.
 
@@ -59,29 +60,46 @@ def train_and_log(
       key: PRNG key; default `jax.random.key(config.seed)`.
       progress: show a tqdm progress bar (updates, env steps, steps/s, latest return).
       plot: write the learning-curve PNG.
+      resume: continue from the newest checkpoint in `run_dir` (see `checkpoint.py`);
+        the continued run ends bitwise equal to an uninterrupted one on CPU.
+
+    Checkpoints (orbax, atomic) are written every `config.save_freq` updates and at the
+    end, under `run_dir/checkpoints/last`.
 
     Raises:
-      ValueError: from `make_env` / `make_networks` for a bad env id or action space.
+      ValueError: from `make_env` / `make_networks` for a bad env id or action space, or
+        from `load_checkpoint` when resuming from a missing / mismatched checkpoint.
     """
     from tqdm.auto import tqdm
 
+    from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
+
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
     metrics_path = run_dir / "metrics.csv"
-    metrics_path.unlink(missing_ok=True)
-
     fns = make_train_fns(config)
     hparams = Hyperparams.from_config(config)
-    key = jax.random.key(config.seed) if key is None else key
-    runner = jax.jit(fns.init)(key)
-    run_segment = jax.jit(fns.run, static_argnums=2)
-
     frames = []
     done_updates = 0
-    start = time.perf_counter()
+    if resume:
+        checkpoint = load_checkpoint(run_dir, config)
+        runner = checkpoint.runner_state
+        done_updates = checkpoint.update_step
+        frame = pd.DataFrame(checkpoint.metrics)[list(METRICS)]
+        frame.insert(0, "update", np.arange(1, done_updates + 1))
+        frames.append(frame)
+        frame.to_csv(metrics_path, index=False)  # drops rows logged after the checkpoint
+    else:
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+        metrics_path.unlink(missing_ok=True)
+        key = jax.random.key(config.seed) if key is None else key
+        runner = jax.jit(fns.init)(key)
+    run_segment = jax.jit(fns.run, static_argnums=2)
+
+    start, start_updates = time.perf_counter(), done_updates
     bar = tqdm(
         total=config.num_updates,
+        initial=done_updates,
         unit="update",
         disable=not progress,
         desc=f"{config.env_name} (compiling)",
@@ -90,13 +108,24 @@ def train_and_log(
     with bar:
         while done_updates < config.num_updates:
             length = min(config.log_freq, config.num_updates - done_updates)
+            if config.save_freq:
+                length = min(length, config.save_freq - done_updates % config.save_freq)
             runner, metrics = run_segment(runner, hparams, length)
             metrics = jax.device_get(metrics)
-            frame = pd.DataFrame({name: np.asarray(v) for name, v in metrics.items()})
+            frame = pd.DataFrame({name: np.asarray(metrics[name]) for name in METRICS})
             frame.insert(0, "update", np.arange(done_updates + 1, done_updates + length + 1))
             frame.to_csv(metrics_path, mode="a", header=done_updates == 0, index=False)
             frames.append(frame)
             done_updates += length
+            at_save = config.save_freq and done_updates % config.save_freq == 0
+            if at_save or done_updates == config.num_updates:
+                so_far = pd.concat(frames, ignore_index=True)
+                save_checkpoint(
+                    run_dir,
+                    runner,
+                    {name: so_far[name].to_numpy() for name in METRICS},
+                    config,
+                )
 
             env_steps = int(frame["env_steps"].iloc[-1])
             returns = frame["episode_return"].dropna()
@@ -104,7 +133,7 @@ def train_and_log(
             bar.set_description(config.env_name)
             bar.set_postfix(
                 env_steps=f"{env_steps:,}",
-                sps=f"{env_steps / elapsed:,.0f}",
+                sps=f"{(done_updates - start_updates) * config.batch_size / elapsed:,.0f}",
                 ret=f"{returns.iloc[-1]:.1f}" if len(returns) else "n/a",
                 refresh=False,
             )

@@ -1,0 +1,168 @@
+"""Checkpoints of the full training state with orbax (atomic writes, exact resume).
+
+A checkpoint holds everything `TrainFns.run` needs to continue a run bit for bit: the
+`RunnerState` (params, optimizer state with Adam's count, env states and last
+observations, episode counters, PRNG key, update counter), the per-update metrics so
+far, and the resolved config. Orbax writes each checkpoint into a temporary directory and
+renames it when complete, so a process killed at any moment (also during a save) leaves
+the previous complete checkpoint loadable.
+
+Layout: `<run_dir>/checkpoints/last/<update>/{state,history,meta}`; only the newest
+complete checkpoint is kept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from purejaxppo.config import PPOConfig
+from purejaxppo.types import RunnerState
+
+
+class Checkpoint(NamedTuple):
+    """A restored checkpoint."""
+
+    runner_state: RunnerState
+    metrics: dict[str, np.ndarray]  # per-update metrics so far, `[update_step]` each
+    config: PPOConfig
+    update_step: int
+
+
+def _manager(directory: Path):
+    import orbax.checkpoint as ocp
+
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=1, enable_async_checkpointing=False, cleanup_tmp_directories=True
+    )
+    return ocp.CheckpointManager(directory.resolve(), options=options)
+
+
+def _to_saveable(runner: RunnerState) -> RunnerState:
+    # Typed PRNG keys are stored as their uint32 key data.
+    return runner.replace(key=jax.random.key_data(runner.key))
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    runner_state: RunnerState,
+    metrics: dict[str, np.ndarray],
+    config: PPOConfig,
+) -> Path:
+    """Saves `runner_state` (one agent), the metrics so far and `config` under `run_dir`.
+
+    The step is `runner_state.update_step`. Returns the checkpoint directory. The write
+    is atomic: a crash during it leaves the previous checkpoint as the latest.
+    """
+    import orbax.checkpoint as ocp
+
+    step = int(runner_state.update_step)
+    directory = Path(run_dir) / "checkpoints" / "last"
+    with _manager(directory) as manager:
+        manager.save(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(jax.device_get(_to_saveable(runner_state))),
+                history=ocp.args.StandardSave({k: np.asarray(v) for k, v in metrics.items()}),
+                meta=ocp.args.JsonSave({"config": config.to_dict(), "update_step": step}),
+            ),
+            force=True,
+        )
+        manager.wait_until_finished()
+    return directory / str(step)
+
+
+def latest_checkpoint_step(run_dir: str | Path) -> int | None:
+    """Update step of the newest complete checkpoint in `run_dir`, or None."""
+    directory = Path(run_dir) / "checkpoints" / "last"
+    if not directory.is_dir():
+        return None
+    with _manager(directory) as manager:
+        return manager.latest_step()
+
+
+def load_checkpoint(
+    run_dir: str | Path, config: PPOConfig | None = None, env: Any = None, env_params: Any = None
+) -> Checkpoint:
+    """Restores the newest complete checkpoint of `run_dir`.
+
+    Args:
+      run_dir: a run directory written by `purejaxppo train`.
+      config: the config the caller expects; default: the checkpoint's own. Fields that
+        change the computation must match the saved ones (`log_freq`, `save_freq` may
+        differ).
+      env, env_params: optional environment object, as for `make_train`.
+
+    Raises:
+      ValueError: no checkpoint in `run_dir`; a config that differs from the saved one
+        (naming the fields); or a checkpoint whose arrays do not match the network / env
+        of the config (corrupt files, another network shape), naming what failed.
+    """
+    import orbax.checkpoint as ocp
+
+    from purejaxppo.train import make_train_fns
+
+    directory = Path(run_dir) / "checkpoints" / "last"
+    step = latest_checkpoint_step(run_dir)
+    if step is None:
+        raise ValueError(f"no complete checkpoint under {directory}")
+    with _manager(directory) as manager:
+        try:
+            meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))[
+                "meta"
+            ]
+        except Exception as err:  # orbax raises several types for unreadable files
+            raise ValueError(f"checkpoint {directory / str(step)} is unreadable: {err}") from None
+        saved = PPOConfig.from_dict(meta["config"])
+        if config is None:
+            config = saved
+        ignored = {"log_freq", "save_freq"}
+        given = config.to_dict()
+        diff = {
+            k: (v, given[k])
+            for k, v in saved.to_dict().items()
+            if k not in ignored and given[k] != v
+        }
+        if diff:
+            details = ", ".join(f"{k}: saved {a!r} vs given {b!r}" for k, (a, b) in diff.items())
+            raise ValueError(
+                f"checkpoint {directory / str(step)} is from a different config ({details})"
+            )
+
+        fns = make_train_fns(config, env, env_params)
+        abstract = jax.eval_shape(lambda k: _to_saveable(fns.init(k)), jax.random.key(0))
+        try:
+            restored = manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(abstract),
+                    history=ocp.args.StandardRestore(),
+                ),
+            )
+        except Exception as err:
+            raise ValueError(
+                f"checkpoint {directory / str(step)} does not match the network / env of "
+                f"this config (hidden_sizes={list(config.hidden_sizes)}, "
+                f"env_name={config.env_name!r}) or is corrupt: {err}"
+            ) from None
+    state = restored["state"]
+    _check_shapes(abstract, state, directory / str(step))
+    runner = state.replace(key=jax.random.wrap_key_data(np.asarray(state.key)))
+    metrics = {k: np.asarray(v) for k, v in restored["history"].items()}
+    return Checkpoint(runner_state=runner, metrics=metrics, config=config, update_step=step)
+
+
+def _check_shapes(abstract: Any, restored: Any, where: Path) -> None:
+    """Orbax may restore arrays of another shape without complaint: compare explicitly."""
+    paths_a = jax.tree_util.tree_flatten_with_path(abstract)[0]
+    leaves_r = jax.tree.leaves(restored)
+    for (path, want), got in zip(paths_a, leaves_r, strict=True):
+        if tuple(want.shape) != tuple(np.shape(got)):
+            name = jax.tree_util.keystr(path)
+            raise ValueError(
+                f"checkpoint {where}: {name} has shape {tuple(np.shape(got))}, "
+                f"this config's network/env needs {tuple(want.shape)}"
+            )
