@@ -17,6 +17,7 @@ from purejaxppo.envs import make_env, registered_env_ids
 from purejaxppo.gae import gae_advantages
 from purejaxppo.losses import LossTerms, ppo_loss
 from purejaxppo.networks import make_networks
+from purejaxppo.policy import EvalResult, Policy, evaluate
 from purejaxppo.train import METRICS, TrainFns, make_train, make_train_fns
 from purejaxppo.types import RunnerState, TrainOutput, TrainState, Transition
 
@@ -26,13 +27,16 @@ __all__ = [
     "METRICS",
     "TRACED_FIELDS",
     "Hyperparams",
+    "EvalResult",
     "LossTerms",
     "PPOConfig",
+    "Policy",
     "RunnerState",
     "TrainFns",
     "TrainOutput",
     "TrainState",
     "Transition",
+    "evaluate",
     "gae_advantages",
     "make_env",
     "make_networks",

@@ -75,6 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_overrides(train)
+
+    evaluate = sub.add_parser(
+        "eval",
+        help="evaluate a run's last checkpoint",
+        description="Run episodes with a run's policy and print mean, std and IQM of returns.",
+    )
+    evaluate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    evaluate.add_argument("--episodes", type=int, default=100)
+    evaluate.add_argument("--greedy", action="store_true", help="argmax / mean actions")
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--env-name", help="evaluate on another env id (same spaces)")
     return parser
 
 
@@ -116,6 +127,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"final mean episode_return (last 10 updates): {result.final_return:.2f}\n"
             f"run directory: {result.run_dir}"
+        )
+        return 0
+    if command == "eval":
+        import jax
+
+        from purejaxppo.policy import Policy, evaluate
+
+        try:
+            policy = Policy.load(args["run_dir"])
+            result = evaluate(
+                policy,
+                args["env_name"],
+                args["episodes"],
+                jax.random.key(args["seed"]),
+                greedy=args["greedy"],
+            )
+        except ValueError as err:
+            parser.exit(2, f"purejaxppo: error: {err}\n")
+        stats = result.summary()
+        env_name = args["env_name"] or policy.config.env_name
+        print(
+            f"{env_name}: {args['episodes']} episodes ({'greedy' if args['greedy'] else 'sampled'})"
+            f"  mean {stats['mean']:.2f}  std {stats['std']:.2f}  IQM {stats['iqm']:.2f}"
+            f"  mean length {result.lengths.mean():.1f}"
         )
         return 0
     return 1  # pragma: no cover - argparse rejects unknown commands

@@ -1,0 +1,237 @@
+"""`Policy`: a trained actor-critic that acts, and `evaluate`: episodes under vmap + scan.
+
+After the seed library's `PPOPolicy`: `Policy.load(run_dir)`, `policy.act(obs, key,
+temperature)`, `policy.reset(done)`, `get_params()` / `set_params()`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purejaxppo.config import PPOConfig
+from purejaxppo.envs import make_env
+from purejaxppo.networks import action_spec, make_networks
+from purejaxppo.rollout import to_env_action
+from purejaxppo.types import Params, TrainOutput, TrainState
+
+
+class Policy:
+    """A feed-forward PPO policy: params plus the config that fixes its network.
+
+    Args:
+      params: flax params of the actor-critic (`TrainState.params`).
+      config: the run's config (network shape, env id).
+      env, env_params: optional environment object; default `make_env(config.env_name,
+        config.env_kwargs)`. Only its spaces are used.
+    """
+
+    def __init__(self, params: Params, config: PPOConfig, env: Any = None, env_params: Any = None):
+        if env is None:
+            env, env_params = make_env(config.env_name, config.env_kwargs)
+        elif env_params is None:
+            env_params = env.default_params
+        self.config = config
+        self.env, self.env_params = env, env_params
+        self.spec = action_spec(env, env_params)
+        self.obs_shape = tuple(env.observation_space(env_params).shape)
+        _, self.apply = make_networks(config, env, env_params)
+        self._params = params
+        self._act = jax.jit(self._act_batched)
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def load(cls, path: str | Path) -> Policy:
+        """Loads the policy of a run directory's newest checkpoint (see `checkpoint.py`).
+
+        Raises:
+          ValueError: no checkpoint, or a corrupt / mismatched one.
+        """
+        from purejaxppo.checkpoint import load_checkpoint
+
+        checkpoint = load_checkpoint(path)
+        return cls(checkpoint.runner_state.train_state.params, checkpoint.config)
+
+    @classmethod
+    def from_train_output(cls, source: TrainOutput | TrainState, config: PPOConfig) -> Policy:
+        """The policy of a (single-agent) `TrainOutput` or `TrainState`."""
+        state = source.train_state if isinstance(source, TrainOutput) else source
+        return cls(state.params, config)
+
+    def get_params(self) -> Params:
+        return self._params
+
+    def set_params(self, params: Params) -> None:
+        """Replaces the params (same structure and shapes; checked)."""
+        want = jax.tree.map(np.shape, self._params)
+        got = jax.tree.map(np.shape, params)
+        if want != got:
+            raise ValueError(f"set_params: param shapes {got} do not match the policy's {want}")
+        self._params = params
+
+    def reset(self, done: Any = None) -> None:
+        """Resets recurrent state where `done`; feed-forward policies have none (no-op)."""
+        del done
+
+    # ----------------------------------------------------------------- acting
+    def _act_batched(self, params, obs, key, temperature):
+        dist, value = self.apply(params, obs)
+        if self.spec.discrete:
+            logits = dist.logits
+            greedy = jnp.argmax(logits, axis=-1)
+            scaled = logits / jnp.maximum(temperature, 1e-8)
+            sampled = jax.random.categorical(key, scaled, axis=-1)
+            action = jnp.where(temperature > 0, sampled, greedy)
+            output = {"logits": logits, "value": value}
+        else:
+            mean, std = dist.mean(), dist.stddev()
+            noise = jax.random.normal(key, mean.shape)
+            action = mean + temperature * std * noise
+            output = {"mean": mean, "log_std": jnp.log(std), "value": value}
+        return to_env_action(self.spec, action), output
+
+    def act(
+        self,
+        obs: jax.typing.ArrayLike,
+        key: jax.Array,
+        temperature: float = 1.0,
+        return_model_output: bool = False,
+    ) -> Any:
+        """Actions for observations `[B, *obs_shape]` or one observation `[*obs_shape]`.
+
+        temperature 1 samples from the policy, 0 takes the argmax (discrete) / the mean
+        (continuous); in between it sharpens (logits / T) or narrows (std * T). Continuous
+        actions come clipped to the action bounds, ready for `env.step`.
+
+        Returns:
+          actions `[B]` int32 / `[B, *action_shape]` float32 (no batch axis for one
+          observation), and with `return_model_output` also a dict of the model outputs
+          (`logits`, normalised to log-probabilities, or `mean` and `log_std`; and `value`).
+
+        Raises:
+          ValueError: if obs does not end in the env's observation shape, or temperature < 0.
+        """
+        if temperature < 0:
+            raise ValueError(f"temperature={temperature!r}: must be >= 0")
+        obs = jnp.asarray(obs)
+        single = obs.shape == self.obs_shape
+        if not single and obs.shape[1:] != self.obs_shape:
+            raise ValueError(
+                f"obs shape {obs.shape}: expected {self.obs_shape} or [B, *{self.obs_shape}]"
+            )
+        batch = obs[None] if single else obs
+        action, output = self._act(self._params, batch, key, jnp.float32(temperature))
+        if single:
+            action, output = action[0], jax.tree.map(lambda x: x[0], output)
+        return (action, output) if return_model_output else action
+
+
+class EvalResult(NamedTuple):
+    """Per-episode results of `evaluate`."""
+
+    returns: np.ndarray  # float32 [num_episodes], undiscounted
+    lengths: np.ndarray  # int32 [num_episodes]
+
+    def summary(self) -> dict[str, float]:
+        """mean, std and IQM (mean of the middle 50%, Agarwal et al. 2021) of returns."""
+        r = np.sort(np.asarray(self.returns, np.float64))
+        n = len(r)
+        middle = r[n // 4 : n - n // 4] if n >= 4 else r
+        return {"mean": float(r.mean()), "std": float(r.std()), "iqm": float(middle.mean())}
+
+
+def evaluate(
+    policy_or_state: Policy | TrainOutput | TrainState,
+    env_id: str | None = None,
+    num_episodes: int = 100,
+    key: jax.Array | None = None,
+    greedy: bool = False,
+    env_params: Any = None,
+    config: PPOConfig | None = None,
+    max_steps: int | None = None,
+) -> EvalResult:
+    """Runs `num_episodes` episodes in parallel (`vmap` over envs, `lax.scan` over time).
+
+    Each env plays exactly one episode (steps after its end are masked out).
+
+    Args:
+      policy_or_state: a `Policy`, or a single-agent `TrainOutput` / `TrainState` (then
+        `config` is required).
+      env_id: env to evaluate on; default the policy's own `config.env_name`.
+      num_episodes: episodes (= parallel envs).
+      key: PRNG key; default `jax.random.key(0)`.
+      greedy: argmax / mean actions instead of sampling.
+      env_params: e.g. other physics for a validation split; default the env's own (with
+        the config's `env_kwargs` when `env_id` is the training env).
+      max_steps: scan length; default `env_params.max_steps_in_episode`.
+
+    Returns:
+      `EvalResult` with `returns` float32 `[num_episodes]` and `lengths` int32.
+
+    Raises:
+      ValueError: for `num_episodes < 1`, a missing config, or an env whose spaces do
+        not match the policy.
+    """
+    if num_episodes < 1:
+        raise ValueError(f"num_episodes={num_episodes!r}: must be >= 1")
+    if not isinstance(policy_or_state, Policy):
+        if config is None:
+            raise ValueError("evaluate: pass config= with a TrainOutput / TrainState")
+        policy_or_state = Policy.from_train_output(policy_or_state, config)
+    policy = policy_or_state
+    cfg = policy.config
+    if env_id is None or env_id == cfg.env_name:
+        env, default_params = make_env(cfg.env_name, cfg.env_kwargs)
+    else:
+        env, default_params = make_env(env_id)
+    env_params = default_params if env_params is None else env_params
+    if tuple(env.observation_space(env_params).shape) != policy.obs_shape:
+        raise ValueError(
+            f"evaluate: {env_id} observations {env.observation_space(env_params).shape} do "
+            f"not match the policy's {policy.obs_shape}"
+        )
+    if max_steps is None:
+        max_steps = int(env_params.max_steps_in_episode)
+    key = jax.random.key(0) if key is None else key
+    temperature = jnp.float32(0.0 if greedy else 1.0)
+    returns, lengths = _run_episodes(
+        policy, env, env_params, key, num_episodes, max_steps, temperature
+    )
+    return EvalResult(np.asarray(returns), np.asarray(lengths))
+
+
+def _run_episodes(policy, env, env_params, key, num_episodes, max_steps, temperature):
+    @jax.jit
+    def run(params, key):
+        reset_key, scan_key = jax.random.split(key)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, num_episodes), env_params
+        )
+
+        def step(carry, step_key):
+            obs, state, ret, length, active = carry
+            act_key, env_key = jax.random.split(step_key)
+            action, _ = policy._act_batched(params, obs, act_key, temperature)
+            obs, state, reward, terminated, truncated, _ = jax.vmap(
+                env.step, in_axes=(0, 0, 0, None)
+            )(jax.random.split(env_key, num_episodes), state, action, env_params)
+            ret = ret + jnp.where(active, reward.astype(jnp.float32), 0.0)
+            length = length + active.astype(jnp.int32)
+            active = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
+            return (obs, state, ret, length, active), None
+
+        init = (
+            obs,
+            state,
+            jnp.zeros(num_episodes, jnp.float32),
+            jnp.zeros(num_episodes, jnp.int32),
+            jnp.ones(num_episodes, bool),
+        )
+        (_, _, ret, length, _), _ = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
+        return ret, length
+
+    return run(policy.get_params(), key)
