@@ -9,6 +9,7 @@ call the same `update` function as the one-call `train`, so the numbers are the 
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -92,6 +93,7 @@ def train_and_log(
     else:
         (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
         metrics_path.unlink(missing_ok=True)
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # a fresh run starts over
         key = jax.random.key(config.seed) if key is None else key
         runner = jax.jit(fns.init)(key)
     run_segment = jax.jit(fns.run, static_argnums=2)
