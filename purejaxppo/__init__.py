@@ -14,6 +14,7 @@ if _CPU_SCHEDULER_FLAG not in _os.environ.get("XLA_FLAGS", ""):
 
 from purejaxppo.config import TRACED_FIELDS, Hyperparams, PPOConfig
 from purejaxppo.envs import make_env, registered_env_ids
+from purejaxppo.export import export_torch
 from purejaxppo.gae import gae_advantages
 from purejaxppo.losses import LossTerms, ppo_loss
 from purejaxppo.networks import make_networks
@@ -37,6 +38,7 @@ __all__ = [
     "TrainState",
     "Transition",
     "evaluate",
+    "export_torch",
     "gae_advantages",
     "make_env",
     "make_networks",

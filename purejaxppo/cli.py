@@ -86,6 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--greedy", action="store_true", help="argmax / mean actions")
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--env-name", help="evaluate on another env id (same spaces)")
+
+    export = sub.add_parser(
+        "export",
+        help="export a run's policy to PyTorch",
+        description="Write a TorchScript file (plus state_dict, module source and JSON "
+        "metadata) of a run's newest checkpoint; needs torch (pip install purejaxppo[torch]).",
+    )
+    export.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    export.add_argument("--to", type=Path, required=True, metavar="FILE", help="e.g. policy.pt")
     return parser
 
 
@@ -152,6 +161,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  mean {stats['mean']:.2f}  std {stats['std']:.2f}  IQM {stats['iqm']:.2f}"
             f"  mean length {result.lengths.mean():.1f}"
         )
+        return 0
+    if command == "export":
+        from purejaxppo.checkpoint import load_checkpoint
+        from purejaxppo.export import export_torch
+
+        try:
+            checkpoint = load_checkpoint(args["run_dir"])
+            path = export_torch(checkpoint.runner_state, checkpoint.config, args["to"])
+        except (ValueError, ImportError) as err:
+            parser.exit(2, f"purejaxppo: error: {err}\n")
+        print(f"wrote {path} (TorchScript) and its .state_dict.pt, .module.py, .json")
         return 0
     return 1  # pragma: no cover - argparse rejects unknown commands
 

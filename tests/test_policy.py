@@ -110,3 +110,24 @@ def test_eval_cli(run_dir, capsys):
     with pytest.raises(SystemExit):
         main(["eval", str(run_dir / "nope")])
     assert "no complete checkpoint" in capsys.readouterr().err
+
+
+def test_export_cli_from_run_dir(run_dir, tmp_path, capsys):
+    import torch
+
+    out = tmp_path / "policy.pt"
+    assert main(["export", str(run_dir), "--to", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    for suffix in (".state_dict.pt", ".module.py", ".json"):
+        assert out.with_suffix(suffix).exists()
+    module = torch.jit.load(str(out))
+    obs = np.random.default_rng(0).normal(scale=0.1, size=(64, 4)).astype(np.float32)
+    logits, value = module(torch.from_numpy(obs))
+    policy = pjp.Policy.load(run_dir)
+    _, jax_out = policy.act(obs, jax.random.key(0), 0.0, return_model_output=True)
+    np.testing.assert_allclose(
+        torch.log_softmax(logits, -1).detach().numpy(), jax_out["logits"], atol=1e-5
+    )
+    np.testing.assert_allclose(value.detach().numpy(), jax_out["value"], atol=1e-5)
+    with pytest.raises(SystemExit):
+        main(["export", str(tmp_path / "missing"), "--to", str(out)])

@@ -346,11 +346,10 @@ def _params_from_source(source: Any) -> Any:
     if isinstance(source, Mapping):
         return source
     if isinstance(source, (str, os.PathLike)):
-        # TODO(checkpoints): restore a checkpoint directory's params here.
-        raise ValueError(
-            f"cannot export from {str(source)!r}: exporting a checkpoint directory is not "
-            "supported yet; pass a TrainOutput, TrainState or flax params dict"
-        )
+        # A run directory: the params of its newest checkpoint (ValueError if none / corrupt).
+        from purejaxppo.checkpoint import load_checkpoint
+
+        return load_checkpoint(source).runner_state.train_state.params
     raise ValueError(
         f"cannot export from a {type(source).__name__}: pass a TrainOutput, TrainState, "
         "RunnerState or flax params dict"
