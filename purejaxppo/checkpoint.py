@@ -7,8 +7,8 @@ far, and the resolved config. Orbax writes each checkpoint into a temporary dire
 renames it when complete, so a process killed at any moment (also during a save) leaves
 the previous complete checkpoint loadable.
 
-Layout: `<run_dir>/checkpoints/last/<update>/{state,history,meta}`; only the newest
-complete checkpoint is kept.
+Layout: `<run_dir>/checkpoints/{last,best}/<update>/{state,history,meta}`; of each kind
+only the newest complete checkpoint is kept ("best": best evaluation return so far).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class Checkpoint(NamedTuple):
     metrics: dict[str, np.ndarray]  # per-update metrics so far, `[update_step]` each
     config: PPOConfig
     update_step: int
+    eval_history: dict[str, list]  # split -> [[update, mean return], ...] so far
 
 
 def _manager(directory: Path):
@@ -46,28 +47,46 @@ def _to_saveable(runner: RunnerState) -> RunnerState:
     return runner.replace(key=jax.random.key_data(runner.key))
 
 
+KINDS = ("last", "best")
+
+
+def _directory(run_dir: str | Path, kind: str) -> Path:
+    if kind not in KINDS:
+        raise ValueError(f"checkpoint kind={kind!r}: must be one of {KINDS}")
+    return Path(run_dir) / "checkpoints" / kind
+
+
 def save_checkpoint(
     run_dir: str | Path,
     runner_state: RunnerState,
     metrics: dict[str, np.ndarray],
     config: PPOConfig,
+    eval_history: dict[str, list] | None = None,
+    kind: str = "last",
 ) -> Path:
     """Saves `runner_state` (one agent), the metrics so far and `config` under `run_dir`.
 
-    The step is `runner_state.update_step`. Returns the checkpoint directory. The write
-    is atomic: a crash during it leaves the previous checkpoint as the latest.
+    The step is `runner_state.update_step`; `kind` is "last" (the newest state) or "best"
+    (the best evaluation so far). Returns the checkpoint directory. The write is atomic:
+    a crash during it leaves the previous checkpoint of that kind as the latest.
     """
     import orbax.checkpoint as ocp
 
     step = int(runner_state.update_step)
-    directory = Path(run_dir) / "checkpoints" / "last"
+    directory = _directory(run_dir, kind)
     with _manager(directory) as manager:
         manager.save(
             step,
             args=ocp.args.Composite(
                 state=ocp.args.StandardSave(jax.device_get(_to_saveable(runner_state))),
                 history=ocp.args.StandardSave({k: np.asarray(v) for k, v in metrics.items()}),
-                meta=ocp.args.JsonSave({"config": config.to_dict(), "update_step": step}),
+                meta=ocp.args.JsonSave(
+                    {
+                        "config": config.to_dict(),
+                        "update_step": step,
+                        "eval_history": eval_history or {},
+                    }
+                ),
             ),
             force=True,
         )
@@ -75,9 +94,9 @@ def save_checkpoint(
     return directory / str(step)
 
 
-def latest_checkpoint_step(run_dir: str | Path) -> int | None:
-    """Update step of the newest complete checkpoint in `run_dir`, or None."""
-    directory = Path(run_dir) / "checkpoints" / "last"
+def latest_checkpoint_step(run_dir: str | Path, kind: str = "last") -> int | None:
+    """Update step of the newest complete checkpoint of `kind` in `run_dir`, or None."""
+    directory = _directory(run_dir, kind)
     if not directory.is_dir():
         return None
     with _manager(directory) as manager:
@@ -85,16 +104,21 @@ def latest_checkpoint_step(run_dir: str | Path) -> int | None:
 
 
 def load_checkpoint(
-    run_dir: str | Path, config: PPOConfig | None = None, env: Any = None, env_params: Any = None
+    run_dir: str | Path,
+    config: PPOConfig | None = None,
+    env: Any = None,
+    env_params: Any = None,
+    kind: str = "last",
 ) -> Checkpoint:
     """Restores the newest complete checkpoint of `run_dir`.
 
     Args:
       run_dir: a run directory written by `purejaxppo train`.
       config: the config the caller expects; default: the checkpoint's own. Fields that
-        change the computation must match the saved ones (`log_freq`, `save_freq` may
-        differ).
+        change the computation must match the saved ones (`log_freq`, `save_freq` and the
+        `eval_*` fields may differ).
       env, env_params: optional environment object, as for `make_train`.
+      kind: "last" (default) or "best" (best evaluation return, when `eval_freq` > 0).
 
     Raises:
       ValueError: no checkpoint in `run_dir`; a config that differs from the saved one
@@ -105,8 +129,8 @@ def load_checkpoint(
 
     from purejaxppo.train import make_train_fns
 
-    directory = Path(run_dir) / "checkpoints" / "last"
-    step = latest_checkpoint_step(run_dir)
+    directory = _directory(run_dir, kind)
+    step = latest_checkpoint_step(run_dir, kind)
     if step is None:
         raise ValueError(f"no complete checkpoint under {directory}")
     with _manager(directory) as manager:
@@ -119,7 +143,7 @@ def load_checkpoint(
         saved = PPOConfig.from_dict(meta["config"])
         if config is None:
             config = saved
-        ignored = {"log_freq", "save_freq"}
+        ignored = {"log_freq", "save_freq", "eval_freq", "eval_episodes", "eval_splits"}
         given = config.to_dict()
         diff = {
             k: (v, given[k])
@@ -152,7 +176,13 @@ def load_checkpoint(
     _check_shapes(abstract, state, directory / str(step))
     runner = state.replace(key=jax.random.wrap_key_data(np.asarray(state.key)))
     metrics = {k: np.asarray(v) for k, v in restored["history"].items()}
-    return Checkpoint(runner_state=runner, metrics=metrics, config=config, update_step=step)
+    return Checkpoint(
+        runner_state=runner,
+        metrics=metrics,
+        config=config,
+        update_step=step,
+        eval_history=meta.get("eval_history", {}),
+    )
 
 
 def _check_shapes(abstract: Any, restored: Any, where: Path) -> None:

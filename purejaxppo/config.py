@@ -82,6 +82,15 @@ class PPOConfig:
         metrics are reported); the numbers do not depend on it.
       save_freq: updates between checkpoints in `purejaxppo train` (orbax, atomic, under
         `<run_dir>/checkpoints/last`); 0 saves only at the end of the run.
+      eval_freq: updates between evaluations in `purejaxppo train` (0: off). Each
+        evaluation runs `eval_episodes` episodes per split (sampled actions), logs the mean
+        return as the column `eval/<split>/return` of metrics.csv, and keeps the checkpoint
+        with the best return on the first split as `checkpoints/best`.
+      eval_episodes: episodes per split and evaluation.
+      eval_splits: named validation splits (the seed's `validators`): split name ->
+        `EnvParams` overrides on top of the training env's, e.g.
+        `{"long_pole": {"length": 1.0}}`; empty means one split "train" with the training
+        env itself.
       seed: PRNG seed used by the command line (`jax.random.key(seed)`).
 
     Raises:
@@ -114,6 +123,9 @@ class PPOConfig:
     adam_eps: float = 1e-5
     log_freq: int = 10
     save_freq: int = 0
+    eval_freq: int = 0
+    eval_episodes: int = 32
+    eval_splits: dict[str, Any] = dataclasses.field(default_factory=dict)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -306,6 +318,17 @@ def _validate(c: PPOConfig) -> None:
         raise bad("log_freq", c.log_freq, "must be >= 1")
     if c.save_freq < 0:
         raise bad("save_freq", c.save_freq, "must be >= 0 (0: only at the end)")
+    if c.eval_freq < 0:
+        raise bad("eval_freq", c.eval_freq, "must be >= 0 (0: off)")
+    if c.eval_episodes < 1:
+        raise bad("eval_episodes", c.eval_episodes, "must be >= 1")
+    for name, overrides in c.eval_splits.items():
+        if not isinstance(name, str) or not name or "/" in name:
+            raise bad("eval_splits", c.eval_splits, f"split name {name!r} must be a plain string")
+        if not isinstance(overrides, Mapping):
+            raise bad(
+                "eval_splits", c.eval_splits, f"split {name!r} must map to EnvParams overrides"
+            )
     if not c.env_name:
         raise bad("env_name", c.env_name, "must not be empty")
     for key in c.env_kwargs:

@@ -45,15 +45,17 @@ class Policy:
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def load(cls, path: str | Path) -> Policy:
+    def load(cls, path: str | Path, kind: str = "last") -> Policy:
         """Loads the policy of a run directory's newest checkpoint (see `checkpoint.py`).
+
+        `kind="best"` loads the checkpoint with the best evaluation return instead.
 
         Raises:
           ValueError: no checkpoint, or a corrupt / mismatched one.
         """
         from purejaxppo.checkpoint import load_checkpoint
 
-        checkpoint = load_checkpoint(path)
+        checkpoint = load_checkpoint(path, kind=kind)
         return cls(checkpoint.runner_state.train_state.params, checkpoint.config)
 
     @classmethod
@@ -197,16 +199,22 @@ def evaluate(
     if max_steps is None:
         max_steps = int(env_params.max_steps_in_episode)
     key = jax.random.key(0) if key is None else key
-    temperature = jnp.float32(0.0 if greedy else 1.0)
-    returns, lengths = _run_episodes(
-        policy, env, env_params, key, num_episodes, max_steps, temperature
-    )
+    run = make_episode_runner(policy, env, env_params, num_episodes, max_steps)
+    returns, lengths = run(policy.get_params(), key, jnp.float32(0.0 if greedy else 1.0))
     return EvalResult(np.asarray(returns), np.asarray(lengths))
 
 
-def _run_episodes(policy, env, env_params, key, num_episodes, max_steps, temperature):
+def make_episode_runner(
+    policy: Policy, env: Any, env_params: Any, num_episodes: int, max_steps: int
+) -> Any:
+    """Jitted `run(params, key, temperature) -> (returns [E], lengths [E])`.
+
+    Build it once and call it with new params (the training loop's periodic evaluation
+    does) to compile once.
+    """
+
     @jax.jit
-    def run(params, key):
+    def run(params, key, temperature):
         reset_key, scan_key = jax.random.split(key)
         obs, state = jax.vmap(env.reset, in_axes=(0, None))(
             jax.random.split(reset_key, num_episodes), env_params
@@ -234,4 +242,4 @@ def _run_episodes(policy, env, env_params, key, num_episodes, max_steps, tempera
         (_, _, ret, length, _), _ = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
         return ret, length
 
-    return run(policy.get_params(), key)
+    return run

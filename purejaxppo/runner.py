@@ -12,9 +12,10 @@ import math
 import shutil
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import yaml
@@ -80,14 +81,22 @@ def train_and_log(
     metrics_path = run_dir / "metrics.csv"
     fns = make_train_fns(config)
     hparams = Hyperparams.from_config(config)
+    evaluators = make_evaluators(config)
+    eval_columns = [f"eval/{name}/return" for name in evaluators]
+    eval_history: dict[str, list] = {name: [] for name in evaluators}
     frames = []
     done_updates = 0
     if resume:
         checkpoint = load_checkpoint(run_dir, config)
         runner = checkpoint.runner_state
         done_updates = checkpoint.update_step
+        eval_history.update(checkpoint.eval_history)
         frame = pd.DataFrame(checkpoint.metrics)[list(METRICS)]
         frame.insert(0, "update", np.arange(1, done_updates + 1))
+        for name, column in zip(evaluators, eval_columns, strict=True):
+            frame[column] = np.nan
+            for update, value in eval_history.get(name, []):
+                frame.loc[frame["update"] == update, column] = value
         frames.append(frame)
         frame.to_csv(metrics_path, index=False)  # drops rows logged after the checkpoint
     else:
@@ -110,24 +119,37 @@ def train_and_log(
     with bar:
         while done_updates < config.num_updates:
             length = min(config.log_freq, config.num_updates - done_updates)
-            if config.save_freq:
-                length = min(length, config.save_freq - done_updates % config.save_freq)
+            for every in (config.save_freq, config.eval_freq):
+                if every:
+                    length = min(length, every - done_updates % every)
             runner, metrics = run_segment(runner, hparams, length)
             metrics = jax.device_get(metrics)
             frame = pd.DataFrame({name: np.asarray(metrics[name]) for name in METRICS})
             frame.insert(0, "update", np.arange(done_updates + 1, done_updates + length + 1))
-            frame.to_csv(metrics_path, mode="a", header=done_updates == 0, index=False)
-            frames.append(frame)
             done_updates += length
+            for column in eval_columns:
+                frame[column] = np.nan
+            improved = False
+            if config.eval_freq and done_updates % config.eval_freq == 0:
+                params = runner.train_state.params
+                eval_key = jax.random.fold_in(jax.random.key(config.seed + 1), done_updates)
+                for (name, run_eval), column in zip(evaluators.items(), eval_columns, strict=True):
+                    returns, _ = run_eval(params, eval_key, jnp.float32(1.0))
+                    value = float(np.mean(returns))
+                    frame.loc[frame.index[-1], column] = value
+                    eval_history[name].append([done_updates, value])
+                first = eval_history[next(iter(evaluators))]
+                improved = first[-1][1] >= max(v for _, v in first)
+            frame.to_csv(metrics_path, mode="a", header=len(frames) == 0, index=False)
+            frames.append(frame)
             at_save = config.save_freq and done_updates % config.save_freq == 0
-            if at_save or done_updates == config.num_updates:
+            if at_save or improved or done_updates == config.num_updates:
                 so_far = pd.concat(frames, ignore_index=True)
-                save_checkpoint(
-                    run_dir,
-                    runner,
-                    {name: so_far[name].to_numpy() for name in METRICS},
-                    config,
-                )
+                history = {name: so_far[name].to_numpy() for name in METRICS}
+                kinds = ["last"] if at_save or done_updates == config.num_updates else []
+                kinds += ["best"] if improved else []
+                for kind in kinds:
+                    save_checkpoint(run_dir, runner, history, config, eval_history, kind=kind)
 
             env_steps = int(frame["env_steps"].iloc[-1])
             returns = frame["episode_return"].dropna()
@@ -150,6 +172,40 @@ def train_and_log(
         final_return=final_return(table["episode_return"].to_numpy()),
         runner_state=runner,
     )
+
+
+def make_evaluators(config: PPOConfig) -> dict[str, Any]:
+    """split name -> jitted episode runner (see `policy.make_episode_runner`); {} if off.
+
+    Raises:
+      ValueError: for a split override that is not an `EnvParams` field of the env.
+    """
+    if not config.eval_freq:
+        return {}
+    from purejaxppo.envs import make_env
+    from purejaxppo.policy import Policy, make_episode_runner
+
+    env, env_params = make_env(config.env_name, config.env_kwargs)
+    policy = Policy(None, config, env, env_params)
+    splits = config.eval_splits or {"train": {}}
+    evaluators = {}
+    for name, overrides in splits.items():
+        fields = set(env_params.__dataclass_fields__)
+        unknown = sorted(set(overrides) - fields)
+        if unknown:
+            raise ValueError(
+                f"eval_splits[{name!r}]: {unknown} are not EnvParams fields of "
+                f"{config.env_name} ({sorted(fields)})"
+            )
+        split_params = env_params.replace(**overrides)
+        evaluators[name] = make_episode_runner(
+            policy,
+            env,
+            split_params,
+            config.eval_episodes,
+            int(split_params.max_steps_in_episode),
+        )
+    return evaluators
 
 
 def plot_learning_curve(table: pd.DataFrame, path: str | Path, title: str = "") -> None:

@@ -3,9 +3,11 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 
 import purejaxppo as pjp
+from purejaxppo.checkpoint import load_checkpoint
 from purejaxppo.cli import main
 from purejaxppo.runner import train_and_log
 
@@ -131,3 +133,37 @@ def test_export_cli_from_run_dir(run_dir, tmp_path, capsys):
     np.testing.assert_allclose(value.detach().numpy(), jax_out["value"], atol=1e-5)
     with pytest.raises(SystemExit):
         main(["export", str(tmp_path / "missing"), "--to", str(out)])
+
+
+def test_periodic_evaluation_on_named_splits_and_best_checkpoint(tmp_path):
+    config = pjp.PPOConfig(
+        total_timesteps=6 * 512,
+        log_freq=5,
+        eval_freq=2,
+        eval_episodes=8,
+        eval_splits={"train": {}, "short": {"max_steps_in_episode": 10}},
+    )
+    result = train_and_log(config, tmp_path, progress=False, plot=False)
+    table = pd.read_csv(tmp_path / "metrics.csv")
+    assert list(table["update"]) == list(range(1, 7))
+    for column in ("eval/train/return", "eval/short/return"):
+        evaluated = table[column].notna()
+        assert list(table["update"][evaluated]) == [2, 4, 6], column
+    assert table["eval/short/return"].max() <= 10.0  # that split's time limit
+    np.testing.assert_allclose(result.metrics["v_loss"], table["v_loss"], rtol=1e-6)
+    best_update = int(table.loc[table["eval/train/return"].idxmax(), "update"])
+    best = load_checkpoint(tmp_path, kind="best")
+    assert best.update_step == best_update
+    assert [u for u, _ in best.eval_history["train"]] == list(range(2, best_update + 1, 2))
+    assert pjp.Policy.load(tmp_path, kind="best").config == config
+    # Evaluation does not change training: same numbers as without it.
+    plain = jax.jit(pjp.make_train(config))(jax.random.key(config.seed))
+    np.testing.assert_array_equal(table["pg_loss"].to_numpy(np.float32), plain.metrics["pg_loss"])
+
+
+def test_bad_eval_split_is_a_clear_error(tmp_path):
+    config = pjp.PPOConfig(total_timesteps=512, eval_freq=1, eval_splits={"x": {"gravity_": 1}})
+    with pytest.raises(ValueError, match=r"eval_splits\['x'\]: \['gravity_'\] are not EnvParams"):
+        train_and_log(config, tmp_path, progress=False)
+    with pytest.raises(ValueError, match="eval_splits"):
+        pjp.PPOConfig(eval_splits={"a/b": {}})
