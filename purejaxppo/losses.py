@@ -36,6 +36,7 @@ def ppo_loss(
     norm_adv: bool,
     clip_vloss: bool,
     actor_coef: ArrayLike = 1.0,
+    axis_name: str | None = None,
 ) -> LossTerms:
     """PPO-Clip loss (Schulman et al. 2017, arXiv:1707.06347, eq. 7 and 9).
 
@@ -62,6 +63,11 @@ def ppo_loss(
       norm_adv: normalise advantages within the minibatch.
       clip_vloss: clip the value update to [V_old - eps, V_old + eps].
       actor_coef: 0 during critic pre-training (only the value loss is optimised), else 1.
+      axis_name: for data-parallel training (inside `shard_map` / `pmap`), the mapped
+        axis the minibatch is split over: advantages are then normalised with the mean
+        and std of the whole minibatch across devices (equal shard sizes assumed), so the
+        device-averaged gradient equals the gradient on the whole minibatch. The returned
+        terms stay the local (per-device) means.
 
     Returns:
       `LossTerms` of float32 scalars.
@@ -69,8 +75,12 @@ def ppo_loss(
     chex.assert_rank([log_prob, old_log_prob, advantages, value, old_value, returns], 1)
     log_ratio = log_prob - old_log_prob
     ratio = jnp.exp(log_ratio)
-    if norm_adv:
+    if norm_adv and axis_name is None:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    elif norm_adv:
+        mean = jax.lax.pmean(advantages.mean(), axis_name)
+        std = jnp.sqrt(jax.lax.pmean(jnp.mean(jnp.square(advantages - mean)), axis_name))
+        advantages = (advantages - mean) / (std + 1e-8)
     pg_loss = jnp.maximum(
         -advantages * ratio, -advantages * jnp.clip(ratio, 1.0 - clip_coef, 1.0 + clip_coef)
     ).mean()

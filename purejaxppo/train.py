@@ -52,14 +52,61 @@ class TrainFns(NamedTuple):
     apply: Callable[..., Any]
 
 
-def explained_variance(values: jax.Array, returns: jax.Array) -> jax.Array:
-    """1 - Var[G - V] / Var[G] over all samples; NaN when Var[G] = 0 (as CleanRL / SB3)."""
-    var_returns = jnp.var(returns)
-    return jnp.where(var_returns == 0, jnp.nan, 1.0 - jnp.var(returns - values) / var_returns)
+def explained_variance(
+    values: jax.Array, returns: jax.Array, axis_name: str | None = None
+) -> jax.Array:
+    """1 - Var[G - V] / Var[G] over all samples; NaN when Var[G] = 0 (as CleanRL / SB3).
+
+    With `axis_name`, the variances are over the samples of all devices on the axis
+    (equal shard sizes assumed).
+    """
+    if axis_name is None:
+        var_returns = jnp.var(returns)
+        var_residual = jnp.var(returns - values)
+    else:
+
+        def var(x):
+            mean = jax.lax.pmean(jnp.mean(x), axis_name)
+            return jax.lax.pmean(jnp.mean(jnp.square(x - mean)), axis_name)
+
+        var_returns, var_residual = var(returns), var(returns - values)
+    return jnp.where(var_returns == 0, jnp.nan, 1.0 - var_residual / var_returns)
 
 
-def make_train_fns(config: PPOConfig, env: Any = None, env_params: Any = None) -> TrainFns:
-    """Builds the pure functions of a PPO run for `config` (see `make_train`)."""
+def make_train_fns(
+    config: PPOConfig,
+    env: Any = None,
+    env_params: Any = None,
+    *,
+    axis_name: str | None = None,
+    num_shards: int = 1,
+) -> TrainFns:
+    """Builds the pure functions of a PPO run for `config` (see `make_train`).
+
+    `axis_name` and `num_shards` are for data-parallel training of ONE agent over
+    `num_shards` devices (`parallel.make_data_parallel_train` calls this inside
+    `shard_map`): each device steps `num_envs // num_shards` of the agent's envs with its
+    own keys (the shard index folded in), gradients, advantage-normalisation statistics,
+    episode statistics and metrics are reduced over `axis_name`, and parameters stay
+    identical on every device. With `num_shards=1` the keys are those of the ordinary run.
+
+    Raises:
+      ValueError: if `num_shards` does not divide `num_envs`, or the per-device batch
+        does not split into `num_minibatches` minibatches.
+    """
+    if num_shards < 1 or config.num_envs % num_shards:
+        raise ValueError(
+            f"num_envs={config.num_envs} must be divisible by the number of devices "
+            f"{num_shards} for data-parallel training"
+        )
+    num_envs, num_steps = config.num_envs // num_shards, config.num_steps
+    if (num_envs * num_steps) % config.num_minibatches:
+        raise ValueError(
+            f"num_minibatches={config.num_minibatches} must divide the per-device batch "
+            f"num_envs/devices*num_steps = {num_envs}*{num_steps} = {num_envs * num_steps}"
+        )
+    if axis_name is None and num_shards != 1:
+        raise ValueError(f"num_shards={num_shards} needs an axis_name")
     if env is None:
         env, env_params = make_env(config.env_name, config.env_kwargs)
     elif env_params is None:
@@ -67,8 +114,13 @@ def make_train_fns(config: PPOConfig, env: Any = None, env_params: Any = None) -
     spec = action_spec(env, env_params)
     init_params, apply_fn = make_networks(config, env, env_params)
     rollout = make_rollout(env, env_params, apply_fn, spec, config.num_steps)
-    update_epochs = make_update_epochs(config, apply_fn)
-    num_envs, num_steps = config.num_envs, config.num_steps
+    update_epochs = make_update_epochs(config, apply_fn, axis_name)
+
+    def shard_key(key: jax.Array) -> jax.Array:
+        """This device's key for its envs / shuffles (the key itself on one device)."""
+        if num_shards == 1:
+            return key
+        return jax.random.fold_in(key, jax.lax.axis_index(axis_name))
 
     def init(key: jax.Array) -> RunnerState:
         param_key, env_key, runner_key = jax.random.split(key, 3)
@@ -76,7 +128,7 @@ def make_train_fns(config: PPOConfig, env: Any = None, env_params: Any = None) -
         tx = make_optimizer(config.max_grad_norm, config.learning_rate, config.adam_eps)
         return RunnerState(
             train_state=TrainState(params=params, opt_state=tx.init(params)),
-            env=reset_envs(env, env_params, env_key, num_envs),
+            env=reset_envs(env, env_params, shard_key(env_key), num_envs),
             key=runner_key,
             update_step=jnp.zeros((), jnp.int32),
         )
@@ -92,7 +144,9 @@ def make_train_fns(config: PPOConfig, env: Any = None, env_params: Any = None) -
     ) -> tuple[RunnerState, dict[str, jax.Array]]:
         key, rollout_key, epochs_key = jax.random.split(runner.key, 3)
         params = runner.train_state.params
-        env_carry, traj, stats = rollout(params, runner.env, rollout_key)
+        env_carry, traj, stats = rollout(params, runner.env, shard_key(rollout_key))
+        if axis_name is not None:
+            stats = jax.lax.psum(stats, axis_name)
 
         # V(s'_t) for every step, in one batched pass over [T*N] final observations.
         final_obs = traj.final_obs.reshape((num_steps * num_envs, *traj.final_obs.shape[2:]))
@@ -117,15 +171,15 @@ def make_train_fns(config: PPOConfig, env: Any = None, env_params: Any = None) -
         learning_rate = learning_rate_at(runner.update_step, hparams)
         actor_coef = (runner.update_step >= config.critic_pretrain_steps).astype(jnp.float32)
         train_state, metrics = update_epochs(
-            runner.train_state, batch, epochs_key, hparams, learning_rate, actor_coef
+            runner.train_state, batch, shard_key(epochs_key), hparams, learning_rate, actor_coef
         )
         metrics = {
             "episode_return": stats.mean_return(),
             "episode_length": stats.mean_length(),
             **metrics,
-            "explained_variance": explained_variance(batch.value, batch.returns),
+            "explained_variance": explained_variance(batch.value, batch.returns, axis_name),
             "learning_rate": learning_rate,
-            "env_steps": (runner.update_step + 1) * (num_envs * num_steps),
+            "env_steps": (runner.update_step + 1) * (config.num_envs * num_steps),
         }
         new_runner = RunnerState(
             train_state=train_state,

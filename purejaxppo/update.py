@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import optax
 
 from purejaxppo.config import Hyperparams, PPOConfig
-from purejaxppo.losses import ppo_loss
-from purejaxppo.types import TrainState
+from purejaxppo.losses import LossTerms, ppo_loss
+from purejaxppo.types import Params, TrainState
 
 #: Per-update metrics produced by `make_update_epochs` (means over minibatch steps run).
 UPDATE_METRICS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
@@ -63,19 +63,20 @@ def shuffle_minibatches(key: jax.Array, batch: Batch, num_minibatches: int) -> B
     )
 
 
-def make_update_epochs(
-    config: PPOConfig, apply_fn: Callable
-) -> Callable[..., tuple[TrainState, dict[str, jax.Array]]]:
-    """Builds `update_epochs(train_state, batch, key, hparams, learning_rate, actor_coef)`.
+def make_minibatch_grads(
+    config: PPOConfig, apply_fn: Callable, axis_name: str | None = None
+) -> Callable[..., tuple[Params, LossTerms]]:
+    """Builds `grads(params, minibatch, hparams, actor_coef) -> (grads, LossTerms)`.
 
-    Runs `update_epochs` epochs (a `lax.scan`), each a fresh shuffle into
-    `num_minibatches` minibatches and one Adam step per minibatch (a `lax.scan`). When the
-    mean approx KL of an epoch exceeds `hparams.target_kl`, the remaining epochs are
-    skipped (CleanRL's `--target-kl`). Returns the new train state and the means of
-    `UPDATE_METRICS` over the minibatch steps that ran, plus `update_epochs_run`.
+    The gradient of the PPO-Clip loss (`ppo_loss`) on one minibatch of `[M]` samples.
+    With `axis_name` (data-parallel training inside `shard_map`), each device holds `[M/D]`
+    samples of the minibatch: advantages are normalised with whole-minibatch statistics,
+    and the gradients and loss terms are averaged over the axis (`lax.pmean`), so every
+    device gets the gradient of the whole minibatch (tests/test_parallel.py checks this
+    against the single-device gradient).
     """
 
-    def minibatch_step(train_state, minibatch, hparams, learning_rate, actor_coef):
+    def grads_fn(params, minibatch, hparams, actor_coef):
         def loss_fn(params):
             dist, value = apply_fn(params, minibatch.obs)
             terms = ppo_loss(
@@ -92,10 +93,35 @@ def make_update_epochs(
                 norm_adv=config.norm_adv,
                 clip_vloss=config.clip_vloss,
                 actor_coef=actor_coef,
+                axis_name=axis_name,
             )
             return terms.loss, terms
 
-        grads, terms = jax.grad(loss_fn, has_aux=True)(train_state.params)
+        grads, terms = jax.grad(loss_fn, has_aux=True)(params)
+        if axis_name is not None:
+            grads, terms = jax.lax.pmean((grads, terms), axis_name)
+        return grads, terms
+
+    return grads_fn
+
+
+def make_update_epochs(
+    config: PPOConfig, apply_fn: Callable, axis_name: str | None = None
+) -> Callable[..., tuple[TrainState, dict[str, jax.Array]]]:
+    """Builds `update_epochs(train_state, batch, key, hparams, learning_rate, actor_coef)`.
+
+    Runs `update_epochs` epochs (a `lax.scan`), each a fresh shuffle into
+    `num_minibatches` minibatches and one Adam step per minibatch (a `lax.scan`). When the
+    mean approx KL of an epoch exceeds `hparams.target_kl`, the remaining epochs are
+    skipped (CleanRL's `--target-kl`). Returns the new train state and the means of
+    `UPDATE_METRICS` over the minibatch steps that ran, plus `update_epochs_run`.
+    With `axis_name`, the batch is this device's share and gradients are averaged over
+    the axis (see `make_minibatch_grads`), so all devices keep identical parameters.
+    """
+    grads_fn = make_minibatch_grads(config, apply_fn, axis_name)
+
+    def minibatch_step(train_state, minibatch, hparams, learning_rate, actor_coef):
+        grads, terms = grads_fn(train_state.params, minibatch, hparams, actor_coef)
         tx = make_optimizer(hparams.max_grad_norm, learning_rate, config.adam_eps)
         updates, opt_state = tx.update(grads, train_state.opt_state, train_state.params)
         params = optax.apply_updates(train_state.params, updates)

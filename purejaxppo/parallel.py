@@ -1,0 +1,237 @@
+"""Devices and hosts: the only module that places work on several devices or processes.
+
+Two kinds of parallelism, both with `jax.shard_map` over a one-axis `Mesh` of all devices
+(the local ones, or every process's after `initialize_distributed`):
+
+* **Many runs** (`make_runs_program`): a batch of `[R]` independent runs (seeds x
+  hyperparameter settings) is split over the devices along the axis `RUNS_AXIS`; each
+  device `vmap`s the training function over its `R / D` runs. Runs never communicate,
+  so a run's numbers do not depend on the device count.
+* **One agent, data-parallel** (`make_data_parallel_train`): the agent's `num_envs`
+  environments are split over the devices along `DATA_AXIS`; every device collects its
+  share of the rollout and computes gradients on its share of each minibatch, and the
+  gradients (and the statistics that normalise advantages) are averaged over the devices
+  (`lax.pmean`), so parameters stay identical everywhere. With one device this is the
+  ordinary run.
+
+Several hosts: call `initialize_distributed` first in every process (it wraps
+`jax.distributed.initialize` and picks gloo collectives on CPU); the same calls then span
+all processes' devices. Inputs are built from host data that every process holds in full
+(`to_global`); each process reads back its own rows (`local_rows`) or, for small
+results, everything (`to_host`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.types import RunnerState, TrainOutput
+
+#: Mesh axis over which independent runs are split (`make_runs_program`).
+RUNS_AXIS = "runs"
+#: Mesh axis over which one agent's environments are split (`make_data_parallel_train`).
+DATA_AXIS = "data"
+
+
+def initialize_distributed(
+    coordinator_address: str,
+    num_processes: int,
+    process_id: int,
+    *,
+    local_device_count: int | None = None,
+) -> None:
+    """Joins this process to a multi-host run (`jax.distributed.initialize`).
+
+    Call it in every process before anything else touches JAX. On CPU it selects gloo
+    for cross-process collectives (JAX's CPU backend has none by default).
+
+    Args:
+      coordinator_address: "host:port" of process 0 (e.g. "10.0.0.1:1234").
+      num_processes: total number of processes.
+      process_id: this process's index in [0, num_processes).
+      local_device_count: CPU only, number of (fake) CPU devices for this process
+        (`jax_num_cpu_devices`); None leaves JAX's default.
+
+    Raises:
+      ValueError: for a process_id outside [0, num_processes) or a malformed address.
+    """
+    if num_processes < 1 or not 0 <= process_id < num_processes:
+        raise ValueError(f"process_id={process_id} must be in [0, num_processes={num_processes})")
+    host, _, port = coordinator_address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"coordinator_address={coordinator_address!r} must be 'host:port'")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if local_device_count is not None:
+        jax.config.update("jax_num_cpu_devices", local_device_count)
+    jax.distributed.initialize(coordinator_address, num_processes, process_id)
+
+
+def make_mesh(devices: Sequence[jax.Device] | int | None, axis_name: str) -> Mesh:
+    """A one-axis mesh over `devices`: None for all devices (of all processes), an int
+    for the first n local devices, or an explicit list.
+
+    Raises:
+      ValueError: for an int that is < 1 or more than the local devices.
+    """
+    if devices is None:
+        devices = jax.devices()
+    elif isinstance(devices, int):
+        local = jax.local_devices()
+        if not 1 <= devices <= len(local):
+            raise ValueError(f"devices={devices}: must be in [1, {len(local)}] (local devices)")
+        devices = local[:devices]
+    return Mesh(np.asarray(list(devices)), (axis_name,))
+
+
+def to_global(tree: Any, mesh: Mesh, spec: P) -> Any:
+    """Host arrays (the same full arrays in every process) -> global `jax.Array`s laid out
+    by `spec` on `mesh`; each process places only the pieces its own devices hold."""
+    sharding = NamedSharding(mesh, spec)
+
+    def place(x):
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    return jax.tree.map(place, tree)
+
+
+def to_host(tree: Any) -> Any:
+    """Global arrays -> full numpy arrays in every process (an all-gather across processes
+    only for arrays split over several processes; keep them small)."""
+
+    def fetch(x):
+        if not isinstance(x, jax.Array) or x.is_fully_addressable:
+            return np.asarray(jax.device_get(x))
+        if x.is_fully_replicated:
+            return np.asarray(x.addressable_data(0))
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+    return jax.tree.map(fetch, tree)
+
+
+def local_rows(x: jax.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(row indices, rows) of a global array split along its first axis that this
+    process's devices hold, in increasing row order, without communication."""
+    pieces = {}
+    for shard in x.addressable_shards:
+        start = shard.index[0].start or 0
+        pieces.setdefault(start, np.asarray(shard.data))
+    starts = sorted(pieces)
+    rows = np.concatenate([pieces[s] for s in starts])
+    index = np.concatenate([np.arange(s, s + len(pieces[s])) for s in starts])
+    return index, rows
+
+
+def make_runs_program(fn: Callable, mesh: Mesh) -> Callable:
+    """`jit(shard_map(vmap(fn)))`: `fn` of one run, applied to `[R]` runs split over the
+    mesh's devices along `RUNS_AXIS`. Every argument and output of the returned function
+    has a leading `[R]` axis; R must be a multiple of the device count. Runs do not
+    communicate. (Close over static values before passing `fn`.)"""
+    return jax.jit(
+        jax.shard_map(
+            jax.vmap(fn), mesh=mesh, in_specs=P(RUNS_AXIS), out_specs=P(RUNS_AXIS), check_vma=False
+        )
+    )
+
+
+def make_data_parallel_train(
+    config: PPOConfig,
+    devices: Sequence[jax.Device] | int | None = None,
+    env: Any = None,
+    env_params: Any = None,
+) -> Callable[..., TrainOutput]:
+    """Builds `train(key, hparams=None) -> TrainOutput` for ONE agent whose `num_envs`
+    environments are split over D devices (all devices of all processes by default).
+
+    Each device steps `num_envs / D` envs, computes GAE on its share, and takes the same
+    Adam steps as the others on gradients averaged over the devices (`lax.pmean` over
+    `DATA_AXIS`); advantage normalisation, episode statistics, losses and explained
+    variance use the whole batch. The total batch per update is `num_envs * num_steps` as
+    in the one-device run, each minibatch `num_envs * num_steps / num_minibatches`
+    transitions spread over the devices. With D = 1 this is `make_train(config)`.
+
+    The returned function is jitted. Its output's `train_state` and `metrics` are
+    replicated on all devices; `runner_state.env` holds the `[num_envs]` envs split over
+    the devices. Use `to_host` to read them in a multi-process run.
+
+    Args:
+      config: the agent's configuration; `num_envs` is the total over all devices.
+      devices: None (all devices), an int (the first n local devices) or a device list.
+      env, env_params: optional gymnax-API environment (see `make_train`).
+
+    Raises:
+      ValueError: before compiling, if D does not divide `num_envs`, or if the per-device
+        batch `num_envs / D * num_steps` does not split into `num_minibatches`.
+    """
+    from purejaxppo.train import make_train_fns
+
+    mesh = make_mesh(devices, DATA_AXIS)
+    num_shards = mesh.devices.size
+    fns = make_train_fns(config, env, env_params, axis_name=DATA_AXIS, num_shards=num_shards)
+    runner_spec = RunnerState(train_state=P(), env=P(DATA_AXIS), key=P(), update_step=P())
+    out_spec = TrainOutput(train_state=P(), runner_state=runner_spec, metrics=P())
+
+    def per_device(key_data: jax.Array, hparams: Hyperparams) -> TrainOutput:
+        return fns.train(jax.random.wrap_key_data(key_data), hparams)
+
+    sharded = jax.jit(
+        jax.shard_map(
+            per_device, mesh=mesh, in_specs=(P(), P()), out_specs=out_spec, check_vma=False
+        )
+    )
+    default_hparams = Hyperparams.from_config(config)
+
+    def train(key: jax.Array, hparams: Hyperparams | None = None) -> TrainOutput:
+        hparams = default_hparams if hparams is None else hparams
+        key_data = np.asarray(jax.random.key_data(key))
+        return sharded(*to_global((key_data, jax.device_get(hparams)), mesh, P()))
+
+    return train
+
+
+def pad_runs(num_runs: int, multiple: int) -> int:
+    """Smallest multiple of `multiple` that is >= num_runs."""
+    return -(-num_runs // multiple) * multiple
+
+
+def runs_per_chunk_for_memory(
+    bytes_per_run: float, bytes_limit: float, num_devices: int, fraction: float = 0.7
+) -> int:
+    """Largest multiple of `num_devices` runs whose memory fits in `fraction` of each
+    device's `bytes_limit`, given `bytes_per_run` measured for one run (at least one run
+    per device)."""
+    per_device = max(1, int(fraction * bytes_limit // max(bytes_per_run, 1.0)))
+    return per_device * num_devices
+
+
+def device_bytes_limit(mesh: Mesh) -> int | None:
+    """Memory limit of the mesh's first local device in bytes, None where JAX reports none
+    (CPU)."""
+    local = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+    stats = local[0].memory_stats() if local else None
+    return int(stats["bytes_limit"]) if stats and "bytes_limit" in stats else None
+
+
+__all__ = [
+    "DATA_AXIS",
+    "RUNS_AXIS",
+    "device_bytes_limit",
+    "initialize_distributed",
+    "local_rows",
+    "make_data_parallel_train",
+    "make_mesh",
+    "make_runs_program",
+    "pad_runs",
+    "runs_per_chunk_for_memory",
+    "to_global",
+    "to_host",
+]

@@ -1,0 +1,550 @@
+"""Sweeps: every (seed x setting) combination of a grid / random search as one program.
+
+`sweep(config, seeds=64, grid={"learning_rate": [1e-4, 3e-4], "ent_coef": [0.0, 0.01]})`
+expands the grid (and random samples) into settings, pairs every setting with every seed,
+and trains all those runs at once: `vmap` over the flattened batch of runs, split over the
+devices (and hosts) by `parallel.make_runs_program`. Settings that differ only in traced
+fields (`TRACED_FIELDS`: learning rate, coefficients, discounting) share one compiled
+program; a static field in the grid (num_envs, hidden_sizes, ...) makes one group, and one
+compile, per static setting. Batches larger than `max_runs_per_chunk` (or than device
+memory) run in chunks; a run's numbers do not depend on the chunking or the device count.
+
+Run `r` of setting `s` with seed `k` uses the key `jax.random.key(k)` and the
+hyperparameters of `config.replace(**setting)`: exactly what
+`jax.jit(make_train(config.replace(**setting)))(jax.random.key(k), Hyperparams...)` does
+for one run (tests/test_sweep.py checks it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import itertools
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pandas as pd
+from jax.sharding import PartitionSpec as P
+
+from purejaxppo import parallel
+from purejaxppo.config import TRACED_FIELDS, Hyperparams, PPOConfig
+from purejaxppo.runner import final_return
+from purejaxppo.train import METRICS, make_train_fns
+
+#: Distributions accepted by `random=` (name -> number of parameters).
+DISTRIBUTIONS = {"uniform": 2, "log_uniform": 2, "int_uniform": 2, "choice": 1}
+#: Fields that make no sense to sweep (they do not change training, or have their own knob).
+UNSWEEPABLE = ("seed", "log_freq", "save_freq", "eval_freq", "eval_episodes", "eval_splits")
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """What `sweep` returns.
+
+    Attributes:
+      table: one row per run x logged update (this process's runs in a multi-host sweep):
+        columns `run`, `setting`, `seed`, one column `config/<field>` per swept field,
+        `update`,
+        `env_steps` and every metric of `METRICS`.
+      runs: one row per run (all processes): `run`, `setting`, `seed`, `config/<field>`,
+        `final_return` (mean episode return over the run's last 10 updates).
+      summary: one row per setting: `config/<field>`, `num_seeds`, and the mean, std, IQM
+        (mean of the middle 50%, Agarwal et al. 2021), min and max of `final_return`
+        over seeds.
+      curves: episode return per run and update for all runs (all processes): columns
+        `run`, `setting`, `update`, `env_steps`, `episode_return` (for `plot_sweep`).
+      settings: the swept settings, in setting order (dicts of field -> value).
+      num_compiles: compiled training programs (one per static group).
+      num_devices: devices the runs were split over (all processes).
+    """
+
+    table: pd.DataFrame
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    curves: pd.DataFrame
+    settings: list[dict[str, Any]]
+    num_compiles: int
+    num_devices: int
+
+
+# ----------------------------------------------------------------------- settings
+def _check_field(name: Any, where: str) -> None:
+    names = [f.name for f in dataclasses.fields(PPOConfig)]
+    if name not in names:
+        close = difflib.get_close_matches(str(name), names, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"{where}: unknown config field {name!r}{hint}")
+    if name in UNSWEEPABLE:
+        why = "pass seeds= instead" if name == "seed" else "it does not change training"
+        raise ValueError(f"{where}: field {name!r} cannot be swept ({why})")
+
+
+def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
+    """Cartesian product of `grid` (field -> list of values), in row-major order.
+
+    Raises:
+      ValueError: for an unknown or unsweepable field, or an empty / non-list value list.
+    """
+    if not grid:
+        return [{}]
+    for name, values in grid.items():
+        _check_field(name, "grid")
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+            raise ValueError(f"grid[{name!r}]={values!r}: must be a non-empty list of values")
+    names = list(grid)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*grid.values())]
+
+
+def sample_random(
+    random: Mapping[str, Sequence[Any]] | None, num_samples: int, seed: int = 0
+) -> list[dict[str, Any]]:
+    """`num_samples` settings drawn from `random` (field -> distribution), numpy-seeded.
+
+    A distribution is `("uniform", low, high)`, `("log_uniform", low, high)`,
+    `("int_uniform", low, high)` (inclusive) or `("choice", [values...])`.
+
+    Raises:
+      ValueError: for an unknown field or distribution, wrong parameters, or
+        num_samples < 1.
+    """
+    if not random:
+        return [{}]
+    if num_samples < 1:
+        raise ValueError(f"num_samples={num_samples}: must be >= 1 with random=")
+    rng = np.random.default_rng(seed)
+    for name, spec in random.items():
+        _check_field(name, "random")
+        if not isinstance(spec, Sequence) or isinstance(spec, str) or not spec:
+            raise ValueError(f"random[{name!r}]={spec!r}: must be (distribution, *params)")
+        kind, params = spec[0], list(spec[1:])
+        if kind not in DISTRIBUTIONS:
+            raise ValueError(
+                f"random[{name!r}]: unknown distribution {kind!r} (one of {list(DISTRIBUTIONS)})"
+            )
+        if len(params) != DISTRIBUTIONS[kind]:
+            raise ValueError(
+                f"random[{name!r}]={spec!r}: {kind} takes {DISTRIBUTIONS[kind]} parameter(s)"
+            )
+        if kind == "log_uniform" and not 0 < params[0] <= params[1]:
+            raise ValueError(f"random[{name!r}]={spec!r}: needs 0 < low <= high")
+        if kind in ("uniform", "int_uniform") and not params[0] <= params[1]:
+            raise ValueError(f"random[{name!r}]={spec!r}: needs low <= high")
+        if kind == "choice" and (isinstance(params[0], str) or not params[0]):
+            raise ValueError(f"random[{name!r}]={spec!r}: choice needs a non-empty list")
+
+    def draw(kind, params):
+        if kind == "uniform":
+            return float(rng.uniform(params[0], params[1]))
+        if kind == "log_uniform":
+            return float(np.exp(rng.uniform(np.log(params[0]), np.log(params[1]))))
+        if kind == "int_uniform":
+            return int(rng.integers(params[0], params[1], endpoint=True))
+        return params[0][int(rng.integers(len(params[0])))]
+
+    return [
+        {name: draw(spec[0], list(spec[1:])) for name, spec in random.items()}
+        for _ in range(num_samples)
+    ]
+
+
+def _seed_list(seeds: int | Sequence[int]) -> list[int]:
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ValueError(f"seeds={seeds}: must be >= 1 (or a list of seeds)")
+        return list(range(int(seeds)))
+    seeds = [int(s) for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds={seeds}: must be a non-empty list of distinct integers")
+    return seeds
+
+
+def _largest_divisor_at_most(n: int, bound: int) -> int:
+    return max(d for d in range(1, max(1, min(n, bound)) + 1) if n % d == 0)
+
+
+# ----------------------------------------------------------------------- the sweep
+def sweep(
+    config: PPOConfig,
+    seeds: int | Sequence[int] = 8,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    random: Mapping[str, Sequence[Any]] | None = None,
+    num_samples: int = 0,
+    *,
+    random_seed: int = 0,
+    devices: Sequence[jax.Device] | int | None = None,
+    max_runs_per_chunk: int | None = None,
+    progress: bool = False,
+    log_every: int = 1,
+    verbose: bool = True,
+) -> SweepResult:
+    """Trains every (seed x setting) combination, vmapped and split over devices.
+
+    Settings are the grid's Cartesian product, times `num_samples` random draws when
+    `random` is given (each grid point is combined with every draw). Runs are grouped by
+    their static fields; each group is one compiled program (`jit(shard_map(vmap(train)))`)
+    over its `[R]` runs, split over all devices of all processes (see `parallel`).
+
+    Args:
+      config: base configuration; a setting's values replace its fields.
+      seeds: number of seeds (0 .. n-1) or a list of seeds; run key `jax.random.key(seed)`.
+      grid: field -> list of values, e.g. `{"learning_rate": [1e-4, 3e-4]}`.
+      random: field -> distribution, e.g. `{"ent_coef": ("uniform", 0.0, 0.02)}`, see
+        `sample_random`; needs `num_samples` >= 1.
+      num_samples: random draws.
+      random_seed: numpy seed of the random draws.
+      devices: None (all devices of all processes), an int (first n local devices) or a
+        list of devices.
+      max_runs_per_chunk: most runs in one program call; a multiple of the device count.
+        None: all of a group's runs at once, or, on devices that report their memory
+        (GPUs), as many as fit in 70% of it (measured by compiling for one run per device).
+        The last chunk is padded with copies of a run whose results are dropped.
+      progress: show a tqdm bar (the runs then advance in jitted segments of updates: one
+        more small program per group, same numbers).
+      log_every: keep every n-th update (and the last) in `table`.
+      verbose: print (to stderr) how many runs, groups, compiles, chunks and devices.
+
+    Returns:
+      `SweepResult` (tables as pandas DataFrames).
+
+    Raises:
+      ValueError: before anything is compiled, for an unknown / unsweepable field, a bad
+        value (naming the field), bad seeds, or a `max_runs_per_chunk` that is not a
+        positive multiple of the device count.
+    """
+    settings = [
+        {**g, **r}
+        for g in expand_grid(grid)
+        for r in sample_random(random, num_samples, random_seed)
+    ]
+    seed_list = _seed_list(seeds)
+    if log_every < 1:
+        raise ValueError(f"log_every={log_every}: must be >= 1")
+    run_configs = []
+    for index, setting in enumerate(settings):
+        try:
+            run_configs.append(config.replace(**setting))
+        except ValueError as err:
+            raise ValueError(f"setting {index} {setting}: {err}") from None
+    mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
+    num_devices = mesh.devices.size
+    if max_runs_per_chunk is not None and (
+        max_runs_per_chunk < 1 or max_runs_per_chunk % num_devices
+    ):
+        raise ValueError(
+            f"max_runs_per_chunk={max_runs_per_chunk}: must be a positive multiple of the "
+            f"number of devices ({num_devices}) so that every device gets the same runs"
+        )
+    swept = list(dict.fromkeys(name for s in settings for name in s))
+
+    # Group runs by the static part of their configuration: one compile per group.
+    groups: dict[tuple, list[int]] = {}
+    for index, cfg in enumerate(run_configs):
+        static = tuple(
+            (f.name, repr(getattr(cfg, f.name)))
+            for f in dataclasses.fields(PPOConfig)
+            if f.name not in TRACED_FIELDS
+        )
+        groups.setdefault(static, []).append(index)
+    num_runs = len(settings) * len(seed_list)
+    if verbose and jax.process_index() == 0:
+        print(
+            f"sweep: {num_runs} runs = {len(settings)} setting(s) x {len(seed_list)} seed(s) "
+            f"in {len(groups)} static group(s) -> {len(groups)} compile(s) of the training "
+            f"program, on {num_devices} device(s)",
+            file=sys.stderr,
+        )
+
+    from tqdm.auto import tqdm
+
+    total = sum(run_configs[g[0]].num_updates * len(g) * len(seed_list) for g in groups.values())
+    bar = tqdm(
+        total=total,
+        unit="update",
+        desc="sweep",
+        disable=not progress or jax.process_index() != 0,
+        dynamic_ncols=True,
+    )
+    tables, curves = [], []
+    start = time.perf_counter()
+    with bar:
+        for setting_indices in groups.values():
+            group_cfg = run_configs[setting_indices[0]]
+            runs = [
+                (s * len(seed_list) + k, s, seed)
+                for s in setting_indices
+                for k, seed in enumerate(seed_list)
+            ]
+            table, curve = _run_group(
+                group_cfg,
+                runs,
+                [Hyperparams.from_config(run_configs[s]) for _, s, _ in runs],
+                settings,
+                swept,
+                mesh,
+                max_runs_per_chunk,
+                progress,
+                log_every,
+                bar,
+                verbose,
+                start,
+            )
+            tables.append(table)
+            curves.append(curve)
+
+    table = pd.concat(tables, ignore_index=True).sort_values(["run", "update"], kind="stable")
+    curves = pd.concat(curves, ignore_index=True).sort_values(["run", "update"], kind="stable")
+    runs_frame = _runs_frame(curves, settings, seed_list, swept)
+    return SweepResult(
+        table=table.reset_index(drop=True),
+        runs=runs_frame,
+        summary=summarize(runs_frame, swept),
+        curves=curves.reset_index(drop=True),
+        settings=settings,
+        num_compiles=len(groups),
+        num_devices=num_devices,
+    )
+
+
+def _run_group(
+    config, runs, hparams_list, settings, swept, mesh, max_chunk, progress, log_every, bar,
+    verbose, start,
+):  # fmt: skip
+    """Trains one static group's runs in chunks; returns (table rows, curves) frames."""
+    fns = make_train_fns(config)
+    num_devices = mesh.devices.size
+    num_updates = config.num_updates
+
+    def wrap(key_data):
+        return jax.random.wrap_key_data(key_data)
+
+    if progress:
+        segment = _largest_divisor_at_most(num_updates, max(1, math.ceil(num_updates / 20)))
+        init_program = parallel.make_runs_program(lambda kd: fns.init(wrap(kd)), mesh)
+        run_program = parallel.make_runs_program(
+            lambda runner, hp: fns.run(runner, hp, segment), mesh
+        )
+    else:
+        segment = num_updates
+        train_program = parallel.make_runs_program(
+            lambda kd, hp: fns.train(wrap(kd), hp).metrics, mesh
+        )
+
+    key_data = np.stack(
+        [np.asarray(jax.random.key_data(jax.random.key(seed))) for *_, seed in runs]
+    )
+    hparams = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *hparams_list)
+    chunk = _chunk_size(len(runs), num_devices, max_chunk, mesh, fns, config, key_data, hparams)
+    if verbose and jax.process_index() == 0 and chunk < len(runs):
+        print(
+            f"sweep: group of {len(runs)} runs in chunks of {chunk}",
+            file=sys.stderr,
+        )
+    tables, curves = [], []
+    for first in range(0, len(runs), chunk):
+        real = min(chunk, len(runs) - first)
+        size = chunk if len(runs) > chunk else parallel.pad_runs(real, num_devices)
+        pick = np.minimum(np.arange(first, first + size), first + real - 1)  # pad: repeat
+        inputs = parallel.to_global(
+            (key_data[pick], jax.tree.map(lambda x: x[pick], hparams)),  # noqa: B023
+            mesh,
+            P(parallel.RUNS_AXIS),
+        )
+        pieces = []
+        if progress:
+            runner = init_program(inputs[0])
+            for _ in range(num_updates // segment):
+                runner, metrics = run_program(runner, inputs[1])
+                pieces.append(_collect(metrics, first, real))
+                bar.update(segment * real)
+                bar.set_postfix(
+                    sps=f"{bar.n * config.batch_size / (time.perf_counter() - start):,.0f}",
+                    refresh=False,
+                )
+        else:
+            pieces.append(_collect(train_program(*inputs), first, real))
+            bar.update(num_updates * real)
+        local = {name: np.concatenate([p[0][name] for p in pieces], axis=1) for name in METRICS}
+        local_index = pieces[0][1]
+        all_returns = np.concatenate([p[2] for p in pieces], axis=1)
+        tables.append(_table_rows(local, local_index, runs, settings, swept, log_every))
+        curves.append(_curve_rows(all_returns, first, runs, config))
+    return pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True)
+
+
+def _collect(metrics, first, real):
+    """(this process's metric rows, their chunk-relative indices, all runs' returns)."""
+    index, _ = parallel.local_rows(metrics["env_steps"])
+    keep = index < real
+    local = {name: parallel.local_rows(metrics[name])[1][keep] for name in METRICS}
+    returns = parallel.to_host(metrics["episode_return"])[:real]
+    return local, index[keep] + first, returns
+
+
+def _chunk_size(num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hparams):
+    if max_chunk is not None:
+        return max_chunk
+    limit = parallel.device_bytes_limit(mesh)
+    if limit is None:
+        return parallel.pad_runs(num_runs, num_devices)
+    # Measure one run per device: compile the whole-run program for D runs, read its
+    # memory, and fill `fraction` of the device with as many runs as fit.
+    program = parallel.make_runs_program(
+        lambda kd, hp: fns.train(jax.random.wrap_key_data(kd), hp).metrics, mesh
+    )
+    pick = np.zeros(num_devices, dtype=int)
+    args = parallel.to_global(
+        (key_data[pick], jax.tree.map(lambda x: x[pick], hparams)), mesh, P(parallel.RUNS_AXIS)
+    )
+    stats = program.lower(*args).compile().memory_analysis()
+    per_run = stats.temp_size_in_bytes + stats.argument_size_in_bytes + stats.output_size_in_bytes
+    chunk = parallel.runs_per_chunk_for_memory(per_run, limit, num_devices)
+    return min(chunk, parallel.pad_runs(num_runs, num_devices))
+
+
+def _table_rows(local, local_index, runs, settings, swept, log_every):
+    num_updates = local["env_steps"].shape[1]
+    updates = np.arange(1, num_updates + 1)
+    keep = (updates % log_every == 0) | (updates == num_updates)
+    frames = []
+    for row, index in enumerate(local_index):
+        run_id, setting, seed = runs[index]
+        frame = pd.DataFrame({name: local[name][row][keep] for name in METRICS})
+        frame.insert(0, "update", updates[keep])
+        for position, (name, value) in enumerate(
+            [("run", run_id), ("setting", setting), ("seed", seed)]
+            + [(column(n), _cell(settings[setting].get(n))) for n in swept]
+        ):
+            frame.insert(position, name, value)
+        frames.append(frame)
+    if not frames:
+        columns = ["run", "setting", "seed", *map(column, swept), "update", *METRICS]
+        return pd.DataFrame(columns=columns)
+    frame = pd.concat(frames, ignore_index=True)
+    frame["env_steps"] = frame["env_steps"].astype(np.int64)
+    return frame
+
+
+def _curve_rows(returns, first, runs, config):
+    num_updates = returns.shape[1]
+    updates = np.arange(1, num_updates + 1)
+    frames = [
+        pd.DataFrame(
+            {
+                "run": runs[first + row][0],
+                "setting": runs[first + row][1],
+                "update": updates,
+                "env_steps": updates * config.batch_size,
+                "episode_return": returns[row],
+            }
+        )
+        for row in range(returns.shape[0])
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def column(field: str) -> str:
+    """Column name of a swept config field in the sweep's tables: "config/<field>"."""
+    return f"config/{field}"
+
+
+def _cell(value):
+    """Table cell for a setting value (tuples/lists as '64x64'-free strings)."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return value
+
+
+def _runs_frame(curves, settings, seed_list, swept):
+    rows = []
+    for run_id, frame in curves.groupby("run", sort=True):
+        setting = run_id // len(seed_list)
+        row = {"run": run_id, "setting": setting, "seed": seed_list[run_id % len(seed_list)]}
+        row.update({column(name): _cell(settings[setting].get(name)) for name in swept})
+        row["final_return"] = final_return(frame["episode_return"].to_numpy())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def iqm(values: np.ndarray) -> float:
+    """Interquartile mean: mean of the middle 50% of the sorted values (Agarwal et al.
+    2021, "Deep RL at the Edge of the Statistical Precipice"); NaNs are dropped."""
+    values = np.sort(np.asarray(values, np.float64))
+    values = values[~np.isnan(values)]
+    if not values.size:
+        return math.nan
+    n = len(values)
+    middle = values[n // 4 : n - n // 4] if n >= 4 else values
+    return float(middle.mean())
+
+
+def summarize(runs: pd.DataFrame, swept: Sequence[str]) -> pd.DataFrame:
+    """Per-setting statistics of `final_return` over seeds (mean, std, IQM, min, max)."""
+    rows = []
+    for setting, frame in runs.groupby("setting", sort=True):
+        values = frame["final_return"].to_numpy(np.float64)
+        finite = values[~np.isnan(values)]
+        row = {"setting": setting, **{column(n): frame[column(n)].iloc[0] for n in swept}}
+        row.update(
+            num_seeds=len(values),
+            final_return_mean=float(finite.mean()) if finite.size else math.nan,
+            final_return_std=float(finite.std()) if finite.size else math.nan,
+            final_return_iqm=iqm(values),
+            final_return_min=float(finite.min()) if finite.size else math.nan,
+            final_return_max=float(finite.max()) if finite.size else math.nan,
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def setting_label(row: Mapping[str, Any], swept: Sequence[str]) -> str:
+    """'learning_rate=0.0003 ent_coef=0.01' (or 'base config' for no swept fields)."""
+    parts = []
+    for name in swept:
+        value = row[column(name)]
+        parts.append(f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}")
+    return " ".join(parts) or "base config"
+
+
+def plot_sweep(result: SweepResult, path: str | Path, title: str = "") -> None:
+    """Writes a PNG of learning curves: per setting, the mean episode return over seeds
+    against env steps, with a band of one standard deviation (NaN-aware)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    swept = list(dict.fromkeys(name for setting in result.settings for name in setting))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    curves = result.curves
+    for _, row in result.summary.iterrows():
+        frame = curves[curves["setting"] == row["setting"]]
+        wide = frame.pivot(index="update", columns="run", values="episode_return")
+        steps = frame.groupby("update")["env_steps"].first().loc[wide.index].to_numpy()
+        with np.errstate(all="ignore"):
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean = np.nanmean(wide.to_numpy(), axis=1)
+                std = np.nanstd(wide.to_numpy(), axis=1)
+        keep = ~np.isnan(mean)
+        label = f"{setting_label(row, swept)} (IQM {row['final_return_iqm']:.1f})"
+        (line,) = ax.plot(steps[keep], mean[keep], lw=1.4, label=label)
+        ax.fill_between(
+            steps[keep], (mean - std)[keep], (mean + std)[keep], color=line.get_color(), alpha=0.2
+        )
+    seeds = int(result.summary["num_seeds"].max()) if len(result.summary) else 0
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(f"episode return (mean ± std over {seeds} seeds)")
+    ax.set_title(title or "PPO sweep")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
