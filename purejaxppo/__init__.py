@@ -12,38 +12,38 @@ if _CPU_SCHEDULER_FLAG not in _os.environ.get("XLA_FLAGS", ""):
         _os.environ.get("XLA_FLAGS", "") + f" {_CPU_SCHEDULER_FLAG}=false"
     ).strip()
 
-from purejaxppo.config import TRACED_FIELDS, Hyperparams, PPOConfig
-from purejaxppo.envs import make_env, registered_env_ids
-from purejaxppo.export import export_torch
-from purejaxppo.gae import gae_advantages
-from purejaxppo.losses import LossTerms, ppo_loss
-from purejaxppo.networks import make_networks
-from purejaxppo.policy import EvalResult, Policy, evaluate
-from purejaxppo.train import METRICS, TrainFns, make_train, make_train_fns
-from purejaxppo.types import RunnerState, TrainOutput, TrainState, Transition
+# The public names, loaded on first use (PEP 562): `import purejaxppo` imports neither
+# gymnax nor flax, and gymnax's import starts JAX's backend, after which
+# `jax.distributed.initialize` (see `parallel.initialize_distributed`) and CPU device
+# settings can no longer be changed.
+_EXPORTS = {
+    "purejaxppo.config": ("TRACED_FIELDS", "Hyperparams", "PPOConfig"),
+    "purejaxppo.envs": ("make_env", "registered_env_ids"),
+    "purejaxppo.export": ("export_torch",),
+    "purejaxppo.gae": ("gae_advantages",),
+    "purejaxppo.losses": ("LossTerms", "ppo_loss"),
+    "purejaxppo.networks": ("make_networks",),
+    "purejaxppo.parallel": ("initialize_distributed", "make_data_parallel_train"),
+    "purejaxppo.policy": ("EvalResult", "Policy", "evaluate"),
+    "purejaxppo.sweeps": ("SweepResult", "sweep"),
+    "purejaxppo.train": ("METRICS", "TrainFns", "make_train", "make_train_fns"),
+    "purejaxppo.types": ("RunnerState", "TrainOutput", "TrainState", "Transition"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __version__ = "0.1.0"
+__all__ = sorted(_WHERE)
 
-__all__ = [
-    "METRICS",
-    "TRACED_FIELDS",
-    "Hyperparams",
-    "EvalResult",
-    "LossTerms",
-    "PPOConfig",
-    "Policy",
-    "RunnerState",
-    "TrainFns",
-    "TrainOutput",
-    "TrainState",
-    "Transition",
-    "evaluate",
-    "export_torch",
-    "gae_advantages",
-    "make_env",
-    "make_networks",
-    "make_train",
-    "make_train_fns",
-    "ppo_loss",
-    "registered_env_ids",
-]
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'purejaxppo' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -87,6 +87,58 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--env-name", help="evaluate on another env id (same spaces)")
 
+    sweep = sub.add_parser(
+        "sweep",
+        help="train every (seed x setting) of a grid / random search as one program",
+        description="Train every combination of seeds and settings (vmapped, split over all "
+        "devices and hosts) and write a table (one row per run x update), per-run final "
+        "returns, a per-setting summary (mean, std, IQM over seeds) and a learning-curve plot.",
+        epilog="examples: purejaxppo sweep --config configs/cartpole.yaml --seeds 64 "
+        "--grid learning_rate=1e-4,3e-4,1e-3 --grid ent_coef=0,0.01;  "
+        "--grid hidden_sizes='64,64;128,128' (';' separates list values);  "
+        "--random learning_rate=log_uniform:1e-5:1e-3 --num-samples 16",
+    )
+    sweep.add_argument("--config", type=Path, help="YAML file of PPOConfig fields (the base)")
+    sweep.add_argument("--seeds", type=int, default=8, help="seeds 0..n-1 per setting")
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2,...",
+        help="grid values of a config field (repeat for more fields)",
+    )
+    sweep.add_argument(
+        "--random",
+        action="append",
+        default=[],
+        metavar="FIELD=DIST:A:B",
+        help="random search: uniform:LOW:HIGH, log_uniform:LOW:HIGH, int_uniform:LOW:HIGH or "
+        "choice:V1,V2 (repeat for more fields; needs --num-samples)",
+    )
+    sweep.add_argument("--num-samples", type=int, default=0, help="random-search draws")
+    sweep.add_argument("--random-seed", type=int, default=0, help="seed of the random draws")
+    sweep.add_argument(
+        "--max-runs-per-chunk",
+        type=int,
+        help="most runs per program call (a multiple of the device count; default: all, "
+        "or what fits in GPU memory)",
+    )
+    sweep.add_argument("--devices", type=int, help="use the first N local devices")
+    sweep.add_argument("--log-every", type=int, default=1, help="table rows every N updates")
+    sweep.add_argument("--format", choices=("csv", "parquet"), default="csv")
+    sweep.add_argument("--out", type=Path, help="output directory (default: sweeps/<env>-<time>)")
+    sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    multihost = sweep.add_argument_group(
+        "several hosts", "start one process per host with the same arguments and its own id"
+    )
+    multihost.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address")
+    multihost.add_argument("--num-processes", type=int, default=1)
+    multihost.add_argument("--process-id", type=int, default=0)
+    multihost.add_argument(
+        "--local-devices", type=int, help="CPU only: fake this many CPU devices per process"
+    )
+    _add_config_overrides(sweep)
+
     export = sub.add_parser(
         "export",
         help="export a run's policy to PyTorch",
@@ -96,6 +148,41 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     export.add_argument("--to", type=Path, required=True, metavar="FILE", help="e.g. policy.pt")
     return parser
+
+
+def _split_assignment(text: str, flag: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise ValueError(f"{flag} {text!r}: expected FIELD=VALUES")
+    return name.strip().replace("-", "_"), value.strip()
+
+
+def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
+    """['learning_rate=1e-4,3e-4', 'hidden_sizes=64,64;128,128'] -> grid dict."""
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        name, text = _split_assignment(item, "--grid")
+        if name in grid:
+            raise ValueError(f"--grid {item!r}: field {name!r} given twice")
+        if ";" in text:
+            grid[name] = [_parse_value(part.strip()) for part in text.split(";") if part.strip()]
+        else:
+            grid[name] = [_parse_value(part.strip()) for part in text.split(",") if part.strip()]
+    return grid
+
+
+def parse_random(items: Sequence[str]) -> dict[str, tuple]:
+    """['learning_rate=log_uniform:1e-5:1e-3', 'num_envs=choice:4,8'] -> random dict."""
+    random: dict[str, tuple] = {}
+    for item in items:
+        name, text = _split_assignment(item, "--random")
+        kind, _, rest = text.partition(":")
+        if kind == "choice":
+            values = _parse_value(rest)
+            random[name] = (kind, values if isinstance(values, list) else [values])
+        else:
+            random[name] = (kind, *(_parse_value(part) for part in rest.split(":") if part))
+    return random
 
 
 def load_config(path: Path | None, overrides: dict[str, Any]) -> PPOConfig:
@@ -138,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"run directory: {result.run_dir}"
         )
         return 0
+    if command == "sweep":
+        return _sweep_command(parser, args)
     if command == "eval":
         import jax
 
@@ -174,6 +263,72 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {path} (TorchScript) and its .state_dict.pt, .module.py, .json")
         return 0
     return 1  # pragma: no cover - argparse rejects unknown commands
+
+
+def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
+    options = {
+        name: args.pop(name)
+        for name in (
+            "config", "seeds", "grid", "random", "num_samples", "random_seed",
+            "max_runs_per_chunk", "devices", "log_every", "format", "out", "no_progress",
+            "coordinator", "num_processes", "process_id", "local_devices",
+        )
+    }  # fmt: skip
+    try:
+        config = load_config(options["config"], args)
+        grid = parse_grid(options["grid"])
+        random = parse_random(options["random"])
+        if options["coordinator"] is None and options["num_processes"] != 1:
+            raise ValueError("--num-processes > 1 needs --coordinator HOST:PORT")
+    except ValueError as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
+    if options["coordinator"] is not None:
+        from purejaxppo.parallel import initialize_distributed
+
+        try:
+            initialize_distributed(
+                options["coordinator"],
+                options["num_processes"],
+                options["process_id"],
+                local_device_count=options["local_devices"],
+            )
+        except ValueError as err:
+            parser.exit(2, f"purejaxppo: error: {err}\n")
+    elif options["local_devices"] is not None:
+        import jax
+
+        jax.config.update("jax_num_cpu_devices", options["local_devices"])
+    from purejaxppo.sweeps import sweep, write_sweep
+
+    try:
+        result = sweep(
+            config,
+            seeds=options["seeds"],
+            grid=grid,
+            random=random,
+            num_samples=options["num_samples"],
+            random_seed=options["random_seed"],
+            devices=options["devices"],
+            max_runs_per_chunk=options["max_runs_per_chunk"],
+            progress=not options["no_progress"],
+            log_every=options["log_every"],
+        )
+    except ValueError as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
+    out = options["out"]
+    if out is None:
+        out = Path("sweeps") / f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    written = write_sweep(result, out, config, fmt=options["format"])
+    import jax
+
+    if jax.process_index() == 0:
+        import pandas as pd
+
+        best = result.summary.sort_values("final_return_iqm", ascending=False)
+        with pd.option_context("display.width", 160, "display.max_columns", 20):
+            print(best.head(10).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
 
 
 if __name__ == "__main__":

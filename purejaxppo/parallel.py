@@ -131,16 +131,34 @@ def local_rows(x: jax.Array) -> tuple[np.ndarray, np.ndarray]:
     return index, rows
 
 
-def make_runs_program(fn: Callable, mesh: Mesh) -> Callable:
-    """`jit(shard_map(vmap(fn)))`: `fn` of one run, applied to `[R]` runs split over the
-    mesh's devices along `RUNS_AXIS`. Every argument and output of the returned function
-    has a leading `[R]` axis; R must be a multiple of the device count. Runs do not
-    communicate. (Close over static values before passing `fn`.)"""
+def make_runs_program(batched_fn: Callable, mesh: Mesh) -> Callable:
+    """`jit(shard_map(batched_fn))` over `RUNS_AXIS`: `batched_fn` maps a device's share
+    of `[R]` runs (leading axis `[R / D]` on every argument and output) and is called on
+    every device; R must be a multiple of the device count. Runs do not communicate.
+    Build `batched_fn` with `batch_runs` (or `jax.vmap`)."""
     return jax.jit(
         jax.shard_map(
-            jax.vmap(fn), mesh=mesh, in_specs=P(RUNS_AXIS), out_specs=P(RUNS_AXIS), check_vma=False
+            batched_fn, mesh=mesh, in_specs=P(RUNS_AXIS), out_specs=P(RUNS_AXIS), check_vma=False
         )
     )
+
+
+def batch_runs(init: Callable, run: Callable) -> Callable:
+    """`(key_data [R, ...], hparams [R]) -> run(init(key), hparams)` for R runs at once.
+
+    `init` runs through `lax.map` (one run after another) and `run` through `jax.vmap`.
+    Initialising under `vmap` would batch the QR decompositions of orthogonal
+    initialisation, and XLA:CPU runs a batched QR on its shared intra-op thread pool:
+    with several devices per process executing at once, both waited on that pool and
+    deadlocked at 0% CPU (jax 0.10.2, 2-process run; seen in gdb). Initialisation is a
+    negligible part of a run, and a run's numbers are the same either way.
+    """
+
+    def batched(key_data: jax.Array, *args: Any) -> Any:
+        runners = jax.lax.map(lambda kd: init(jax.random.wrap_key_data(kd)), key_data)
+        return jax.vmap(run)(runners, *args)
+
+    return batched
 
 
 def make_data_parallel_train(
@@ -230,6 +248,7 @@ __all__ = [
     "make_data_parallel_train",
     "make_mesh",
     "make_runs_program",
+    "batch_runs",
     "pad_runs",
     "runs_per_chunk_for_memory",
     "to_global",

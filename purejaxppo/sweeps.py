@@ -320,20 +320,17 @@ def _run_group(
     num_devices = mesh.devices.size
     num_updates = config.num_updates
 
-    def wrap(key_data):
-        return jax.random.wrap_key_data(key_data)
-
     if progress:
         segment = _largest_divisor_at_most(num_updates, max(1, math.ceil(num_updates / 20)))
-        init_program = parallel.make_runs_program(lambda kd: fns.init(wrap(kd)), mesh)
+        init_program = parallel.make_runs_program(
+            parallel.batch_runs(fns.init, lambda runner: runner), mesh
+        )
         run_program = parallel.make_runs_program(
-            lambda runner, hp: fns.run(runner, hp, segment), mesh
+            jax.vmap(lambda runner, hp: fns.run(runner, hp, segment)), mesh
         )
     else:
         segment = num_updates
-        train_program = parallel.make_runs_program(
-            lambda kd, hp: fns.train(wrap(kd), hp).metrics, mesh
-        )
+        train_program = parallel.make_runs_program(_train_runs(fns, num_updates), mesh)
 
     key_data = np.stack(
         [np.asarray(jax.random.key_data(jax.random.key(seed))) for *_, seed in runs]
@@ -377,6 +374,11 @@ def _run_group(
     return pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True)
 
 
+def _train_runs(fns, num_updates):
+    """Whole runs, metrics only: `(key_data [R, 2], hparams [R]) -> metrics [R, U]`."""
+    return parallel.batch_runs(fns.init, lambda runner, hp: fns.run(runner, hp, num_updates)[1])
+
+
 def _collect(metrics, first, real):
     """(this process's metric rows, their chunk-relative indices, all runs' returns)."""
     index, _ = parallel.local_rows(metrics["env_steps"])
@@ -394,9 +396,7 @@ def _chunk_size(num_runs, num_devices, max_chunk, mesh, fns, config, key_data, h
         return parallel.pad_runs(num_runs, num_devices)
     # Measure one run per device: compile the whole-run program for D runs, read its
     # memory, and fill `fraction` of the device with as many runs as fit.
-    program = parallel.make_runs_program(
-        lambda kd, hp: fns.train(jax.random.wrap_key_data(kd), hp).metrics, mesh
-    )
+    program = parallel.make_runs_program(_train_runs(fns, config.num_updates), mesh)
     pick = np.zeros(num_devices, dtype=int)
     args = parallel.to_global(
         (key_data[pick], jax.tree.map(lambda x: x[pick], hparams)), mesh, P(parallel.RUNS_AXIS)
@@ -548,3 +548,48 @@ def plot_sweep(result: SweepResult, path: str | Path, title: str = "") -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def write_sweep(
+    result: SweepResult, out: str | Path, config: PPOConfig, fmt: str = "csv"
+) -> list[Path]:
+    """Writes a sweep's files into `out` and returns the paths this process wrote.
+
+    Every process writes its own rows of the table: `table.csv` (one process) or
+    `table.part-<i>-of-<n>.csv` (process i of n); `fmt="parquet"` writes `.parquet`
+    instead. Process 0 also writes `runs.csv`, `summary.csv`, `learning_curves.png`
+    (`plot_sweep`) and `sweep.yaml` (base config, settings, seeds, compiles, devices).
+
+    Raises:
+      ValueError: for an unknown `fmt`.
+    """
+    import yaml
+
+    if fmt not in ("csv", "parquet"):
+        raise ValueError(f"fmt={fmt!r}: must be 'csv' or 'parquet'")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    count, index = jax.process_count(), jax.process_index()
+    name = "table" if count == 1 else f"table.part-{index}-of-{count}"
+    table_path = out / f"{name}.{fmt}"
+    if fmt == "csv":
+        result.table.to_csv(table_path, index=False)
+    else:
+        result.table.to_parquet(table_path, index=False)
+    written = [table_path]
+    if index == 0:
+        result.runs.to_csv(out / "runs.csv", index=False)
+        result.summary.to_csv(out / "summary.csv", index=False)
+        plot_sweep(result, out / "learning_curves.png", title=f"PPO on {config.env_name}")
+        spec = {
+            "config": config.to_dict(),
+            "settings": [{k: _cell(v) for k, v in s.items()} for s in result.settings],
+            "seeds": sorted({int(s) for s in result.runs["seed"]}),
+            "num_compiles": result.num_compiles,
+            "num_devices": result.num_devices,
+            "num_processes": count,
+        }
+        (out / "sweep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        written += [out / n for n in ("runs.csv", "summary.csv", "learning_curves.png")]
+        written.append(out / "sweep.yaml")
+    return written

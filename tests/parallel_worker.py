@@ -1,0 +1,171 @@
+"""Worker for tests/test_parallel.py: runs in its own process with several CPU devices.
+
+    python tests/parallel_worker.py devices OUT.npz
+        one process, 4 fake CPU devices: the sweep on 1 and on 4 devices, data-parallel
+        CartPole on 4 devices (learning), data-parallel on 1 device vs the ordinary run,
+        and the 4-device gradient vs the 1-device gradient on one minibatch.
+    python tests/parallel_worker.py distributed OUT_DIR PROCESS_ID PORT
+        one of 2 processes (2 fake CPU devices each) joined by `jax.distributed`: the same
+        sweep through the command line (`purejaxppo sweep --coordinator ...`, each process
+        writes its table part) and a short data-parallel run over the 4 global devices.
+
+Not a test module (pytest collects only test_*.py); the tests compare what it saves.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+#: The sweep both modes run: a 2x2 grid x 3 seeds of short CartPole runs.
+SWEEP_CONFIG = {"num_envs": 4, "num_steps": 16, "total_timesteps": 4 * 16 * 12}
+SWEEP_GRID = {"learning_rate": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}
+SWEEP_SEEDS = 3
+#: A short data-parallel run both modes compare (8 envs over 4 devices, 6 updates).
+DP_SHORT = {"num_envs": 8, "num_steps": 16, "total_timesteps": 8 * 16 * 6}
+#: Data-parallel CartPole that must learn: the default config's 4 x 128 batch with 8 envs
+#: (2 per device) x 64 steps, 300k env steps.
+DP_LEARN = {"num_envs": 8, "num_steps": 64, "total_timesteps": 300_000}
+
+
+def sweep_metrics(table) -> np.ndarray:
+    """[12, updates, metrics] float64 array of the sweep table, in run order."""
+    from purejaxppo.train import METRICS
+
+    table = table.sort_values(["run", "update"])
+    runs = table["run"].nunique()
+    values = table[list(METRICS)].to_numpy(np.float64)
+    return values.reshape(runs, -1, len(METRICS))
+
+
+def leaves(tree) -> list[np.ndarray]:
+    import jax
+
+    from purejaxppo.parallel import to_host
+
+    return [np.asarray(x) for x in jax.tree.leaves(to_host(tree))]
+
+
+def devices_mode(out: Path) -> None:
+    import jax
+
+    jax.config.update("jax_num_cpu_devices", 4)
+    import purejaxppo as pjp
+    from purejaxppo import parallel
+    from purejaxppo.sweeps import sweep
+    from purejaxppo.update import Batch, make_minibatch_grads
+
+    assert jax.device_count() == 4, jax.devices()
+    results: dict[str, np.ndarray] = {}
+    config = pjp.PPOConfig(**SWEEP_CONFIG)
+    for devices in (1, 4):
+        result = sweep(config, seeds=SWEEP_SEEDS, grid=SWEEP_GRID, devices=devices)
+        results[f"sweep_{devices}"] = sweep_metrics(result.table)
+
+    # Data-parallel CartPole learns.
+    learn = pjp.PPOConfig(**DP_LEARN)
+    out_learn = parallel.make_data_parallel_train(learn, devices=4)(jax.random.key(0))
+    results["learn_return"] = np.asarray(parallel.to_host(out_learn.metrics["episode_return"]))
+
+    # On one device the data-parallel run is the ordinary run; short run on 4 devices.
+    short = pjp.PPOConfig(**DP_SHORT)
+    ordinary = jax.jit(pjp.make_train(short))(jax.random.key(1))
+    one = parallel.make_data_parallel_train(short, devices=1)(jax.random.key(1))
+    four = parallel.make_data_parallel_train(short, devices=4)(jax.random.key(1))
+    results["ordinary_params"] = np.concatenate([x.ravel() for x in leaves(ordinary.train_state)])
+    results["dp1_params"] = np.concatenate([x.ravel() for x in leaves(one.train_state)])
+    results["dp4_params"] = np.concatenate([x.ravel() for x in leaves(four.train_state)])
+    results["dp4_return"] = np.asarray(parallel.to_host(four.metrics["episode_return"]))
+    # Parameters are replicated: every device holds the same values.
+    shards = [
+        np.asarray(s.data) for s in jax.tree.leaves(four.train_state.params)[0].addressable_shards
+    ]
+    results["dp4_replicas_equal"] = np.array(all(np.array_equal(shards[0], s) for s in shards))
+
+    # Gradient on one minibatch of 64 samples: 4 devices x 16 (pmean) vs 1 device x 64.
+    fns = pjp.make_train_fns(short)
+    params = fns.init(jax.random.key(2)).train_state.params
+    keys = jax.random.split(jax.random.key(3), 6)
+    batch = Batch(
+        obs=jax.random.normal(keys[0], (64, 4)),
+        action=jax.random.randint(keys[1], (64,), 0, 2),
+        log_prob=-jax.random.uniform(keys[2], (64,), minval=0.3, maxval=1.2),
+        value=jax.random.normal(keys[3], (64,)),
+        advantages=3.0 * jax.random.normal(keys[4], (64,)) + 1.0,
+        returns=jax.random.normal(keys[5], (64,)),
+    )
+    hparams = pjp.Hyperparams.from_config(short)
+    single = jax.jit(make_minibatch_grads(short, fns.apply))(params, batch, hparams, 1.0)
+    mesh = parallel.make_mesh(4, parallel.DATA_AXIS)
+    P = jax.sharding.PartitionSpec
+    sharded = jax.jit(
+        jax.shard_map(
+            lambda p, b, h: make_minibatch_grads(short, fns.apply, parallel.DATA_AXIS)(
+                p, b, h, 1.0
+            ),
+            mesh=mesh,
+            in_specs=(P(), P(parallel.DATA_AXIS), P()),
+            out_specs=P(),
+            check_vma=False,
+        )
+    )(params, batch, hparams)
+    results["grad_single"] = np.concatenate([x.ravel() for x in leaves(single[0])])
+    results["grad_sharded"] = np.concatenate([x.ravel() for x in leaves(sharded[0])])
+    results["loss_single"] = np.asarray([float(x) for x in single[1]])
+    results["loss_sharded"] = np.asarray([float(x) for x in sharded[1]])
+
+    # Clear errors before compiling: a non-divisible data-parallel split and a sweep chunk
+    # that does not split over the 4 devices.
+    errors = []
+    try:
+        parallel.make_data_parallel_train(short.replace(num_envs=6), devices=4)
+    except ValueError as err:
+        errors.append(str(err))
+    try:
+        sweep(config, seeds=SWEEP_SEEDS, grid=SWEEP_GRID, max_runs_per_chunk=6)
+    except ValueError as err:
+        errors.append(str(err))
+    results["errors"] = np.array(errors)
+    np.savez(out, **results)
+
+
+def distributed_mode(out_dir: Path, process_id: int, port: int) -> None:
+    from purejaxppo.cli import main
+
+    grid = [f"{name}={','.join(str(v) for v in values)}" for name, values in SWEEP_GRID.items()]
+    argv = ["sweep", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
+    argv += ["--process-id", str(process_id), "--local-devices", "2", "--no-progress"]
+    argv += ["--seeds", str(SWEEP_SEEDS), "--out", str(out_dir / "sweep")]
+    for item in grid:
+        argv += ["--grid", item]
+    for name, value in SWEEP_CONFIG.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    assert main(argv) == 0
+
+    import jax
+
+    import purejaxppo as pjp
+    from purejaxppo import parallel
+
+    assert jax.process_count() == 2 and jax.device_count() == 4
+    short = pjp.PPOConfig(**DP_SHORT)
+    four = parallel.make_data_parallel_train(short)(jax.random.key(1))
+    if process_id == 0:
+        np.savez(
+            out_dir / "distributed.npz",
+            dp4_params=np.concatenate([x.ravel() for x in leaves(four.train_state)]),
+            dp4_return=np.asarray(parallel.to_host(four.metrics["episode_return"])),
+        )
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    mode = sys.argv[1]
+    if mode == "devices":
+        devices_mode(Path(sys.argv[2]))
+    elif mode == "distributed":
+        distributed_mode(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
