@@ -12,6 +12,8 @@ agents, repeated `--reps` times inside one `lax.scan` so dispatch overhead is am
 
     python benchmarks/profile_update.py                       # default workload
     python benchmarks/profile_update.py --scaling             # + scaling study
+    python benchmarks/profile_update.py --scaling --scaling-agents 1 8 64 1024 4096  # GPU
+    python benchmarks/profile_update.py --variant u_gae=128+cmdbuf   # experiments/variants.py
 
 Prints tables and writes `benchmarks/results/profile-<device>-<time>.json`.
 """
@@ -20,20 +22,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import pandas as pd
-
-import purejaxppo as pjp
-from purejaxppo.gae import gae_advantages
-from purejaxppo.networks import action_spec
-from purejaxppo.rollout import make_rollout
-from purejaxppo.update import Batch, make_update_epochs, shuffle_minibatches
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from experiments import variants  # noqa: E402
+
+# XLA reads XLA_FLAGS when its backend starts: the variant's flags go in before jax runs.
+_VARIANT = "base"
+if "--variant" in sys.argv:
+    _VARIANT = sys.argv[sys.argv.index("--variant") + 1]
+    variants.set_xla_flags(_VARIANT, os.environ)
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import pandas as pd  # noqa: E402
+
+import purejaxppo as pjp  # noqa: E402
+import purejaxppo.train as pjp_train  # noqa: E402  (its gae_advantages: variants may patch it)
+from purejaxppo.networks import action_spec  # noqa: E402
+from purejaxppo.rollout import make_rollout  # noqa: E402
+from purejaxppo.update import Batch, make_update_epochs, shuffle_minibatches  # noqa: E402
+
+variants.apply(_VARIANT)
 
 
 def _time(fn, *args, reps: int) -> float:
@@ -87,9 +101,9 @@ def profile(config: pjp.PPOConfig, agents: int, reps: int) -> dict:
     results["bootstrap"] = _time(_repeat(bootstrap, reps), (runner, traj), reps=reps)
 
     def gae(t):
-        adv, _ = jax.vmap(gae_advantages, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)(
-            t.reward, t.value, t.value, t.terminated, t.truncated, hp.gamma, hp.gae_lambda
-        )
+        adv, _ = jax.vmap(
+            pjp_train.gae_advantages, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1
+        )(t.reward, t.value, t.value, t.terminated, t.truncated, hp.gamma, hp.gae_lambda)
         return t._replace(value=adv)
 
     results["gae"] = _time(_repeat(gae, reps), traj, reps=reps)
@@ -133,19 +147,38 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=1)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--scaling", action="store_true")
+    parser.add_argument("--scaling-agents", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--scaling-envs", type=int, nargs="+", default=[4, 16, 64, 256])
+    parser.add_argument("--scaling-steps", type=int, nargs="+", default=[32, 128, 512])
+    parser.add_argument("--variant", default="base", help="see benchmarks/experiments/variants.py")
+    parser.add_argument("--out-dir", type=Path, default=HERE / "results")
+    parser.add_argument(
+        "--hlo-out",
+        type=Path,
+        default=None,
+        help="write the optimised HLO of jit(vmap(train)) at --agents here",
+    )
     args = parser.parse_args()
+    if args.hlo_out:
+        train = jax.jit(jax.vmap(pjp.make_train(pjp.PPOConfig())))
+        keys = jax.random.split(jax.random.key(0), args.agents)
+        args.hlo_out.parent.mkdir(parents=True, exist_ok=True)
+        args.hlo_out.write_text(train.lower(keys).compile().as_text())
+        print(f"wrote {args.hlo_out}")
     base = pjp.PPOConfig()
-    rows = [
-        {
-            "study": "pieces",
-            "agents": args.agents,
-            "num_envs": base.num_envs,
-            "num_steps": base.num_steps,
-            **profile(base, args.agents, args.reps),
-        }
-    ]
+    rows = []
+    if not (args.scaling and args.agents in args.scaling_agents):  # else its "agents" row
+        rows.append(
+            {
+                "study": "pieces",
+                "agents": args.agents,
+                "num_envs": base.num_envs,
+                "num_steps": base.num_steps,
+                **profile(base, args.agents, args.reps),
+            }
+        )
     if args.scaling:
-        for agents in (1, 8, 64):
+        for agents in args.scaling_agents:
             rows.append(
                 {
                     "study": "agents",
@@ -155,7 +188,7 @@ def main() -> None:
                     **profile(base, agents, args.reps),
                 }
             )
-        for num_envs in (4, 16, 64, 256):
+        for num_envs in args.scaling_envs:
             rows.append(
                 {
                     "study": "num_envs",
@@ -165,7 +198,7 @@ def main() -> None:
                     **profile(base.replace(num_envs=num_envs), 1, args.reps),
                 }
             )
-        for num_steps in (32, 128, 512):
+        for num_steps in args.scaling_steps:
             rows.append(
                 {
                     "study": "num_steps",
@@ -183,18 +216,18 @@ def main() -> None:
     with pd.option_context("display.width", 200, "display.float_format", "{:,.3f}".format):
         print("milliseconds per update (vmapped over agents):")
         print(ms.to_string(index=False))
-    out = HERE / "results"
-    out.mkdir(exist_ok=True)
+    out = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
     device = jax.devices()[0]
-    path = (
-        out
-        / f"profile-{getattr(device, 'device_kind', device.platform).replace(' ', '_')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    )
+    path = out / f"profile-{device.platform}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(
         json.dumps(
             {
                 "jax": jax.__version__,
                 "device": str(device),
+                "device_kind": getattr(device, "device_kind", device.platform),
+                "variant": args.variant,
+                "xla_flags": os.environ.get("XLA_FLAGS", ""),
                 "rows": table.to_dict(orient="records"),
             },
             indent=1,

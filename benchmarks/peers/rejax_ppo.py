@@ -49,6 +49,12 @@ def main() -> int:
     parser.add_argument("--total-timesteps", type=int, default=500_000)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeat-budget-s",
+        type=float,
+        default=float("inf"),
+        help="stop repeating once the runs so far took this many seconds",
+    )
     args = parser.parse_args()
 
     # Keep stdout for the one JSON line: anything printed by the libraries (Python or C
@@ -113,6 +119,8 @@ def main() -> int:
         train_state, _ = jax.block_until_ready(compiled(keys))
         times.append(time.perf_counter() - start)
         print(f"rejax agents={args.agents} repeat {i}: {times[-1]:.3f} s", file=sys.stderr)
+        if sum(times) >= args.repeat_budget_s:
+            break
     run_s = min(times)
 
     device = jax.devices()[0]
@@ -153,12 +161,14 @@ def main() -> int:
         "gymnax": md.version("gymnax"),
         "jax": jax.__version__,
         "device": getattr(device, "device_kind", device.platform),
+        "platform": device.platform,
         "agents": args.agents,
         "total_timesteps": steps_per_agent,
         "num_updates": num_updates,
         "compile_s": compile_s,
         "run_s": run_s,
         "run_s_all": times,
+        "ms_per_update": 1e3 * run_s / num_updates,
         "env_steps_per_s": args.agents * steps_per_agent / run_s,
         "peak_memory_bytes": peak,
         "peak_memory_kind": "device peak_bytes_in_use" if stats else "process max RSS",

@@ -1,0 +1,173 @@
+"""Speed experiments applied from outside the library (purejaxppo/ is not modified).
+
+A variant is a '+'-joined list of tokens, e.g. "u_rollout=8+u_gae=128+cmdbuf":
+
+  base               nothing changed (the library as it is)
+  u_rollout=U        `unroll=U` for the rollout scan (purejaxppo/rollout.py)
+  u_gae=U            `unroll=U` for the GAE scan (purejaxppo/gae.py); 128 = fully unrolled
+  u_mb=U             `unroll=U` for the minibatch scan (purejaxppo/update.py, one_epoch)
+  u_epoch=U          `unroll=U` for the epoch scan (purejaxppo/update.py, update_epochs)
+  gae=assoc          GAE by `lax.associative_scan` (log2 T parallel steps) instead of a
+                     T-step sequential `lax.scan` (`gae_advantages_assoc` below)
+  cmdbuf             XLA GPU command buffers (CUDA graphs) also for while loops and
+                     conditionals: --xla_gpu_enable_command_buffer=<defaults>,WHILE,CONDITIONAL
+  cmdbuf_unroll      cmdbuf + --xla_gpu_command_buffer_unroll_loops=true
+  autotune=N         --xla_gpu_autotune_level=N (0 turns autotuning off: compile time)
+  lhs                --xla_gpu_enable_latency_hiding_scheduler=true
+  prec=P             jax_default_matmul_precision=P (e.g. "highest", "tensorfloat32", "bfloat16")
+
+`xla_flags(variant)` must be applied to XLA_FLAGS before JAX starts its backend;
+`apply(variant)` patches purejaxppo's modules after import and before tracing. The
+unroll patches replace the module-level name `jax` in a purejaxppo module by a proxy
+whose `lax.scan` passes `unroll=`; every other attribute is the real `jax`.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+_CMDBUF_DEFAULTS = "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,DYNAMIC_SLICE_FUSION"
+
+
+def parse(variant: str) -> dict[str, str]:
+    tokens = {}
+    for token in (variant or "base").split("+"):
+        if not token or token == "base":
+            continue
+        name, _, value = token.partition("=")
+        tokens[name] = value
+    known = {
+        "gae",
+        "u_rollout",
+        "u_gae",
+        "u_mb",
+        "u_epoch",
+        "cmdbuf",
+        "cmdbuf_unroll",
+        "autotune",
+        "lhs",
+        "prec",
+    }
+    unknown = set(tokens) - known
+    if unknown:
+        raise ValueError(f"unknown variant tokens {sorted(unknown)} in {variant!r}")
+    return tokens
+
+
+def xla_flags(variant: str) -> str:
+    t = parse(variant)
+    flags = []
+    if "cmdbuf" in t or "cmdbuf_unroll" in t:
+        flags.append(f"--xla_gpu_enable_command_buffer={_CMDBUF_DEFAULTS},WHILE,CONDITIONAL")
+    if "cmdbuf_unroll" in t:
+        flags.append("--xla_gpu_command_buffer_unroll_loops=true")
+    if "autotune" in t:
+        flags.append(f"--xla_gpu_autotune_level={int(t['autotune'])}")
+    if "lhs" in t:
+        flags.append("--xla_gpu_enable_latency_hiding_scheduler=true")
+    return " ".join(flags)
+
+
+def set_xla_flags(variant: str, environ) -> None:
+    """Adds the variant's XLA flags to `environ["XLA_FLAGS"]` (call before importing jax)."""
+    extra = xla_flags(variant)
+    if extra:
+        environ["XLA_FLAGS"] = (environ.get("XLA_FLAGS", "") + " " + extra).strip()
+
+
+def _scan_proxy(jax_module, unroll_for):
+    """A stand-in for the `jax` module whose `lax.scan` sets `unroll=unroll_for(caller)`."""
+    real_scan = jax_module.lax.scan
+
+    def scan(f, init, xs=None, length=None, reverse=False, unroll=1, **kwargs):
+        caller = sys._getframe(1).f_code.co_name
+        u = unroll_for(caller)
+        if u is not None:
+            unroll = u
+        return real_scan(f, init, xs, length=length, reverse=reverse, unroll=unroll, **kwargs)
+
+    lax = types.SimpleNamespace(
+        **{k: getattr(jax_module.lax, k) for k in dir(jax_module.lax) if not k.startswith("__")}
+    )
+    lax.scan = scan
+
+    class Proxy(types.ModuleType):
+        def __getattr__(self, name):
+            return getattr(jax_module, name)
+
+    proxy = Proxy("jax_proxy")
+    proxy.lax = lax
+    return proxy
+
+
+def gae_advantages_assoc(
+    reward_t, value_t, next_value_t, terminated_t, truncated_t, gamma, gae_lambda
+):
+    """Same contract and numbers (up to float32 summation order) as
+    `purejaxppo.gae.gae_advantages`, with the backward recursion
+
+        A_t = delta_t + c_t * A_{t+1},   c_t = gamma * lambda * (1 - done_t),   A_T = 0
+
+    solved by a parallel prefix scan: affine maps x -> delta + c * x compose as
+    (c1, d1) o (c2, d2) = (c1 * c2, d1 + c1 * d2), an associative operation, so
+    `lax.associative_scan(..., reverse=True)` computes every A_t in O(log T) dependent
+    steps instead of T. On a GPU each sequential scan step is at least one kernel launch.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    reward_t = jnp.asarray(reward_t, jnp.float32)
+    value_t = jnp.asarray(value_t, jnp.float32)
+    not_terminated = 1.0 - jnp.asarray(terminated_t, jnp.float32)
+    not_done = 1.0 - jnp.logical_or(terminated_t, truncated_t).astype(jnp.float32)
+    delta_t = reward_t + gamma * not_terminated * next_value_t - value_t
+    coef_t = gamma * gae_lambda * not_done
+
+    def compose(later, earlier):
+        # associative_scan(reverse=True) combines (element t+k.., element t..): apply the
+        # later-in-time map first, then the earlier one.
+        c_late, d_late = later
+        c_early, d_early = earlier
+        return c_early * c_late, d_early + c_early * d_late
+
+    _, advantages = jax.lax.associative_scan(compose, (coef_t, delta_t), reverse=True)
+    return advantages, advantages + value_t
+
+
+def apply(variant: str) -> None:
+    """Applies the Python-level parts of `variant` (call after importing purejaxppo)."""
+    import jax
+
+    t = parse(variant)
+    if "prec" in t:
+        jax.config.update("jax_default_matmul_precision", t["prec"])
+
+    def int_or_true(v):
+        return True if v in ("true", "full") else int(v)
+
+    if t.get("gae") == "assoc":
+        import purejaxppo.train as m
+
+        m.gae_advantages = gae_advantages_assoc
+    elif "gae" in t:
+        raise ValueError(f"unknown gae variant {t['gae']!r}")
+    if "u_rollout" in t:
+        import purejaxppo.rollout as m
+
+        u = int_or_true(t["u_rollout"])
+        m.jax = _scan_proxy(jax, lambda caller: u if caller == "rollout" else None)
+    if "u_gae" in t:
+        import purejaxppo.gae as m
+
+        u = int_or_true(t["u_gae"])
+        m.jax = _scan_proxy(jax, lambda caller: u if caller == "gae_advantages" else None)
+    if "u_mb" in t or "u_epoch" in t:
+        import purejaxppo.update as m
+
+        mapping = {}
+        if "u_mb" in t:
+            mapping["one_epoch"] = int_or_true(t["u_mb"])
+        if "u_epoch" in t:
+            mapping["update_epochs"] = int_or_true(t["u_epoch"])
+        m.jax = _scan_proxy(jax, mapping.get)
