@@ -28,6 +28,9 @@ from flax import struct
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu", "leaky_relu")
 
+#: Observation encoders (`PPOConfig.encoder`), see `purejaxppo.networks`.
+ENCODERS = ("mlp", "cnn", "impala")
+
 #: Fields of `PPOConfig` that are traced (live in `Hyperparams`); all others are static.
 TRACED_FIELDS = (
     "learning_rate",
@@ -76,7 +79,23 @@ class PPOConfig:
         exceeds it; None turns early stopping off.
       critic_pretrain_steps: number of updates at the start that train only the critic.
       hidden_sizes: widths of the hidden layers of the actor and of the critic MLP.
-      activation: one of "tanh", "relu", "gelu", "silu", "elu", "leaky_relu".
+      activation: one of "tanh", "relu", "gelu", "silu", "elu", "leaky_relu"; used by
+        every hidden layer (dense and convolutional).
+      encoder: how observations are encoded before the `hidden_sizes` layers: "mlp"
+        (flattened), "cnn" (Nature-DQN conv stack, Mnih et al. 2015) or "impala" (IMPALA
+        ResNet, Espeholt et al. 2018, on the image with CoordConv x/y channels appended,
+        Liu et al. 2018). "cnn" / "impala" need image observations `[H, W, C]`; dict /
+        tuple observations get one encoder per entry (conv for images, MLP for the rest),
+        concatenated. See `purejaxppo.networks`.
+      cnn_channels: output channels of the "cnn" conv layers (Nature DQN: 32, 64, 64).
+      cnn_kernel_sizes: square kernel size of each "cnn" conv layer (Nature DQN: 8, 4, 3).
+      cnn_strides: stride of each "cnn" conv layer (Nature DQN: 4, 2, 1); VALID padding.
+      impala_channels: channels of the "impala" stages (IMPALA: 16, 32, 32); each stage is
+        a 3x3 conv, a 3x3 max-pool with stride 2 and two residual blocks.
+      share_encoder: one encoder (conv + hidden layers) shared by the actor and critic
+        heads instead of two separate ones (CleanRL's Atari agent).
+      squash_actions: Box actions from a tanh-squashed Gaussian rescaled to the action
+        bounds (needs finite bounds), instead of a Gaussian clipped to them.
       adam_eps: Adam epsilon.
       log_freq: updates per jitted segment in `purejaxppo train` (how often progress and
         metrics are reported); the numbers do not depend on it.
@@ -120,6 +139,13 @@ class PPOConfig:
     critic_pretrain_steps: int = 0
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
+    encoder: str = "mlp"
+    cnn_channels: tuple[int, ...] = (32, 64, 64)
+    cnn_kernel_sizes: tuple[int, ...] = (8, 4, 3)
+    cnn_strides: tuple[int, ...] = (4, 2, 1)
+    impala_channels: tuple[int, ...] = (16, 32, 32)
+    share_encoder: bool = False
+    squash_actions: bool = False
     adam_eps: float = 1e-5
     log_freq: int = 10
     save_freq: int = 0
@@ -178,7 +204,9 @@ class PPOConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python dict (tuples as lists) suitable for YAML / JSON."""
         out = dataclasses.asdict(self)
-        out["hidden_sizes"] = list(self.hidden_sizes)
+        for name, value in out.items():
+            if isinstance(value, tuple):  # hidden_sizes, cnn_channels, ...
+                out[name] = list(value)
         return out
 
     def replace(self, **changes: Any) -> PPOConfig:
@@ -314,6 +342,21 @@ def _validate(c: PPOConfig) -> None:
         close = difflib.get_close_matches(c.activation, ACTIVATIONS, n=2)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise bad("activation", c.activation, f"must be one of {ACTIVATIONS}{hint}")
+    if c.encoder not in ENCODERS:
+        close = difflib.get_close_matches(c.encoder, ENCODERS, n=2)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise bad("encoder", c.encoder, f"must be one of {ENCODERS}{hint}")
+    for name in ("cnn_channels", "cnn_kernel_sizes", "cnn_strides", "impala_channels"):
+        sizes = getattr(c, name)
+        if not sizes or any(s < 1 for s in sizes):
+            raise bad(name, list(sizes), "must be a non-empty list of integers >= 1")
+    for name in ("cnn_kernel_sizes", "cnn_strides"):
+        if len(getattr(c, name)) != len(c.cnn_channels):
+            raise bad(
+                name,
+                list(getattr(c, name)),
+                f"must have one entry per conv layer, like cnn_channels={list(c.cnn_channels)}",
+            )
     if c.log_freq < 1:
         raise bad("log_freq", c.log_freq, "must be >= 1")
     if c.save_freq < 0:

@@ -15,7 +15,7 @@ import numpy as np
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
-from purejaxppo.networks import action_spec, make_networks
+from purejaxppo.networks import SquashedDiagGaussian, action_spec, make_networks
 from purejaxppo.rollout import to_env_action
 from purejaxppo.types import Params, TrainOutput, TrainState
 
@@ -82,13 +82,25 @@ class Policy:
     # ----------------------------------------------------------------- acting
     def _act_batched(self, params, obs, key, temperature):
         dist, value = self.apply(params, obs)
-        if self.spec.discrete:
-            logits = dist.logits
-            greedy = jnp.argmax(logits, axis=-1)
+        kind = self.spec.kind
+        if kind in ("discrete", "multi_discrete", "multi_binary"):
+            # Categorical logits [B, n] / [B, K, max n] (normalised), or Bernoulli logits [B, n].
+            logits = dist.logits if kind == "discrete" else dist.distribution.logits
             scaled = logits / jnp.maximum(temperature, 1e-8)
-            sampled = jax.random.categorical(key, scaled, axis=-1)
+            if kind == "multi_binary":
+                greedy = (logits > 0).astype(jnp.int32)
+                sampled = jax.random.bernoulli(key, jax.nn.sigmoid(scaled)).astype(jnp.int32)
+            else:
+                greedy = jnp.argmax(logits, axis=-1)
+                sampled = jax.random.categorical(key, scaled, axis=-1)
             action = jnp.where(temperature > 0, sampled, greedy)
             output = {"logits": logits, "value": value}
+        elif isinstance(dist, SquashedDiagGaussian):
+            # Temperature narrows the pre-squash Gaussian; 0 gives mid + half * tanh(loc).
+            mean, std = dist.loc, dist.scale_diag
+            noise = jax.random.normal(key, mean.shape)
+            action = dist.squash(mean + temperature * std * noise)
+            output = {"mean": mean, "log_std": jnp.log(std), "value": value}
         else:
             mean, std = dist.mean(), dist.stddev()
             noise = jax.random.normal(key, mean.shape)
@@ -105,14 +117,18 @@ class Policy:
     ) -> Any:
         """Actions for observations `[B, *obs_shape]` or one observation `[*obs_shape]`.
 
-        temperature 1 samples from the policy, 0 takes the argmax (discrete) / the mean
-        (continuous); in between it sharpens (logits / T) or narrows (std * T). Continuous
-        actions come clipped to the action bounds, ready for `env.step`.
+        temperature 1 samples from the policy, 0 takes the argmax (discrete, per component
+        for MultiDiscrete, logit > 0 per bit for MultiBinary) / the mean (continuous; with
+        `squash_actions` the squashed pre-tanh mean); in between it sharpens (logits / T)
+        or narrows (std * T, before squashing). Continuous actions come within the action
+        bounds (clipped, or squashed), ready for `env.step`.
 
         Returns:
-          actions `[B]` int32 / `[B, *action_shape]` float32 (no batch axis for one
-          observation), and with `return_model_output` also a dict of the model outputs
-          (`logits`, normalised to log-probabilities, or `mean` and `log_std`; and `value`).
+          actions `[B]` int32 / `[B, *action_shape]` int32 (MultiDiscrete, MultiBinary) or
+          float32 (Box) (no batch axis for one observation), and with
+          `return_model_output` also a dict of the model outputs (`logits`: log-probabilities
+          `[B, n]` / `[B, K, max n]`, or Bernoulli logits `[B, n]`; or `mean` and `log_std`
+          of the (pre-squash) Gaussian; and `value`).
 
         Raises:
           ValueError: if obs does not end in the env's observation shape, or temperature < 0.

@@ -33,10 +33,17 @@ class EpisodeStats(NamedTuple):
 
 
 def to_env_action(spec: ActionSpec, action: jax.Array) -> jax.Array:
-    """Policy sample `[N]` / `[N, A]` -> what the env takes: int32, or clipped to bounds."""
+    """Policy sample -> what the env takes, for a batch of N actions.
+
+    Discrete `[N]` -> int32 `[N]`; MultiDiscrete `[N, K]` / MultiBinary `[N, n]` -> int32
+    `[N, *action_shape]`; Box `[N, A]` -> float32 `[N, *action_shape]` clipped to the
+    bounds (a no-op for squashed-Gaussian samples, already inside them).
+    """
     if spec.discrete:
         return action.astype(jnp.int32)
     action = action.reshape((action.shape[0], *spec.shape))
+    if spec.kind in ("multi_discrete", "multi_binary"):
+        return action.astype(jnp.int32)
     return jnp.clip(action, spec.low, spec.high)
 
 
@@ -70,7 +77,7 @@ def make_env_step(
         action_key, env_key = jax.random.split(key)
         dist, value = apply_fn(params, carry.obs)
         action, log_prob = dist.sample_and_log_prob(seed=action_key)
-        num_envs = carry.obs.shape[0]
+        num_envs = jax.tree.leaves(carry.obs)[0].shape[0]  # obs may be a dict / tuple
         obs, env_state, reward, terminated, truncated, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, None)
         )(

@@ -148,17 +148,16 @@ def make_train_fns(
         if axis_name is not None:
             stats = jax.lax.psum(stats, axis_name)
 
+        def flat(x):  # [T, N, ...] -> [T*N, ...]; observations may be dicts / tuples
+            return jax.tree.map(lambda y: y.reshape((num_steps * num_envs, *y.shape[2:])), x)
+
         # V(s'_t) for every step, in one batched pass over [T*N] final observations.
-        final_obs = traj.final_obs.reshape((num_steps * num_envs, *traj.final_obs.shape[2:]))
-        _, next_value = apply_fn(params, final_obs)
+        _, next_value = apply_fn(params, flat(traj.final_obs))
         next_value = next_value.reshape((num_steps, num_envs))
         gae = partial(gae_advantages, gamma=hparams.gamma, gae_lambda=hparams.gae_lambda)
         advantages, returns = jax.vmap(gae, in_axes=1, out_axes=1)(
             traj.reward, traj.value, next_value, traj.terminated, traj.truncated
         )
-
-        def flat(x):
-            return x.reshape((num_steps * num_envs, *x.shape[2:]))
 
         batch = Batch(
             obs=flat(traj.obs),

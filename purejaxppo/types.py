@@ -18,8 +18,10 @@ class Transition(NamedTuple):
     to before any auto-reset. Its value bootstraps the return at truncated steps.
     """
 
-    obs: jax.Array  # [T, N, *obs_shape], env dtype; observation the action was taken in
-    action: jax.Array  # [T, N] int32 (discrete) or [T, N, A] float32 (unclipped sample)
+    obs: jax.Array  # [T, N, *obs_shape], env dtype (or a dict / tuple of such arrays)
+    # [T, N] int32 (Discrete), [T, N, K] int32 (MultiDiscrete / MultiBinary), [T, N, A]
+    # float32 (Box: the unclipped sample; with squash_actions, inside the bounds)
+    action: jax.Array
     log_prob: jax.Array  # [T, N] float32; log pi_old(action | obs)
     value: jax.Array  # [T, N] float32; V_old(obs)
     reward: jax.Array  # [T, N] float32

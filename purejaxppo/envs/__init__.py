@@ -1,7 +1,9 @@
-"""Environments: `make_env` for gymnax and probe ids, and the probe environments."""
+"""Environments: `make_env` for gymnax and probe ids, the probe environments, and the
+MultiDiscrete / MultiBinary action spaces gymnax lacks."""
 
 from purejaxppo.envs.probes import (
     PROBE_ENVS,
+    PROBE_VARIANT_ENVS,
     Probe1,
     Probe2,
     Probe3,
@@ -9,11 +11,17 @@ from purejaxppo.envs.probes import (
     Probe5,
     Probe6,
     Probe7,
+    ProbeMultiBinary,
+    ProbeMultiDiscrete,
 )
 from purejaxppo.envs.registry import make_env, registered_env_ids
+from purejaxppo.envs.spaces import MultiBinary, MultiDiscrete
 
 __all__ = [
     "PROBE_ENVS",
+    "PROBE_VARIANT_ENVS",
+    "MultiBinary",
+    "MultiDiscrete",
     "Probe1",
     "Probe2",
     "Probe3",
@@ -21,6 +29,8 @@ __all__ = [
     "Probe5",
     "Probe6",
     "Probe7",
+    "ProbeMultiBinary",
+    "ProbeMultiDiscrete",
     "make_env",
     "registered_env_ids",
 ]

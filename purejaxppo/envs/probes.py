@@ -31,8 +31,11 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from purejaxppo.envs.spaces import MultiBinary, MultiDiscrete
+
 __all__ = [
     "PROBE_ENVS",
+    "PROBE_VARIANT_ENVS",
     "EnvParams",
     "EnvState",
     "Probe1",
@@ -44,6 +47,8 @@ __all__ = [
     "Probe6Params",
     "Probe7",
     "Probe7Params",
+    "ProbeMultiBinary",
+    "ProbeMultiDiscrete",
 ]
 
 StepOutput = tuple[jax.Array, "EnvState", jax.Array, jax.Array, dict[str, Any]]
@@ -460,6 +465,92 @@ class Probe7(_ProbeEnv):
         return state.time >= params.episode_length
 
 
+class ProbeMultiDiscrete(_ProbeEnv):
+    """MultiDiscrete probe: one step, each component has its own best value.
+
+    Dynamics: the observation is always ``[0.0]``; the action is a ``MultiDiscrete`` with
+    ``nvec = (3, 2, 4)`` (components of different sizes, so the head's padding is used).
+    The single step gives reward equal to the fraction of components that equal
+    ``best = (2, 0, 3)`` and terminates.
+
+    Learned: always pick ``best`` (return 1; a uniformly random policy gets
+    (1/3 + 1/2 + 1/4) / 3 ~= 0.36). Tests that the per-component log-probs are summed and
+    each component gets its own credit.
+    """
+
+    nvec = (3, 2, 4)
+    best = (2, 0, 3)
+    _obs_low = 0.0
+    _obs_high = 0.0
+
+    @property
+    def num_actions(self) -> int:
+        """Number of action components."""
+        return len(self.nvec)
+
+    def action_space(self, params: EnvParams | None = None) -> MultiDiscrete:
+        """``MultiDiscrete((3, 2, 4))``."""
+        return MultiDiscrete(self.nvec)
+
+    def get_obs(
+        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """Always ``[0.0]``."""
+        return _obs(0.0)
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Reward: fraction of components equal to ``best``; terminated."""
+        return jnp.mean(action == jnp.asarray(self.best)), jnp.asarray(True)
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """Terminal after one step."""
+        return state.time >= 1
+
+
+class ProbeMultiBinary(_ProbeEnv):
+    """MultiBinary probe: one step, each bit has its own best value.
+
+    Dynamics: the observation is always ``[0.0]``; the action is a ``MultiBinary(4)``. The
+    single step gives reward equal to the fraction of bits that equal
+    ``best = (1, 0, 1, 1)`` and terminates.
+
+    Learned: always emit ``best`` (return 1; random bits get 0.5). Tests the per-bit
+    Bernoulli head: summed log-probs, each bit with its own credit.
+    """
+
+    n = 4
+    best = (1, 0, 1, 1)
+    _obs_low = 0.0
+    _obs_high = 0.0
+
+    @property
+    def num_actions(self) -> int:
+        """Number of bits."""
+        return self.n
+
+    def action_space(self, params: EnvParams | None = None) -> MultiBinary:
+        """``MultiBinary(4)``."""
+        return MultiBinary(self.n)
+
+    def get_obs(
+        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """Always ``[0.0]``."""
+        return _obs(0.0)
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Reward: fraction of bits equal to ``best``; terminated."""
+        return jnp.mean(action == jnp.asarray(self.best)), jnp.asarray(True)
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """Terminal after one step."""
+        return state.time >= 1
+
+
 PROBE_ENVS: dict[str, type[_ProbeEnv]] = {
     "Probe1-v0": Probe1,
     "Probe2-v0": Probe2,
@@ -470,3 +561,9 @@ PROBE_ENVS: dict[str, type[_ProbeEnv]] = {
     "Probe7-v0": Probe7,
 }
 """Probe id -> environment class (registered with gymnax by ``purejaxppo.envs.registry``)."""
+
+PROBE_VARIANT_ENVS: dict[str, type[_ProbeEnv]] = {
+    "ProbeMultiDiscrete-v0": ProbeMultiDiscrete,
+    "ProbeMultiBinary-v0": ProbeMultiBinary,
+}
+"""Probes for the other action spaces (MultiDiscrete, MultiBinary); registered likewise."""

@@ -1,7 +1,10 @@
 """PyTorch export of a purejaxppo actor-critic.
 
-`export_torch(source, config, path)` converts the flax parameters of `ActorCritic`
-(`purejaxppo.networks`) into an equivalent PyTorch module and writes four files:
+`export_torch(source, config, path)` converts the flax parameters of `ActorCritic` (the
+default network) or `EncoderActorCritic` (`encoder` "cnn" / "impala" or `share_encoder`;
+`purejaxppo.networks`) into an equivalent PyTorch module and writes four files. Not
+exported yet (ValueError naming them): `squash_actions`, MultiDiscrete / MultiBinary
+actions and dict / tuple observations.
 
 - `path` (e.g. `policy.pt`): a TorchScript module. Plain PyTorch loads it with
   `torch.jit.load(path)`, without JAX or purejaxppo. `m(obs) -> (actor_out, value)` for
@@ -13,7 +16,7 @@
   `m.action_high` buffers `[*action_shape]`.
 - `path.with_suffix(".state_dict.pt")`: the module's plain `state_dict` (`torch.save`).
 - `path.with_suffix(".module.py")`: the source of the matching `nn.Module` (imports only
-  torch): build `ActorCritic(**meta["constructor"])`, then `load_state_dict`.
+  torch): build `<meta["class_name"]>(**meta["constructor"])`, then `load_state_dict`.
 - `path.with_suffix(".json")`: metadata (obs_shape, action kind, num_actions,
   hidden_sizes, activation, the constructor arguments, ...).
 
@@ -38,11 +41,12 @@ import numpy as np
 import torch
 
 from purejaxppo.config import PPOConfig
-from purejaxppo.networks import ActionSpec, action_spec
+from purejaxppo.networks import ActionSpec, action_spec, make_networks, observation_inputs
 
 FORMAT = "purejaxppo-torch-export"
 FORMAT_VERSION = 1
-CLASS_NAME = "ActorCritic"
+CLASS_NAME = "ActorCritic"  # the default network (flat MLPs, separate actor and critic)
+ENCODER_CLASS_NAME = "EncoderActorCritic"  # encoder "cnn" / "impala", or share_encoder
 
 #: Activations the exported module implements, matching flax's defaults:
 #: nn.gelu is the tanh approximation, nn.leaky_relu has negative_slope 0.01, nn.elu alpha 1.
@@ -61,15 +65,20 @@ Load the weights exported beside this file:
     policy_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(policy_module)
     meta = json.load(open("policy.json"))
-    net = policy_module.ActorCritic(**meta["constructor"])
+    net = getattr(policy_module, meta["class_name"])(**meta["constructor"])
     net.load_state_dict(torch.load("policy.state_dict.pt"))
     logits_or_mean, value = net(obs)  # obs: float32 [B, *obs_shape]
 
-Layers mirror purejaxppo.networks.ActorCritic: separate actor and critic MLPs on the
-flattened observation, each `hidden_sizes` Linear layers with `activation`, then a linear
-head (actor: num_actions logits or Gaussian mean; critic: 1 value). Continuous policies
-own a state-independent `log_std` [A] (std = exp(log_std)); the env receives the action
-clipped to [action_low, action_high].
+(`meta["class_name"]` names the class: `ActorCritic` or `EncoderActorCritic`.)
+
+`ActorCritic` mirrors purejaxppo.networks.ActorCritic (the default network): separate
+actor and critic MLPs on the flattened observation, each `hidden_sizes` Linear layers
+with `activation`, then a linear head (actor: num_actions logits or Gaussian mean;
+critic: 1 value). `EncoderActorCritic` mirrors purejaxppo.networks.EncoderActorCritic
+(`encoder` "cnn" / "impala", or `share_encoder`): Nature-DQN or IMPALA (CoordConv) conv
+encoders on [H, W, C] images, then the `hidden_sizes` layers and linear heads.
+Continuous policies own a state-independent `log_std` [A] (std = exp(log_std)); the env
+receives the action clipped to [action_low, action_high].
 """
 
 from typing import Final, List, Optional, Tuple
@@ -168,6 +177,271 @@ class ActorCritic(nn.Module):
             mean = out.reshape(shape)
             return torch.minimum(torch.maximum(mean, self.action_low), self.action_high)
         return torch.argmax(out, dim=-1)
+
+
+def same_padding(size: int, kernel: int, stride: int) -> List[int]:
+    """TensorFlow / flax "SAME" padding of one axis: [before, after]."""
+    out = (size + stride - 1) // stride
+    total = max((out - 1) * stride + kernel - size, 0)
+    return [total // 2, total - total // 2]
+
+
+class Conv(nn.Module):
+    """Conv2d on NCHW after explicit zero padding [left, right, top, bottom] (flax's)."""
+
+    padding: List[int]
+
+    def __init__(
+        self, in_channels: int, out_channels: int, kernel: int, stride: int, padding: List[int]
+    ):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel, stride)
+        self.padding = [int(p) for p in padding]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(F.pad(x, self.padding))
+
+
+class NatureCNN(nn.Module):
+    """Nature-DQN conv stack (VALID padding), each conv followed by the activation."""
+
+    activation: Final[str]
+
+    def __init__(
+        self,
+        in_shape: List[int],
+        channels: List[int],
+        kernel_sizes: List[int],
+        strides: List[int],
+        activation: str,
+    ):
+        super().__init__()
+        height, width, in_channels = [int(s) for s in in_shape]
+        layers = []
+        for out_channels, kernel, stride in zip(channels, kernel_sizes, strides):
+            layers.append(Conv(in_channels, int(out_channels), int(kernel), int(stride), [0, 0, 0, 0]))
+            height = (height - int(kernel)) // int(stride) + 1
+            width = (width - int(kernel)) // int(stride) + 1
+            in_channels = int(out_channels)
+        self.convs = nn.ModuleList(layers)
+        self.out_size = height * width * in_channels
+        self.activation = activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for conv in self.convs:
+            x = activate(conv(x), self.activation)
+        return x
+
+
+class ResidualBlock(nn.Module):
+    """x + conv(act(conv(act(x)))), 3x3 convs with SAME padding."""
+
+    activation: Final[str]
+
+    def __init__(self, channels: int, activation: str):
+        super().__init__()
+        self.convs = nn.ModuleList([Conv(channels, channels, 3, 1, [1, 1, 1, 1]) for _ in range(2)])
+        self.activation = activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x
+        for conv in self.convs:
+            y = conv(activate(y, self.activation))
+        return x + y
+
+
+class ImpalaStage(nn.Module):
+    """3x3 conv, 3x3 max-pool with stride 2 (SAME: -inf padding), two residual blocks."""
+
+    pool_padding: List[int]
+
+    def __init__(self, in_channels: int, channels: int, height: int, width: int, activation: str):
+        super().__init__()
+        self.conv = Conv(in_channels, channels, 3, 1, [1, 1, 1, 1])
+        pad_h, pad_w = same_padding(height, 3, 2), same_padding(width, 3, 2)
+        self.pool_padding = [pad_w[0], pad_w[1], pad_h[0], pad_h[1]]
+        self.blocks = nn.ModuleList([ResidualBlock(channels, activation) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.pad(self.conv(x), self.pool_padding, value=float("-inf"))
+        x = F.max_pool2d(x, 3, 2)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def coordinates(n: int, like: torch.Tensor) -> torch.Tensor:
+    """n values from -1 to 1 (0 for n = 1), as the CoordConv channels."""
+    if n == 1:
+        return torch.zeros(1, dtype=like.dtype, device=like.device)
+    return torch.linspace(-1.0, 1.0, n, dtype=like.dtype, device=like.device)
+
+
+class ImpalaCNN(nn.Module):
+    """IMPALA ResNet on the input with CoordConv x / y channels appended."""
+
+    activation: Final[str]
+
+    def __init__(self, in_shape: List[int], channels: List[int], activation: str):
+        super().__init__()
+        height, width, in_channels = [int(s) for s in in_shape]
+        in_channels += 2  # CoordConv
+        stages = []
+        for out_channels in channels:
+            stages.append(ImpalaStage(in_channels, int(out_channels), height, width, activation))
+            height, width, in_channels = (height + 1) // 2, (width + 1) // 2, int(out_channels)
+        self.stages = nn.ModuleList(stages)
+        self.out_size = height * width * in_channels
+        self.activation = activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, height, width = x.shape[0], x.shape[2], x.shape[3]
+        cols = coordinates(width, x).view(1, 1, 1, width).expand(batch, 1, height, width)
+        rows = coordinates(height, x).view(1, 1, height, 1).expand(batch, 1, height, width)
+        x = torch.cat([x, cols, rows], dim=1)
+        for stage in self.stages:
+            x = stage(x)
+        return activate(x, self.activation)
+
+
+class Encoder(nn.Module):
+    """Observation [B, *obs_shape] -> features [B, hidden_sizes[-1]].
+
+    Images [H, W, C] with a conv encoder: (x - obs_shift) / obs_scale, the conv stack (on
+    NCHW), flattened in H, W, C order as in JAX; otherwise flattened. Then the
+    `hidden_sizes` Linear layers, each followed by the activation.
+    """
+
+    use_conv: Final[bool]
+    activation: Final[str]
+    obs_shift: Final[float]
+    obs_scale: Final[float]
+
+    def __init__(
+        self,
+        obs_shape: List[int],
+        encoder: str,
+        hidden_sizes: List[int],
+        activation: str,
+        cnn_channels: List[int],
+        cnn_kernel_sizes: List[int],
+        cnn_strides: List[int],
+        impala_channels: List[int],
+        obs_shift: float,
+        obs_scale: float,
+    ):
+        super().__init__()
+        self.use_conv = encoder != "mlp" and len(obs_shape) == 3
+        size = 1
+        for s in obs_shape:
+            size *= int(s)
+        if self.use_conv and encoder == "cnn":
+            conv = NatureCNN(obs_shape, cnn_channels, cnn_kernel_sizes, cnn_strides, activation)
+            size = conv.out_size
+            self.conv = conv
+        elif self.use_conv:
+            impala = ImpalaCNN(obs_shape, impala_channels, activation)
+            size = impala.out_size
+            self.conv = impala
+        else:
+            self.conv = nn.Identity()
+        layers = []
+        for width in hidden_sizes:
+            layers.append(nn.Linear(size, int(width)))
+            size = int(width)
+        self.mlp = nn.ModuleList(layers)
+        self.activation = activation
+        self.obs_shift = float(obs_shift)
+        self.obs_scale = float(obs_scale)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.to(torch.float32)
+        if self.use_conv:
+            x = (x - self.obs_shift) / self.obs_scale
+            x = self.conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        x = x.reshape(x.shape[0], -1)
+        for layer in self.mlp:
+            x = activate(layer(x), self.activation)
+        return x
+
+
+class EncoderActorCritic(nn.Module):
+    """forward(obs [B, *obs_shape]) -> (logits or mean [B, A], value [B]).
+
+    Mirrors purejaxppo.networks.EncoderActorCritic: `encoder` (the actor's, or the one
+    shared with the critic when share_encoder) and `critic_encoder`, then linear
+    `actor_head` and `critic_head`.
+    """
+
+    continuous: Final[bool]
+    share_encoder: Final[bool]
+    obs_shape: List[int]
+    action_shape: List[int]
+
+    def __init__(
+        self,
+        obs_shape: List[int],
+        num_actions: int,
+        hidden_sizes: List[int],
+        activation: str = "tanh",
+        continuous: bool = False,
+        action_shape: Optional[List[int]] = None,
+        encoder: str = "mlp",
+        share_encoder: bool = False,
+        cnn_channels: Optional[List[int]] = None,
+        cnn_kernel_sizes: Optional[List[int]] = None,
+        cnn_strides: Optional[List[int]] = None,
+        impala_channels: Optional[List[int]] = None,
+        obs_shift: float = 0.0,
+        obs_scale: float = 1.0,
+    ):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        self.obs_shape = [int(s) for s in obs_shape]
+        self.num_actions = int(num_actions)
+        self.continuous = bool(continuous)
+        self.share_encoder = bool(share_encoder)
+        self.action_shape = [int(s) for s in (action_shape or [])]
+        args = (
+            self.obs_shape,
+            encoder,
+            [int(h) for h in hidden_sizes],
+            activation,
+            list(cnn_channels or [32, 64, 64]),
+            list(cnn_kernel_sizes or [8, 4, 3]),
+            list(cnn_strides or [4, 2, 1]),
+            list(impala_channels or [16, 32, 32]),
+            obs_shift,
+            obs_scale,
+        )
+        self.encoder = Encoder(*args)
+        self.critic_encoder = nn.Identity() if self.share_encoder else Encoder(*args)
+        features = int(hidden_sizes[-1])
+        self.actor_head = nn.Linear(features, self.num_actions)
+        self.critic_head = nn.Linear(features, 1)
+        if self.continuous:
+            self.log_std = nn.Parameter(torch.zeros(self.num_actions))
+            self.register_buffer("action_low", torch.zeros(self.action_shape))
+            self.register_buffer("action_high", torch.zeros(self.action_shape))
+
+    def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        actor_features = self.encoder(obs)
+        if self.share_encoder:
+            critic_features = actor_features
+        else:
+            critic_features = self.critic_encoder(obs)
+        return self.actor_head(actor_features), self.critic_head(critic_features)[:, 0]
+
+    @torch.jit.export
+    def act_greedy(self, obs: torch.Tensor) -> torch.Tensor:
+        """Argmax action [B] (int64), or the mean [B, *action_shape] clipped to the bounds."""
+        out = self.actor_head(self.encoder(obs))
+        if self.continuous:
+            shape: List[int] = [out.shape[0]] + self.action_shape
+            mean = out.reshape(shape)
+            return torch.minimum(torch.maximum(mean, self.action_low), self.action_high)
+        return torch.argmax(out, dim=-1)
 '''
 
 
@@ -220,9 +494,12 @@ def export_torch(
       `path` as a `Path`.
 
     Raises:
-      ValueError: for an unsupported activation or action space, a source that holds no
-        params, or a param tree that does not match the config and env (naming the
-        missing, unexpected or mis-shaped entries).
+      ValueError: for an unsupported activation or action space (MultiDiscrete,
+        MultiBinary), a config that is not the default network (`encoder` other than
+        "mlp", `share_encoder`, `squash_actions`: not exported yet, the message names the
+        field), dict / tuple observations, a source that holds no params, or a param
+        tree that does not match the config and env (naming the missing, unexpected or
+        mis-shaped entries).
     """
     paths = export_paths(path)
     if len(set(paths)) != len(paths):
@@ -232,6 +509,11 @@ def export_torch(
             f"activation={config.activation!r} has no PyTorch export; "
             f"supported: {', '.join(TORCH_ACTIVATIONS)}"
         )
+    if config.squash_actions:
+        raise ValueError(
+            "squash_actions=True has no PyTorch export yet: the exported act_greedy clips "
+            "the Gaussian mean to the bounds (squash_actions=False)"
+        )
     if env is None:
         from purejaxppo.envs import make_env
 
@@ -240,15 +522,21 @@ def export_torch(
     elif env_params is None:
         env_params = env.default_params
     spec = action_spec(env, env_params)
+    if spec.kind not in ("discrete", "continuous"):
+        raise ValueError(
+            f"{spec.kind} actions ({env.action_space(env_params)!r}) have no PyTorch export "
+            "yet; supported: Discrete and Box action spaces"
+        )
     obs_space = env.observation_space(env_params)
+    if not hasattr(obs_space, "shape"):
+        raise ValueError(
+            f"{type(obs_space).__name__} observations have no PyTorch export yet; supported: "
+            "one array observation"
+        )
     obs_shape = tuple(int(s) for s in obs_space.shape)
     hidden_sizes = tuple(int(h) for h in config.hidden_sizes)
 
     params = _params_from_source(source)
-    flat = _select_agent(
-        _flatten_params(params), _expected_shapes(obs_shape, spec, hidden_sizes), index
-    )
-    arrays = _state_dict_from_params(flat, obs_shape, spec, hidden_sizes)
     constructor = {
         "obs_shape": list(obs_shape),
         "num_actions": spec.num_actions,
@@ -257,11 +545,36 @@ def export_torch(
         "continuous": not spec.discrete,
         "action_shape": list(spec.shape),
     }
+    if config.encoder == "mlp" and not config.share_encoder:
+        class_name = CLASS_NAME
+        flat = _select_agent(
+            _flatten_params(params), _expected_shapes(obs_shape, spec, hidden_sizes), index
+        )
+        arrays = _state_dict_from_params(flat, obs_shape, spec, hidden_sizes)
+    else:
+        class_name = ENCODER_CLASS_NAME
+        # The JAX network's own param shapes (make_networks also rejects settings that do
+        # not fit the env, e.g. a conv encoder on vector observations).
+        init, _ = make_networks(config, env, env_params)
+        expected = _abstract_shapes(jax.eval_shape(init, jax.random.key(0)))
+        flat = _select_agent(_flatten_params(params), expected, index)
+        arrays = _encoder_state_dict_from_params(flat, config, spec)
+        (obs_input,) = observation_inputs(obs_space)
+        constructor.update(
+            encoder=config.encoder,
+            share_encoder=config.share_encoder,
+            cnn_channels=list(config.cnn_channels),
+            cnn_kernel_sizes=list(config.cnn_kernel_sizes),
+            cnn_strides=list(config.cnn_strides),
+            impala_channels=list(config.impala_channels),
+            obs_shift=obs_input.shift,
+            obs_scale=obs_input.scale,
+        )
 
     paths.torchscript.parent.mkdir(parents=True, exist_ok=True)
     paths.module_source.write_text(MODULE_SOURCE)
     module = load_module_source(paths.module_source)
-    net = getattr(module, CLASS_NAME)(**constructor)
+    net = getattr(module, class_name)(**constructor)
     net.load_state_dict({k: torch.tensor(v) for k, v in arrays.items()}, strict=True)
     net.eval()
     with warnings.catch_warnings():
@@ -286,7 +599,9 @@ def export_torch(
         "action_high": None if spec.discrete else _json_floats(spec.high),
         "hidden_sizes": list(hidden_sizes),
         "activation": config.activation,
-        "class_name": CLASS_NAME,
+        "encoder": config.encoder,
+        "share_encoder": config.share_encoder,
+        "class_name": class_name,
         "constructor": constructor,
         "outputs": (
             "forward(obs float32 [B, *obs_shape]) -> (logits [B, A] | mean [B, A], value [B]); "
@@ -397,6 +712,60 @@ def _expected_shapes(
     if not spec.discrete:
         shapes["log_std"] = (spec.num_actions,)
     return shapes
+
+
+def _abstract_shapes(params: Any) -> dict[str, tuple[int, ...]]:
+    """`jax.eval_shape(init, key)` -> `{"encoder/obs_cnn/Conv2D_0/kernel": shape, ...}`."""
+    leaves = jax.tree_util.tree_flatten_with_path(params["params"])[0]
+    return {"/".join(str(k.key) for k in path): tuple(leaf.shape) for path, leaf in leaves}
+
+
+def _encoder_state_dict_from_params(
+    flat: Mapping[str, np.ndarray], config: PPOConfig, spec: ActionSpec
+) -> dict[str, np.ndarray]:
+    """Flat, checked flax params of `EncoderActorCritic` -> the torch module's state_dict.
+
+    Flax conv kernels `[kh, kw, in, out]` become torch `[out, in, kh, kw]`; Dense kernels
+    `[in, out]` become Linear weights `[out, in]`. Flax `encoder` (shared) or
+    `actor_encoder` maps to torch `encoder`, flax `critic_encoder` to `critic_encoder`.
+    """
+    out: dict[str, np.ndarray] = {}
+
+    def conv(flax_name: str, torch_name: str) -> None:
+        kernel = np.asarray(flat[f"{flax_name}/kernel"], np.float32)
+        out[f"{torch_name}.weight"] = np.ascontiguousarray(kernel.transpose(3, 2, 0, 1))
+        out[f"{torch_name}.bias"] = np.asarray(flat[f"{flax_name}/bias"], np.float32)
+
+    def dense(flax_name: str, torch_name: str) -> None:
+        kernel = np.asarray(flat[f"{flax_name}/kernel"], np.float32)
+        out[f"{torch_name}.weight"] = np.ascontiguousarray(kernel.T)
+        out[f"{torch_name}.bias"] = np.asarray(flat[f"{flax_name}/bias"], np.float32)
+
+    if config.share_encoder:
+        encoders = [("encoder", "encoder")]
+    else:
+        encoders = [("actor_encoder", "encoder"), ("critic_encoder", "critic_encoder")]
+    for flax_prefix, torch_prefix in encoders:
+        if f"{flax_prefix}/obs_cnn/Conv2D_0/kernel" in flat:
+            for i in range(len(config.cnn_channels)):
+                conv(f"{flax_prefix}/obs_cnn/Conv2D_{i}", f"{torch_prefix}.conv.convs.{i}.conv")
+        if f"{flax_prefix}/obs_impala/Conv2D_0/kernel" in flat:
+            for s in range(len(config.impala_channels)):
+                stage = f"{torch_prefix}.conv.stages.{s}"
+                conv(f"{flax_prefix}/obs_impala/Conv2D_{s}", f"{stage}.conv.conv")
+                for b in range(2):
+                    block = f"{flax_prefix}/obs_impala/ResidualBlock_{2 * s + b}"
+                    for j in range(2):
+                        conv(f"{block}/Conv2D_{j}", f"{stage}.blocks.{b}.convs.{j}.conv")
+        for i in range(len(config.hidden_sizes)):
+            dense(f"{flax_prefix}/obs_mlp/Dense_{i}", f"{torch_prefix}.mlp.{i}")
+    dense("actor_head", "actor_head")
+    dense("critic_head", "critic_head")
+    if not spec.discrete:
+        out["log_std"] = np.asarray(flat["log_std"], np.float32)
+        out["action_low"] = np.asarray(spec.low, np.float32).reshape(spec.shape)
+        out["action_high"] = np.asarray(spec.high, np.float32).reshape(spec.shape)
+    return out
 
 
 def _inferred_hidden_sizes(flat: Mapping[str, np.ndarray]) -> list[int] | None:
