@@ -31,6 +31,9 @@ ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu", "leaky_relu")
 #: Observation encoders (`PPOConfig.encoder`), see `purejaxppo.networks`.
 ENCODERS = ("mlp", "cnn", "impala")
 
+#: Recurrent cores (`PPOConfig.recurrent`), see `purejaxppo.networks`.
+RECURRENT_CORES = ("lstm", "gru")
+
 #: Fields of `PPOConfig` that are traced (live in `Hyperparams`); all others are static.
 TRACED_FIELDS = (
     "learning_rate",
@@ -96,6 +99,18 @@ class PPOConfig:
         heads instead of two separate ones (CleanRL's Atari agent).
       squash_actions: Box actions from a tanh-squashed Gaussian rescaled to the action
         bounds (needs finite bounds), instead of a Gaussian clipped to them.
+      recurrent: None (feed-forward, the default), "lstm" or "gru": a recurrent core of
+        `recurrent_size` units between the encoder and the heads. Its hidden state is
+        carried between steps (in `EnvCarry.hidden`) and zeroed where the previous step
+        ended an episode. Training minibatches are then whole env sequences (split by
+        environment, not by time), each re-run from its stored initial hidden state.
+      recurrent_size: units of the recurrent core (LSTM: the state holds cell and hidden,
+        2 * recurrent_size numbers per env).
+      max_seq_len: with `recurrent`, None trains on whole rollout sequences (`num_steps`
+        long); an integer L cuts each into num_steps / L chunks of L steps (truncated
+        BPTT, AgileRL's `max_seq_len`), each starting from the hidden state stored at its
+        first step. Must divide num_steps; `num_minibatches` must divide the number of
+        sequences, num_envs * num_steps / L.
       adam_eps: Adam epsilon.
       log_freq: updates per jitted segment in `purejaxppo train` (how often progress and
         metrics are reported); the numbers do not depend on it.
@@ -146,6 +161,9 @@ class PPOConfig:
     impala_channels: tuple[int, ...] = (16, 32, 32)
     share_encoder: bool = False
     squash_actions: bool = False
+    recurrent: str | None = None
+    recurrent_size: int = 64
+    max_seq_len: int | None = None
     adam_eps: float = 1e-5
     log_freq: int = 10
     save_freq: int = 0
@@ -170,6 +188,16 @@ class PPOConfig:
     def minibatch_size(self) -> int:
         """Transitions per minibatch: batch_size // num_minibatches."""
         return self.batch_size // self.num_minibatches
+
+    @property
+    def seq_len(self) -> int:
+        """Steps per training sequence of a recurrent policy: max_seq_len or num_steps."""
+        return self.num_steps if self.max_seq_len is None else self.max_seq_len
+
+    @property
+    def num_sequences(self) -> int:
+        """Training sequences per recurrent rollout: num_envs * num_steps // seq_len."""
+        return self.num_envs * (self.num_steps // self.seq_len)
 
     @property
     def num_updates(self) -> int:
@@ -357,6 +385,28 @@ def _validate(c: PPOConfig) -> None:
                 list(getattr(c, name)),
                 f"must have one entry per conv layer, like cnn_channels={list(c.cnn_channels)}",
             )
+    if c.recurrent is not None and c.recurrent not in RECURRENT_CORES:
+        close = difflib.get_close_matches(c.recurrent, RECURRENT_CORES, n=2)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise bad("recurrent", c.recurrent, f"must be null or one of {RECURRENT_CORES}{hint}")
+    if c.recurrent_size < 1:
+        raise bad("recurrent_size", c.recurrent_size, "must be >= 1")
+    if c.max_seq_len is not None:
+        if c.max_seq_len < 1 or c.num_steps % c.max_seq_len:
+            raise bad(
+                "max_seq_len", c.max_seq_len, f"must be >= 1 and divide num_steps={c.num_steps}"
+            )
+        if c.recurrent is None:
+            raise bad(
+                "max_seq_len", c.max_seq_len, "needs a recurrent core (recurrent: lstm or gru)"
+            )
+    if c.recurrent is not None and c.num_sequences % c.num_minibatches:
+        raise bad(
+            "num_minibatches",
+            c.num_minibatches,
+            f"must divide the number of sequences of a recurrent rollout, num_envs*num_steps/"
+            f"max_seq_len = {c.num_envs}*{c.num_steps}/{c.seq_len} = {c.num_sequences}",
+        )
     if c.log_freq < 1:
         raise bad("log_freq", c.log_freq, "must be >= 1")
     if c.save_freq < 0:

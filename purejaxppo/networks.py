@@ -31,9 +31,15 @@ Action heads (`make_distribution`), by action space:
   entropies summed over components.
 * `MultiBinary(n)`: one Bernoulli per bit, `distrax.Independent(Bernoulli(logits [B, n]), 1)`.
 
+Recurrent cores (`PPOConfig.recurrent` "lstm" / "gru"): `RecurrentActorCritic` puts an
+`nn.OptimizedLSTMCell` / `nn.GRUCell` of `recurrent_size` units between one shared encoder
+and the actor / critic heads; `make_recurrent_networks` runs it over sequences `[T, N]`
+with per-step resets of the state (PureJaxRL's recurrent PPO, Hausknecht & Stone 2015).
+
 The default config (flat "mlp", separate actor and critic, one array observation) builds
 `ActorCritic`, whose parameter names (`actor/Dense_i`, `critic/Dense_i`, `log_std`) the
-checkpoint and export code rely on; every other choice builds `EncoderActorCritic`.
+checkpoint and export code rely on; every other feed-forward choice builds
+`EncoderActorCritic`.
 """
 
 from __future__ import annotations
@@ -495,6 +501,101 @@ class EncoderActorCritic(nn.Module):
         return actor_out, value, log_std
 
 
+class RecurrentActorCritic(nn.Module):
+    """Encoder, recurrent core (LSTM or GRU), then actor and critic heads.
+
+    Submodules: `encoder` (`Encoder`: flattened MLP or conv stack, then the `hidden_sizes`
+    layers), `core` (`nn.OptimizedLSTMCell` or `nn.GRUCell` of `recurrent_size` units),
+    `actor_head` and `critic_head` (one hidden layer of `hidden_sizes[-1]` units each, then
+    a linear output, orthogonal 0.01 / 1.0 as `ActorCritic`) and `log_std` `[A]` for Box
+    actions. The state of one env is ONE float32 vector `[S]`: the hidden state h (GRU,
+    S = recurrent_size) or the LSTM's cell and hidden state concatenated, `[c, h]`
+    (S = 2 * recurrent_size). Calling the module is one step for B envs: `(hidden [B, S],
+    obs [B, ...]) -> (hidden [B, S], actor_out [B, A], value [B], log_std [A] or None)`;
+    `make_recurrent_networks` scans the methods `encode` / `step_core` / `heads` over time.
+    """
+
+    num_outputs: int
+    continuous: bool
+    recurrent: str  # "lstm" or "gru"
+    recurrent_size: int
+    inputs: tuple[ObsInput, ...]
+    encoder_kind: str
+    hidden_sizes: Sequence[int]
+    activation: str
+    cnn_channels: Sequence[int]
+    cnn_kernel_sizes: Sequence[int]
+    cnn_strides: Sequence[int]
+    impala_channels: Sequence[int]
+
+    def setup(self) -> None:
+        self.encoder = Encoder(
+            self.inputs,
+            self.encoder_kind,
+            self.hidden_sizes,
+            self.activation,
+            self.cnn_channels,
+            self.cnn_kernel_sizes,
+            self.cnn_strides,
+            self.impala_channels,
+        )
+        if self.recurrent == "lstm":
+            self.core = nn.OptimizedLSTMCell(self.recurrent_size)
+        else:
+            self.core = nn.GRUCell(self.recurrent_size)
+        width = (self.hidden_sizes[-1],)
+        self.actor_head = MLP(width, self.activation, self.num_outputs, 0.01)
+        self.critic_head = MLP(width, self.activation, 1, 1.0)
+        if self.continuous:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
+
+    def encode(self, obs: Any) -> jax.Array:
+        """obs `[B, ...]` -> features `[B, F]`."""
+        return self.encoder(obs)
+
+    def step_core(self, hidden: jax.Array, features: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """One core step: (state `[B, S]`, features `[B, F]`) -> (state, output `[B, R]`)."""
+        if self.recurrent == "lstm":
+            size = self.recurrent_size
+            (cell, h), out = self.core((hidden[:, :size], hidden[:, size:]), features)
+            return jnp.concatenate([cell, h], axis=-1), out
+        h, out = self.core(hidden, features)
+        return h, out
+
+    def heads(self, core_out: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+        """Core outputs `[B, R]` -> (actor_out `[B, A]`, value `[B]`, log_std or None)."""
+        log_std = self.log_std if self.continuous else None
+        return self.actor_head(core_out), self.critic_head(core_out)[:, 0], log_std
+
+    def __call__(self, hidden: jax.Array, obs: Any) -> tuple[jax.Array, ...]:
+        hidden, out = self.step_core(hidden, self.encode(obs))
+        return (hidden, *self.heads(out))
+
+
+def recurrent_state_size(config: PPOConfig) -> int:
+    """S, floats of recurrent state per env: 2 * recurrent_size (LSTM) or recurrent_size."""
+    return 2 * config.recurrent_size if config.recurrent == "lstm" else config.recurrent_size
+
+
+class RecurrentNetworks(NamedTuple):
+    """What `make_recurrent_networks` returns (all pure functions).
+
+    init(key) -> params
+    apply(params, hidden [N, S], obs [T, N, ...], resets [T, N] bool)
+        -> (hidden [N, S], dist with batch shape [T, N], value [T, N])
+        Step t first zeroes the state of the envs with `resets[t]` (the previous step
+        ended their episode), then runs the core; the returned state is after step T-1.
+    step(params, hidden [N, S], obs [N, ...]) -> (hidden [N, S], dist [N], value [N])
+        one step (no reset), as the rollout and `Policy.act` take it
+    initial_hidden(batch) -> zeros [batch, S] float32
+    """
+
+    init: Callable[[jax.Array], Params]
+    apply: Callable[..., tuple[jax.Array, Any, jax.Array]]
+    step: Callable[..., tuple[jax.Array, Any, jax.Array]]
+    initial_hidden: Callable[[int], jax.Array]
+
+
 # --------------------------------------------------------------------- distributions
 def _gauss_hermite(num_points: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """Nodes z and weights w with sum_j w_j f(z_j) ~= E[f(Z)], Z ~ N(0, 1)."""
@@ -684,6 +785,81 @@ def _check_config(
                     )
 
 
+def _recurrent_module(
+    config: PPOConfig, spec: ActionSpec, inputs: tuple[ObsInput, ...]
+) -> RecurrentActorCritic:
+    return RecurrentActorCritic(
+        num_outputs=spec.num_actions,
+        continuous=spec.kind == "continuous",
+        recurrent=config.recurrent,
+        recurrent_size=config.recurrent_size,
+        inputs=inputs,
+        encoder_kind=config.encoder,
+        hidden_sizes=tuple(config.hidden_sizes),
+        activation=config.activation,
+        cnn_channels=tuple(config.cnn_channels),
+        cnn_kernel_sizes=tuple(config.cnn_kernel_sizes),
+        cnn_strides=tuple(config.cnn_strides),
+        impala_channels=tuple(config.impala_channels),
+    )
+
+
+def make_recurrent_networks(config: PPOConfig, env: Any, env_params: Any) -> RecurrentNetworks:
+    """Builds the recurrent actor-critic (`RecurrentActorCritic`) of a `recurrent` config.
+
+    The encoder runs on all T*N observations at once, the core is a `lax.scan` over the
+    T steps (resetting the state where `resets`), the heads run on all T*N core outputs;
+    PureJaxRL's recurrent PPO does the same, with the reset flag of the previous step.
+
+    Raises:
+      ValueError: if `config.recurrent` is None, or as `make_networks`.
+    """
+    if config.recurrent is None:
+        raise ValueError("recurrent=None: make_recurrent_networks needs recurrent 'lstm' or 'gru'")
+    spec = action_spec(env, env_params)
+    obs_space = env.observation_space(env_params)
+    inputs = observation_inputs(obs_space)
+    _check_config(config, spec, inputs, env)
+    module = _recurrent_module(config, spec, inputs)
+    size = recurrent_state_size(config)
+    squash = config.squash_actions
+
+    def initial_hidden(batch: int) -> jax.Array:
+        return jnp.zeros((batch, size), jnp.float32)
+
+    def init(key: jax.Array) -> Params:
+        return module.init(key, initial_hidden(1), _zeros_like_space(obs_space, 1))
+
+    def apply(
+        params: Params, hidden: jax.Array, obs: Any, resets: jax.Array
+    ) -> tuple[jax.Array, distrax.Distribution, jax.Array]:
+        steps, batch = resets.shape
+        flat = jax.tree.map(lambda x: x.reshape((steps * batch, *x.shape[2:])), obs)
+        features = module.apply(params, flat, method="encode")
+        features = features.reshape((steps, batch, features.shape[-1]))
+
+        def step(h, inputs):
+            x, reset = inputs
+            h = jnp.where(reset[:, None], 0.0, h)
+            return module.apply(params, h, x, method="step_core")
+
+        hidden, outs = jax.lax.scan(step, hidden, (features, resets))
+        actor_out, value, log_std = module.apply(
+            params, outs.reshape((steps * batch, outs.shape[-1])), method="heads"
+        )
+        actor_out = actor_out.reshape((steps, batch, actor_out.shape[-1]))
+        dist = make_distribution(spec, actor_out, log_std, squash)
+        return hidden, dist, value.reshape((steps, batch))
+
+    def step(
+        params: Params, hidden: jax.Array, obs: Any
+    ) -> tuple[jax.Array, distrax.Distribution, jax.Array]:
+        hidden, actor_out, value, log_std = module.apply(params, hidden, obs)
+        return hidden, make_distribution(spec, actor_out, log_std, squash), value
+
+    return RecurrentNetworks(init=init, apply=apply, step=step, initial_hidden=initial_hidden)
+
+
 def make_networks(
     config: PPOConfig, env: Any, env_params: Any
 ) -> tuple[Callable[[jax.Array], Params], Callable[[Params, Any], tuple[Any, jax.Array]]]:
@@ -697,6 +873,10 @@ def make_networks(
         MultiBinary actions; observations an array of any shape (flattened for the MLP,
         `[H, W, C]` for the conv encoders) or a gymnax `Dict` / `Tuple` of arrays.
 
+    For a `recurrent` config, `apply(params, obs)` is ONE step from the zero state (what an
+    episode's first step computes); sequences and carried states go through
+    `make_recurrent_networks`.
+
     Returns:
       `(init, apply)`: `init(key) -> params`; `apply(params, obs)` with obs
       `[B, *obs_shape]` (or a dict / tuple of such arrays) returns `(dist, value)`, a
@@ -709,6 +889,17 @@ def make_networks(
         (conv encoder without image observations, convs that shrink the image below 1x1,
         `squash_actions` without finite Box bounds), naming the field and value.
     """
+    if config.recurrent is not None:
+        # One step from the zero state (what a fresh episode's first step computes); the
+        # rollout and the update use `make_recurrent_networks` for whole sequences.
+        nets = make_recurrent_networks(config, env, env_params)
+
+        def apply_first_step(params: Params, obs: Any) -> tuple[distrax.Distribution, jax.Array]:
+            batch = jax.tree.leaves(obs)[0].shape[0]
+            _, dist, value = nets.step(params, nets.initial_hidden(batch), obs)
+            return dist, value
+
+        return nets.init, apply_first_step
     spec = action_spec(env, env_params)
     obs_space = env.observation_space(env_params)
     inputs = observation_inputs(obs_space)

@@ -15,13 +15,23 @@ import numpy as np
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
-from purejaxppo.networks import SquashedDiagGaussian, action_spec, make_networks
+from purejaxppo.networks import (
+    SquashedDiagGaussian,
+    action_spec,
+    make_networks,
+    make_recurrent_networks,
+)
 from purejaxppo.rollout import to_env_action
 from purejaxppo.types import Params, TrainOutput, TrainState
 
 
 class Policy:
-    """A feed-forward PPO policy: params plus the config that fixes its network.
+    """A PPO policy: params plus the config that fixes its network.
+
+    Recurrent policies (`config.recurrent`) keep the core state of the envs they act for
+    between `act` calls (`[B, S]`, zeros at first, and again when the batch size
+    changes); `reset(done)` zeroes it where `done` (call it after every env step with
+    `terminated | truncated`), `reset()` for all envs.
 
     Args:
       params: flax params of the actor-critic (`TrainState.params`).
@@ -40,6 +50,9 @@ class Policy:
         self.spec = action_spec(env, env_params)
         self.obs_shape = tuple(env.observation_space(env_params).shape)
         _, self.apply = make_networks(config, env, env_params)
+        self.recurrent = config.recurrent is not None
+        self._nets = make_recurrent_networks(config, env, env_params) if self.recurrent else None
+        self._hidden: jax.Array | None = None  # [B, S] for recurrent policies
         self._params = params
         self._act = jax.jit(self._act_batched)
 
@@ -76,12 +89,40 @@ class Policy:
         self._params = params
 
     def reset(self, done: Any = None) -> None:
-        """Resets recurrent state where `done`; feed-forward policies have none (no-op)."""
-        del done
+        """Zeroes the recurrent state where `done` (`[B]` bool, or a scalar for one env);
+        `None` resets every env. Feed-forward policies have no state (no-op)."""
+        if not self.recurrent or self._hidden is None:
+            return
+        if done is None:
+            self._hidden = None
+            return
+        done = jnp.asarray(done, bool).reshape(-1)
+        if done.shape[0] != self._hidden.shape[0]:
+            raise ValueError(
+                f"reset: done has {done.shape[0]} entries, the policy acts for "
+                f"{self._hidden.shape[0]} envs"
+            )
+        self._hidden = jnp.where(done[:, None], 0.0, self._hidden)
+
+    @property
+    def hidden(self) -> jax.Array | None:
+        """The recurrent state `[B, S]` (None: feed-forward, or zeros at the next act)."""
+        return self._hidden
+
+    def initial_hidden(self, batch: int) -> jax.Array | None:
+        """Zero recurrent state `[batch, S]`; None for feed-forward policies."""
+        return self._nets.initial_hidden(batch) if self.recurrent else None
 
     # ----------------------------------------------------------------- acting
-    def _act_batched(self, params, obs, key, temperature):
+    def _act_batched(self, params, obs, key, temperature, hidden=None):
+        """(action, model outputs), plus the new state for recurrent policies."""
+        if self.recurrent:
+            hidden, dist, value = self._nets.step(params, hidden, obs)
+            return (*self._act_from(dist, value, key, temperature), hidden)
         dist, value = self.apply(params, obs)
+        return self._act_from(dist, value, key, temperature)
+
+    def _act_from(self, dist, value, key, temperature):
         kind = self.spec.kind
         if kind in ("discrete", "multi_discrete", "multi_binary"):
             # Categorical logits [B, n] / [B, K, max n] (normalised), or Bernoulli logits [B, n].
@@ -142,7 +183,14 @@ class Policy:
                 f"obs shape {obs.shape}: expected {self.obs_shape} or [B, *{self.obs_shape}]"
             )
         batch = obs[None] if single else obs
-        action, output = self._act(self._params, batch, key, jnp.float32(temperature))
+        if self.recurrent:
+            if self._hidden is None or self._hidden.shape[0] != batch.shape[0]:
+                self._hidden = self._nets.initial_hidden(batch.shape[0])
+            action, output, self._hidden = self._act(
+                self._params, batch, key, jnp.float32(temperature), self._hidden
+            )
+        else:
+            action, output = self._act(self._params, batch, key, jnp.float32(temperature))
         if single:
             action, output = action[0], jax.tree.map(lambda x: x[0], output)
         return (action, output) if return_model_output else action
@@ -237,16 +285,19 @@ def make_episode_runner(
         )
 
         def step(carry, step_key):
-            obs, state, ret, length, active = carry
+            obs, state, ret, length, active, hidden = carry
             act_key, env_key = jax.random.split(step_key)
-            action, _ = policy._act_batched(params, obs, act_key, temperature)
+            if policy.recurrent:
+                action, _, hidden = policy._act_batched(params, obs, act_key, temperature, hidden)
+            else:
+                action, _ = policy._act_batched(params, obs, act_key, temperature)
             obs, state, reward, terminated, truncated, _ = jax.vmap(
                 env.step, in_axes=(0, 0, 0, None)
             )(jax.random.split(env_key, num_episodes), state, action, env_params)
             ret = ret + jnp.where(active, reward.astype(jnp.float32), 0.0)
             length = length + active.astype(jnp.int32)
             active = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
-            return (obs, state, ret, length, active), None
+            return (obs, state, ret, length, active, hidden), None
 
         init = (
             obs,
@@ -254,8 +305,11 @@ def make_episode_runner(
             jnp.zeros(num_episodes, jnp.float32),
             jnp.zeros(num_episodes, jnp.int32),
             jnp.ones(num_episodes, bool),
+            policy.initial_hidden(num_episodes),  # None for feed-forward policies
         )
-        (_, _, ret, length, _), _ = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
+        (_, _, ret, length, _, _), _ = jax.lax.scan(
+            step, init, jax.random.split(scan_key, max_steps)
+        )
         return ret, length
 
     return run

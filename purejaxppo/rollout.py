@@ -47,8 +47,14 @@ def to_env_action(spec: ActionSpec, action: jax.Array) -> jax.Array:
     return jnp.clip(action, spec.low, spec.high)
 
 
-def reset_envs(env: Any, env_params: Any, key: jax.Array, num_envs: int) -> EnvCarry:
-    """Resets N environments (one key each) and zeroes the episode counters."""
+def reset_envs(
+    env: Any, env_params: Any, key: jax.Array, num_envs: int, hidden_size: int | None = None
+) -> EnvCarry:
+    """Resets N environments (one key each) and zeroes the episode counters.
+
+    With `hidden_size` S (recurrent policies), the carry also holds a zero core state
+    `[N, S]`.
+    """
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(key, num_envs), env_params
     )
@@ -57,11 +63,12 @@ def reset_envs(env: Any, env_params: Any, key: jax.Array, num_envs: int) -> EnvC
         obs=obs,
         episode_return=jnp.zeros((num_envs,), jnp.float32),
         episode_length=jnp.zeros((num_envs,), jnp.int32),
+        hidden=None if hidden_size is None else jnp.zeros((num_envs, hidden_size), jnp.float32),
     )
 
 
 def make_env_step(
-    env: Any, env_params: Any, apply_fn: Callable, spec: ActionSpec
+    env: Any, env_params: Any, apply_fn: Callable, spec: ActionSpec, recurrent: bool = False
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `env_step(params, carry, key) -> (carry, transition, ended)`.
 
@@ -69,13 +76,25 @@ def make_env_step(
     bounds; `log_prob` is of the unclipped sample), step every env with its own key (gymnax
     auto-resets ended episodes), and update the running episode return / length.
     `transition` has leading axis `[N]`; `ended` sums the episodes that ended at this step.
+
+    With `recurrent`, `apply_fn` is `RecurrentNetworks.step`: the policy runs one core
+    step from `carry.hidden`; the transition keeps the state entering the step and
+    V(final_obs) from the state after it (`next_value`), and the carried state is zeroed
+    where the step ended an episode.
     """
+
+    def policy_step(params, carry):
+        if not recurrent:
+            dist, value = apply_fn(params, carry.obs)
+            return dist, value, None
+        hidden, dist, value = apply_fn(params, carry.hidden, carry.obs)
+        return dist, value, hidden
 
     def env_step(
         params: Params, carry: EnvCarry, key: jax.Array
     ) -> tuple[EnvCarry, Transition, EpisodeStats]:
         action_key, env_key = jax.random.split(key)
-        dist, value = apply_fn(params, carry.obs)
+        dist, value, hidden = policy_step(params, carry)
         action, log_prob = dist.sample_and_log_prob(seed=action_key)
         num_envs = jax.tree.leaves(carry.obs)[0].shape[0]  # obs may be a dict / tuple
         obs, env_state, reward, terminated, truncated, info = jax.vmap(
@@ -95,6 +114,11 @@ def make_env_step(
             length_sum=jnp.sum(jnp.where(done, episode_length, 0)).astype(jnp.float32),
             count=jnp.sum(done).astype(jnp.float32),
         )
+        final_obs = info["final_observation"]
+        next_value = None
+        if recurrent:
+            _, _, next_value = apply_fn(params, hidden, final_obs)
+            hidden = jnp.where(done[:, None], 0.0, hidden)
         transition = Transition(
             obs=carry.obs,
             action=action,
@@ -103,13 +127,16 @@ def make_env_step(
             reward=reward,
             terminated=terminated,
             truncated=truncated,
-            final_obs=info["final_observation"],
+            final_obs=final_obs,
+            hidden=carry.hidden,
+            next_value=next_value,
         )
         new_carry = EnvCarry(
             env_state=env_state,
             obs=obs,
             episode_return=jnp.where(done, 0.0, episode_return),
             episode_length=jnp.where(done, 0, episode_length),
+            hidden=hidden,
         )
         return new_carry, transition, ended
 
@@ -117,14 +144,19 @@ def make_env_step(
 
 
 def make_rollout(
-    env: Any, env_params: Any, apply_fn: Callable, spec: ActionSpec, num_steps: int
+    env: Any,
+    env_params: Any,
+    apply_fn: Callable,
+    spec: ActionSpec,
+    num_steps: int,
+    recurrent: bool = False,
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `rollout(params, carry, key) -> (carry, transitions [T, N], stats)`.
 
     A `lax.scan` of `env_step` over T = num_steps steps; episode statistics are summed
     inside the scan (per-step info is never stacked).
     """
-    env_step = make_env_step(env, env_params, apply_fn, spec)
+    env_step = make_env_step(env, env_params, apply_fn, spec, recurrent)
 
     def rollout(
         params: Params, carry: EnvCarry, key: jax.Array

@@ -12,10 +12,15 @@ import jax.numpy as jnp
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae_advantages
-from purejaxppo.networks import action_spec, make_networks
+from purejaxppo.networks import (
+    action_spec,
+    make_networks,
+    make_recurrent_networks,
+    recurrent_state_size,
+)
 from purejaxppo.rollout import make_rollout, reset_envs
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
-from purejaxppo.update import Batch, make_optimizer, make_update_epochs
+from purejaxppo.update import Batch, make_optimizer, make_sequences, make_update_epochs
 
 #: Names of the per-update metrics in `TrainOutput.metrics`.
 METRICS = (
@@ -43,6 +48,7 @@ class TrainFns(NamedTuple):
         (`num_updates` is static: jit with `static_argnums=2`)
     train(key, hparams=None) -> TrainOutput
     apply(params, obs [B, ...]) -> (distrax distribution, value [B])
+        (recurrent configs: one step from the zero state, see `make_networks`)
     """
 
     init: Callable[[jax.Array], RunnerState]
@@ -105,6 +111,13 @@ def make_train_fns(
             f"num_minibatches={config.num_minibatches} must divide the per-device batch "
             f"num_envs/devices*num_steps = {num_envs}*{num_steps} = {num_envs * num_steps}"
         )
+    num_sequences = num_envs * (num_steps // config.seq_len)
+    if config.recurrent is not None and num_sequences % config.num_minibatches:
+        raise ValueError(
+            f"num_minibatches={config.num_minibatches} must divide the per-device number "
+            f"of sequences num_envs/devices*num_steps/max_seq_len = {num_envs}*{num_steps}/"
+            f"{config.seq_len} = {num_sequences} (recurrent={config.recurrent!r})"
+        )
     if axis_name is None and num_shards != 1:
         raise ValueError(f"num_shards={num_shards} needs an axis_name")
     if env is None:
@@ -113,8 +126,16 @@ def make_train_fns(
         env_params = env.default_params
     spec = action_spec(env, env_params)
     init_params, apply_fn = make_networks(config, env, env_params)
-    rollout = make_rollout(env, env_params, apply_fn, spec, config.num_steps)
-    update_epochs = make_update_epochs(config, apply_fn, axis_name)
+    recurrent = config.recurrent is not None
+    if recurrent:
+        nets = make_recurrent_networks(config, env, env_params)
+        hidden_size = recurrent_state_size(config)
+        rollout = make_rollout(env, env_params, nets.step, spec, num_steps, recurrent=True)
+        update_epochs = make_update_epochs(config, nets.apply, axis_name)
+    else:
+        hidden_size = None
+        rollout = make_rollout(env, env_params, apply_fn, spec, config.num_steps)
+        update_epochs = make_update_epochs(config, apply_fn, axis_name)
 
     def shard_key(key: jax.Array) -> jax.Array:
         """This device's key for its envs / shuffles (the key itself on one device)."""
@@ -128,7 +149,7 @@ def make_train_fns(
         tx = make_optimizer(config.max_grad_norm, config.learning_rate, config.adam_eps)
         return RunnerState(
             train_state=TrainState(params=params, opt_state=tx.init(params)),
-            env=reset_envs(env, env_params, shard_key(env_key), num_envs),
+            env=reset_envs(env, env_params, shard_key(env_key), num_envs, hidden_size),
             key=runner_key,
             update_step=jnp.zeros((), jnp.int32),
         )
@@ -151,22 +172,28 @@ def make_train_fns(
         def flat(x):  # [T, N, ...] -> [T*N, ...]; observations may be dicts / tuples
             return jax.tree.map(lambda y: y.reshape((num_steps * num_envs, *y.shape[2:])), x)
 
-        # V(s'_t) for every step, in one batched pass over [T*N] final observations.
-        _, next_value = apply_fn(params, flat(traj.final_obs))
-        next_value = next_value.reshape((num_steps, num_envs))
+        if recurrent:
+            next_value = traj.next_value  # needs the core state after each step
+        else:
+            # V(s'_t) for every step, in one batched pass over [T*N] final observations.
+            _, next_value = apply_fn(params, flat(traj.final_obs))
+            next_value = next_value.reshape((num_steps, num_envs))
         gae = partial(gae_advantages, gamma=hparams.gamma, gae_lambda=hparams.gae_lambda)
         advantages, returns = jax.vmap(gae, in_axes=1, out_axes=1)(
             traj.reward, traj.value, next_value, traj.terminated, traj.truncated
         )
 
-        batch = Batch(
-            obs=flat(traj.obs),
-            action=flat(traj.action),
-            log_prob=flat(traj.log_prob),
-            value=flat(traj.value),
-            advantages=flat(advantages),
-            returns=flat(returns),
-        )
+        if recurrent:
+            batch = make_sequences(traj, advantages, returns, config.seq_len)
+        else:
+            batch = Batch(
+                obs=flat(traj.obs),
+                action=flat(traj.action),
+                log_prob=flat(traj.log_prob),
+                value=flat(traj.value),
+                advantages=flat(advantages),
+                returns=flat(returns),
+            )
         learning_rate = learning_rate_at(runner.update_step, hparams)
         actor_coef = (runner.update_step >= config.critic_pretrain_steps).astype(jnp.float32)
         train_state, metrics = update_epochs(
@@ -215,8 +242,11 @@ def make_train(
     runs `num_updates` PPO updates in a `lax.scan`: a rollout of T = `num_steps` steps of
     the vmapped envs, GAE (`gae_advantages`, truncation-aware), and `update_epochs` epochs
     of `num_minibatches` Adam steps on the PPO-Clip loss (Schulman et al. 2017,
-    arXiv:1707.06347). Wrap it in `jax.jit`; `jax.vmap` it over keys (`[S]` typed keys)
-    and/or `Hyperparams` with `[S]` leaves to train S agents in one compiled program.
+    arXiv:1707.06347). With `config.recurrent`, the core state is carried in
+    `EnvCarry.hidden`, V(final obs) comes from the rollout (it needs the state after each
+    step), and minibatches are whole env sequences (`update.make_sequences`). Wrap it in
+    `jax.jit`; `jax.vmap` it over keys (`[S]` typed keys) and/or `Hyperparams` with `[S]`
+    leaves to train S agents in one compiled program.
 
     Args:
       config: the static configuration.

@@ -28,6 +28,9 @@ class Transition(NamedTuple):
     terminated: jax.Array  # [T, N] bool; the MDP ended (no bootstrap)
     truncated: jax.Array  # [T, N] bool; a time limit cut the episode (bootstrap)
     final_obs: jax.Array  # [T, N, *obs_shape]; observation after the step, before reset
+    # Recurrent policies only (None otherwise):
+    hidden: jax.Array | None = None  # [T, N, S] float32; core state entering the step
+    next_value: jax.Array | None = None  # [T, N] float32; V(final_obs) from the state after
 
 
 @struct.dataclass
@@ -48,6 +51,9 @@ class EnvCarry:
     obs: jax.Array  # [N, *obs_shape]; current observation
     episode_return: jax.Array  # [N] float32; undiscounted return of the running episode
     episode_length: jax.Array  # [N] int32; steps of the running episode
+    # Recurrent policies: [N, S] float32 core state for the next step, zeroed where the
+    # previous step ended an episode; None for feed-forward policies.
+    hidden: jax.Array | None = None
 
 
 @struct.dataclass

@@ -11,7 +11,7 @@ import optax
 
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.losses import LossTerms, ppo_loss
-from purejaxppo.types import Params, TrainState
+from purejaxppo.types import Params, TrainState, Transition
 
 #: Per-update metrics produced by `make_update_epochs` (means over minibatch steps run).
 UPDATE_METRICS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
@@ -26,6 +26,59 @@ class Batch(NamedTuple):
     value: jax.Array  # [B] float32, V_old
     advantages: jax.Array  # [B] float32
     returns: jax.Array  # [B] float32, value targets
+
+
+class RecurrentBatch(NamedTuple):
+    """Training sequences of a recurrent policy: `[K, L]` (K sequences of L steps), or
+    `[num_minibatches, K / num_minibatches, L]` after shuffling (whole sequences)."""
+
+    obs: jax.Array  # [K, L, *obs_shape]
+    action: jax.Array  # [K, L] int32 or [K, L, A] float32
+    log_prob: jax.Array  # [K, L] float32, log pi_old
+    value: jax.Array  # [K, L] float32, V_old
+    advantages: jax.Array  # [K, L] float32
+    returns: jax.Array  # [K, L] float32, value targets
+    hidden: jax.Array  # [K, S] float32; core state entering each sequence's first step
+    resets: jax.Array  # [K, L] bool; the previous step ended the episode (state zeroed)
+
+
+def make_sequences(
+    traj: Transition, advantages: jax.Array, returns: jax.Array, seq_len: int
+) -> RecurrentBatch:
+    """Cuts a recurrent rollout `[T, N]` into K = N * T / L training sequences `[K, L]`.
+
+    Sequence k = c * N + n is env n's steps `[c * L, (c + 1) * L)` (L = `seq_len`; L = T
+    keeps the rollout's sequences whole), starting from the core state the rollout stored
+    at its first step (`traj.hidden[c * L, n]`). `resets[t] = done[t - 1]` (terminated or
+    truncated): the state entering step t was zeroed; `resets` at t = 0 is False, as the
+    carried state is already reset (at a chunk's first step the flag re-zeroes a stored
+    state that is zero already).
+
+    Args:
+      traj: `Transition` with leading axes `[T, N]` and `hidden` `[T, N, S]`.
+      advantages, returns: float32 `[T, N]`.
+      seq_len: L, must divide T.
+    """
+    num_steps, num_envs = traj.reward.shape
+    chunks = num_steps // seq_len
+
+    def split(x):  # [T, N, ...] -> [C, L, N, ...] -> [C, N, L, ...] -> [K, L, ...]
+        x = jnp.moveaxis(x.reshape((chunks, seq_len, num_envs, *x.shape[2:])), 1, 2)
+        return x.reshape((chunks * num_envs, seq_len, *x.shape[3:]))
+
+    done = jnp.logical_or(traj.terminated, traj.truncated)
+    resets = jnp.concatenate([jnp.zeros_like(done[:1]), done[:-1]], axis=0)
+    hidden = traj.hidden[::seq_len]  # [C, N, S]
+    return RecurrentBatch(
+        obs=jax.tree.map(split, traj.obs),
+        action=split(traj.action),
+        log_prob=split(traj.log_prob),
+        value=split(traj.value),
+        advantages=split(advantages),
+        returns=split(returns),
+        hidden=hidden.reshape((chunks * num_envs, hidden.shape[-1])),
+        resets=split(resets),
+    )
 
 
 def make_optimizer(
@@ -69,6 +122,9 @@ def make_minibatch_grads(
     """Builds `grads(params, minibatch, hparams, actor_coef) -> (grads, LossTerms)`.
 
     The gradient of the PPO-Clip loss (`ppo_loss`) on one minibatch of `[M]` samples.
+    With `config.recurrent`, `apply_fn` is `RecurrentNetworks.apply` and the minibatch a
+    `RecurrentBatch` of `[M]` whole sequences, re-run from their stored initial states
+    (the loss averages over all M*L steps).
     With `axis_name` (data-parallel training inside `shard_map`), each device holds `[M/D]`
     samples of the minibatch: advantages are normalised with whole-minibatch statistics,
     and the gradients and loss terms are averaged over the axis (`lax.pmean`), so every
@@ -78,15 +134,35 @@ def make_minibatch_grads(
 
     def grads_fn(params, minibatch, hparams, actor_coef):
         def loss_fn(params):
-            dist, value = apply_fn(params, minibatch.obs)
+            if config.recurrent is None:
+                samples = minibatch
+                dist, value = apply_fn(params, minibatch.obs)
+                log_prob, entropy = dist.log_prob(minibatch.action), dist.entropy()
+            else:
+                # Re-run the core over whole sequences [M, L] from their stored states.
+                def time_major(x):  # [M, L, ...] -> [L, M, ...]
+                    return jnp.swapaxes(x, 0, 1)
+
+                _, dist, value = apply_fn(
+                    params,
+                    minibatch.hidden,
+                    jax.tree.map(time_major, minibatch.obs),
+                    time_major(minibatch.resets),
+                )
+                log_prob = dist.log_prob(time_major(minibatch.action)).reshape(-1)
+                entropy, value = dist.entropy().reshape(-1), value.reshape(-1)
+                samples = jax.tree.map(
+                    lambda x: time_major(x).reshape((-1, *x.shape[2:])),
+                    Batch(*minibatch[:6]),
+                )
             terms = ppo_loss(
-                dist.log_prob(minibatch.action),
-                minibatch.log_prob,
-                minibatch.advantages,
+                log_prob,
+                samples.log_prob,
+                samples.advantages,
                 value,
-                minibatch.value,
-                minibatch.returns,
-                dist.entropy(),
+                samples.value,
+                samples.returns,
+                entropy,
                 clip_coef=hparams.clip_coef,
                 vf_coef=hparams.vf_coef,
                 ent_coef=hparams.ent_coef,

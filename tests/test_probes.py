@@ -72,7 +72,7 @@ def test_probe6_learns_the_parity_rule():
 
 def test_probe7_feed_forward_policy_cannot_exceed_chance():
     # Memory probe: without a recurrent core the best expected return is 0.5
-    # (its learning test comes with recurrent policies).
+    # (the LSTM solves it: tests/test_recurrent.py).
     _, _, _, out = train_probe(7)
     final = np.nanmean(out.metrics["episode_return"][:, -20:])
     assert 0.3 < final < 0.7

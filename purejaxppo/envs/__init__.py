@@ -1,6 +1,7 @@
 """Environments: `make_env` for gymnax and probe ids, the probe environments, and the
 MultiDiscrete / MultiBinary action spaces gymnax lacks."""
 
+from purejaxppo.envs.pomdp import POMDP_ENVS, PendulumNoVel
 from purejaxppo.envs.probes import (
     PROBE_ENVS,
     PROBE_VARIANT_ENVS,
@@ -18,10 +19,12 @@ from purejaxppo.envs.registry import make_env, registered_env_ids
 from purejaxppo.envs.spaces import MultiBinary, MultiDiscrete
 
 __all__ = [
+    "POMDP_ENVS",
     "PROBE_ENVS",
     "PROBE_VARIANT_ENVS",
     "MultiBinary",
     "MultiDiscrete",
+    "PendulumNoVel",
     "Probe1",
     "Probe2",
     "Probe3",

@@ -9,10 +9,11 @@ from typing import Any
 
 import gymnax
 
+from purejaxppo.envs.pomdp import POMDP_ENVS
 from purejaxppo.envs.probes import PROBE_ENVS, PROBE_VARIANT_ENVS
 
-# The probe envs join gymnax's registry, so `gymnax.make("Probe1-v0")` works as well.
-for _env_id, _cls in {**PROBE_ENVS, **PROBE_VARIANT_ENVS}.items():
+# The probe (and POMDP) envs join gymnax's registry, so `gymnax.make("Probe1-v0")` works.
+for _env_id, _cls in {**PROBE_ENVS, **PROBE_VARIANT_ENVS, **POMDP_ENVS}.items():
     if _env_id not in gymnax.registered_envs:
         gymnax.register(_env_id, _cls)
 
@@ -27,7 +28,8 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
 
     Args:
       env_id: a gymnax id ("CartPole-v1", "Breakout-MinAtar", ...) or a probe id
-        ("Probe1-v0" ... "Probe7-v0", "ProbeMultiDiscrete-v0", "ProbeMultiBinary-v0").
+        ("Probe1-v0" ... "Probe7-v0", "ProbeMultiDiscrete-v0", "ProbeMultiBinary-v0"), or
+        "PendulumNoVel-v1" (Pendulum without the angular velocity, `envs/pomdp.py`).
       env_kwargs: keys that name a field of the env's `EnvParams` (for example
         `max_steps_in_episode`) replace that parameter; all other keys are passed to the
         environment's constructor (for example `num_bits` of "MemoryChain-bsuite").

@@ -3,8 +3,8 @@
 `export_torch(source, config, path)` converts the flax parameters of `ActorCritic` (the
 default network) or `EncoderActorCritic` (`encoder` "cnn" / "impala" or `share_encoder`;
 `purejaxppo.networks`) into an equivalent PyTorch module and writes four files. Not
-exported yet (ValueError naming them): `squash_actions`, MultiDiscrete / MultiBinary
-actions and dict / tuple observations.
+exported yet (ValueError naming them): `squash_actions`, recurrent (LSTM / GRU)
+policies, MultiDiscrete / MultiBinary actions and dict / tuple observations.
 
 - `path` (e.g. `policy.pt`): a TorchScript module. Plain PyTorch loads it with
   `torch.jit.load(path)`, without JAX or purejaxppo. `m(obs) -> (actor_out, value)` for
@@ -496,7 +496,7 @@ def export_torch(
     Raises:
       ValueError: for an unsupported activation or action space (MultiDiscrete,
         MultiBinary), a config that is not the default network (`encoder` other than
-        "mlp", `share_encoder`, `squash_actions`: not exported yet, the message names the
+        "mlp", `share_encoder`, `squash_actions`, `recurrent`: not exported yet, the message names the
         field), dict / tuple observations, a source that holds no params, or a param
         tree that does not match the config and env (naming the missing, unexpected or
         mis-shaped entries).
@@ -508,6 +508,11 @@ def export_torch(
         raise ValueError(
             f"activation={config.activation!r} has no PyTorch export; "
             f"supported: {', '.join(TORCH_ACTIVATIONS)}"
+        )
+    if config.recurrent is not None:
+        raise ValueError(
+            f"recurrent={config.recurrent!r} has no PyTorch export yet: only feed-forward "
+            "policies export (recurrent=None)"
         )
     if config.squash_actions:
         raise ValueError(
