@@ -247,7 +247,8 @@ def test_policy_reset_zeroes_where_done():
 
 
 def test_export_refuses_recurrent_policies(tmp_path):
-    pytest.importorskip("torch")
+    import torch  # noqa: F401  (a test dependency: pip install -e ".[test,torch]")
+
     from purejaxppo.export import export_torch
 
     config = SMALL

@@ -465,32 +465,13 @@ class Probe7(_ProbeEnv):
         return state.time >= params.episode_length
 
 
-class ProbeMultiDiscrete(_ProbeEnv):
-    """MultiDiscrete probe: one step, each component has its own best value.
+class _OneStepMatchProbe(_ProbeEnv):
+    """One-step probe over a multi-component action: observation ``[0.0]``, reward the
+    fraction of action components equal to ``best``, then terminated."""
 
-    Dynamics: the observation is always ``[0.0]``; the action is a ``MultiDiscrete`` with
-    ``nvec = (3, 2, 4)`` (components of different sizes, so the head's padding is used).
-    The single step gives reward equal to the fraction of components that equal
-    ``best = (2, 0, 3)`` and terminates.
-
-    Learned: always pick ``best`` (return 1; a uniformly random policy gets
-    (1/3 + 1/2 + 1/4) / 3 ~= 0.36). Tests that the per-component log-probs are summed and
-    each component gets its own credit.
-    """
-
-    nvec = (3, 2, 4)
-    best = (2, 0, 3)
+    best: tuple[int, ...] = ()
     _obs_low = 0.0
     _obs_high = 0.0
-
-    @property
-    def num_actions(self) -> int:
-        """Number of action components."""
-        return len(self.nvec)
-
-    def action_space(self, params: EnvParams | None = None) -> MultiDiscrete:
-        """``MultiDiscrete((3, 2, 4))``."""
-        return MultiDiscrete(self.nvec)
 
     def get_obs(
         self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
@@ -509,7 +490,33 @@ class ProbeMultiDiscrete(_ProbeEnv):
         return state.time >= 1
 
 
-class ProbeMultiBinary(_ProbeEnv):
+class ProbeMultiDiscrete(_OneStepMatchProbe):
+    """MultiDiscrete probe: one step, each component has its own best value.
+
+    Dynamics: the observation is always ``[0.0]``; the action is a ``MultiDiscrete`` with
+    ``nvec = (3, 2, 4)`` (components of different sizes, so the head's padding is used).
+    The single step gives reward equal to the fraction of components that equal
+    ``best = (2, 0, 3)`` and terminates.
+
+    Learned: always pick ``best`` (return 1; a uniformly random policy gets
+    (1/3 + 1/2 + 1/4) / 3 ~= 0.36). Tests that the per-component log-probs are summed and
+    each component gets its own credit.
+    """
+
+    nvec = (3, 2, 4)
+    best = (2, 0, 3)
+
+    @property
+    def num_actions(self) -> int:
+        """Number of action components."""
+        return len(self.nvec)
+
+    def action_space(self, params: EnvParams | None = None) -> MultiDiscrete:
+        """``MultiDiscrete((3, 2, 4))``."""
+        return MultiDiscrete(self.nvec)
+
+
+class ProbeMultiBinary(_OneStepMatchProbe):
     """MultiBinary probe: one step, each bit has its own best value.
 
     Dynamics: the observation is always ``[0.0]``; the action is a ``MultiBinary(4)``. The
@@ -522,8 +529,6 @@ class ProbeMultiBinary(_ProbeEnv):
 
     n = 4
     best = (1, 0, 1, 1)
-    _obs_low = 0.0
-    _obs_high = 0.0
 
     @property
     def num_actions(self) -> int:
@@ -533,22 +538,6 @@ class ProbeMultiBinary(_ProbeEnv):
     def action_space(self, params: EnvParams | None = None) -> MultiBinary:
         """``MultiBinary(4)``."""
         return MultiBinary(self.n)
-
-    def get_obs(
-        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
-    ) -> jax.Array:
-        """Always ``[0.0]``."""
-        return _obs(0.0)
-
-    def _transition(
-        self, state: EnvState, action: jax.Array, params: EnvParams
-    ) -> tuple[jax.Array, jax.Array]:
-        """Reward: fraction of bits equal to ``best``; terminated."""
-        return jnp.mean(action == jnp.asarray(self.best)), jnp.asarray(True)
-
-    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
-        """Terminal after one step."""
-        return state.time >= 1
 
 
 PROBE_ENVS: dict[str, type[_ProbeEnv]] = {
