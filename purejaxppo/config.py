@@ -99,6 +99,14 @@ class PPOConfig:
         heads instead of two separate ones (CleanRL's Atari agent).
       squash_actions: Box actions from a tanh-squashed Gaussian rescaled to the action
         bounds (needs finite bounds), instead of a Gaussian clipped to them.
+      action_mask_key: the entry of a dict observation that holds the action mask
+        (PettingZoo / Jumanji convention; default "action_mask"). When the env's
+        observation space is a `Dict` with this key, its entry (bool or 0/1, `[n]` for
+        `Discrete(n)`, `[sum(nvec)]` for `MultiDiscrete(nvec)`) gives the valid actions of
+        each step: invalid ones get probability 0 (their logits are set to -1e9, Huang &
+        Ontanon 2020, arXiv:2006.14171), and the encoders do not see the mask. None
+        turns masking off (the entry is then encoded like any other). See
+        `purejaxppo.networks.apply_action_mask`.
       recurrent: None (feed-forward, the default), "lstm" or "gru": a recurrent core of
         `recurrent_size` units between the encoder and the heads. Its hidden state is
         carried between steps (in `EnvCarry.hidden`) and zeroed where the previous step
@@ -161,6 +169,7 @@ class PPOConfig:
     impala_channels: tuple[int, ...] = (16, 32, 32)
     share_encoder: bool = False
     squash_actions: bool = False
+    action_mask_key: str | None = "action_mask"
     recurrent: str | None = None
     recurrent_size: int = 64
     max_seq_len: int | None = None
@@ -385,6 +394,8 @@ def _validate(c: PPOConfig) -> None:
                 list(getattr(c, name)),
                 f"must have one entry per conv layer, like cnn_channels={list(c.cnn_channels)}",
             )
+    if c.action_mask_key is not None and not c.action_mask_key:
+        raise bad("action_mask_key", c.action_mask_key, "must be a non-empty key or null (off)")
     if c.recurrent is not None and c.recurrent not in RECURRENT_CORES:
         close = difflib.get_close_matches(c.recurrent, RECURRENT_CORES, n=2)
         hint = f"; did you mean {', '.join(close)}?" if close else ""

@@ -16,9 +16,9 @@ when the observation space says so (integer dtypes, or finite bounds other than 
 bool frames such as MinAtar's become 0.0 / 1.0). Dict / tuple observations get one encoder
 per entry (the conv encoder for images when `encoder` is "cnn" / "impala", the MLP for the
 rest), with their outputs concatenated (AgileRL's multi-input encoder). With
-`share_encoder` the actor and critic heads sit on one shared encoder. (Dict / tuple
-observations work through `make_networks`' `init` / `apply`; `make_train`'s rollout and
-`Policy.act` still take array observations only.)
+`share_encoder` the actor and critic heads sit on one shared encoder. Dict / tuple
+observations train (`make_train`), act (`Policy.act`) and evaluate like arrays; the
+PyTorch export refuses them.
 
 Action heads (`make_distribution`), by action space:
 
@@ -30,6 +30,18 @@ Action heads (`make_distribution`), by action space:
   `distrax.Independent(Categorical(logits [B, K, max(nvec)]), 1)`: log-probs and
   entropies summed over components.
 * `MultiBinary(n)`: one Bernoulli per bit, `distrax.Independent(Bernoulli(logits [B, n]), 1)`.
+
+Action masking (`PPOConfig.action_mask_key`, default "action_mask"): when the observation
+is a gymnax `Dict` with that entry, the entry is the mask of valid actions of each step
+(bool or 0/1; `[n]` for `Discrete(n)`, `[sum(nvec)]` for `MultiDiscrete(nvec)`, laid out
+like the flat logits). `apply_action_mask` sets the logits of invalid actions to
+`PAD_LOGIT` (-1e9) before the categorical is built, so they have probability exactly 0,
+are never sampled or chosen greedily, and add nothing to the entropy or the gradients
+(invalid action masking, Huang & Ontanon 2020, arXiv:2006.14171). The encoders do not see
+the mask. The mask is read from the observation the action is taken in, so the rollout
+stores it with the observation and the update re-applies it. A row with no valid action
+(all False) gives a uniform distribution over all actions: environments must keep at
+least one action valid (per component for MultiDiscrete).
 
 Recurrent cores (`PPOConfig.recurrent` "lstm" / "gru"): `RecurrentActorCritic` puts an
 `nn.OptimizedLSTMCell` / `nn.GRUCell` of `recurrent_size` units between one shared encoder
@@ -177,6 +189,39 @@ def observation_inputs(space: Any) -> tuple[ObsInput, ...]:
         return [ObsInput(name, path, shape, image, shift, scale)]
 
     return tuple(visit(space, ()))
+
+
+def split_action_mask(space: Any, mask_key: str | None) -> tuple[Any, str | None]:
+    """`(space the encoders see, mask key or None)` of an observation space.
+
+    With `mask_key` naming an entry of a gymnax `Dict` space, that entry is removed from
+    the space (the encoders never see it) and the key is returned; otherwise the space
+    is returned unchanged with None.
+    """
+    if mask_key is None or not isinstance(space, spaces.Dict) or mask_key not in space.spaces:
+        return space, None
+    rest = {k: v for k, v in space.spaces.items() if k != mask_key}
+    if not rest:
+        raise ValueError(
+            f"action_mask_key={mask_key!r}: the observation holds only the action mask; "
+            "add at least one entry the policy can see"
+        )
+    return spaces.Dict(rest), mask_key
+
+
+def apply_action_mask(actor_out: jax.Array, mask: jax.Array) -> jax.Array:
+    """Invalid-action masking: logits `[..., A]` with `PAD_LOGIT` where `mask` is False.
+
+    Args:
+      actor_out: float32 logits `[..., A]` (Discrete: A = n; MultiDiscrete: the flat
+        `[..., sum(nvec)]` logits, before `multi_discrete_logits`).
+      mask: valid actions `[..., A]`, bool or 0/1 of any dtype (nonzero = valid).
+
+    exp(-1e9 - logsumexp) is exactly 0 in float32, so masked actions are never sampled;
+    the logit is finite, so entropies and gradients stay finite (Huang & Ontanon 2020,
+    "A Closer Look at Invalid Action Masking in Policy Gradient Algorithms").
+    """
+    return jnp.where(jnp.asarray(mask) != 0, actor_out, PAD_LOGIT)
 
 
 def _leaf(obs: Any, path: tuple[Any, ...]) -> jax.Array:
@@ -715,16 +760,23 @@ def multi_discrete_logits(actor_out: jax.Array, nvec: Sequence[int]) -> jax.Arra
 
 
 def make_distribution(
-    spec: ActionSpec, actor_out: jax.Array, log_std: jax.Array | None, squash: bool = False
+    spec: ActionSpec,
+    actor_out: jax.Array,
+    log_std: jax.Array | None,
+    squash: bool = False,
+    mask: jax.Array | None = None,
 ) -> distrax.Distribution:
     """The action distribution of a batch `[B]` of actor outputs `[B, spec.num_actions]`.
 
     Categorical(logits) for Discrete; MultivariateNormalDiag(mean, exp(log_std)) for Box,
     or `SquashedDiagGaussian` with `squash`; Independent(Categorical) over the
     `multi_discrete_logits` for MultiDiscrete (event `[K]` int32); Independent(Bernoulli)
-    for MultiBinary (event `[n]` int32).
+    for MultiBinary (event `[n]` int32). `mask` `[B, spec.num_actions]` (Discrete and
+    MultiDiscrete only) zeroes the probability of invalid actions (`apply_action_mask`).
     """
     kind = spec.kind
+    if mask is not None:
+        actor_out = apply_action_mask(actor_out, mask)
     if kind == "discrete":
         return distrax.Categorical(logits=actor_out)
     if kind == "multi_discrete":
@@ -741,6 +793,26 @@ def make_distribution(
 
 
 # --------------------------------------------------------------------- factory
+def _check_action_mask(spec: ActionSpec, obs_space: Any, mask_key: str | None, env: Any) -> None:
+    """ValueErrors for an action mask that does not fit the action space."""
+    if mask_key is None:
+        return
+    name = getattr(env, "name", type(env).__name__)
+    if spec.kind not in ("discrete", "multi_discrete"):
+        raise ValueError(
+            f"action_mask_key={mask_key!r}: {name} observations carry an action mask but its "
+            f"actions are {spec.kind}; masks apply to Discrete and MultiDiscrete actions only "
+            "(set action_mask_key: null to feed the entry to the encoder instead)"
+        )
+    shape = tuple(int(s) for s in obs_space.spaces[mask_key].shape)
+    if shape != (spec.num_actions,):
+        raise ValueError(
+            f"action_mask_key={mask_key!r}: the mask of {name} has shape {list(shape)}, but "
+            f"its {spec.kind} actions need [{spec.num_actions}] (one flag per "
+            f"{'action' if spec.discrete else 'value of each component, concatenated'})"
+        )
+
+
 def _check_config(
     config: PPOConfig, spec: ActionSpec, inputs: tuple[ObsInput, ...], env: Any
 ) -> None:
@@ -818,7 +890,9 @@ def make_recurrent_networks(config: PPOConfig, env: Any, env_params: Any) -> Rec
         raise ValueError("recurrent=None: make_recurrent_networks needs recurrent 'lstm' or 'gru'")
     spec = action_spec(env, env_params)
     obs_space = env.observation_space(env_params)
-    inputs = observation_inputs(obs_space)
+    encoded_space, mask_key = split_action_mask(obs_space, config.action_mask_key)
+    _check_action_mask(spec, obs_space, mask_key, env)
+    inputs = observation_inputs(encoded_space)
     _check_config(config, spec, inputs, env)
     module = _recurrent_module(config, spec, inputs)
     size = recurrent_state_size(config)
@@ -848,14 +922,16 @@ def make_recurrent_networks(config: PPOConfig, env: Any, env_params: Any) -> Rec
             params, outs.reshape((steps * batch, outs.shape[-1])), method="heads"
         )
         actor_out = actor_out.reshape((steps, batch, actor_out.shape[-1]))
-        dist = make_distribution(spec, actor_out, log_std, squash)
+        mask = None if mask_key is None else obs[mask_key]
+        dist = make_distribution(spec, actor_out, log_std, squash, mask)
         return hidden, dist, value.reshape((steps, batch))
 
     def step(
         params: Params, hidden: jax.Array, obs: Any
     ) -> tuple[jax.Array, distrax.Distribution, jax.Array]:
         hidden, actor_out, value, log_std = module.apply(params, hidden, obs)
-        return hidden, make_distribution(spec, actor_out, log_std, squash), value
+        mask = None if mask_key is None else obs[mask_key]
+        return hidden, make_distribution(spec, actor_out, log_std, squash, mask), value
 
     return RecurrentNetworks(init=init, apply=apply, step=step, initial_hidden=initial_hidden)
 
@@ -867,8 +943,8 @@ def make_networks(
 
     Args:
       config: uses `hidden_sizes`, `activation`, `encoder`, `cnn_channels`,
-        `cnn_kernel_sizes`, `cnn_strides`, `impala_channels`, `share_encoder` and
-        `squash_actions`.
+        `cnn_kernel_sizes`, `cnn_strides`, `impala_channels`, `share_encoder`,
+        `squash_actions` and `action_mask_key`.
       env, env_params: a gymnax-API environment: Discrete, Box, MultiDiscrete or
         MultiBinary actions; observations an array of any shape (flattened for the MLP,
         `[H, W, C]` for the conv encoders) or a gymnax `Dict` / `Tuple` of arrays.
@@ -887,7 +963,8 @@ def make_networks(
     Raises:
       ValueError: for an unsupported action space, or settings that do not fit the env
         (conv encoder without image observations, convs that shrink the image below 1x1,
-        `squash_actions` without finite Box bounds), naming the field and value.
+        `squash_actions` without finite Box bounds, an action mask on Box / MultiBinary
+        actions or of the wrong shape), naming the field and value.
     """
     if config.recurrent is not None:
         # One step from the zero state (what a fresh episode's first step computes); the
@@ -902,7 +979,9 @@ def make_networks(
         return nets.init, apply_first_step
     spec = action_spec(env, env_params)
     obs_space = env.observation_space(env_params)
-    inputs = observation_inputs(obs_space)
+    encoded_space, mask_key = split_action_mask(obs_space, config.action_mask_key)
+    _check_action_mask(spec, obs_space, mask_key, env)
+    inputs = observation_inputs(encoded_space)
     _check_config(config, spec, inputs, env)
     continuous = spec.kind == "continuous"
     plain = len(inputs) == 1 and inputs[0].path == ()
@@ -935,6 +1014,7 @@ def make_networks(
 
     def apply(params: Params, obs: Any) -> tuple[distrax.Distribution, jax.Array]:
         actor_out, value, log_std = module.apply(params, obs)
-        return make_distribution(spec, actor_out, log_std, squash), value
+        mask = None if mask_key is None else obs[mask_key]
+        return make_distribution(spec, actor_out, log_std, squash, mask), value
 
     return init, apply

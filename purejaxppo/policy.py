@@ -6,12 +6,14 @@ temperature)`, `policy.reset(done)`, `get_params()` / `set_params()`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from gymnax.environments import spaces
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
@@ -23,6 +25,57 @@ from purejaxppo.networks import (
 )
 from purejaxppo.rollout import to_env_action
 from purejaxppo.types import Params, TrainOutput, TrainState
+
+
+def observation_shapes(space: Any) -> Any:
+    """Shapes of one observation: a tuple for an array space, or a dict / list of them
+    for gymnax `Dict` / `Tuple` spaces (the structure `Policy.act` and `evaluate` check)."""
+    if isinstance(space, spaces.Dict):
+        return {k: observation_shapes(s) for k, s in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return [observation_shapes(s) for s in space.spaces]
+    return tuple(int(s) for s in space.shape)
+
+
+def batch_observation(obs: Any, shapes: Any) -> tuple[Any, bool]:
+    """`(obs with a leading batch axis, whether obs was one observation)`.
+
+    `obs` is an array (or a dict / tuple of arrays, like the space) of one observation
+    `[*shape]` or a batch `[B, *shape]`; every entry must agree.
+
+    Raises:
+      ValueError: naming the entry whose structure or shape does not fit `shapes`.
+    """
+    leaves: list[tuple[str, jax.Array, tuple[int, ...]]] = []
+
+    def visit(node: Any, want: Any, name: str) -> Any:
+        if isinstance(want, dict):
+            if not isinstance(node, Mapping) or set(node) != set(want):
+                got = sorted(node) if isinstance(node, Mapping) else type(node).__name__
+                raise ValueError(f"{name}: expected a dict with keys {sorted(want)}, got {got}")
+            return {k: visit(node[k], want[k], f"{name}[{k!r}]") for k in want}
+        if isinstance(want, list):
+            if not isinstance(node, Sequence) or len(node) != len(want):
+                raise ValueError(f"{name}: expected a tuple of {len(want)} arrays")
+            return tuple(
+                visit(n, w, f"{name}[{i}]") for i, (n, w) in enumerate(zip(node, want, strict=True))
+            )
+        array = jnp.asarray(node)
+        if array.shape != want and array.shape[1:] != want:
+            raise ValueError(f"{name} shape {array.shape}: expected {want} or [B, *{want}]")
+        leaves.append((name, array, want))
+        return array
+
+    tree = visit(obs, shapes, "obs")
+    singles = {array.shape == want for _, array, want in leaves}
+    batches = {array.shape[0] for _, array, want in leaves if array.shape != want}
+    if len(singles) > 1 or len(batches) > 1:
+        got = {name: array.shape for name, array, _ in leaves}
+        raise ValueError(f"obs entries disagree on the batch size: {got}")
+    single = singles == {True}
+    if single:
+        tree = jax.tree.map(lambda x: x[None], tree)
+    return tree, single
 
 
 class Policy:
@@ -48,7 +101,8 @@ class Policy:
         self.config = config
         self.env, self.env_params = env, env_params
         self.spec = action_spec(env, env_params)
-        self.obs_shape = tuple(env.observation_space(env_params).shape)
+        # A tuple, or for dict / tuple observations a dict / list of tuples.
+        self.obs_shape = observation_shapes(env.observation_space(env_params))
         _, self.apply = make_networks(config, env, env_params)
         self.recurrent = config.recurrent is not None
         self._nets = make_recurrent_networks(config, env, env_params) if self.recurrent else None
@@ -158,6 +212,10 @@ class Policy:
     ) -> Any:
         """Actions for observations `[B, *obs_shape]` or one observation `[*obs_shape]`.
 
+        Dict / tuple observations are passed the same way (a dict / tuple of such arrays).
+        With an action mask in the observation (`PPOConfig.action_mask_key`), masked
+        actions are never returned, sampled or greedy.
+
         temperature 1 samples from the policy, 0 takes the argmax (discrete, per component
         for MultiDiscrete, logit > 0 per bit for MultiBinary) / the mean (continuous; with
         `squash_actions` the squashed pre-tanh mean); in between it sharpens (logits / T)
@@ -176,16 +234,11 @@ class Policy:
         """
         if temperature < 0:
             raise ValueError(f"temperature={temperature!r}: must be >= 0")
-        obs = jnp.asarray(obs)
-        single = obs.shape == self.obs_shape
-        if not single and obs.shape[1:] != self.obs_shape:
-            raise ValueError(
-                f"obs shape {obs.shape}: expected {self.obs_shape} or [B, *{self.obs_shape}]"
-            )
-        batch = obs[None] if single else obs
+        batch, single = batch_observation(obs, self.obs_shape)
         if self.recurrent:
-            if self._hidden is None or self._hidden.shape[0] != batch.shape[0]:
-                self._hidden = self._nets.initial_hidden(batch.shape[0])
+            size = jax.tree.leaves(batch)[0].shape[0]
+            if self._hidden is None or self._hidden.shape[0] != size:
+                self._hidden = self._nets.initial_hidden(size)
             action, output, self._hidden = self._act(
                 self._params, batch, key, jnp.float32(temperature), self._hidden
             )
@@ -255,10 +308,11 @@ def evaluate(
     else:
         env, default_params = make_env(env_id)
     env_params = default_params if env_params is None else env_params
-    if tuple(env.observation_space(env_params).shape) != policy.obs_shape:
+    env_shapes = observation_shapes(env.observation_space(env_params))
+    if env_shapes != policy.obs_shape:
         raise ValueError(
-            f"evaluate: {env_id} observations {env.observation_space(env_params).shape} do "
-            f"not match the policy's {policy.obs_shape}"
+            f"evaluate: {env_id} observations {env_shapes} do not match the policy's "
+            f"{policy.obs_shape}"
         )
     if max_steps is None:
         max_steps = int(env_params.max_steps_in_episode)

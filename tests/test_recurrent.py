@@ -246,7 +246,10 @@ def test_policy_reset_zeroes_where_done():
     assert policy.hidden.shape == (1, config.recurrent_size)
 
 
-def test_export_refuses_recurrent_policies(tmp_path):
+def test_export_writes_recurrent_policies(tmp_path):
+    """Recurrent policies export (parity: tests/test_export_recurrent.py)."""
+    import json
+
     import torch  # noqa: F401  (a test dependency: pip install -e ".[test,torch]")
 
     from purejaxppo.export import export_torch
@@ -254,5 +257,7 @@ def test_export_refuses_recurrent_policies(tmp_path):
     config = SMALL
     env, env_params = pjp.make_env(config.env_name)
     params = make_recurrent_networks(config, env, env_params).init(jax.random.key(0))
-    with pytest.raises(ValueError, match=r"recurrent='gru' has no PyTorch export"):
-        export_torch(params, config, tmp_path / "policy.pt")
+    policy = export_torch(params, config, tmp_path / "policy.pt")
+    meta = json.loads(policy.with_suffix(".json").read_text())
+    assert meta["class_name"] == "RecurrentActorCritic"
+    assert (meta["recurrent"], meta["state_size"]) == ("gru", config.recurrent_size)

@@ -12,6 +12,7 @@ from purejaxppo.envs.probes import (
     Probe5,
     Probe6,
     Probe7,
+    ProbeMaskedAction,
     ProbeMultiBinary,
     ProbeMultiDiscrete,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "Probe5",
     "Probe6",
     "Probe7",
+    "ProbeMaskedAction",
     "ProbeMultiBinary",
     "ProbeMultiDiscrete",
     "make_env",

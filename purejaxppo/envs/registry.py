@@ -28,7 +28,8 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
 
     Args:
       env_id: a gymnax id ("CartPole-v1", "Breakout-MinAtar", ...) or a probe id
-        ("Probe1-v0" ... "Probe7-v0", "ProbeMultiDiscrete-v0", "ProbeMultiBinary-v0"), or
+        ("Probe1-v0" ... "Probe7-v0", "ProbeMultiDiscrete-v0", "ProbeMultiBinary-v0",
+        "ProbeMaskedAction-v0"), or
         "PendulumNoVel-v1" (Pendulum without the angular velocity, `envs/pomdp.py`).
       env_kwargs: keys that name a field of the env's `EnvParams` (for example
         `max_steps_in_episode`) replace that parameter; all other keys are passed to the

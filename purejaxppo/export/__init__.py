@@ -1,7 +1,7 @@
 """Export trained policies to other frameworks.
 
-`export_torch` writes a PyTorch (TorchScript) copy of the actor-critic; see
-`purejaxppo.export.torch`. Importing this package does not import torch: the wrapper
+`export_torch` writes a PyTorch (TorchScript) copy of the actor-critic (feed-forward or
+recurrent); see `purejaxppo.export.torch`. Importing this package does not import torch: the wrapper
 below loads the torch exporter on first use, so purejaxppo works without torch installed.
 """
 

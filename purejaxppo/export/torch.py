@@ -1,10 +1,11 @@
 """PyTorch export of a purejaxppo actor-critic.
 
 `export_torch(source, config, path)` converts the flax parameters of `ActorCritic` (the
-default network) or `EncoderActorCritic` (`encoder` "cnn" / "impala" or `share_encoder`;
+default network), `EncoderActorCritic` (`encoder` "cnn" / "impala" or `share_encoder`) or
+`RecurrentActorCritic` (`recurrent` "lstm" / "gru", with any encoder; all in
 `purejaxppo.networks`) into an equivalent PyTorch module and writes four files. Not
-exported yet (ValueError naming them): `squash_actions`, recurrent (LSTM / GRU)
-policies, MultiDiscrete / MultiBinary actions and dict / tuple observations.
+exported yet (ValueError naming them): `squash_actions`, MultiDiscrete / MultiBinary
+actions and dict / tuple observations (hence also action masks).
 
 - `path` (e.g. `policy.pt`): a TorchScript module. Plain PyTorch loads it with
   `torch.jit.load(path)`, without JAX or purejaxppo. `m(obs) -> (actor_out, value)` for
@@ -14,11 +15,21 @@ policies, MultiDiscrete / MultiBinary actions and dict / tuple observations.
   `[B, *action_shape]` and clipped to the Box bounds. Continuous policies also carry
   `m.log_std` `[A]` (std = exp(log_std), state-independent) and the `m.action_low`,
   `m.action_high` buffers `[*action_shape]`.
+- Recurrent policies carry a float32 state `[B, S]` in and out, laid out as purejaxppo's
+  (`make_recurrent_networks`, `Policy.hidden`), so states move between JAX and torch
+  unchanged: the GRU's h (S = recurrent_size) or the LSTM's `[c, h]` (S = 2 *
+  recurrent_size). `m(obs, state) -> (actor_out, value, state)`, `m.act_greedy(obs,
+  state) -> (action, state)`, `m.initial_state(B)` (zeros `[B, S]`) and
+  `m.reset_state(state, done [B])`, which zeroes the rows of envs whose episode ended:
+  the caller resets, as `Policy.reset(done)`. The core is a `torch.nn.LSTMCell` /
+  `torch.nn.GRUCell` (`m.core.cell`) holding flax's `OptimizedLSTMCell` / `GRUCell`
+  weights; both compute the same function (see `_recurrent_state_dict_from_params`).
 - `path.with_suffix(".state_dict.pt")`: the module's plain `state_dict` (`torch.save`).
 - `path.with_suffix(".module.py")`: the source of the matching `nn.Module` (imports only
   torch): build `<meta["class_name"]>(**meta["constructor"])`, then `load_state_dict`.
 - `path.with_suffix(".json")`: metadata (obs_shape, action kind, num_actions,
-  hidden_sizes, activation, the constructor arguments, ...).
+  hidden_sizes, activation, recurrent, the constructor arguments, ...; recurrent
+  policies add recurrent_size, state_size and state_layout).
 
 This module imports torch at the top; `purejaxppo.export.export_torch` imports it lazily,
 so `import purejaxppo` never imports torch.
@@ -41,12 +52,34 @@ import numpy as np
 import torch
 
 from purejaxppo.config import PPOConfig
-from purejaxppo.networks import ActionSpec, action_spec, make_networks, observation_inputs
+from purejaxppo.networks import (
+    ActionSpec,
+    action_spec,
+    make_networks,
+    observation_inputs,
+    recurrent_state_size,
+)
 
 FORMAT = "purejaxppo-torch-export"
 FORMAT_VERSION = 1
 CLASS_NAME = "ActorCritic"  # the default network (flat MLPs, separate actor and critic)
 ENCODER_CLASS_NAME = "EncoderActorCritic"  # encoder "cnn" / "impala", or share_encoder
+RECURRENT_CLASS_NAME = "RecurrentActorCritic"  # recurrent "lstm" / "gru"
+
+# What the exported modules compute (the metadata's "outputs").
+OUTPUTS = (
+    "forward(obs float32 [B, *obs_shape]) -> (logits [B, A] | mean [B, A], value [B]); "
+    "act_greedy(obs) -> argmax [B] int64 | mean clipped to the bounds "
+    "[B, *action_shape]; continuous: std = exp(log_std) [A]"
+)
+RECURRENT_OUTPUTS = (
+    "forward(obs float32 [B, *obs_shape], state float32 [B, S]) -> (logits [B, A] | "
+    "mean [B, A], value [B], state [B, S]); act_greedy(obs, state) -> (argmax [B] int64 | "
+    "mean clipped to the bounds [B, *action_shape], state [B, S]); initial_state(B) -> "
+    "zeros [B, S]; reset_state(state, done [B]) zeroes the rows of done (call it after "
+    "each env step); state = state_layout ([c, h] for LSTM, [h] for GRU), as purejaxppo's; "
+    "continuous: std = exp(log_std) [A]"
+)
 
 #: Activations the exported module implements, matching flax's defaults:
 #: nn.gelu is the tanh approximation, nn.leaky_relu has negative_slope 0.01, nn.elu alpha 1.
@@ -69,7 +102,8 @@ Load the weights exported beside this file:
     net.load_state_dict(torch.load("policy.state_dict.pt"))
     logits_or_mean, value = net(obs)  # obs: float32 [B, *obs_shape]
 
-(`meta["class_name"]` names the class: `ActorCritic` or `EncoderActorCritic`.)
+(`meta["class_name"]` names the class: `ActorCritic`, `EncoderActorCritic` or
+`RecurrentActorCritic`; the recurrent one also takes and returns its state, see below.)
 
 `ActorCritic` mirrors purejaxppo.networks.ActorCritic (the default network): separate
 actor and critic MLPs on the flattened observation, each `hidden_sizes` Linear layers
@@ -77,6 +111,9 @@ with `activation`, then a linear head (actor: num_actions logits or Gaussian mea
 critic: 1 value). `EncoderActorCritic` mirrors purejaxppo.networks.EncoderActorCritic
 (`encoder` "cnn" / "impala", or `share_encoder`): Nature-DQN or IMPALA (CoordConv) conv
 encoders on [H, W, C] images, then the `hidden_sizes` layers and linear heads.
+`RecurrentActorCritic` mirrors purejaxppo.networks.RecurrentActorCritic (`recurrent`
+"lstm" / "gru"): one encoder, an LSTM or GRU core, then actor and critic heads of one
+hidden layer each; `forward(obs, state) -> (logits or mean, value, new state)`.
 Continuous policies own a state-independent `log_std` [A] (std = exp(log_std)); the env
 receives the action clipped to [action_low, action_high].
 """
@@ -442,6 +479,166 @@ class EncoderActorCritic(nn.Module):
             mean = out.reshape(shape)
             return torch.minimum(torch.maximum(mean, self.action_low), self.action_high)
         return torch.argmax(out, dim=-1)
+
+
+class LSTMCore(nn.Module):
+    """LSTM step on the state [c, h]: (features [B, F], state [B, 2R]) -> (state, h [B, R]).
+
+    `cell` is a torch.nn.LSTMCell (gates i, f, g, o) holding the weights of flax's
+    OptimizedLSTMCell, which computes the same function: flax's input kernels have no
+    bias (bias_ih is 0), its recurrent ones carry the gate biases (bias_hh).
+    """
+
+    size: Final[int]
+
+    def __init__(self, in_size: int, size: int):
+        super().__init__()
+        self.cell = nn.LSTMCell(int(in_size), int(size))
+        self.size = int(size)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        c, h = state[:, : self.size], state[:, self.size :]
+        h, c = self.cell(x, (h, c))
+        return torch.cat([c, h], dim=-1), h
+
+
+class GRUCore(nn.Module):
+    """GRU step on the state h: (features [B, F], state [B, R]) -> (state, h [B, R]).
+
+    `cell` is a torch.nn.GRUCell (gates r, z, n) holding the weights of flax's GRUCell,
+    which computes the same function: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)),
+    h' = (1 - z) * n + z * h; flax has no bias on W_hr h and W_hz h (those rows of bias_hh
+    are 0).
+    """
+
+    def __init__(self, in_size: int, size: int):
+        super().__init__()
+        self.cell = nn.GRUCell(int(in_size), int(size))
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        h = self.cell(x, state)
+        return h, h
+
+
+class RecurrentActorCritic(nn.Module):
+    """forward(obs [B, *obs_shape], state [B, S]) -> (logits or mean [B, A], value [B], state).
+
+    Mirrors purejaxppo.networks.RecurrentActorCritic: `encoder` (as EncoderActorCritic's),
+    `core` (LSTMCore or GRUCore of `recurrent_size` units R), then `actor_head` and
+    `critic_head` (one hidden layer of hidden_sizes[-1] units each, then Linear).
+
+    The state of one env is ONE float32 vector [S], laid out as in purejaxppo (states move
+    between JAX and torch unchanged): the GRU's h (S = R), or the LSTM's cell and hidden
+    state concatenated, [c, h] (S = 2R). A new episode starts from zeros: zero the rows of
+    the envs whose episode ended before their next step (`reset_state(state, done)`, as
+    purejaxppo's `Policy.reset(done)`); `initial_state(B)` is the state of B fresh envs.
+
+        state = net.initial_state(num_envs)
+        for t in range(T):
+            action, state = net.act_greedy(obs, state)
+            obs, reward, done = env.step(action)
+            state = net.reset_state(state, done)
+    """
+
+    continuous: Final[bool]
+    recurrent_size: Final[int]
+    state_size: Final[int]
+    obs_shape: List[int]
+    action_shape: List[int]
+
+    def __init__(
+        self,
+        obs_shape: List[int],
+        num_actions: int,
+        hidden_sizes: List[int],
+        activation: str = "tanh",
+        continuous: bool = False,
+        action_shape: Optional[List[int]] = None,
+        recurrent: str = "lstm",
+        recurrent_size: int = 64,
+        encoder: str = "mlp",
+        cnn_channels: Optional[List[int]] = None,
+        cnn_kernel_sizes: Optional[List[int]] = None,
+        cnn_strides: Optional[List[int]] = None,
+        impala_channels: Optional[List[int]] = None,
+        obs_shift: float = 0.0,
+        obs_scale: float = 1.0,
+    ):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        if recurrent not in ("lstm", "gru"):
+            raise ValueError(f"recurrent must be 'lstm' or 'gru', got {recurrent!r}")
+        self.obs_shape = [int(s) for s in obs_shape]
+        self.num_actions = int(num_actions)
+        self.continuous = bool(continuous)
+        self.action_shape = [int(s) for s in (action_shape or [])]
+        self.recurrent_size = int(recurrent_size)
+        self.state_size = 2 * self.recurrent_size if recurrent == "lstm" else self.recurrent_size
+        self.encoder = Encoder(
+            self.obs_shape,
+            encoder,
+            [int(h) for h in hidden_sizes],
+            activation,
+            list(cnn_channels or [32, 64, 64]),
+            list(cnn_kernel_sizes or [8, 4, 3]),
+            list(cnn_strides or [4, 2, 1]),
+            list(impala_channels or [16, 32, 32]),
+            obs_shift,
+            obs_scale,
+        )
+        features = int(hidden_sizes[-1])
+        if recurrent == "lstm":
+            self.core = LSTMCore(features, self.recurrent_size)
+        else:
+            self.core = GRUCore(features, self.recurrent_size)
+        self.actor_head = MLP(self.recurrent_size, [features], self.num_actions, activation)
+        self.critic_head = MLP(self.recurrent_size, [features], 1, activation)
+        if self.continuous:
+            self.log_std = nn.Parameter(torch.zeros(self.num_actions))
+            self.register_buffer("action_low", torch.zeros(self.action_shape))
+            self.register_buffer("action_high", torch.zeros(self.action_shape))
+
+    def forward(
+        self, obs: torch.Tensor, state: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One step of B envs.
+
+        Args:
+          obs: [B, *obs_shape], any real dtype (cast to float32).
+          state: float32 [B, S], the state before this step (zero rows: new episodes).
+
+        Returns:
+          (logits [B, A] or Gaussian mean [B, A], value [B], state after the step [B, S]),
+          all float32.
+        """
+        state, out = self.core(self.encoder(obs), state)
+        return self.actor_head(out), self.critic_head(out)[:, 0], state
+
+    @torch.jit.export
+    def act_greedy(
+        self, obs: torch.Tensor, state: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(argmax [B] int64, or the mean [B, *action_shape] clipped to the bounds; state)."""
+        state, out = self.core(self.encoder(obs), state)
+        actor_out = self.actor_head(out)
+        if self.continuous:
+            shape: List[int] = [actor_out.shape[0]] + self.action_shape
+            mean = actor_out.reshape(shape)
+            action = torch.minimum(torch.maximum(mean, self.action_low), self.action_high)
+            return action, state
+        return torch.argmax(actor_out, dim=-1), state
+
+    @torch.jit.export
+    def initial_state(self, batch: int) -> torch.Tensor:
+        """Zeros [batch, S] float32 on the module's device: the state of fresh episodes."""
+        weight = self.actor_head.head.weight
+        return torch.zeros([batch, self.state_size], dtype=torch.float32, device=weight.device)
+
+    @torch.jit.export
+    def reset_state(self, state: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """The state [B, S] with the rows of `done` [B] (bool or 0/1) zeroed."""
+        return torch.where(done.reshape(-1, 1) != 0, torch.zeros_like(state), state)
 '''
 
 
@@ -480,8 +677,9 @@ def export_torch(
       source: a `TrainOutput` (from `train(key, hparams)`), a `TrainState`, a
         `RunnerState`, or a flax params dict (`{"params": {"actor": ..., "critic": ...,
         "log_std": ...}}`, as `make_networks`'s `init` returns).
-      config: the run's config; uses `hidden_sizes`, `activation`, and `env_name` /
-        `env_kwargs` when `env` is not given.
+      config: the run's config; uses the network fields (`hidden_sizes`, `activation`,
+        `encoder` and its conv settings, `share_encoder`, `recurrent`, `recurrent_size`)
+        and `env_name` / `env_kwargs` when `env` is not given.
       path: the TorchScript file to write (e.g. "policy.pt"); the state dict, module
         source and metadata go beside it (see `export_paths`). Parent folders are made.
       env, env_params: the gymnax environment; default
@@ -495,11 +693,10 @@ def export_torch(
 
     Raises:
       ValueError: for an unsupported activation or action space (MultiDiscrete,
-        MultiBinary), a config that is not the default network (`encoder` other than
-        "mlp", `share_encoder`, `squash_actions`, `recurrent`: not exported yet, the message names the
-        field), dict / tuple observations, a source that holds no params, or a param
-        tree that does not match the config and env (naming the missing, unexpected or
-        mis-shaped entries).
+        MultiBinary), `squash_actions` (not exported yet, the message names the field),
+        dict / tuple observations, settings that do not fit the env (as
+        `make_networks`), a source that holds no params, or a param tree that does not
+        match the config and env (naming the missing, unexpected or mis-shaped entries).
     """
     paths = export_paths(path)
     if len(set(paths)) != len(paths):
@@ -508,11 +705,6 @@ def export_torch(
         raise ValueError(
             f"activation={config.activation!r} has no PyTorch export; "
             f"supported: {', '.join(TORCH_ACTIVATIONS)}"
-        )
-    if config.recurrent is not None:
-        raise ValueError(
-            f"recurrent={config.recurrent!r} has no PyTorch export yet: only feed-forward "
-            "policies export (recurrent=None)"
         )
     if config.squash_actions:
         raise ValueError(
@@ -550,24 +742,30 @@ def export_torch(
         "continuous": not spec.discrete,
         "action_shape": list(spec.shape),
     }
-    if config.encoder == "mlp" and not config.share_encoder:
+    if config.recurrent is None and config.encoder == "mlp" and not config.share_encoder:
         class_name = CLASS_NAME
         flat = _select_agent(
             _flatten_params(params), _expected_shapes(obs_shape, spec, hidden_sizes), index
         )
         arrays = _state_dict_from_params(flat, obs_shape, spec, hidden_sizes)
     else:
-        class_name = ENCODER_CLASS_NAME
         # The JAX network's own param shapes (make_networks also rejects settings that do
         # not fit the env, e.g. a conv encoder on vector observations).
         init, _ = make_networks(config, env, env_params)
         expected = _abstract_shapes(jax.eval_shape(init, jax.random.key(0)))
         flat = _select_agent(_flatten_params(params), expected, index)
-        arrays = _encoder_state_dict_from_params(flat, config, spec)
+        if config.recurrent is None:
+            class_name = ENCODER_CLASS_NAME
+            arrays = _encoder_state_dict_from_params(flat, config, spec)
+            constructor["share_encoder"] = config.share_encoder
+        else:
+            # One encoder feeds the core and both heads (share_encoder has no effect).
+            class_name = RECURRENT_CLASS_NAME
+            arrays = _recurrent_state_dict_from_params(flat, config, spec)
+            constructor.update(recurrent=config.recurrent, recurrent_size=config.recurrent_size)
         (obs_input,) = observation_inputs(obs_space)
         constructor.update(
             encoder=config.encoder,
-            share_encoder=config.share_encoder,
             cnn_channels=list(config.cnn_channels),
             cnn_kernel_sizes=list(config.cnn_kernel_sizes),
             cnn_strides=list(config.cnn_strides),
@@ -606,13 +804,10 @@ def export_torch(
         "activation": config.activation,
         "encoder": config.encoder,
         "share_encoder": config.share_encoder,
+        "recurrent": config.recurrent,
         "class_name": class_name,
         "constructor": constructor,
-        "outputs": (
-            "forward(obs float32 [B, *obs_shape]) -> (logits [B, A] | mean [B, A], value [B]); "
-            "act_greedy(obs) -> argmax [B] int64 | mean clipped to the bounds "
-            "[B, *action_shape]; continuous: std = exp(log_std) [A]"
-        ),
+        "outputs": OUTPUTS if config.recurrent is None else RECURRENT_OUTPUTS,
         "files": {
             "torchscript": paths.torchscript.name,
             "state_dict": paths.state_dict.name,
@@ -620,6 +815,10 @@ def export_torch(
         },
         "torch_version": torch.__version__,
     }
+    if config.recurrent is not None:
+        meta["recurrent_size"] = config.recurrent_size
+        meta["state_size"] = recurrent_state_size(config)
+        meta["state_layout"] = "[c, h]" if config.recurrent == "lstm" else "[h]"
     paths.metadata.write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n")
     return paths.torchscript
 
@@ -725,6 +924,68 @@ def _abstract_shapes(params: Any) -> dict[str, tuple[int, ...]]:
     return {"/".join(str(k.key) for k in path): tuple(leaf.shape) for path, leaf in leaves}
 
 
+def _dense_arrays(flat: Mapping[str, np.ndarray], flax_name: str, torch_name: str) -> dict:
+    """Flax Dense `kernel [in, out]`, `bias` -> torch Linear `weight [out, in]`, `bias`."""
+    kernel = np.asarray(flat[f"{flax_name}/kernel"], np.float32)
+    return {
+        f"{torch_name}.weight": np.ascontiguousarray(kernel.T),
+        f"{torch_name}.bias": np.asarray(flat[f"{flax_name}/bias"], np.float32),
+    }
+
+
+def _conv_arrays(flat: Mapping[str, np.ndarray], flax_name: str, torch_name: str) -> dict:
+    """Flax conv `kernel [kh, kw, in, out]` -> torch Conv2d `weight [out, in, kh, kw]`."""
+    kernel = np.asarray(flat[f"{flax_name}/kernel"], np.float32)
+    return {
+        f"{torch_name}.weight": np.ascontiguousarray(kernel.transpose(3, 2, 0, 1)),
+        f"{torch_name}.bias": np.asarray(flat[f"{flax_name}/bias"], np.float32),
+    }
+
+
+def _encoder_arrays(
+    flat: Mapping[str, np.ndarray], config: PPOConfig, flax_prefix: str, torch_prefix: str
+) -> dict[str, np.ndarray]:
+    """One flax `Encoder` (conv stack if any, then `obs_mlp`) -> the torch `Encoder`'s."""
+    out: dict[str, np.ndarray] = {}
+    if f"{flax_prefix}/obs_cnn/Conv2D_0/kernel" in flat:
+        for i in range(len(config.cnn_channels)):
+            out.update(
+                _conv_arrays(
+                    flat, f"{flax_prefix}/obs_cnn/Conv2D_{i}", f"{torch_prefix}.conv.convs.{i}.conv"
+                )
+            )
+    if f"{flax_prefix}/obs_impala/Conv2D_0/kernel" in flat:
+        for s in range(len(config.impala_channels)):
+            stage = f"{torch_prefix}.conv.stages.{s}"
+            out.update(
+                _conv_arrays(flat, f"{flax_prefix}/obs_impala/Conv2D_{s}", f"{stage}.conv.conv")
+            )
+            for b in range(2):
+                block = f"{flax_prefix}/obs_impala/ResidualBlock_{2 * s + b}"
+                for j in range(2):
+                    out.update(
+                        _conv_arrays(
+                            flat, f"{block}/Conv2D_{j}", f"{stage}.blocks.{b}.convs.{j}.conv"
+                        )
+                    )
+    for i in range(len(config.hidden_sizes)):
+        out.update(
+            _dense_arrays(flat, f"{flax_prefix}/obs_mlp/Dense_{i}", f"{torch_prefix}.mlp.{i}")
+        )
+    return out
+
+
+def _action_arrays(flat: Mapping[str, np.ndarray], spec: ActionSpec) -> dict[str, np.ndarray]:
+    """Box actions: `log_std` [A] and the bound buffers [*action_shape]; nothing otherwise."""
+    if spec.discrete:
+        return {}
+    return {
+        "log_std": np.asarray(flat["log_std"], np.float32),
+        "action_low": np.asarray(spec.low, np.float32).reshape(spec.shape),
+        "action_high": np.asarray(spec.high, np.float32).reshape(spec.shape),
+    }
+
+
 def _encoder_state_dict_from_params(
     flat: Mapping[str, np.ndarray], config: PPOConfig, spec: ActionSpec
 ) -> dict[str, np.ndarray]:
@@ -734,42 +995,59 @@ def _encoder_state_dict_from_params(
     `[in, out]` become Linear weights `[out, in]`. Flax `encoder` (shared) or
     `actor_encoder` maps to torch `encoder`, flax `critic_encoder` to `critic_encoder`.
     """
-    out: dict[str, np.ndarray] = {}
-
-    def conv(flax_name: str, torch_name: str) -> None:
-        kernel = np.asarray(flat[f"{flax_name}/kernel"], np.float32)
-        out[f"{torch_name}.weight"] = np.ascontiguousarray(kernel.transpose(3, 2, 0, 1))
-        out[f"{torch_name}.bias"] = np.asarray(flat[f"{flax_name}/bias"], np.float32)
-
-    def dense(flax_name: str, torch_name: str) -> None:
-        kernel = np.asarray(flat[f"{flax_name}/kernel"], np.float32)
-        out[f"{torch_name}.weight"] = np.ascontiguousarray(kernel.T)
-        out[f"{torch_name}.bias"] = np.asarray(flat[f"{flax_name}/bias"], np.float32)
-
     if config.share_encoder:
         encoders = [("encoder", "encoder")]
     else:
         encoders = [("actor_encoder", "encoder"), ("critic_encoder", "critic_encoder")]
+    out: dict[str, np.ndarray] = {}
     for flax_prefix, torch_prefix in encoders:
-        if f"{flax_prefix}/obs_cnn/Conv2D_0/kernel" in flat:
-            for i in range(len(config.cnn_channels)):
-                conv(f"{flax_prefix}/obs_cnn/Conv2D_{i}", f"{torch_prefix}.conv.convs.{i}.conv")
-        if f"{flax_prefix}/obs_impala/Conv2D_0/kernel" in flat:
-            for s in range(len(config.impala_channels)):
-                stage = f"{torch_prefix}.conv.stages.{s}"
-                conv(f"{flax_prefix}/obs_impala/Conv2D_{s}", f"{stage}.conv.conv")
-                for b in range(2):
-                    block = f"{flax_prefix}/obs_impala/ResidualBlock_{2 * s + b}"
-                    for j in range(2):
-                        conv(f"{block}/Conv2D_{j}", f"{stage}.blocks.{b}.convs.{j}.conv")
-        for i in range(len(config.hidden_sizes)):
-            dense(f"{flax_prefix}/obs_mlp/Dense_{i}", f"{torch_prefix}.mlp.{i}")
-    dense("actor_head", "actor_head")
-    dense("critic_head", "critic_head")
-    if not spec.discrete:
-        out["log_std"] = np.asarray(flat["log_std"], np.float32)
-        out["action_low"] = np.asarray(spec.low, np.float32).reshape(spec.shape)
-        out["action_high"] = np.asarray(spec.high, np.float32).reshape(spec.shape)
+        out.update(_encoder_arrays(flat, config, flax_prefix, torch_prefix))
+    out.update(_dense_arrays(flat, "actor_head", "actor_head"))
+    out.update(_dense_arrays(flat, "critic_head", "critic_head"))
+    out.update(_action_arrays(flat, spec))
+    return out
+
+
+def _recurrent_state_dict_from_params(
+    flat: Mapping[str, np.ndarray], config: PPOConfig, spec: ActionSpec
+) -> dict[str, np.ndarray]:
+    """Flat, checked flax params of `RecurrentActorCritic` -> the torch module's state_dict.
+
+    The encoder and heads convert as in `_encoder_state_dict_from_params`. The core's
+    per-gate flax kernels `[in, R]` stack, transposed, into torch's `[n_gates * R, in]`:
+
+    - LSTM (`nn.OptimizedLSTMCell`: input kernels `ii, if, ig, io` without bias,
+      recurrent kernels `hi, hf, hg, ho` with bias) -> `torch.nn.LSTMCell` in its gate
+      order i, f, g, o; `bias_ih` = 0, `bias_hh` = the recurrent biases.
+    - GRU (`nn.GRUCell`: input kernels `ir, iz, in` with bias, recurrent kernels `hr, hz`
+      without and `hn` with bias) -> `torch.nn.GRUCell` in its gate order r, z, n;
+      `bias_ih` = the input biases, `bias_hh` = [0, 0, b_hn]. Both compute
+      n = tanh(W_in x + b_in + r * (W_hn h + b_hn)).
+    """
+    size = config.recurrent_size
+    zeros = np.zeros(size, np.float32)
+
+    def kernel(name: str) -> np.ndarray:
+        return np.asarray(flat[f"core/{name}/kernel"], np.float32).T
+
+    def bias(name: str) -> np.ndarray:
+        key = f"core/{name}/bias"
+        return np.asarray(flat[key], np.float32) if key in flat else zeros
+
+    gates = "ifgo" if config.recurrent == "lstm" else "rzn"
+    out = _encoder_arrays(flat, config, "encoder", "encoder")
+    out["core.cell.weight_ih"] = np.ascontiguousarray(
+        np.concatenate([kernel(f"i{g}") for g in gates])
+    )
+    out["core.cell.weight_hh"] = np.ascontiguousarray(
+        np.concatenate([kernel(f"h{g}") for g in gates])
+    )
+    out["core.cell.bias_ih"] = np.concatenate([bias(f"i{g}") for g in gates])
+    out["core.cell.bias_hh"] = np.concatenate([bias(f"h{g}") for g in gates])
+    for head in ("actor_head", "critic_head"):
+        out.update(_dense_arrays(flat, f"{head}/Dense_0", f"{head}.hidden.0"))
+        out.update(_dense_arrays(flat, f"{head}/Dense_1", f"{head}.head"))
+    out.update(_action_arrays(flat, spec))
     return out
 
 
@@ -870,10 +1148,7 @@ def _state_dict_from_params(
             kernel = np.asarray(flat[f"{name}/Dense_{i}/kernel"], np.float32)
             out[f"{prefix}.weight"] = np.ascontiguousarray(kernel.T if transpose else kernel)
             out[f"{prefix}.bias"] = np.asarray(flat[f"{name}/Dense_{i}/bias"], np.float32)
-    if not spec.discrete:
-        out["log_std"] = np.asarray(flat["log_std"], np.float32)
-        out["action_low"] = np.asarray(spec.low, np.float32).reshape(spec.shape)
-        out["action_high"] = np.asarray(spec.high, np.float32).reshape(spec.shape)
+    out.update(_action_arrays(flat, spec))
     return out
 
 
