@@ -39,16 +39,84 @@ HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE / ".venv-rejax"
 
 
+def _program(pjp, config, agents: int, cpu_devices: int):
+    """(compile thunk, call thunk, parallel mode) for one cell of purejaxppo.
+
+    One device: `jit(vmap(make_train(config)))` over `[S]` keys (S = agents). Several CPU
+    devices: S > 1 agents are split over the devices along the runs axis
+    (`parallel.make_runs_program` + `batch_runs`, S / D agents vmapped per device); one
+    agent is split data-parallel (`make_data_parallel_train`, num_envs / D envs per device,
+    gradients pmean'd). Each call returns the `[S, num_updates]` episode returns.
+    """
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    from purejaxppo import parallel
+
+    keys = jax.random.split(jax.random.key(0), agents)
+    if cpu_devices == 1:
+        train = jax.jit(jax.vmap(pjp.make_train(config)))
+        state = {}
+
+        def compile_():
+            state["compiled"] = train.lower(keys).compile()
+
+        def call():
+            return jax.block_until_ready(state["compiled"](keys).metrics["episode_return"])
+
+        return compile_, call, "vmap"
+
+    if agents == 1:
+        train = pjp.make_data_parallel_train(config, devices=cpu_devices)
+        key = keys[0]
+
+        def call():
+            return jax.block_until_ready(train(key).metrics["episode_return"])[None]
+
+        return None, call, "data"
+
+    if agents % cpu_devices:
+        raise ValueError(f"agents={agents} must be a multiple of cpu_devices={cpu_devices}")
+    mesh = parallel.make_mesh(cpu_devices, parallel.RUNS_AXIS)
+    fns = pjp.make_train_fns(config)
+    num_updates = config.num_updates
+    program = parallel.make_runs_program(
+        parallel.batch_runs(fns.init, lambda runner, hp: fns.run(runner, hp, num_updates)[1]),
+        mesh,
+    )
+    hparams = jax.tree.map(
+        lambda x: np.repeat(np.asarray(x)[None], agents, axis=0),
+        pjp.Hyperparams.from_config(config),
+    )
+    inputs = parallel.to_global(
+        (np.asarray(jax.random.key_data(keys)), hparams), mesh, P(parallel.RUNS_AXIS)
+    )
+    state = {}
+
+    def compile_():
+        state["compiled"] = program.lower(*inputs).compile()
+
+    def call():
+        return jax.block_until_ready(state["compiled"](*inputs)["episode_return"])
+
+    return compile_, call, "runs"
+
+
 def run_ours(
     agents: int,
     total_timesteps: int,
     repeats: int,
     variant: str = "base",
     repeat_budget_s: float = float("inf"),
+    cpu_devices: int = 1,
 ) -> dict:
     """One cell, in this process: compile once, run `repeats` times, report the best.
 
     Stops repeating once the runs so far took `repeat_budget_s` seconds (large batches).
+    `cpu_devices` > 1 sets `jax_num_cpu_devices` and splits the work over that many CPU
+    devices (see `_program`); the data-parallel program (1 agent) is compiled by its first
+    call, whose time minus the best later run is reported as compile time.
     """
     import resource
 
@@ -60,29 +128,44 @@ def run_ours(
     import jax
     import numpy as np
 
+    if cpu_devices > 1:
+        jax.config.update("jax_num_cpu_devices", cpu_devices)
+
     import purejaxppo as pjp
 
     variants.apply(variant)
 
     config = pjp.PPOConfig(total_timesteps=total_timesteps)
-    train = jax.jit(jax.vmap(pjp.make_train(config)))
-    keys = jax.random.split(jax.random.key(0), agents)
+    compile_, call, mode = _program(pjp, config, agents, cpu_devices)
+    first_call_s = None
     start = time.perf_counter()
-    compiled = train.lower(keys).compile()
+    if compile_ is not None:
+        compile_()
+    else:
+        call()
+        first_call_s = time.perf_counter() - start
     compile_s = time.perf_counter() - start
-    times = []
+    times, cpu_times = [], []
     for _ in range(repeats):
+        cpu_start = time.process_time()
         start = time.perf_counter()
-        out = jax.block_until_ready(compiled(keys))
+        returns = call()
         times.append(time.perf_counter() - start)
-        print(f"purejaxppo[{variant}] agents={agents}: {times[-1]:.3f} s", file=sys.stderr)
+        cpu_times.append(time.process_time() - cpu_start)
+        print(
+            f"purejaxppo[{variant}] agents={agents} cpu_devices={cpu_devices}: {times[-1]:.3f} s",
+            file=sys.stderr,
+        )
         if sum(times) >= repeat_budget_s:
             break
     run_s = min(times)
-    returns = np.asarray(out.metrics["episode_return"])
-    final = float(np.nanmean(np.nanmean(returns[:, -10:], axis=1)))
+    if first_call_s is not None:
+        compile_s = first_call_s - run_s
+    returns = np.asarray(returns)  # [S, num_updates]; one process: every shard is local
     device = jax.devices()[0]
     stats = device.memory_stats() if device.platform != "cpu" else None
+    final_mean = np.nanmean(returns[:, -10:], axis=1)
+    final = float(np.nanmean(final_mean))
     peak = (
         stats.get("peak_bytes_in_use")
         if stats
@@ -102,30 +185,47 @@ def run_ours(
         "run_s": run_s,
         "run_s_all": times,
         "ms_per_update": 1e3 * run_s / config.num_updates,
+        # CPU seconds of this process (all threads) per wall second of the best run: how
+        # many cores it kept busy.
+        "cores_busy": cpu_times[times.index(run_s)] / run_s,
         "env_steps_per_s": agents * config.num_updates * config.batch_size / run_s,
         "peak_memory_bytes": peak,
         "peak_memory_kind": "device peak_bytes_in_use" if stats else "process max RSS",
         "final_return": final,
         "final_return_source": "mean episode_return over the last 10 updates, mean over agents",
-        "final_return_min_agent": float(np.nanmin(np.nanmean(returns[:, -10:], axis=1))),
+        "final_return_min_agent": float(np.nanmin(final_mean)),
+        "cpu_devices": cpu_devices,
+        "parallel": mode,
+        "compile_s_source": "lower().compile()"
+        if first_call_s is None
+        else ("first call minus best run"),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "purejaxppo_file": pjp.__file__,
     }
 
 
-def _env_with_pythonpath(pythonpath: str | None) -> dict:
+def _env_with_pythonpath(pythonpath: str | None, xla_flags: str = "") -> dict:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
+    if xla_flags:
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + xla_flags).strip()
     return env
 
 
-def run_cell(library: str, agents: int, args: argparse.Namespace, variant: str = "base") -> dict:
+def run_cell(
+    library: str,
+    agents: int,
+    args: argparse.Namespace,
+    variant: str = "base",
+    cpu_devices: int = 1,
+) -> dict:
     """Runs one cell in a fresh process and parses its JSON line."""
     if library == "purejaxppo":
         cmd = [sys.executable, __file__, "--worker", "--agents", str(agents), "--variants", variant]
         cmd += ["--repeat-budget-s", str(args.repeat_budget_s)]
-        env = _env_with_pythonpath(args.ours_pythonpath)
+        cmd += ["--cpu-devices", str(cpu_devices)]
+        env = _env_with_pythonpath(args.ours_pythonpath, args.xla_flags)
     else:
         cmd = [
             args.peer_python or str(PEER_VENV / "bin" / "python"),
@@ -135,28 +235,23 @@ def run_cell(library: str, agents: int, args: argparse.Namespace, variant: str =
             "--repeat-budget-s",
             str(args.repeat_budget_s),
         ]
-        env = _env_with_pythonpath(args.peer_pythonpath)
+        env = _env_with_pythonpath(args.peer_pythonpath, args.xla_flags)
     cmd += ["--total-timesteps", str(args.total_timesteps), "--repeats", str(args.repeats)]
+    cell = {"library": library, "variant": variant, "agents": agents, "cpu_devices": cpu_devices}
     try:
         proc = subprocess.run(
             cmd, capture_output=True, text=True, env=env, timeout=args.cell_timeout
         )
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        return {
-            "library": library,
-            "variant": variant,
-            "agents": agents,
-            "error": f"timeout after {args.cell_timeout} s; " + err[-1500:],
-        }
+        return {**cell, "error": f"timeout after {args.cell_timeout} s; " + err[-1500:]}
     if proc.returncode != 0:
-        return {
-            "library": library,
-            "variant": variant,
-            "agents": agents,
-            "error": proc.stderr[-2000:],
-        }
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        return {**cell, "error": proc.stderr[-2000:]}
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    # The peer's process runs on one device whatever --cpu-devices says; record its flags.
+    row.setdefault("cpu_devices", cpu_devices)
+    row.setdefault("xla_flags", env.get("XLA_FLAGS", ""))
+    return row
 
 
 def ensure_peer_venv(args: argparse.Namespace) -> bool:
@@ -234,6 +329,33 @@ def main() -> int:
         default=None,
         help="also append each row to this file as soon as it is measured",
     )
+    parser.add_argument(
+        "--cpu-devices",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="purejaxppo cells once per value D: D > 1 sets jax_num_cpu_devices=D and splits "
+        "agents over the devices (runs axis), or one agent's envs (data-parallel); "
+        "the peer always runs on one device",
+    )
+    parser.add_argument(
+        "--xla-flags",
+        default="",
+        help="appended to XLA_FLAGS for every cell, ours and the peer's",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the whole grid of cells this many times, interleaved; the table keeps "
+        "each cell's best round, the results files every row",
+    )
+    parser.add_argument(
+        "--min-return",
+        type=float,
+        default=490.0,
+        help="a row with >= 8 agents whose final return is below this is flagged",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out-dir", type=Path, default=HERE / "results")
     args = parser.parse_args()
@@ -245,6 +367,7 @@ def main() -> int:
             args.repeats,
             args.variants[0],
             args.repeat_budget_s,
+            args.cpu_devices[0],
         )
         print(json.dumps(row))
         return 0
@@ -255,21 +378,37 @@ def main() -> int:
     if args.jsonl:
         args.jsonl.parent.mkdir(parents=True, exist_ok=True)
     rows = []
-    for agents in args.agents:
-        cells = [("purejaxppo", v) for v in args.variants]
-        if peer and (args.peer_only_agents is None or agents in args.peer_only_agents):
-            cells.append(("rejax", "base"))
-        for library, variant in cells:
-            row = run_cell(library, agents, args, variant)
-            print(json.dumps(row), file=sys.stderr, flush=True)
-            if args.jsonl:
-                with open(args.jsonl, "a") as f:
-                    f.write(json.dumps(row, default=str) + "\n")
-            rows.append(row)
-    table = pd.DataFrame(rows)
-    if "variant" not in table:
-        table["variant"] = "base"
-    table["variant"] = table["variant"].fillna("base")
+    for round_ in range(args.rounds):
+        for agents in args.agents:
+            cells = [
+                ("purejaxppo", v, d)
+                for v in args.variants
+                for d in args.cpu_devices
+                if d == 1 or agents == 1 or agents % d == 0
+            ]
+            if peer and (args.peer_only_agents is None or agents in args.peer_only_agents):
+                cells.append(("rejax", "base", 1))
+            for library, variant, cpu_devices in cells:
+                row = run_cell(library, agents, args, variant, cpu_devices)
+                row["round"] = round_
+                if agents >= 8 and "final_return" in row:
+                    row["return_ok"] = bool(row["final_return"] >= args.min_return)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                if args.jsonl:
+                    with open(args.jsonl, "a") as f:
+                        f.write(json.dumps(row, default=str) + "\n")
+                rows.append(row)
+    all_rows = pd.DataFrame(rows)
+    if "variant" not in all_rows:
+        all_rows["variant"] = "base"
+    all_rows["variant"] = all_rows["variant"].fillna("base")
+    all_rows["cpu_devices"] = all_rows["cpu_devices"].fillna(1).astype(int)
+    cell_keys = ["library", "variant", "cpu_devices", "agents"]
+    # Each cell's best round, in the order the cells ran (a cell's error row only where it
+    # has no successful round).
+    run_s = all_rows["run_s"] if "run_s" in all_rows else pd.Series(float("nan"), all_rows.index)
+    best = all_rows.assign(_t=run_s.fillna(float("inf"))).sort_values("_t", kind="stable")
+    table = best.drop_duplicates(cell_keys).sort_index().drop(columns="_t")
     if peer and "env_steps_per_s" in table and (table.library == "rejax").any():
         theirs = table[table.library == "rejax"].set_index("agents")["env_steps_per_s"]
         table["speedup_vs_rejax"] = [
@@ -278,15 +417,24 @@ def main() -> int:
             else float("nan")
             for row in table.itertuples()
         ]
+    if "return_ok" in table and (table["return_ok"] == False).any():  # noqa: E712
+        bad = table[table["return_ok"] == False]  # noqa: E712
+        print(
+            f"WARNING: final return below {args.min_return} in rows:\n"
+            + bad[cell_keys + ["final_return"]].to_string(index=False),
+            file=sys.stderr,
+        )
     columns = [
         c
         for c in [
             "library",
+            "cpu_devices",
             "agents",
             "compile_s",
             "run_s",
             "ms_per_update",
             "env_steps_per_s",
+            "cores_busy",
             "peak_memory_bytes",
             "final_return",
             "speedup_vs_rejax",
@@ -320,9 +468,10 @@ def main() -> int:
     kind = str(table["platform"].dropna().iloc[0]) if "platform" in table else "unknown"
     stem = args.out_dir / f"cartpole-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     table.to_csv(stem.with_suffix(".csv"), index=False)
-    stem.with_suffix(".json").write_text(
-        json.dumps({**machine, "rows": table.to_dict(orient="records")}, indent=1, default=str)
-    )
+    record = {**machine, "xla_flags": args.xla_flags, "rows": table.to_dict(orient="records")}
+    if args.rounds > 1:
+        record["all_rounds"] = all_rows.to_dict(orient="records")
+    stem.with_suffix(".json").write_text(json.dumps(record, indent=1, default=str))
     print(f"wrote {stem}.json and .csv")
     return 0
 
