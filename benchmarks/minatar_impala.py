@@ -170,9 +170,9 @@ def plot(
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for seed, curve in enumerate(returns):
+    for run, curve in enumerate(returns):
         keep = np.isfinite(curve)
-        ax.plot(env_steps[keep], curve[keep], lw=0.8, alpha=0.45, label=f"seed {seed}")
+        ax.plot(env_steps[keep], curve[keep], lw=0.8, alpha=0.45, label=f"run {run}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all seeds NaN at an update
         mean = np.nanmean(returns, axis=0)
@@ -322,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     stem.with_suffix(".json").write_text(json.dumps(record, indent=1))
-    title = f"PPO + IMPALA on {config.env_name} ({args.seeds} seed{'s' * (args.seeds > 1)})"
+    runs = f"{args.seeds} run{'s' * (args.seeds > 1)}"
+    title = f"PPO + IMPALA on {config.env_name} ({runs}, seed {config.seed})"
     plot(stem.with_suffix(".png"), env_steps, returns, random_mean, title)
     print(f"wrote {stem}.json and .png")
     return 0
