@@ -32,7 +32,10 @@ ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu", "leaky_relu")
 ENCODERS = ("mlp", "cnn", "impala")
 
 #: Recurrent cores (`PPOConfig.recurrent`), see `purejaxppo.networks`.
-RECURRENT_CORES = ("lstm", "gru")
+RECURRENT_CORES = ("lstm", "gru", "transformer")
+
+#: Convolution implementations (`PPOConfig.conv_impl`), see `purejaxppo.networks.layers`.
+CONV_IMPLS = ("auto", "im2col", "xla")
 
 #: Fields of `PPOConfig` that are traced (live in `Hyperparams`); all others are static.
 TRACED_FIELDS = (
@@ -95,8 +98,13 @@ class PPOConfig:
       cnn_strides: stride of each "cnn" conv layer (Nature DQN: 4, 2, 1); VALID padding.
       impala_channels: channels of the "impala" stages (IMPALA: 16, 32, 32); each stage is
         a 3x3 conv, a 3x3 max-pool with stride 2 and two residual blocks.
-      share_encoder: one encoder (conv + hidden layers) shared by the actor and critic
-        heads instead of two separate ones (CleanRL's Atari agent).
+      conv_impl: how conv layers compute: "auto" (im2col + matmul on CPU, where XLA's
+        convolutions inside `lax.scan` are ~6x slower; `lax.conv` / cuDNN on GPU and TPU),
+        "im2col" or "xla". The parameters are the same, so checkpoints move between them.
+      share_encoder: one torso (encoder, and the recurrent core if any) shared by the
+        actor and critic heads (CleanRL's Atari agent), or separate actor and critic
+        towers (false). None (default) shares for recurrent policies and separates for
+        feed-forward ones (`shares_encoder` resolves it).
       squash_actions: Box actions from a tanh-squashed Gaussian rescaled to the action
         bounds (needs finite bounds), instead of a Gaussian clipped to them.
       action_mask_key: the entry of a dict observation that holds the action mask
@@ -107,13 +115,19 @@ class PPOConfig:
         Ontanon 2020, arXiv:2006.14171), and the encoders do not see the mask. None
         turns masking off (the entry is then encoded like any other). See
         `purejaxppo.networks.apply_action_mask`.
-      recurrent: None (feed-forward, the default), "lstm" or "gru": a recurrent core of
-        `recurrent_size` units between the encoder and the heads. Its hidden state is
-        carried between steps (in `EnvCarry.hidden`) and zeroed where the previous step
+      recurrent: None (feed-forward, the default), "lstm", "gru" or "transformer": a
+        recurrent core between the encoder and the heads (LSTM / GRU of `recurrent_size`
+        units, or a gated transformer-XL, Parisotto et al. 2019). Its state is carried
+        between steps (in `EnvCarry.policy_state`) and reset where the previous step
         ended an episode. Training minibatches are then whole env sequences (split by
         environment, not by time), each re-run from its stored initial hidden state.
       recurrent_size: units of the recurrent core (LSTM: the state holds cell and hidden,
         2 * recurrent_size numbers per env).
+      transformer_layers: layers of the "transformer" core.
+      transformer_heads: attention heads per layer (must divide transformer_dim).
+      transformer_dim: model width D of the "transformer" core (its output size).
+      memory_len: M, past steps per layer the "transformer" core attends to (kept in its
+        state, masked at episode boundaries so no attention crosses a reset).
       max_seq_len: with `recurrent`, None trains on whole rollout sequences (`num_steps`
         long); an integer L cuts each into num_steps / L chunks of L steps (truncated
         BPTT, AgileRL's `max_seq_len`), each starting from the hidden state stored at its
@@ -167,11 +181,16 @@ class PPOConfig:
     cnn_kernel_sizes: tuple[int, ...] = (8, 4, 3)
     cnn_strides: tuple[int, ...] = (4, 2, 1)
     impala_channels: tuple[int, ...] = (16, 32, 32)
-    share_encoder: bool = False
+    conv_impl: str = "auto"
+    share_encoder: bool | None = None
     squash_actions: bool = False
     action_mask_key: str | None = "action_mask"
     recurrent: str | None = None
     recurrent_size: int = 64
+    transformer_layers: int = 2
+    transformer_heads: int = 2
+    transformer_dim: int = 64
+    memory_len: int = 10
     max_seq_len: int | None = None
     adam_eps: float = 1e-5
     log_freq: int = 10
@@ -187,7 +206,20 @@ class PPOConfig:
             object.__setattr__(self, field.name, value)
         _validate(self)
 
+    def __hash__(self) -> int:
+        # The dict fields make the generated hash fail; hash the canonical YAML form.
+        import json
+
+        return hash(json.dumps(self.to_dict(), sort_keys=True, default=repr))
+
     # ----------------------------------------------------------------- derived sizes
+    @property
+    def shares_encoder(self) -> bool:
+        """`share_encoder` resolved: None shares for recurrent policies only."""
+        if self.share_encoder is None:
+            return self.recurrent is not None
+        return self.share_encoder
+
     @property
     def batch_size(self) -> int:
         """Transitions per update: num_envs * num_steps."""
@@ -400,6 +432,17 @@ def _validate(c: PPOConfig) -> None:
         close = difflib.get_close_matches(c.recurrent, RECURRENT_CORES, n=2)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise bad("recurrent", c.recurrent, f"must be null or one of {RECURRENT_CORES}{hint}")
+    if c.conv_impl not in CONV_IMPLS:
+        raise bad("conv_impl", c.conv_impl, f"must be one of {CONV_IMPLS}")
+    for name in ("transformer_layers", "transformer_heads", "transformer_dim", "memory_len"):
+        if getattr(c, name) < 1:
+            raise bad(name, getattr(c, name), "must be >= 1")
+    if c.transformer_dim % c.transformer_heads:
+        raise bad(
+            "transformer_dim",
+            c.transformer_dim,
+            f"must be divisible by transformer_heads={c.transformer_heads}",
+        )
     if c.recurrent_size < 1:
         raise bad("recurrent_size", c.recurrent_size, "must be >= 1")
     if c.max_seq_len is not None:
@@ -409,7 +452,7 @@ def _validate(c: PPOConfig) -> None:
             )
         if c.recurrent is None:
             raise bad(
-                "max_seq_len", c.max_seq_len, "needs a recurrent core (recurrent: lstm or gru)"
+                "max_seq_len", c.max_seq_len, f"needs a recurrent core (recurrent: one of {RECURRENT_CORES})"
             )
     if c.recurrent is not None and c.num_sequences % c.num_minibatches:
         raise bad(

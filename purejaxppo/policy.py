@@ -17,13 +17,7 @@ from gymnax.environments import spaces
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
-from purejaxppo.networks import (
-    SquashedDiagGaussian,
-    action_spec,
-    make_networks,
-    make_recurrent_networks,
-)
-from purejaxppo.rollout import to_env_action
+from purejaxppo.networks import Networks, State, make_networks, reset_state, select_action
 from purejaxppo.types import Params, TrainOutput, TrainState
 
 
@@ -78,37 +72,61 @@ def batch_observation(obs: Any, shapes: Any) -> tuple[Any, bool]:
     return tree, single
 
 
+def make_act(networks: Networks) -> Any:
+    """`act(params, state, obs [B], reset [B], key, temperature) -> (state, actions, outputs)`.
+
+    One policy step for B envs from `networks.step` and `select_action` (the same code the
+    rollout's networks and the export mirror): temperature 1 samples, 0 is greedy.
+    """
+
+    def act(params, state, obs, reset, key, temperature):
+        state, dist, value = networks.step(params, state, obs, reset)
+        action, outputs = select_action(networks.action_spec, dist, value, key, temperature)
+        return state, action, outputs
+
+    return act
+
+
 class Policy:
     """A PPO policy: params plus the config that fixes its network.
 
-    Recurrent policies (`config.recurrent`) keep the core state of the envs they act for
-    between `act` calls (`[B, S]`, zeros at first, and again when the batch size
-    changes); `reset(done)` zeroes it where `done` (call it after every env step with
-    `terminated | truncated`), `reset()` for all envs.
+    Recurrent policies (`config.recurrent`) keep the policy state of the envs they act for
+    between `act` calls (`[B, S]`, the initial state at first and again when the batch
+    size changes); `reset(done)` restarts it where `done` (call it after every env step
+    with `terminated | truncated`), `reset()` for all envs. Feed-forward policies have the
+    empty state `()`.
 
     Args:
       params: flax params of the actor-critic (`TrainState.params`).
       config: the run's config (network shape, env id).
       env, env_params: optional environment object; default `make_env(config.env_name,
-        config.env_kwargs)`. Only its spaces are used.
+        config.env_kwargs)`. Only its spaces are used. A given `env_params` is used either
+        way.
+      networks: optional `Networks` (default `make_networks(config, env, env_params)`).
     """
 
-    def __init__(self, params: Params, config: PPOConfig, env: Any = None, env_params: Any = None):
-        if env is None:
-            env, env_params = make_env(config.env_name, config.env_kwargs)
-        elif env_params is None:
-            env_params = env.default_params
+    def __init__(
+        self,
+        params: Params,
+        config: PPOConfig,
+        env: Any = None,
+        env_params: Any = None,
+        networks: Networks | None = None,
+    ):
+        from purejaxppo.train import resolve_env
+
+        env, env_params = resolve_env(config, env, env_params)
         self.config = config
         self.env, self.env_params = env, env_params
-        self.spec = action_spec(env, env_params)
+        self.networks = make_networks(config, env, env_params) if networks is None else networks
+        self.spec = self.networks.action_spec
         # A tuple, or for dict / tuple observations a dict / list of tuples.
         self.obs_shape = observation_shapes(env.observation_space(env_params))
-        _, self.apply = make_networks(config, env, env_params)
-        self.recurrent = config.recurrent is not None
-        self._nets = make_recurrent_networks(config, env, env_params) if self.recurrent else None
-        self._hidden: jax.Array | None = None  # [B, S] for recurrent policies
+        self.apply = self.networks.apply
+        self.recurrent = self.networks.stateful
+        self._state: State | None = None  # [B, S] for recurrent policies
         self._params = params
-        self._act = jax.jit(self._act_batched)
+        self._act = jax.jit(make_act(self.networks))
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -143,66 +161,35 @@ class Policy:
         self._params = params
 
     def reset(self, done: Any = None) -> None:
-        """Zeroes the recurrent state where `done` (`[B]` bool, or a scalar for one env);
+        """Restarts the recurrent state where `done` (`[B]` bool, or a scalar for one env);
         `None` resets every env. Feed-forward policies have no state (no-op)."""
-        if not self.recurrent or self._hidden is None:
+        if not self.recurrent or self._state is None:
             return
         if done is None:
-            self._hidden = None
+            self._state = None
             return
         done = jnp.asarray(done, bool).reshape(-1)
-        if done.shape[0] != self._hidden.shape[0]:
+        size = jax.tree.leaves(self._state)[0].shape[0]
+        if done.shape[0] != size:
             raise ValueError(
-                f"reset: done has {done.shape[0]} entries, the policy acts for "
-                f"{self._hidden.shape[0]} envs"
+                f"reset: done has {done.shape[0]} entries, the policy acts for {size} envs"
             )
-        self._hidden = jnp.where(done[:, None], 0.0, self._hidden)
+        self._state = reset_state(self._state, done, self.networks.initial_state(size))
 
     @property
-    def hidden(self) -> jax.Array | None:
-        """The recurrent state `[B, S]` (None: feed-forward, or zeros at the next act)."""
-        return self._hidden
+    def state(self) -> State | None:
+        """The recurrent state (`[B, S]`; None: feed-forward, or initial at the next act)."""
+        return self._state
 
-    def initial_hidden(self, batch: int) -> jax.Array | None:
-        """Zero recurrent state `[batch, S]`; None for feed-forward policies."""
-        return self._nets.initial_hidden(batch) if self.recurrent else None
+    hidden = state  # the name before the `Networks` interface
+
+    def initial_state(self, batch: int) -> State:
+        """Initial policy state for `batch` envs (`()` for feed-forward policies)."""
+        return self.networks.initial_state(batch)
+
+    initial_hidden = initial_state
 
     # ----------------------------------------------------------------- acting
-    def _act_batched(self, params, obs, key, temperature, hidden=None):
-        """(action, model outputs), plus the new state for recurrent policies."""
-        if self.recurrent:
-            hidden, dist, value = self._nets.step(params, hidden, obs)
-            return (*self._act_from(dist, value, key, temperature), hidden)
-        dist, value = self.apply(params, obs)
-        return self._act_from(dist, value, key, temperature)
-
-    def _act_from(self, dist, value, key, temperature):
-        kind = self.spec.kind
-        if kind in ("discrete", "multi_discrete", "multi_binary"):
-            # Categorical logits [B, n] / [B, K, max n] (normalised), or Bernoulli logits [B, n].
-            logits = dist.logits if kind == "discrete" else dist.distribution.logits
-            scaled = logits / jnp.maximum(temperature, 1e-8)
-            if kind == "multi_binary":
-                greedy = (logits > 0).astype(jnp.int32)
-                sampled = jax.random.bernoulli(key, jax.nn.sigmoid(scaled)).astype(jnp.int32)
-            else:
-                greedy = jnp.argmax(logits, axis=-1)
-                sampled = jax.random.categorical(key, scaled, axis=-1)
-            action = jnp.where(temperature > 0, sampled, greedy)
-            output = {"logits": logits, "value": value}
-        elif isinstance(dist, SquashedDiagGaussian):
-            # Temperature narrows the pre-squash Gaussian; 0 gives mid + half * tanh(loc).
-            mean, std = dist.loc, dist.scale_diag
-            noise = jax.random.normal(key, mean.shape)
-            action = dist.squash(mean + temperature * std * noise)
-            output = {"mean": mean, "log_std": jnp.log(std), "value": value}
-        else:
-            mean, std = dist.mean(), dist.stddev()
-            noise = jax.random.normal(key, mean.shape)
-            action = mean + temperature * std * noise
-            output = {"mean": mean, "log_std": jnp.log(std), "value": value}
-        return to_env_action(self.spec, action), output
-
     def act(
         self,
         obs: jax.typing.ArrayLike,
@@ -220,7 +207,8 @@ class Policy:
         for MultiDiscrete, logit > 0 per bit for MultiBinary) / the mean (continuous; with
         `squash_actions` the squashed pre-tanh mean); in between it sharpens (logits / T)
         or narrows (std * T, before squashing). Continuous actions come within the action
-        bounds (clipped, or squashed), ready for `env.step`.
+        bounds (clipped, or squashed), ready for `env.step`. See
+        `networks.select_action`.
 
         Returns:
           actions `[B]` int32 / `[B, *action_shape]` int32 (MultiDiscrete, MultiBinary) or
@@ -235,15 +223,15 @@ class Policy:
         if temperature < 0:
             raise ValueError(f"temperature={temperature!r}: must be >= 0")
         batch, single = batch_observation(obs, self.obs_shape)
+        size = jax.tree.leaves(batch)[0].shape[0]
+        state = self._state
+        if state is None or jax.tree.leaves(state)[0].shape[0] != size:
+            state = self.networks.initial_state(size)
+        state, action, output = self._act(
+            self._params, state, batch, jnp.zeros((size,), bool), key, jnp.float32(temperature)
+        )
         if self.recurrent:
-            size = jax.tree.leaves(batch)[0].shape[0]
-            if self._hidden is None or self._hidden.shape[0] != size:
-                self._hidden = self._nets.initial_hidden(size)
-            action, output, self._hidden = self._act(
-                self._params, batch, key, jnp.float32(temperature), self._hidden
-            )
-        else:
-            action, output = self._act(self._params, batch, key, jnp.float32(temperature))
+            self._state = state
         if single:
             action, output = action[0], jax.tree.map(lambda x: x[0], output)
         return (action, output) if return_model_output else action
@@ -323,13 +311,15 @@ def evaluate(
 
 
 def make_episode_runner(
-    policy: Policy, env: Any, env_params: Any, num_episodes: int, max_steps: int
+    policy: Policy | Networks, env: Any, env_params: Any, num_episodes: int, max_steps: int
 ) -> Any:
     """Jitted `run(params, key, temperature) -> (returns [E], lengths [E])`.
 
-    Build it once and call it with new params (the training loop's periodic evaluation
-    does) to compile once.
+    `policy`: a `Policy` or its `Networks`. Build it once and call it with new params (the
+    training loop's periodic evaluation does) to compile once.
     """
+    networks = policy.networks if isinstance(policy, Policy) else policy
+    act = make_act(networks)
 
     @jax.jit
     def run(params, key, temperature):
@@ -337,21 +327,19 @@ def make_episode_runner(
         obs, state = jax.vmap(env.reset, in_axes=(0, None))(
             jax.random.split(reset_key, num_episodes), env_params
         )
+        no_reset = jnp.zeros((num_episodes,), bool)
 
         def step(carry, step_key):
-            obs, state, ret, length, active, hidden = carry
+            obs, state, ret, length, active, policy_state = carry
             act_key, env_key = jax.random.split(step_key)
-            if policy.recurrent:
-                action, _, hidden = policy._act_batched(params, obs, act_key, temperature, hidden)
-            else:
-                action, _ = policy._act_batched(params, obs, act_key, temperature)
+            policy_state, action, _ = act(params, policy_state, obs, no_reset, act_key, temperature)
             obs, state, reward, terminated, truncated, _ = jax.vmap(
                 env.step, in_axes=(0, 0, 0, None)
             )(jax.random.split(env_key, num_episodes), state, action, env_params)
             ret = ret + jnp.where(active, reward.astype(jnp.float32), 0.0)
             length = length + active.astype(jnp.int32)
             active = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
-            return (obs, state, ret, length, active, hidden), None
+            return (obs, state, ret, length, active, policy_state), None
 
         init = (
             obs,
@@ -359,7 +347,7 @@ def make_episode_runner(
             jnp.zeros(num_episodes, jnp.float32),
             jnp.zeros(num_episodes, jnp.int32),
             jnp.ones(num_episodes, bool),
-            policy.initial_hidden(num_episodes),  # None for feed-forward policies
+            networks.initial_state(num_episodes),
         )
         (_, _, ret, length, _, _), _ = jax.lax.scan(
             step, init, jax.random.split(scan_key, max_steps)

@@ -3,58 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from purejaxppo.networks import ActionSpec
+from purejaxppo.metrics import EpisodeStats
+from purejaxppo.networks import Networks, to_env_action
 from purejaxppo.types import EnvCarry, Params, Transition
 
 
-class EpisodeStats(NamedTuple):
-    """Sums over the episodes that ended during a rollout (float32 scalars)."""
-
-    return_sum: jax.Array  # sum of undiscounted episode returns
-    length_sum: jax.Array  # sum of episode lengths (steps)
-    count: jax.Array  # number of episodes that ended
-
-    @classmethod
-    def zeros(cls) -> EpisodeStats:
-        return cls(*(jnp.zeros((), jnp.float32) for _ in range(3)))
-
-    def mean_return(self) -> jax.Array:
-        """Mean return of the ended episodes, NaN if none ended."""
-        return jnp.where(self.count > 0, self.return_sum / jnp.maximum(self.count, 1), jnp.nan)
-
-    def mean_length(self) -> jax.Array:
-        """Mean length of the ended episodes, NaN if none ended."""
-        return jnp.where(self.count > 0, self.length_sum / jnp.maximum(self.count, 1), jnp.nan)
-
-
-def to_env_action(spec: ActionSpec, action: jax.Array) -> jax.Array:
-    """Policy sample -> what the env takes, for a batch of N actions.
-
-    Discrete `[N]` -> int32 `[N]`; MultiDiscrete `[N, K]` / MultiBinary `[N, n]` -> int32
-    `[N, *action_shape]`; Box `[N, A]` -> float32 `[N, *action_shape]` clipped to the
-    bounds (a no-op for squashed-Gaussian samples, already inside them).
-    """
-    if spec.discrete:
-        return action.astype(jnp.int32)
-    action = action.reshape((action.shape[0], *spec.shape))
-    if spec.kind in ("multi_discrete", "multi_binary"):
-        return action.astype(jnp.int32)
-    return jnp.clip(action, spec.low, spec.high)
-
-
 def reset_envs(
-    env: Any, env_params: Any, key: jax.Array, num_envs: int, hidden_size: int | None = None
+    env: Any, env_params: Any, key: jax.Array, num_envs: int, networks: Networks
 ) -> EnvCarry:
-    """Resets N environments (one key each) and zeroes the episode counters.
-
-    With `hidden_size` S (recurrent policies), the carry also holds a zero core state
-    `[N, S]`.
-    """
+    """Resets N environments (one key each), zeroes the episode counters and starts the
+    policy state at `networks.initial_state(N)`."""
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(key, num_envs), env_params
     )
@@ -63,46 +26,38 @@ def reset_envs(
         obs=obs,
         episode_return=jnp.zeros((num_envs,), jnp.float32),
         episode_length=jnp.zeros((num_envs,), jnp.int32),
-        hidden=None if hidden_size is None else jnp.zeros((num_envs, hidden_size), jnp.float32),
+        policy_state=networks.initial_state(num_envs),
+        reset=jnp.ones((num_envs,), bool),
     )
 
 
 def make_env_step(
-    env: Any, env_params: Any, apply_fn: Callable, spec: ActionSpec, recurrent: bool = False
+    env: Any, env_params: Any, networks: Networks
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `env_step(params, carry, key) -> (carry, transition, ended)`.
 
-    One step of N envs: sample a ~ pi(.|obs) (the env gets the action clipped to its
-    bounds; `log_prob` is of the unclipped sample), step every env with its own key (gymnax
-    auto-resets ended episodes), and update the running episode return / length.
-    `transition` has leading axis `[N]`; `ended` sums the episodes that ended at this step.
-
-    With `recurrent`, `apply_fn` is `RecurrentNetworks.step`: the policy runs one core
-    step from `carry.hidden`; the transition keeps the state entering the step and
-    V(final_obs) from the state after it (`next_value`), and the carried state is zeroed
-    where the step ended an episode.
+    One step of N envs: a ~ pi(.|obs, state) from `networks.step` (the env gets the action
+    clipped to its bounds; `log_prob` is of the unclipped sample), step every env with its
+    own key (gymnax auto-resets ended episodes), and update the running episode return /
+    length. `transition` has leading axis `[N]` and keeps the policy state entering the
+    step with its reset flag; `ended` sums the episodes that ended at this step.
     """
-
-    def policy_step(params, carry):
-        if not recurrent:
-            dist, value = apply_fn(params, carry.obs)
-            return dist, value, None
-        hidden, dist, value = apply_fn(params, carry.hidden, carry.obs)
-        return dist, value, hidden
 
     def env_step(
         params: Params, carry: EnvCarry, key: jax.Array
     ) -> tuple[EnvCarry, Transition, EpisodeStats]:
         action_key, env_key = jax.random.split(key)
-        dist, value, hidden = policy_step(params, carry)
+        policy_state, dist, value = networks.step(
+            params, carry.policy_state, carry.obs, carry.reset
+        )
         action, log_prob = dist.sample_and_log_prob(seed=action_key)
-        num_envs = jax.tree.leaves(carry.obs)[0].shape[0]  # obs may be a dict / tuple
+        num_envs = carry.reset.shape[0]
         obs, env_state, reward, terminated, truncated, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, None)
         )(
             jax.random.split(env_key, num_envs),
             carry.env_state,
-            to_env_action(spec, action),
+            to_env_action(networks.action_spec, action),
             env_params,
         )
         reward = reward.astype(jnp.float32)
@@ -114,11 +69,6 @@ def make_env_step(
             length_sum=jnp.sum(jnp.where(done, episode_length, 0)).astype(jnp.float32),
             count=jnp.sum(done).astype(jnp.float32),
         )
-        final_obs = info["final_observation"]
-        next_value = None
-        if recurrent:
-            _, _, next_value = apply_fn(params, hidden, final_obs)
-            hidden = jnp.where(done[:, None], 0.0, hidden)
         transition = Transition(
             obs=carry.obs,
             action=action,
@@ -127,16 +77,17 @@ def make_env_step(
             reward=reward,
             terminated=terminated,
             truncated=truncated,
-            final_obs=final_obs,
-            hidden=carry.hidden,
-            next_value=next_value,
+            final_obs=info["final_observation"],
+            policy_state=carry.policy_state,
+            reset=carry.reset,
         )
         new_carry = EnvCarry(
             env_state=env_state,
             obs=obs,
             episode_return=jnp.where(done, 0.0, episode_return),
             episode_length=jnp.where(done, 0, episode_length),
-            hidden=hidden,
+            policy_state=policy_state,
+            reset=done,
         )
         return new_carry, transition, ended
 
@@ -144,19 +95,14 @@ def make_env_step(
 
 
 def make_rollout(
-    env: Any,
-    env_params: Any,
-    apply_fn: Callable,
-    spec: ActionSpec,
-    num_steps: int,
-    recurrent: bool = False,
+    env: Any, env_params: Any, networks: Networks, num_steps: int
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `rollout(params, carry, key) -> (carry, transitions [T, N], stats)`.
 
     A `lax.scan` of `env_step` over T = num_steps steps; episode statistics are summed
     inside the scan (per-step info is never stacked).
     """
-    env_step = make_env_step(env, env_params, apply_fn, spec, recurrent)
+    env_step = make_env_step(env, env_params, networks)
 
     def rollout(
         params: Params, carry: EnvCarry, key: jax.Array
@@ -173,3 +119,32 @@ def make_rollout(
         return carry, transitions, stats
 
     return rollout
+
+
+def next_values(
+    networks: Networks, params: Params, traj: Transition, carry: EnvCarry
+) -> jax.Array:
+    """V(final_obs_t) `[T, N]` float32 for every step, in one batched pass over T*N.
+
+    The value of the observation a step led to (before any auto-reset) is computed from the
+    policy state after the step, i.e. the state entering step t + 1 before its reset
+    (`traj.policy_state[t + 1]`, or the rollout's final carry for t = T - 1). GAE uses it to
+    bootstrap truncated episodes.
+    """
+    steps, num_envs = traj.reward.shape
+    after = jax.tree.map(
+        lambda s, last: jnp.concatenate([s[1:], last[None]], axis=0),
+        traj.policy_state,
+        carry.policy_state,
+    )
+
+    def flat(x):
+        return x.reshape((steps * num_envs, *x.shape[2:]))
+
+    _, _, value = networks.step(
+        params,
+        jax.tree.map(flat, after),
+        jax.tree.map(flat, traj.final_obs),
+        jnp.zeros((steps * num_envs,), bool),
+    )
+    return value.reshape((steps, num_envs))

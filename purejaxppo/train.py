@@ -12,31 +12,13 @@ import jax.numpy as jnp
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae_advantages
-from purejaxppo.networks import (
-    action_spec,
-    make_networks,
-    make_recurrent_networks,
-    recurrent_state_size,
-)
-from purejaxppo.rollout import make_rollout, reset_envs
+from purejaxppo.metrics import METRICS, UpdateMetrics
+from purejaxppo.networks import Networks, make_networks
+from purejaxppo.rollout import make_rollout, next_values, reset_envs
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
-from purejaxppo.update import Batch, make_optimizer, make_sequences, make_update_epochs
+from purejaxppo.update import make_optimizer, make_sequences, make_update_epochs
 
-#: Names of the per-update metrics in `TrainOutput.metrics`.
-METRICS = (
-    "episode_return",
-    "episode_length",
-    "pg_loss",
-    "v_loss",
-    "entropy",
-    "approx_kl",
-    "clipfrac",
-    "explained_variance",
-    "learning_rate",
-    "grad_norm",
-    "update_epochs_run",
-    "env_steps",
-)
+__all__ = ["METRICS", "TrainFns", "explained_variance", "make_train", "make_train_fns"]
 
 
 class TrainFns(NamedTuple):
@@ -48,7 +30,8 @@ class TrainFns(NamedTuple):
         (`num_updates` is static: jit with `static_argnums=2`)
     train(key, hparams=None) -> TrainOutput
     apply(params, obs [B, ...]) -> (distrax distribution, value [B])
-        (recurrent configs: one step from the zero state, see `make_networks`)
+        (`networks.apply`: for recurrent policies one step from the initial state)
+    networks: the `Networks` trained
     """
 
     init: Callable[[jax.Array], RunnerState]
@@ -56,6 +39,17 @@ class TrainFns(NamedTuple):
     run: Callable[[RunnerState, Hyperparams, int], tuple[RunnerState, dict[str, jax.Array]]]
     train: Callable[..., TrainOutput]
     apply: Callable[..., Any]
+    networks: Networks
+
+
+def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> tuple[Any, Any]:
+    """`(env, env_params)`: the given env, or `make_env(config.env_name, config.env_kwargs)`;
+    a given `env_params` is kept either way (default: the env's own / the config's)."""
+    if env is None:
+        env, default_params = make_env(config.env_name, config.env_kwargs)
+    else:
+        default_params = env.default_params
+    return env, default_params if env_params is None else env_params
 
 
 def explained_variance(
@@ -86,6 +80,7 @@ def make_train_fns(
     *,
     axis_name: str | None = None,
     num_shards: int = 1,
+    networks: Networks | None = None,
 ) -> TrainFns:
     """Builds the pure functions of a PPO run for `config` (see `make_train`).
 
@@ -111,31 +106,22 @@ def make_train_fns(
             f"num_minibatches={config.num_minibatches} must divide the per-device batch "
             f"num_envs/devices*num_steps = {num_envs}*{num_steps} = {num_envs * num_steps}"
         )
-    num_sequences = num_envs * (num_steps // config.seq_len)
-    if config.recurrent is not None and num_sequences % config.num_minibatches:
+    if axis_name is None and num_shards != 1:
+        raise ValueError(f"num_shards={num_shards} needs an axis_name")
+    env, env_params = resolve_env(config, env, env_params)
+    if networks is None:
+        networks = make_networks(config, env, env_params)
+    # Feed-forward policies train on single transitions, recurrent ones on sequences.
+    seq_len = config.seq_len if networks.stateful else 1
+    num_sequences = num_envs * (num_steps // seq_len)
+    if num_sequences % config.num_minibatches:
         raise ValueError(
             f"num_minibatches={config.num_minibatches} must divide the per-device number "
             f"of sequences num_envs/devices*num_steps/max_seq_len = {num_envs}*{num_steps}/"
-            f"{config.seq_len} = {num_sequences} (recurrent={config.recurrent!r})"
+            f"{seq_len} = {num_sequences} (recurrent={config.recurrent!r})"
         )
-    if axis_name is None and num_shards != 1:
-        raise ValueError(f"num_shards={num_shards} needs an axis_name")
-    if env is None:
-        env, env_params = make_env(config.env_name, config.env_kwargs)
-    elif env_params is None:
-        env_params = env.default_params
-    spec = action_spec(env, env_params)
-    init_params, apply_fn = make_networks(config, env, env_params)
-    recurrent = config.recurrent is not None
-    if recurrent:
-        nets = make_recurrent_networks(config, env, env_params)
-        hidden_size = recurrent_state_size(config)
-        rollout = make_rollout(env, env_params, nets.step, spec, num_steps, recurrent=True)
-        update_epochs = make_update_epochs(config, nets.apply, axis_name)
-    else:
-        hidden_size = None
-        rollout = make_rollout(env, env_params, apply_fn, spec, config.num_steps)
-        update_epochs = make_update_epochs(config, apply_fn, axis_name)
+    rollout = make_rollout(env, env_params, networks, num_steps)
+    update_epochs = make_update_epochs(config, networks, axis_name)
 
     def shard_key(key: jax.Array) -> jax.Array:
         """This device's key for its envs / shuffles (the key itself on one device)."""
@@ -145,11 +131,11 @@ def make_train_fns(
 
     def init(key: jax.Array) -> RunnerState:
         param_key, env_key, runner_key = jax.random.split(key, 3)
-        params = init_params(param_key)
+        params = networks.init(param_key)
         tx = make_optimizer(config.max_grad_norm, config.learning_rate, config.adam_eps)
         return RunnerState(
             train_state=TrainState(params=params, opt_state=tx.init(params)),
-            env=reset_envs(env, env_params, shard_key(env_key), num_envs, hidden_size),
+            env=reset_envs(env, env_params, shard_key(env_key), num_envs, networks),
             key=runner_key,
             update_step=jnp.zeros((), jnp.int32),
         )
@@ -169,44 +155,26 @@ def make_train_fns(
         if axis_name is not None:
             stats = jax.lax.psum(stats, axis_name)
 
-        def flat(x):  # [T, N, ...] -> [T*N, ...]; observations may be dicts / tuples
-            return jax.tree.map(lambda y: y.reshape((num_steps * num_envs, *y.shape[2:])), x)
-
-        if recurrent:
-            next_value = traj.next_value  # needs the core state after each step
-        else:
-            # V(s'_t) for every step, in one batched pass over [T*N] final observations.
-            _, next_value = apply_fn(params, flat(traj.final_obs))
-            next_value = next_value.reshape((num_steps, num_envs))
+        next_value = next_values(networks, params, traj, env_carry)
         gae = partial(gae_advantages, gamma=hparams.gamma, gae_lambda=hparams.gae_lambda)
         advantages, returns = jax.vmap(gae, in_axes=1, out_axes=1)(
             traj.reward, traj.value, next_value, traj.terminated, traj.truncated
         )
-
-        if recurrent:
-            batch = make_sequences(traj, advantages, returns, config.seq_len)
-        else:
-            batch = Batch(
-                obs=flat(traj.obs),
-                action=flat(traj.action),
-                log_prob=flat(traj.log_prob),
-                value=flat(traj.value),
-                advantages=flat(advantages),
-                returns=flat(returns),
-            )
+        batch = make_sequences(traj, advantages, returns, seq_len)
         learning_rate = learning_rate_at(runner.update_step, hparams)
         actor_coef = (runner.update_step >= config.critic_pretrain_steps).astype(jnp.float32)
         train_state, metrics = update_epochs(
             runner.train_state, batch, shard_key(epochs_key), hparams, learning_rate, actor_coef
         )
-        metrics = {
-            "episode_return": stats.mean_return(),
-            "episode_length": stats.mean_length(),
+        batch_size = config.num_envs * num_steps
+        metrics = UpdateMetrics(
+            episode_return=stats.mean_return(),
+            episode_length=stats.mean_length(),
             **metrics,
-            "explained_variance": explained_variance(batch.value, batch.returns, axis_name),
-            "learning_rate": learning_rate,
-            "env_steps": (runner.update_step + 1) * (config.num_envs * num_steps),
-        }
+            explained_variance=explained_variance(batch.value, batch.returns, axis_name),
+            learning_rate=learning_rate,
+            env_steps=(runner.update_step + 1).astype(jnp.float32) * batch_size,
+        )._asdict()
         new_runner = RunnerState(
             train_state=train_state,
             env=env_carry,
@@ -228,13 +196,15 @@ def make_train_fns(
             hparams = jax.lax.optimization_barrier(Hyperparams.from_config(config))
         runner = init(key)
         runner, metrics = run(runner, hparams, config.num_updates)
-        return TrainOutput(train_state=runner.train_state, runner_state=runner, metrics=metrics)
+        return TrainOutput(runner_state=runner, metrics=metrics)
 
-    return TrainFns(init=init, update=update, run=run, train=train, apply=apply_fn)
+    return TrainFns(
+        init=init, update=update, run=run, train=train, apply=networks.apply, networks=networks
+    )
 
 
 def make_train(
-    config: PPOConfig, env: Any = None, env_params: Any = None
+    config: PPOConfig, env: Any = None, env_params: Any = None, *, networks: Networks | None = None
 ) -> Callable[..., TrainOutput]:
     """Builds `train(key, hparams=None) -> TrainOutput`, one pure function for a whole run.
 
@@ -242,17 +212,20 @@ def make_train(
     runs `num_updates` PPO updates in a `lax.scan`: a rollout of T = `num_steps` steps of
     the vmapped envs, GAE (`gae_advantages`, truncation-aware), and `update_epochs` epochs
     of `num_minibatches` Adam steps on the PPO-Clip loss (Schulman et al. 2017,
-    arXiv:1707.06347). With `config.recurrent`, the core state is carried in
-    `EnvCarry.hidden`, V(final obs) comes from the rollout (it needs the state after each
-    step), and minibatches are whole env sequences (`update.make_sequences`). Wrap it in
+    arXiv:1707.06347). One code path for every policy (`Networks`): the policy state is
+    carried in `EnvCarry.policy_state` (`()` for feed-forward policies), V(final obs) is
+    computed from the state after each step (`rollout.next_values`), and minibatches are
+    env sequences (`update.make_sequences`; single transitions for feed-forward policies). Wrap it in
     `jax.jit`; `jax.vmap` it over keys (`[S]` typed keys) and/or `Hyperparams` with `[S]`
     leaves to train S agents in one compiled program.
 
     Args:
       config: the static configuration.
       env, env_params: optional gymnax-API environment object to train on instead of
-        `make_env(config.env_name, config.env_kwargs)`; `env_params` defaults to
-        `env.default_params`.
+        `make_env(config.env_name, config.env_kwargs)`; `env_params` defaults to the
+        env's own (a given `env_params` is used with the config's env too).
+      networks: optional `Networks` to train instead of `make_networks(config, env,
+        env_params)` (bring your own actor and critic, see `networks.from_modules`).
 
     Returns:
       `train(key, hparams=None)`: `key` a typed PRNG key (`jax.random.key(seed)`);
@@ -263,4 +236,4 @@ def make_train(
     Raises:
       ValueError: for an unknown env id or an unsupported action space.
     """
-    return make_train_fns(config, env, env_params).train
+    return make_train_fns(config, env, env_params, networks=networks).train

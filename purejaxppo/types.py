@@ -28,9 +28,10 @@ class Transition(NamedTuple):
     terminated: jax.Array  # [T, N] bool; the MDP ended (no bootstrap)
     truncated: jax.Array  # [T, N] bool; a time limit cut the episode (bootstrap)
     final_obs: jax.Array  # [T, N, *obs_shape]; observation after the step, before reset
-    # Recurrent policies only (None otherwise):
-    hidden: jax.Array | None = None  # [T, N, S] float32; core state entering the step
-    next_value: jax.Array | None = None  # [T, N] float32; V(final_obs) from the state after
+    # Policy state entering the step, before `reset` is applied: a pytree of [T, N, ...]
+    # leaves ([T, N, S] float32 for the built-in cores; () for feed-forward policies).
+    policy_state: PyTree
+    reset: jax.Array  # [T, N] bool; the previous step ended the episode (state restarts)
 
 
 @struct.dataclass
@@ -51,9 +52,10 @@ class EnvCarry:
     obs: jax.Array  # [N, *obs_shape]; current observation
     episode_return: jax.Array  # [N] float32; undiscounted return of the running episode
     episode_length: jax.Array  # [N] int32; steps of the running episode
-    # Recurrent policies: [N, S] float32 core state for the next step, zeroed where the
-    # previous step ended an episode; None for feed-forward policies.
-    hidden: jax.Array | None = None
+    # Policy state for the next step (`Networks.initial_state` pytree; () feed-forward),
+    # not yet reset: `Networks.step` restarts the rows where `reset`.
+    policy_state: PyTree
+    reset: jax.Array  # [N] bool; the previous step ended the env's episode (True at start)
 
 
 @struct.dataclass
@@ -69,13 +71,14 @@ class RunnerState:
 class TrainOutput(NamedTuple):
     """What `train(key, hparams)` returns.
 
-    `metrics` maps names to float32 `[num_updates]` arrays (`[S, num_updates]` under vmap):
-    episode_return, episode_length (means over episodes that ended during the update; NaN
-    if none ended), pg_loss, v_loss, entropy, approx_kl, clipfrac (means over the update's
-    minibatch steps), explained_variance, learning_rate, grad_norm, and env_steps (int32,
-    env steps taken by the end of the update).
+    `metrics` maps the names of `purejaxppo.metrics.UpdateMetrics` to float32
+    `[num_updates]` arrays (`[S, num_updates]` under vmap).
     """
 
-    train_state: TrainState
     runner_state: RunnerState
     metrics: dict[str, jax.Array]
+
+    @property
+    def train_state(self) -> TrainState:
+        """The final `TrainState` (params and optimizer state)."""
+        return self.runner_state.train_state

@@ -11,51 +11,40 @@ import optax
 
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.losses import LossTerms, ppo_loss
-from purejaxppo.types import Params, TrainState, Transition
-
-#: Per-update metrics produced by `make_update_epochs` (means over minibatch steps run).
-UPDATE_METRICS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
-
+from purejaxppo.metrics import LossMetrics
+from purejaxppo.networks import Networks
+from purejaxppo.types import Params, PyTree, TrainState, Transition
 
 class Batch(NamedTuple):
-    """Training samples with a flat leading axis `[B]` (or `[K, M]` after shuffling)."""
+    """Training sequences `[K, L]` (K sequences of L steps), or
+    `[num_minibatches, K / num_minibatches, L]` after shuffling (whole sequences).
 
-    obs: jax.Array  # [B, *obs_shape]
-    action: jax.Array  # [B] int32 or [B, A] float32
-    log_prob: jax.Array  # [B] float32, log pi_old
-    value: jax.Array  # [B] float32, V_old
-    advantages: jax.Array  # [B] float32
-    returns: jax.Array  # [B] float32, value targets
+    Feed-forward policies train on sequences of L = 1 step: every transition is its own
+    sequence, so minibatches are uniform samples of transitions (CleanRL's PPO).
+    """
 
-
-class RecurrentBatch(NamedTuple):
-    """Training sequences of a recurrent policy: `[K, L]` (K sequences of L steps), or
-    `[num_minibatches, K / num_minibatches, L]` after shuffling (whole sequences)."""
-
-    obs: jax.Array  # [K, L, *obs_shape]
-    action: jax.Array  # [K, L] int32 or [K, L, A] float32
+    obs: jax.Array  # [K, L, *obs_shape] (or a dict / tuple of such arrays)
+    action: jax.Array  # [K, L] int32, [K, L, K'] int32 or [K, L, A] float32
     log_prob: jax.Array  # [K, L] float32, log pi_old
     value: jax.Array  # [K, L] float32, V_old
     advantages: jax.Array  # [K, L] float32
     returns: jax.Array  # [K, L] float32, value targets
-    hidden: jax.Array  # [K, S] float32; core state entering each sequence's first step
-    resets: jax.Array  # [K, L] bool; the previous step ended the episode (state zeroed)
+    initial_state: PyTree  # [K, ...] policy state entering each sequence's first step
+    resets: jax.Array  # [K, L] bool; the previous step ended the episode (state restarts)
 
 
 def make_sequences(
     traj: Transition, advantages: jax.Array, returns: jax.Array, seq_len: int
-) -> RecurrentBatch:
-    """Cuts a recurrent rollout `[T, N]` into K = N * T / L training sequences `[K, L]`.
+) -> Batch:
+    """Cuts a rollout `[T, N]` into K = N * T / L training sequences `[K, L]`.
 
     Sequence k = c * N + n is env n's steps `[c * L, (c + 1) * L)` (L = `seq_len`; L = T
-    keeps the rollout's sequences whole), starting from the core state the rollout stored
-    at its first step (`traj.hidden[c * L, n]`). `resets[t] = done[t - 1]` (terminated or
-    truncated): the state entering step t was zeroed; `resets` at t = 0 is False, as the
-    carried state is already reset (at a chunk's first step the flag re-zeroes a stored
-    state that is zero already).
+    keeps the rollout's sequences whole, L = 1 makes every transition a sequence), starting
+    from the policy state the rollout stored at its first step (`traj.policy_state[c * L,
+    n]`, before that step's reset) with the rollout's reset flags.
 
     Args:
-      traj: `Transition` with leading axes `[T, N]` and `hidden` `[T, N, S]`.
+      traj: `Transition` with leading axes `[T, N]`.
       advantages, returns: float32 `[T, N]`.
       seq_len: L, must divide T.
     """
@@ -66,18 +55,19 @@ def make_sequences(
         x = jnp.moveaxis(x.reshape((chunks, seq_len, num_envs, *x.shape[2:])), 1, 2)
         return x.reshape((chunks * num_envs, seq_len, *x.shape[3:]))
 
-    done = jnp.logical_or(traj.terminated, traj.truncated)
-    resets = jnp.concatenate([jnp.zeros_like(done[:1]), done[:-1]], axis=0)
-    hidden = traj.hidden[::seq_len]  # [C, N, S]
-    return RecurrentBatch(
+    def first_steps(x):  # [T, N, ...] -> [C, N, ...] -> [K, ...]
+        x = x[::seq_len]
+        return x.reshape((chunks * num_envs, *x.shape[2:]))
+
+    return Batch(
         obs=jax.tree.map(split, traj.obs),
         action=split(traj.action),
         log_prob=split(traj.log_prob),
         value=split(traj.value),
         advantages=split(advantages),
         returns=split(returns),
-        hidden=hidden.reshape((chunks * num_envs, hidden.shape[-1])),
-        resets=split(resets),
+        initial_state=jax.tree.map(first_steps, traj.policy_state),
+        resets=split(traj.reset),
     )
 
 
@@ -117,52 +107,42 @@ def shuffle_minibatches(key: jax.Array, batch: Batch, num_minibatches: int) -> B
 
 
 def make_minibatch_grads(
-    config: PPOConfig, apply_fn: Callable, axis_name: str | None = None
+    config: PPOConfig, networks: Networks, axis_name: str | None = None
 ) -> Callable[..., tuple[Params, LossTerms]]:
     """Builds `grads(params, minibatch, hparams, actor_coef) -> (grads, LossTerms)`.
 
-    The gradient of the PPO-Clip loss (`ppo_loss`) on one minibatch of `[M]` samples.
-    With `config.recurrent`, `apply_fn` is `RecurrentNetworks.apply` and the minibatch a
-    `RecurrentBatch` of `[M]` whole sequences, re-run from their stored initial states
-    (the loss averages over all M*L steps).
+    The gradient of the PPO-Clip loss (`ppo_loss`) on one minibatch `Batch` of `[M, L]`
+    sequences, re-run with `networks.unroll` from their stored initial states (the loss
+    averages over all M*L steps; L = 1 for feed-forward policies).
     With `axis_name` (data-parallel training inside `shard_map`), each device holds `[M/D]`
-    samples of the minibatch: advantages are normalised with whole-minibatch statistics,
+    sequences of the minibatch: advantages are normalised with whole-minibatch statistics,
     and the gradients and loss terms are averaged over the axis (`lax.pmean`), so every
     device gets the gradient of the whole minibatch (tests/test_parallel.py checks this
     against the single-device gradient).
     """
 
+    def time_major(x):  # [M, L, ...] -> [L, M, ...]
+        return jnp.swapaxes(x, 0, 1)
+
+    def flat(x):  # [M, L] -> [L * M], time-major like the unroll's outputs
+        return time_major(x).reshape(-1)
+
     def grads_fn(params, minibatch, hparams, actor_coef):
         def loss_fn(params):
-            if config.recurrent is None:
-                samples = minibatch
-                dist, value = apply_fn(params, minibatch.obs)
-                log_prob, entropy = dist.log_prob(minibatch.action), dist.entropy()
-            else:
-                # Re-run the core over whole sequences [M, L] from their stored states.
-                def time_major(x):  # [M, L, ...] -> [L, M, ...]
-                    return jnp.swapaxes(x, 0, 1)
-
-                _, dist, value = apply_fn(
-                    params,
-                    minibatch.hidden,
-                    jax.tree.map(time_major, minibatch.obs),
-                    time_major(minibatch.resets),
-                )
-                log_prob = dist.log_prob(time_major(minibatch.action)).reshape(-1)
-                entropy, value = dist.entropy().reshape(-1), value.reshape(-1)
-                samples = jax.tree.map(
-                    lambda x: time_major(x).reshape((-1, *x.shape[2:])),
-                    Batch(*minibatch[:6]),
-                )
+            _, dist, value = networks.unroll(
+                params,
+                minibatch.initial_state,
+                jax.tree.map(time_major, minibatch.obs),
+                time_major(minibatch.resets),
+            )
             terms = ppo_loss(
-                log_prob,
-                samples.log_prob,
-                samples.advantages,
-                value,
-                samples.value,
-                samples.returns,
-                entropy,
+                dist.log_prob(time_major(minibatch.action)).reshape(-1),
+                flat(minibatch.log_prob),
+                flat(minibatch.advantages),
+                value.reshape(-1),
+                flat(minibatch.value),
+                flat(minibatch.returns),
+                dist.entropy().reshape(-1),
                 clip_coef=hparams.clip_coef,
                 vf_coef=hparams.vf_coef,
                 ent_coef=hparams.ent_coef,
@@ -182,7 +162,7 @@ def make_minibatch_grads(
 
 
 def make_update_epochs(
-    config: PPOConfig, apply_fn: Callable, axis_name: str | None = None
+    config: PPOConfig, networks: Networks, axis_name: str | None = None
 ) -> Callable[..., tuple[TrainState, dict[str, jax.Array]]]:
     """Builds `update_epochs(train_state, batch, key, hparams, learning_rate, actor_coef)`.
 
@@ -190,20 +170,22 @@ def make_update_epochs(
     `num_minibatches` minibatches and one Adam step per minibatch (a `lax.scan`). When the
     mean approx KL of an epoch exceeds `hparams.target_kl`, the remaining epochs are
     skipped (CleanRL's `--target-kl`). Returns the new train state and the means of
-    `UPDATE_METRICS` over the minibatch steps that ran, plus `update_epochs_run`.
+    `LossMetrics` over the minibatch steps that ran, plus `update_epochs_run`.
     With `axis_name`, the batch is this device's share and gradients are averaged over
     the axis (see `make_minibatch_grads`), so all devices keep identical parameters.
     """
-    grads_fn = make_minibatch_grads(config, apply_fn, axis_name)
+    grads_fn = make_minibatch_grads(config, networks, axis_name)
 
     def minibatch_step(train_state, minibatch, hparams, learning_rate, actor_coef):
         grads, terms = grads_fn(train_state.params, minibatch, hparams, actor_coef)
         tx = make_optimizer(hparams.max_grad_norm, learning_rate, config.adam_eps)
         updates, opt_state = tx.update(grads, train_state.opt_state, train_state.params)
         params = optax.apply_updates(train_state.params, updates)
-        metrics = {name: getattr(terms, name) for name in UPDATE_METRICS if name != "grad_norm"}
-        metrics["grad_norm"] = optax.tree.norm(grads)
-        return TrainState(params=params, opt_state=opt_state), metrics
+        metrics = LossMetrics(
+            **{name: getattr(terms, name) for name in LossMetrics._fields if name != "grad_norm"},
+            grad_norm=optax.tree.norm(grads),
+        )
+        return TrainState(params=params, opt_state=opt_state), metrics._asdict()
 
     def one_epoch(train_state, batch, key, hparams, learning_rate, actor_coef):
         minibatches = shuffle_minibatches(key, batch, config.num_minibatches)
@@ -222,7 +204,7 @@ def make_update_epochs(
         learning_rate: jax.Array,
         actor_coef: jax.Array,
     ) -> tuple[TrainState, dict[str, jax.Array]]:
-        zeros = {name: jnp.zeros((), jnp.float32) for name in UPDATE_METRICS}
+        zeros = {name: jnp.zeros((), jnp.float32) for name in LossMetrics._fields}
 
         def body(carry, epoch_key):
             state, stopped, sums, epochs_run = carry
