@@ -22,11 +22,12 @@ _EXPORTS = {
     "purejaxppo.export": ("export_torch",),
     "purejaxppo.gae": ("gae_advantages",),
     "purejaxppo.losses": ("LossTerms", "ppo_loss"),
-    "purejaxppo.networks": ("make_networks",),
+    "purejaxppo.networks": ("Networks", "make_networks", "networks_from_modules"),
     "purejaxppo.parallel": ("initialize_distributed", "make_data_parallel_train"),
     "purejaxppo.policy": ("EvalResult", "Policy", "evaluate"),
     "purejaxppo.sweeps": ("SweepResult", "sweep"),
     "purejaxppo.train": ("METRICS", "TrainFns", "make_train", "make_train_fns"),
+    "purejaxppo.metrics": ("UpdateMetrics",),
     "purejaxppo.types": ("RunnerState", "TrainOutput", "TrainState", "Transition"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

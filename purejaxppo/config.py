@@ -40,6 +40,8 @@ CONV_IMPLS = ("auto", "im2col", "xla")
 #: Fields of `PPOConfig` that are traced (live in `Hyperparams`); all others are static.
 TRACED_FIELDS = (
     "learning_rate",
+    "actor_learning_rate",
+    "critic_learning_rate",
     "end_learning_rate",
     "ent_coef",
     "vf_coef",
@@ -79,6 +81,12 @@ class PPOConfig:
       ent_coef: weight of the entropy bonus.
       max_grad_norm: global gradient-norm clip (> 0).
       learning_rate: Adam step size at the first update.
+      actor_learning_rate: step size of the actor's parameters (the actor tower and head,
+        `log_std`; a user's actor module); None (default) uses `learning_rate`.
+      critic_learning_rate: step size of the critic's parameters; None uses
+        `learning_rate`. A shared encoder / core always uses `learning_rate`. Both are
+        traced (sweepable), annealed like `learning_rate`, and applied per group after
+        the global gradient clipping and Adam (`update.make_optimizer`).
       anneal_lr: anneal the step size linearly, per update, to `end_learning_rate`.
       end_learning_rate: step size the annealing reaches after the last update.
       target_kl: stop the remaining epochs of an update once the epoch's mean approx KL
@@ -170,6 +178,8 @@ class PPOConfig:
     ent_coef: float = 0.01
     max_grad_norm: float = 0.5
     learning_rate: float = 2.5e-4
+    actor_learning_rate: float | None = None
+    critic_learning_rate: float | None = None
     anneal_lr: bool = True
     end_learning_rate: float = 0.0
     target_kl: float | None = None
@@ -287,11 +297,14 @@ class PPOConfig:
 class Hyperparams:
     """Traced hyperparameters: a pytree of float32 scalars (or `[S]` batches under vmap).
 
-    `target_kl` is `inf` when early stopping is off. Build one with `from_config`, change
+    `target_kl` is `inf` when early stopping is off; `actor_learning_rate` /
+    `critic_learning_rate` are NaN when unset (then `learning_rate` applies). Build one with `from_config`, change
     values with `.replace(...)`, and stack several with `Hyperparams.stack`.
     """
 
     learning_rate: jax.Array
+    actor_learning_rate: jax.Array
+    critic_learning_rate: jax.Array
     end_learning_rate: jax.Array
     ent_coef: jax.Array
     vf_coef: jax.Array
@@ -307,6 +320,9 @@ class Hyperparams:
         values = {name: getattr(config, name) for name in TRACED_FIELDS}
         if values["target_kl"] is None:
             values["target_kl"] = math.inf
+        for name in ("actor_learning_rate", "critic_learning_rate"):
+            if values[name] is None:
+                values[name] = math.nan
         return cls(**{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
 
     @staticmethod
@@ -397,6 +413,9 @@ def _validate(c: PPOConfig) -> None:
     for name in ("vf_coef", "ent_coef", "end_learning_rate"):
         if getattr(c, name) < 0:
             raise bad(name, getattr(c, name), "must be >= 0")
+    for name in ("actor_learning_rate", "critic_learning_rate"):
+        if getattr(c, name) is not None and getattr(c, name) <= 0:
+            raise bad(name, getattr(c, name), "must be > 0 or None (use learning_rate)")
     if c.target_kl is not None and c.target_kl <= 0:
         raise bad("target_kl", c.target_kl, "must be > 0 or None (off)")
     if not 0 <= c.critic_pretrain_steps < c.num_updates:

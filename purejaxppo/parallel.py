@@ -196,7 +196,7 @@ def make_data_parallel_train(
     num_shards = mesh.devices.size
     fns = make_train_fns(config, env, env_params, axis_name=DATA_AXIS, num_shards=num_shards)
     runner_spec = RunnerState(train_state=P(), env=P(DATA_AXIS), key=P(), update_step=P())
-    out_spec = TrainOutput(train_state=P(), runner_state=runner_spec, metrics=P())
+    out_spec = TrainOutput(runner_state=runner_spec, metrics=P())
 
     def per_device(key_data: jax.Array, hparams: Hyperparams) -> TrainOutput:
         return fns.train(jax.random.wrap_key_data(key_data), hparams)

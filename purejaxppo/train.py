@@ -14,6 +14,7 @@ from purejaxppo.envs import make_env
 from purejaxppo.gae import gae_advantages
 from purejaxppo.metrics import METRICS, UpdateMetrics
 from purejaxppo.networks import Networks, make_networks
+from purejaxppo.networks.custom import param_labels
 from purejaxppo.rollout import make_rollout, next_values, reset_envs
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
 from purejaxppo.update import make_optimizer, make_sequences, make_update_epochs
@@ -132,7 +133,12 @@ def make_train_fns(
     def init(key: jax.Array) -> RunnerState:
         param_key, env_key, runner_key = jax.random.split(key, 3)
         params = networks.init(param_key)
-        tx = make_optimizer(config.max_grad_norm, config.learning_rate, config.adam_eps)
+        tx = make_optimizer(
+            config.max_grad_norm,
+            learning_rates(jnp.zeros((), jnp.int32), Hyperparams.from_config(config)),
+            config.adam_eps,
+            param_labels(params),
+        )
         return RunnerState(
             train_state=TrainState(params=params, opt_state=tx.init(params)),
             env=reset_envs(env, env_params, shard_key(env_key), num_envs, networks),
@@ -140,11 +146,24 @@ def make_train_fns(
             update_step=jnp.zeros((), jnp.int32),
         )
 
-    def learning_rate_at(update_step: jax.Array, hparams: Hyperparams) -> jax.Array:
-        if not config.anneal_lr:
-            return hparams.learning_rate
-        frac = update_step.astype(jnp.float32) / config.num_updates
-        return hparams.learning_rate + frac * (hparams.end_learning_rate - hparams.learning_rate)
+    def learning_rates(update_step: jax.Array, hparams: Hyperparams) -> dict[str, jax.Array]:
+        """Step sizes of this update: "shared" (`learning_rate`), "actor", "critic" (their
+        own rates, or `learning_rate` where NaN = unset), linearly annealed with anneal_lr."""
+
+        def annealed(start: jax.Array) -> jax.Array:
+            if not config.anneal_lr:
+                return start
+            frac = update_step.astype(jnp.float32) / config.num_updates
+            return start + frac * (hparams.end_learning_rate - start)
+
+        def own(rate: jax.Array) -> jax.Array:
+            return jnp.where(jnp.isnan(rate), hparams.learning_rate, rate)
+
+        return {
+            "shared": annealed(hparams.learning_rate),
+            "actor": annealed(own(hparams.actor_learning_rate)),
+            "critic": annealed(own(hparams.critic_learning_rate)),
+        }
 
     def update(
         runner: RunnerState, hparams: Hyperparams
@@ -161,10 +180,10 @@ def make_train_fns(
             traj.reward, traj.value, next_value, traj.terminated, traj.truncated
         )
         batch = make_sequences(traj, advantages, returns, seq_len)
-        learning_rate = learning_rate_at(runner.update_step, hparams)
+        rates = learning_rates(runner.update_step, hparams)
         actor_coef = (runner.update_step >= config.critic_pretrain_steps).astype(jnp.float32)
         train_state, metrics = update_epochs(
-            runner.train_state, batch, shard_key(epochs_key), hparams, learning_rate, actor_coef
+            runner.train_state, batch, shard_key(epochs_key), hparams, rates, actor_coef
         )
         batch_size = config.num_envs * num_steps
         metrics = UpdateMetrics(
@@ -172,7 +191,7 @@ def make_train_fns(
             episode_length=stats.mean_length(),
             **metrics,
             explained_variance=explained_variance(batch.value, batch.returns, axis_name),
-            learning_rate=learning_rate,
+            learning_rate=rates["shared"],
             env_steps=(runner.update_step + 1).astype(jnp.float32) * batch_size,
         )._asdict()
         new_runner = RunnerState(
@@ -225,7 +244,7 @@ def make_train(
         `make_env(config.env_name, config.env_kwargs)`; `env_params` defaults to the
         env's own (a given `env_params` is used with the config's env too).
       networks: optional `Networks` to train instead of `make_networks(config, env,
-        env_params)` (bring your own actor and critic, see `networks.from_modules`).
+        env_params)` (bring your own actor and critic, see `networks_from_modules`).
 
     Returns:
       `train(key, hparams=None)`: `key` a typed PRNG key (`jax.random.key(seed)`);

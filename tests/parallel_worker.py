@@ -50,6 +50,7 @@ def leaves(tree) -> list[np.ndarray]:
 
 def devices_mode(out: Path) -> None:
     import jax
+    import jax.numpy as jnp
 
     jax.config.update("jax_num_cpu_devices", 4)
     import purejaxppo as pjp
@@ -88,21 +89,24 @@ def devices_mode(out: Path) -> None:
     fns = pjp.make_train_fns(short)
     params = fns.init(jax.random.key(2)).train_state.params
     keys = jax.random.split(jax.random.key(3), 6)
+    # 64 feed-forward samples: sequences of one step, [K = 64, L = 1].
     batch = Batch(
-        obs=jax.random.normal(keys[0], (64, 4)),
-        action=jax.random.randint(keys[1], (64,), 0, 2),
-        log_prob=-jax.random.uniform(keys[2], (64,), minval=0.3, maxval=1.2),
-        value=jax.random.normal(keys[3], (64,)),
-        advantages=3.0 * jax.random.normal(keys[4], (64,)) + 1.0,
-        returns=jax.random.normal(keys[5], (64,)),
+        obs=jax.random.normal(keys[0], (64, 1, 4)),
+        action=jax.random.randint(keys[1], (64, 1), 0, 2),
+        log_prob=-jax.random.uniform(keys[2], (64, 1), minval=0.3, maxval=1.2),
+        value=jax.random.normal(keys[3], (64, 1)),
+        advantages=3.0 * jax.random.normal(keys[4], (64, 1)) + 1.0,
+        returns=jax.random.normal(keys[5], (64, 1)),
+        initial_state=(),
+        resets=jnp.zeros((64, 1), bool),
     )
     hparams = pjp.Hyperparams.from_config(short)
-    single = jax.jit(make_minibatch_grads(short, fns.apply))(params, batch, hparams, 1.0)
+    single = jax.jit(make_minibatch_grads(short, fns.networks))(params, batch, hparams, 1.0)
     mesh = parallel.make_mesh(4, parallel.DATA_AXIS)
     P = jax.sharding.PartitionSpec
     sharded = jax.jit(
         jax.shard_map(
-            lambda p, b, h: make_minibatch_grads(short, fns.apply, parallel.DATA_AXIS)(
+            lambda p, b, h: make_minibatch_grads(short, fns.networks, parallel.DATA_AXIS)(
                 p, b, h, 1.0
             ),
             mesh=mesh,

@@ -18,7 +18,7 @@ from gymnax.environments import spaces
 
 import purejaxppo as pjp
 from purejaxppo.envs import MultiDiscrete, ProbeMaskedAction
-from purejaxppo.networks import apply_action_mask, make_distribution, make_recurrent_networks
+from purejaxppo.networks import apply_action_mask, make_distribution, make_networks
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -33,7 +33,7 @@ def _random_masks(key, shape, p=0.5):
 def test_masked_categorical_matches_the_categorical_over_valid_actions():
     logits = 3.0 * jax.random.normal(jax.random.key(0), (256, 5))
     mask = _random_masks(jax.random.key(1), (256, 5))
-    spec = pjp.networks.ActionSpec(True, 5, (), None, None)
+    spec = pjp.networks.ActionSpec("discrete", 5, ())
     dist = make_distribution(spec, logits, None, mask=jnp.asarray(mask, jnp.int32))  # 0 / 1
     probs = np.asarray(dist.probs)
     assert np.all(probs[~mask] == 0.0)  # exactly zero, not just small
@@ -60,7 +60,7 @@ def test_masked_categorical_matches_the_categorical_over_valid_actions():
 
 def test_masked_multi_discrete_masks_each_component():
     nvec = (3, 2, 4)
-    spec = pjp.networks.ActionSpec(False, 9, (3,), None, None, nvec=nvec)
+    spec = pjp.networks.ActionSpec("multi_discrete", 9, (3,), nvec=nvec)
     logits = jax.random.normal(jax.random.key(3), (128, 9))
     mask = np.concatenate(
         [_random_masks(jax.random.key(10 + k), (128, n)) for k, n in enumerate(nvec)], axis=1
@@ -79,15 +79,15 @@ def test_recurrent_step_applies_the_mask():
     config = pjp.PPOConfig(env_name="ProbeMaskedAction-v0", recurrent="gru", recurrent_size=8,
                            hidden_sizes=(16,), num_envs=8, num_steps=16)  # fmt: skip
     env, env_params = pjp.make_env(config.env_name)
-    nets = make_recurrent_networks(config, env, env_params)
+    nets = make_networks(config, env, env_params)
     params = nets.init(jax.random.key(0))
     obs, _ = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(jax.random.key(1), 64), env_params
     )
-    _, dist, _ = nets.step(params, nets.initial_hidden(64), obs)
+    _, dist, _ = nets.step(params, nets.initial_state(64), obs, jnp.zeros((64,), bool))
     assert np.all(np.asarray(dist.probs)[~np.asarray(obs["action_mask"])] == 0.0)
     seq = jax.tree.map(lambda x: x.reshape((8, 8, *x.shape[1:])), obs)  # [T, N, ...]
-    _, dist, _ = nets.apply(params, nets.initial_hidden(8), seq, jnp.zeros((8, 8), bool))
+    _, dist, _ = nets.unroll(params, nets.initial_state(8), seq, jnp.zeros((8, 8), bool))
     assert np.all(np.asarray(dist.probs)[~np.asarray(seq["action_mask"])] == 0.0)
 
 
@@ -189,7 +189,8 @@ def test_without_the_mask_masked_actions_are_taken():
     # (no update mean below 0) is not vacuous.
     config = pjp.PPOConfig.from_yaml(CONFIGS / "probe_masked_action.yaml", action_mask_key=None)
     env, env_params = pjp.make_env(config.env_name)
-    init, apply = pjp.make_networks(config, env, env_params)
+    _nets = pjp.make_networks(config, env, env_params)
+    init, apply = _nets.init, _nets.apply
     obs, state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(jax.random.key(0), 128), env_params
     )

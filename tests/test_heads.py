@@ -23,8 +23,8 @@ from purejaxppo.networks import (
     action_spec,
     make_distribution,
     multi_discrete_logits,
+    to_env_action,
 )
-from purejaxppo.rollout import to_env_action
 
 B = 256  # random inputs per check
 NVEC = (3, 2, 4)  # MultiDiscrete components of different sizes (padding is exercised)
@@ -36,13 +36,13 @@ def _normal(seed, shape, scale=2.0):
 
 def _spec(kind, n=4):
     if kind == "discrete":
-        return ActionSpec(True, n, (), None, None)
+        return ActionSpec("discrete", n, ())
     if kind == "continuous":
         low, high = np.full(n, -2.0, np.float32), np.linspace(0.5, 3.0, n).astype(np.float32)
-        return ActionSpec(False, n, (n,), low, high)
+        return ActionSpec("continuous", n, (n,), low, high)
     if kind == "multi_discrete":
-        return ActionSpec(False, sum(NVEC), (len(NVEC),), None, None, nvec=NVEC)
-    return ActionSpec(False, n, (n,), None, None, binary=True)
+        return ActionSpec("multi_discrete", sum(NVEC), (len(NVEC),), nvec=NVEC)
+    return ActionSpec("multi_binary", n, (n,))
 
 
 def test_spec_kinds_from_spaces():
@@ -253,7 +253,8 @@ def test_sampled_actions_step_the_env(env_id, dtype, shape):
     """Policy samples -> to_env_action -> env.step, for every head (7 envs)."""
     config = pjp.PPOConfig(env_name=env_id, hidden_sizes=(8,))
     env, env_params = pjp.make_env(env_id)
-    init, apply = pjp.make_networks(config, env, env_params)
+    _nets = pjp.make_networks(config, env, env_params)
+    init, apply = _nets.init, _nets.apply
     obs, state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(jax.random.key(0), 7), env_params
     )

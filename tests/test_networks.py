@@ -15,13 +15,8 @@ import yaml
 from gymnax.environments import spaces
 
 import purejaxppo as pjp
-from purejaxppo.networks import (
-    ActorCritic,
-    Conv2D,
-    coord_channels,
-    max_pool,
-    observation_inputs,
-)
+from purejaxppo.networks import observation_inputs
+from purejaxppo.networks.layers import Conv2D, coord_channels, max_pool
 
 
 class SpacesEnv:
@@ -48,46 +43,65 @@ def _shapes(params):
 
 def _param_shapes(config, env, env_params=None):
     """Param shapes by tracing `init` only (jax.eval_shape: no compile, no compute)."""
-    init, _ = pjp.make_networks(config, env, env_params)
+    _nets = pjp.make_networks(config, env, env_params)
+    init, _ = _nets.init, _nets.apply
     return _shapes(jax.eval_shape(init, jax.random.key(0)))
 
 
 def _init(config, env, env_params=None, seed=0):
-    init, apply = pjp.make_networks(config, env, env_params)
+    _nets = pjp.make_networks(config, env, env_params)
+    init, apply = _nets.init, _nets.apply
     return jax.jit(init)(jax.random.key(seed)), jax.jit(apply)
 
 
 # --------------------------------------------------------------------- default network
 
 
-def test_default_mlp_param_tree_is_unchanged():
+def test_default_mlp_is_cleanrl_agent():
+    """The default network is CleanRL's `Agent`: two tanh MLPs on the flat observation."""
     config = pjp.PPOConfig()
     env, env_params = pjp.make_env("CartPole-v1")
-    init, apply = pjp.make_networks(config, env, env_params)
+    _nets = pjp.make_networks(config, env, env_params)
+    init, apply = _nets.init, _nets.apply
     params = init(jax.random.key(0))
     assert _shapes(params) == {
-        "actor/Dense_0/kernel": (4, 64),
-        "actor/Dense_0/bias": (64,),
-        "actor/Dense_1/kernel": (64, 64),
-        "actor/Dense_1/bias": (64,),
-        "actor/Dense_2/kernel": (64, 2),
-        "actor/Dense_2/bias": (2,),
-        "critic/Dense_0/kernel": (4, 64),
-        "critic/Dense_0/bias": (64,),
-        "critic/Dense_1/kernel": (64, 64),
-        "critic/Dense_1/bias": (64,),
-        "critic/Dense_2/kernel": (64, 1),
-        "critic/Dense_2/bias": (1,),
+        "actor_encoder/obs_mlp/dense_0/kernel": (4, 64),
+        "actor_encoder/obs_mlp/dense_0/bias": (64,),
+        "actor_encoder/obs_mlp/dense_1/kernel": (64, 64),
+        "actor_encoder/obs_mlp/dense_1/bias": (64,),
+        "actor_head/out/kernel": (64, 2),
+        "actor_head/out/bias": (2,),
+        "critic_encoder/obs_mlp/dense_0/kernel": (4, 64),
+        "critic_encoder/obs_mlp/dense_0/bias": (64,),
+        "critic_encoder/obs_mlp/dense_1/kernel": (64, 64),
+        "critic_encoder/obs_mlp/dense_1/bias": (64,),
+        "critic_head/out/kernel": (64, 1),
+        "critic_head/out/bias": (1,),
     }
-    # The same module and init as before the encoder work: ActorCritic on zeros [1, 4].
-    module = ActorCritic(num_outputs=2, hidden_sizes=(64, 64), activation="tanh", continuous=False)
-    reference = module.init(jax.random.key(0), jnp.zeros((1, 4), jnp.float32))
-    jax.tree.map(np.testing.assert_array_equal, params, reference)
-    obs = jax.random.normal(jax.random.key(1), (5, 4))
+    p = jax.tree.map(np.asarray, params["params"])
+    # CleanRL's init: orthogonal kernels (gain sqrt 2 hidden, 0.01 policy, 1.0 value),
+    # zero biases.
+    for tower, head_gain in (("actor", 0.01), ("critic", 1.0)):
+        w = p[f"{tower}_encoder"]["obs_mlp"]["dense_1"]["kernel"]
+        np.testing.assert_allclose(w.T @ w, 2.0 * np.eye(64), atol=1e-4)
+        head = p[f"{tower}_head"]["out"]["kernel"]
+        np.testing.assert_allclose(head.T @ head, head_gain**2 * np.eye(head.shape[1]), atol=1e-5)
+        assert not np.any(p[f"{tower}_head"]["out"]["bias"])
+    # The forward pass, in NumPy.
+    obs = np.asarray(jax.random.normal(jax.random.key(1), (5, 4)))
+
+    def mlp(tower):
+        x = obs
+        for i in range(2):
+            layer = p[f"{tower}_encoder"]["obs_mlp"][f"dense_{i}"]
+            x = np.tanh(x @ layer["kernel"] + layer["bias"])
+        return x @ p[f"{tower}_head"]["out"]["kernel"] + p[f"{tower}_head"]["out"]["bias"]
+
     dist, value = apply(params, obs)
-    logits, ref_value, _ = module.apply(params, obs)
-    np.testing.assert_array_equal(value, ref_value)
-    np.testing.assert_array_equal(dist.logits, jax.nn.log_softmax(logits))
+    np.testing.assert_allclose(value, mlp("critic")[:, 0], rtol=1e-5, atol=1e-6)
+    logits = mlp("actor")
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    np.testing.assert_allclose(dist.logits, log_probs, rtol=1e-5, atol=1e-6)
 
 
 # --------------------------------------------------------------------- config
@@ -95,7 +109,8 @@ def test_default_mlp_param_tree_is_unchanged():
 
 def test_config_fields_defaults_and_round_trip():
     c = pjp.PPOConfig()
-    assert (c.encoder, c.share_encoder, c.squash_actions) == ("mlp", False, False)
+    assert (c.encoder, c.share_encoder, c.squash_actions) == ("mlp", None, False)
+    assert not c.shares_encoder and c.replace(recurrent="gru").shares_encoder
     assert (c.cnn_channels, c.cnn_kernel_sizes, c.cnn_strides) == (
         (32, 64, 64),
         (8, 4, 3),
@@ -119,6 +134,8 @@ def test_config_fields_defaults_and_round_trip():
         ({"cnn_kernel_sizes": [3, 3]}, r"cnn_kernel_sizes=\[3, 3\]: must have one entry per conv"),
         ({"cnn_channels": [16], "cnn_kernel_sizes": [3]}, r"cnn_strides=\[4, 2, 1\]: must have"),
         ({"share_encoder": "yes"}, "share_encoder must be true or false"),
+        ({"conv_impl": "cudnn"}, r"conv_impl='cudnn': must be one of"),
+        ({"transformer_dim": 10, "transformer_heads": 4}, r"transformer_dim=10: must be divisible"),
         ({"squash_actions": 1}, "squash_actions must be true or false"),
     ],
 )
@@ -148,9 +165,10 @@ def test_settings_that_do_not_fit_the_env_raise():
     ("kernel", "stride", "padding"),
     [(3, 1, "VALID"), (8, 4, "VALID"), (4, 2, "VALID"), (3, 1, "SAME"), (3, 2, "SAME")],
 )
-def test_conv2d_equals_flax_conv(kernel, stride, padding):
+@pytest.mark.parametrize("impl", ["im2col", "xla"])
+def test_conv2d_equals_flax_conv(kernel, stride, padding, impl):
     x = jax.random.normal(jax.random.key(0), (3, 11, 10, 5))
-    module = Conv2D(7, kernel, stride, padding)
+    module = Conv2D(7, kernel, stride, padding, impl=impl)
     params = module.init(jax.random.key(1), x)
     params = jax.tree.map(lambda p: p + 0.1, params)  # non-zero bias
     reference = jax.jit(nn.Conv(7, (kernel, kernel), (stride, stride), padding=padding).apply)(
@@ -159,6 +177,46 @@ def test_conv2d_equals_flax_conv(kernel, stride, padding):
     got = jax.jit(module.apply)(params, x)
     assert got.shape == reference.shape
     np.testing.assert_allclose(got, reference, atol=1e-5)
+
+
+@pytest.mark.parametrize("encoder", ["cnn", "impala"])
+def test_conv_paths_share_checkpoints(encoder):
+    """conv_impl im2col (CPU default) and xla (GPU / TPU default, cuDNN) have the same
+    parameters: params initialised with one compute the same outputs with the other."""
+    env, env_params = pjp.make_env("Breakout-MinAtar")
+    base = pjp.PPOConfig(
+        env_name="Breakout-MinAtar", encoder=encoder, cnn_channels=[8], cnn_kernel_sizes=[3],
+        cnn_strides=[1], impala_channels=[4, 8], hidden_sizes=(16,), conv_impl="im2col",
+    )  # fmt: skip
+    obs = jax.random.bernoulli(jax.random.key(1), 0.3, (6, 10, 10, 4))
+    params, apply_im2col = _init(base, env, env_params)
+    xla = pjp.make_networks(base.replace(conv_impl="xla"), env, env_params)
+    assert jax.tree.map(np.shape, jax.eval_shape(xla.init, jax.random.key(0))) == jax.tree.map(
+        np.shape, params
+    )
+    dist_a, value_a = apply_im2col(params, obs)
+    dist_b, value_b = jax.jit(xla.apply)(params, obs)
+    np.testing.assert_allclose(value_a, value_b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dist_a.logits, dist_b.logits, rtol=1e-5, atol=1e-5)
+    # "auto" is im2col on this CPU backend.
+    assert pjp.PPOConfig().conv_impl == "auto" and jax.default_backend() == "cpu"
+    from purejaxppo.networks.layers import resolve_conv_impl
+
+    assert resolve_conv_impl("auto") == "im2col"
+
+
+def test_mlp_encoder_rescales_uint8_images():
+    """uint8 pixels reach the MLP encoder divided by 255, as they reach the conv encoders."""
+    env = SpacesEnv(spaces.Box(0, 255, (6, 6, 3), jnp.uint8), spaces.Discrete(2))
+    float_env = SpacesEnv(spaces.Box(0.0, 1.0, (6, 6, 3)), spaces.Discrete(2))
+    config = pjp.PPOConfig(hidden_sizes=(8,))
+    params, apply = _init(config, env)
+    _, float_apply = _init(config, float_env)
+    pixels = jax.random.randint(jax.random.key(1), (4, 6, 6, 3), 0, 256).astype(jnp.uint8)
+    np.testing.assert_allclose(
+        apply(params, pixels)[1], float_apply(params, pixels / 255.0)[1], rtol=1e-5, atol=1e-6
+    )
+    assert float(jnp.max(jnp.abs(apply(params, pixels)[1]))) < 10.0
 
 
 @pytest.mark.parametrize("size", [(10, 10), (11, 9), (5, 5), (1, 1), (2, 3)])
@@ -186,18 +244,18 @@ def test_nature_cnn_on_atari_frames():
         encoder="cnn", hidden_sizes=(512,), activation="relu", share_encoder=True
     )
     assert _param_shapes(config, env) == {
-        "encoder/obs_cnn/Conv2D_0/kernel": (8, 8, 4, 32),
-        "encoder/obs_cnn/Conv2D_0/bias": (32,),
-        "encoder/obs_cnn/Conv2D_1/kernel": (4, 4, 32, 64),
-        "encoder/obs_cnn/Conv2D_1/bias": (64,),
-        "encoder/obs_cnn/Conv2D_2/kernel": (3, 3, 64, 64),
-        "encoder/obs_cnn/Conv2D_2/bias": (64,),
-        "encoder/obs_mlp/Dense_0/kernel": (7 * 7 * 64, 512),
-        "encoder/obs_mlp/Dense_0/bias": (512,),
-        "actor_head/kernel": (512, 6),
-        "actor_head/bias": (6,),
-        "critic_head/kernel": (512, 1),
-        "critic_head/bias": (1,),
+        "encoder/obs_cnn/conv_0/kernel": (8, 8, 4, 32),
+        "encoder/obs_cnn/conv_0/bias": (32,),
+        "encoder/obs_cnn/conv_1/kernel": (4, 4, 32, 64),
+        "encoder/obs_cnn/conv_1/bias": (64,),
+        "encoder/obs_cnn/conv_2/kernel": (3, 3, 64, 64),
+        "encoder/obs_cnn/conv_2/bias": (64,),
+        "encoder/obs_mlp/dense_0/kernel": (7 * 7 * 64, 512),
+        "encoder/obs_mlp/dense_0/bias": (512,),
+        "actor_head/out/kernel": (512, 6),
+        "actor_head/out/bias": (6,),
+        "critic_head/out/kernel": (512, 1),
+        "critic_head/out/bias": (1,),
     }
     # A narrower stack to compute with: uint8 frames are divided by 255, so the same
     # network on float frames in [0, 1] agrees.
@@ -209,7 +267,8 @@ def test_nature_cnn_on_atari_frames():
     dist, value = apply(params, frames)
     assert dist.logits.shape == (2, 6) and value.shape == (2,)
     float_env = SpacesEnv(spaces.Box(0.0, 1.0, (84, 84, 4)), spaces.Discrete(6))
-    _, float_apply = pjp.make_networks(config, float_env, None)
+    _nets = pjp.make_networks(config, float_env, None)
+    _, float_apply = _nets.init, _nets.apply
     _, float_value = jax.jit(float_apply)(params, frames.astype(jnp.float32) / 255.0)
     np.testing.assert_allclose(value, float_value, rtol=1e-5, atol=1e-6)
 
@@ -241,13 +300,13 @@ def test_impala_with_coord_channels():
     config = pjp.PPOConfig(encoder="impala", hidden_sizes=(256,), activation="relu")
     shapes = _param_shapes(config, env)
     # Input 4 channels + 2 CoordConv channels; stages 10 -> 5 -> 3 -> 2 (ceil halving).
-    assert shapes["actor_encoder/obs_impala/Conv2D_0/kernel"] == (3, 3, 4 + 2, 16)
-    assert shapes["actor_encoder/obs_impala/ResidualBlock_0/Conv2D_0/kernel"] == (3, 3, 16, 16)
-    assert shapes["actor_encoder/obs_impala/Conv2D_1/kernel"] == (3, 3, 16, 32)
-    assert shapes["actor_encoder/obs_impala/ResidualBlock_5/Conv2D_1/kernel"] == (3, 3, 32, 32)
-    assert shapes["actor_encoder/obs_mlp/Dense_0/kernel"] == (2 * 2 * 32, 256)
+    assert shapes["actor_encoder/obs_impala/stage_0/conv/kernel"] == (3, 3, 4 + 2, 16)
+    assert shapes["actor_encoder/obs_impala/stage_0/block_0/conv_0/kernel"] == (3, 3, 16, 16)
+    assert shapes["actor_encoder/obs_impala/stage_1/conv/kernel"] == (3, 3, 16, 32)
+    assert shapes["actor_encoder/obs_impala/stage_2/block_1/conv_1/kernel"] == (3, 3, 32, 32)
+    assert shapes["actor_encoder/obs_mlp/dense_0/kernel"] == (2 * 2 * 32, 256)
     # 3 stages x 2 blocks x 2 convs x (kernel, bias); the critic has its own copy.
-    assert sum(k.startswith("actor_encoder/obs_impala/ResidualBlock_") for k in shapes) == 24
+    assert sum("/block_" in k and k.startswith("actor_encoder/") for k in shapes) == 24
     assert {k.replace("critic_encoder/", "actor_encoder/") for k in shapes} == {
         k for k in shapes if not k.startswith("critic_encoder/")
     }
@@ -259,10 +318,10 @@ def test_impala_with_coord_channels():
     assert dist.logits.shape == (4, 3) and value.shape == (4,)
     # The coordinate channels feed the first conv: zeroing their kernel slice changes the
     # output (it would not if they were missing or constant-free).
-    kernel = params["params"]["critic_encoder"]["obs_impala"]["Conv2D_0"]["kernel"]
+    kernel = params["params"]["critic_encoder"]["obs_impala"]["stage_0"]["conv"]["kernel"]
     assert kernel.shape == (3, 3, 6, 4)
     no_coords = jax.tree.map(lambda x: x, params)
-    no_coords["params"]["critic_encoder"]["obs_impala"]["Conv2D_0"]["kernel"] = kernel.at[
+    no_coords["params"]["critic_encoder"]["obs_impala"]["stage_0"]["conv"]["kernel"] = kernel.at[
         :, :, 4:
     ].set(0.0)
     assert float(jnp.max(jnp.abs(apply(no_coords, obs)[1] - value))) > 1e-4
@@ -296,14 +355,14 @@ def test_mlp_share_encoder_and_continuous_heads():
     config = pjp.PPOConfig(env_name="Pendulum-v1", share_encoder=True, hidden_sizes=(32, 16))
     params, apply = _init(config, env, env_params)
     assert _shapes(params) == {
-        "encoder/obs_mlp/Dense_0/kernel": (3, 32),
-        "encoder/obs_mlp/Dense_0/bias": (32,),
-        "encoder/obs_mlp/Dense_1/kernel": (32, 16),
-        "encoder/obs_mlp/Dense_1/bias": (16,),
-        "actor_head/kernel": (16, 1),
-        "actor_head/bias": (1,),
-        "critic_head/kernel": (16, 1),
-        "critic_head/bias": (1,),
+        "encoder/obs_mlp/dense_0/kernel": (3, 32),
+        "encoder/obs_mlp/dense_0/bias": (32,),
+        "encoder/obs_mlp/dense_1/kernel": (32, 16),
+        "encoder/obs_mlp/dense_1/bias": (16,),
+        "actor_head/out/kernel": (16, 1),
+        "actor_head/out/bias": (1,),
+        "critic_head/out/kernel": (16, 1),
+        "critic_head/out/bias": (1,),
         "log_std": (1,),
     }
     dist, value = apply(params, jnp.ones((2, 3)))
@@ -320,10 +379,10 @@ def test_dict_and_tuple_observations():
     params, apply = _init(config, env)
     shapes = _shapes(params)
     # Per-key encoders: a conv + MLP for the image, an MLP for the vector, concatenated.
-    assert shapes["actor_encoder/image_cnn/Conv2D_0/kernel"] == (3, 3, 4, 8)
-    assert shapes["actor_encoder/image_mlp/Dense_0/kernel"] == (8 * 8 * 8, 16)
-    assert shapes["actor_encoder/vector_mlp/Dense_0/kernel"] == (3, 16)
-    assert shapes["actor_head/kernel"] == (2 * 16, 3)
+    assert shapes["actor_encoder/image_cnn/conv_0/kernel"] == (3, 3, 4, 8)
+    assert shapes["actor_encoder/image_mlp/dense_0/kernel"] == (8 * 8 * 8, 16)
+    assert shapes["actor_encoder/vector_mlp/dense_0/kernel"] == (3, 16)
+    assert shapes["actor_head/out/kernel"] == (2 * 16, 3)
     assert not any("vector_cnn" in k for k in shapes)
     key_image, key_vector = jax.random.split(jax.random.key(1))
     obs = {

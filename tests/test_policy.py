@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import purejaxppo as pjp
+from purejaxppo.policy import make_act
 from purejaxppo.checkpoint import load_checkpoint
 from purejaxppo.cli import main
 from purejaxppo.runner import train_and_log
@@ -36,9 +37,11 @@ def test_load_act_batched_and_unbatched(run_dir):
     # Sampling at temperature 1 follows the softmax: frequencies match probabilities.
     probs = jax.nn.softmax(out["logits"][0])
     keys = jax.random.split(jax.random.key(2), 4000)
-    samples = jax.vmap(lambda k: policy._act_batched(policy.get_params(), obs[:1], k, 1.0)[0][0])(
-        keys
-    )
+    act = make_act(policy.networks)
+    no_reset = jnp.zeros((1,), bool)
+    samples = jax.vmap(
+        lambda k: act(policy.get_params(), (), obs[:1], no_reset, k, 1.0)[1][0]
+    )(keys)
     np.testing.assert_allclose(np.mean(samples == 1), probs[1], atol=0.03)
     policy.reset(jnp.array([True]))  # feed-forward: a no-op
     with pytest.raises(ValueError, match="obs shape"):
@@ -60,9 +63,10 @@ def test_get_set_params(run_dir):
 def test_continuous_policy_temperature_zero_is_the_clipped_mean():
     config = pjp.PPOConfig(env_name="Pendulum-v1", hidden_sizes=(8,))
     env, env_params = pjp.make_env("Pendulum-v1")
-    init, _ = pjp.make_networks(config, env, env_params)
+    _nets = pjp.make_networks(config, env, env_params)
+    init, _ = _nets.init, _nets.apply
     params = init(jax.random.key(0))
-    params["params"]["actor"]["Dense_1"]["bias"] = jnp.array([5.0])  # mean 5 > bound 2
+    params["params"]["actor_head"]["out"]["bias"] = jnp.array([5.0])  # mean 5 > bound 2
     policy = pjp.Policy(params, config)
     action, out = policy.act(jnp.zeros((3, 3)), jax.random.key(0), 0.0, return_model_output=True)
     np.testing.assert_allclose(out["mean"], 5.0, atol=1e-5)

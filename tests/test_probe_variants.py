@@ -75,7 +75,8 @@ def _train(name: str):
 def test_probe_variant_is_solved(name, env_cls):
     config, params, out = _train(name)
     env, env_params = pjp.make_env(config.env_name)
-    _, apply = pjp.make_networks(config, env, env_params)
+    _nets = pjp.make_networks(config, env, env_params)
+    _, apply = _nets.init, _nets.apply
     best = np.asarray(env_cls.best)
     returns = np.asarray(out.metrics["episode_return"])
     # Random play: ~0.36 (MultiDiscrete), 0.5 (MultiBinary); the first updates are near it.

@@ -16,7 +16,8 @@ def train_probe(number: int, seeds: int = 2):
     config = pjp.PPOConfig.from_yaml(CONFIGS / f"probe{number}.yaml")
     out = jax.jit(jax.vmap(pjp.make_train(config)))(jax.random.split(jax.random.key(0), seeds))
     env, env_params = pjp.make_env(config.env_name)
-    _, apply = pjp.make_networks(config, env, env_params)
+    _nets = pjp.make_networks(config, env, env_params)
+    _, apply = _nets.init, _nets.apply
     params = [jax.tree.map(lambda x, i=i: x[i], out.train_state.params) for i in range(seeds)]
     return config, apply, params, out
 

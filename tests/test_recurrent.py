@@ -1,6 +1,8 @@
-"""Recurrent (LSTM / GRU) policies: state handling, memory probes, a POMDP, Policy, export.
+"""Recurrent (LSTM / GRU / transformer) policies: state handling, memory probes, a POMDP,
+Policy.
 
-Learning tests (configs/probe7_lstm.yaml, memory_chain_gru.yaml, pendulum_novel_gru.yaml)
+Learning tests (configs/probe7_lstm.yaml, memory_chain_gru.yaml, pendulum_novel_gru.yaml,
+probe7_transformer.yaml, memory_chain_transformer.yaml)
 train one compiled program each; the feed-forward half of the Probe7 claim (chance, 0.5)
 is tests/test_probes.py::test_probe7_feed_forward_policy_cannot_exceed_chance.
 """
@@ -14,7 +16,7 @@ import pytest
 
 import purejaxppo as pjp
 from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
-from purejaxppo.networks import action_spec, make_recurrent_networks
+from purejaxppo.networks import make_networks, state_size
 from purejaxppo.rollout import make_rollout, reset_envs
 from purejaxppo.update import make_sequences
 
@@ -62,37 +64,40 @@ def test_config_validation(changes, match):
 def test_feed_forward_default_has_no_recurrent_state():
     config = pjp.PPOConfig(total_timesteps=512)
     runner = pjp.make_train_fns(config).init(jax.random.key(0))
-    assert runner.env.hidden is None
+    assert runner.env.policy_state == ()
     assert "core" not in runner.train_state.params["params"]
 
 
 # --------------------------------------------------------------------- state handling
-@pytest.mark.parametrize("core, seq_len", [("gru", None), ("lstm", 4)])
+@pytest.mark.parametrize("core, seq_len", [("gru", None), ("lstm", 4), ("transformer", 4)])
 def test_update_rerun_reproduces_the_rollout(core, seq_len):
     """Re-running the core over the stored sequences gives the rollout's log-probs and
     values: the stored initial states and the reset flags are right. Probe7 episodes are
     5 steps, so resets fall inside the 12-step sequences and the 4-step chunks."""
-    config = SMALL.replace(recurrent=core, max_seq_len=seq_len)
+    config = SMALL.replace(
+        recurrent=core, max_seq_len=seq_len, transformer_dim=8, transformer_layers=2, memory_len=3
+    )
     env, env_params = pjp.make_env(config.env_name)
-    nets = make_recurrent_networks(config, env, env_params)
-    size = 2 * config.recurrent_size if core == "lstm" else config.recurrent_size
+    nets = make_networks(config, env, env_params)
+    size = {"lstm": 8, "gru": 4, "transformer": 2 * 3 * 8 + 3}[core]
+    assert state_size(config) == size
     params = nets.init(jax.random.key(1))
-    spec = action_spec(env, env_params)
-    rollout = make_rollout(env, env_params, nets.step, spec, config.num_steps, recurrent=True)
-    carry = reset_envs(env, env_params, jax.random.key(2), config.num_envs, size)
+    rollout = jax.jit(make_rollout(env, env_params, nets, config.num_steps))
+    carry = reset_envs(env, env_params, jax.random.key(2), config.num_envs, nets)
     # Two rollouts, so the second starts from a carried, non-zero state.
     carry, _, _ = rollout(params, carry, jax.random.key(3))
-    assert float(jnp.abs(carry.hidden).max()) > 0
+    assert float(jnp.abs(carry.policy_state).max()) > 0
     carry, traj, _ = rollout(params, carry, jax.random.key(4))
-    assert traj.hidden.shape == (config.num_steps, config.num_envs, size)
+    assert traj.policy_state.shape == (config.num_steps, config.num_envs, size)
     zeros = jnp.zeros_like(traj.value)
     batch = make_sequences(traj, zeros, zeros, config.seq_len)
     num_seq = config.num_sequences
-    assert batch.obs.shape == (num_seq, config.seq_len, 1) and batch.hidden.shape == (num_seq, size)
+    assert batch.obs.shape == (num_seq, config.seq_len, 1)
+    assert batch.initial_state.shape == (num_seq, size)
 
     def rerun(resets):
-        _, dist, value = nets.apply(
-            params, batch.hidden, jnp.swapaxes(batch.obs, 0, 1), jnp.swapaxes(resets, 0, 1)
+        _, dist, value = nets.unroll(
+            params, batch.initial_state, jnp.swapaxes(batch.obs, 0, 1), jnp.swapaxes(resets, 0, 1)
         )
         log_prob = dist.log_prob(jnp.swapaxes(batch.action, 0, 1))
         return jnp.swapaxes(log_prob, 0, 1), jnp.swapaxes(value, 0, 1)
@@ -115,7 +120,7 @@ def test_segments_and_checkpoint_keep_the_state(tmp_path):
     runner, metrics = run(fns.init(key), hparams, 2)
     save_checkpoint(tmp_path, runner, jax.device_get(metrics), config)
     restored = load_checkpoint(tmp_path).runner_state
-    np.testing.assert_array_equal(restored.env.hidden, runner.env.hidden)
+    np.testing.assert_array_equal(restored.env.policy_state, runner.env.policy_state)
     runner, _ = run(restored, hparams, 2)
     for a, b in zip(jax.tree.leaves(one_call.runner_state), jax.tree.leaves(runner), strict=True):
         if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
@@ -131,12 +136,12 @@ def test_data_parallel_shards_keep_identical_params():
     keys = jnp.stack([jax.random.key_data(jax.random.key(0))] * 2)
     init = jax.vmap(lambda k: fns.init(jax.random.wrap_key_data(k)), axis_name="d")
     runner = init(keys)
-    assert runner.env.hidden.shape == (2, 2, config.recurrent_size)
+    assert runner.env.policy_state.shape == (2, 2, config.recurrent_size)
     update = jax.jit(jax.vmap(fns.update, in_axes=(0, None), axis_name="d"))
     runner, metrics = update(runner, pjp.Hyperparams.from_config(config))
     for leaf in jax.tree.leaves(runner.train_state.params):
         np.testing.assert_array_equal(leaf[0], leaf[1])
-    assert not np.array_equal(runner.env.hidden[0], runner.env.hidden[1])
+    assert not np.array_equal(runner.env.policy_state[0], runner.env.policy_state[1])
     with pytest.raises(ValueError, match="per-device number of sequences"):
         pjp.make_train_fns(config.replace(num_minibatches=4), axis_name="d", num_shards=2)
 
@@ -216,11 +221,11 @@ def test_pendulum_without_velocity_learns_with_the_gru():
     assert np.nanmean(out.metrics["episode_return"][0, :20]) < -1000.0
 
 
-# --------------------------------------------------------------------- policy, export
+# --------------------------------------------------------------------- policy
 def test_policy_reset_zeroes_where_done():
     config = SMALL
     env, env_params = pjp.make_env(config.env_name)
-    params = make_recurrent_networks(config, env, env_params).init(jax.random.key(0))
+    params = make_networks(config, env, env_params).init(jax.random.key(0))
     policy = pjp.Policy(params, config)
     assert policy.hidden is None
     obs = jnp.array([[1.0], [0.5], [-1.0]])
@@ -244,20 +249,3 @@ def test_policy_reset_zeroes_where_done():
     policy.reset()
     policy.act(jnp.array([1.0]), jax.random.key(0))
     assert policy.hidden.shape == (1, config.recurrent_size)
-
-
-def test_export_writes_recurrent_policies(tmp_path):
-    """Recurrent policies export (parity: tests/test_export_recurrent.py)."""
-    import json
-
-    import torch  # noqa: F401  (a test dependency: pip install -e ".[test,torch]")
-
-    from purejaxppo.export import export_torch
-
-    config = SMALL
-    env, env_params = pjp.make_env(config.env_name)
-    params = make_recurrent_networks(config, env, env_params).init(jax.random.key(0))
-    policy = export_torch(params, config, tmp_path / "policy.pt")
-    meta = json.loads(policy.with_suffix(".json").read_text())
-    assert meta["class_name"] == "RecurrentActorCritic"
-    assert (meta["recurrent"], meta["state_size"]) == ("gru", config.recurrent_size)

@@ -114,14 +114,20 @@ def test_critic_pretraining_freezes_the_actor():
     hp = pjp.Hyperparams.from_config(config)
     after2, _ = jax.jit(fns.run, static_argnums=2)(runner, hp, 2)
     before, after = runner.train_state.params["params"], after2.train_state.params["params"]
-    jax.tree.map(np.testing.assert_array_equal, before["actor"], after["actor"])
-    assert not np.allclose(
-        before["critic"]["Dense_0"]["kernel"], after["critic"]["Dense_0"]["kernel"]
-    )
+    for name in ("actor_encoder", "actor_head"):
+        jax.tree.map(np.testing.assert_array_equal, before[name], after[name])
+    critic_kernel = ("critic_encoder", "obs_mlp", "dense_0", "kernel")
+    actor_kernel = ("actor_encoder", "obs_mlp", "dense_0", "kernel")
+
+    def get(tree, path):
+        for k in path:
+            tree = tree[k]
+        return tree
+
+    assert not np.allclose(get(before, critic_kernel), get(after, critic_kernel))
     after3, _ = jax.jit(fns.run, static_argnums=2)(after2, hp, 1)
     assert not np.allclose(
-        after3.train_state.params["params"]["actor"]["Dense_0"]["kernel"],
-        after["actor"]["Dense_0"]["kernel"],
+        get(after3.train_state.params["params"], actor_kernel), get(after, actor_kernel)
     )
 
 
@@ -131,7 +137,8 @@ def test_custom_env_object_and_networks():
     out = jax.jit(pjp.make_train(SMALL, env=env, env_params=env_params))(jax.random.key(0))
     lengths = out.metrics["episode_length"]
     assert np.nanmax(lengths) <= 20.0  # the custom time limit is in force
-    init, apply = pjp.make_networks(SMALL, env, env_params)
+    _nets = pjp.make_networks(SMALL, env, env_params)
+    init, apply = _nets.init, _nets.apply
     params = init(jax.random.key(0))
     obs = jnp.ones((7, 4))
     dist, value = apply(params, obs)
@@ -143,7 +150,8 @@ def test_custom_env_object_and_networks():
 def test_continuous_network_shapes():
     config = pjp.PPOConfig(env_name="Pendulum-v1", hidden_sizes=(16,))
     env, env_params = pjp.make_env("Pendulum-v1")
-    init, apply = pjp.make_networks(config, env, env_params)
+    _nets = pjp.make_networks(config, env, env_params)
+    init, apply = _nets.init, _nets.apply
     params = init(jax.random.key(0))
     dist, value = apply(params, jnp.zeros((5, 3)))
     assert dist.event_shape == (1,) and dist.batch_shape == (5,) and value.shape == (5,)

@@ -11,6 +11,7 @@ Layout (one concern per module):
 * `cores`: LSTM, GRU, and the gated transformer-XL (`transformer`).
 * `actor_critic`: the one `ActorCritic` module (explicit parameter names).
 * `factory`: `Networks` (init, initial_state, step, unroll, apply) and `make_networks`.
+* `custom`: `networks_from_modules` (bring your own flax actor and critic).
 """
 
 from purejaxppo.networks.distributions import (
@@ -22,6 +23,7 @@ from purejaxppo.networks.distributions import (
     select_action,
     to_env_action,
 )
+from purejaxppo.networks.custom import networks_from_modules, param_labels
 from purejaxppo.networks.factory import (
     Networks,
     State,
@@ -53,7 +55,9 @@ __all__ = [
     "make_distribution",
     "make_networks",
     "multi_discrete_logits",
+    "networks_from_modules",
     "observation_inputs",
+    "param_labels",
     "reset_state",
     "select_action",
     "split_action_mask",
