@@ -37,6 +37,9 @@ RECURRENT_CORES = ("lstm", "gru", "transformer")
 #: Convolution implementations (`PPOConfig.conv_impl`), see `purejaxppo.networks.layers`.
 CONV_IMPLS = ("auto", "im2col", "xla")
 
+#: Logging sinks (`PPOConfig.loggers`), see `purejaxppo.sinks`.
+LOGGERS = ("csv", "jsonl", "tensorboard", "wandb", "mlflow")
+
 #: Fields of `PPOConfig` that are traced (live in `Hyperparams`); all others are static.
 TRACED_FIELDS = (
     "learning_rate",
@@ -156,6 +159,19 @@ class PPOConfig:
         `{"long_pole": {"length": 1.0}}`; empty means one split "train" with the training
         env itself.
       seed: PRNG seed used by the command line (`jax.random.key(seed)`).
+      info_metrics: keys of the env's `info` dict to log: each is reduced in the scan to
+        the mean over the episodes that ended during an update of `info[key]` at their
+        last step (metric `info/<key>`; NaN when none ended). Unknown keys raise
+        ValueError when the training function is built.
+      action_histogram: Discrete actions: also log `action_frac/<i>`, the fraction of the
+        rollout's actions equal to i (one metric per action).
+      loggers: sinks of `purejaxppo train` (`purejaxppo.sinks`): any of "csv" (always
+        written: metrics.csv), "jsonl", "tensorboard", "wandb", "mlflow".
+      video_freq: updates between recorded greedy episodes in `purejaxppo train`
+        (`run_dir/videos/update_<n>.gif`, sent to the sinks); 0: off.
+      collect_freq: updates between trajectory collections in `purejaxppo train`
+        (`collect_episodes` episodes to `run_dir/datasets/update_<n>.npz`); 0: off.
+      collect_episodes: episodes per collection with `collect_freq`.
 
     Raises:
       ValueError: naming the field and value, for a wrong type, an out-of-range value
@@ -209,6 +225,12 @@ class PPOConfig:
     eval_episodes: int = 32
     eval_splits: dict[str, Any] = dataclasses.field(default_factory=dict)
     seed: int = 0
+    info_metrics: tuple[str, ...] = ()
+    action_histogram: bool = False
+    loggers: tuple[str, ...] = ("csv",)
+    video_freq: int = 0
+    collect_freq: int = 0
+    collect_episodes: int = 10
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -370,11 +392,14 @@ def _coerce(name: str, annotation: Any, value: Any) -> Any:
         if isinstance(value, str):
             return value
         raise ValueError(f"{name} must be a string, got {value!r}")
-    if origin is tuple:  # tuple[int, ...]
+    if origin is tuple:  # tuple[int, ...], tuple[str, ...]
         if isinstance(value, int) and not isinstance(value, bool):
             value = (value,)
+        if isinstance(value, str) and args[0] is str:
+            value = (value,)
         if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{name} must be a list of integers, got {value!r}")
+            kind = "strings" if args[0] is str else "integers"
+            raise ValueError(f"{name} must be a list of {kind}, got {value!r}")
         return tuple(_coerce(f"{name}[{i}]", args[0], v) for i, v in enumerate(value))
     if origin is dict:
         if not isinstance(value, Mapping):
@@ -471,7 +496,9 @@ def _validate(c: PPOConfig) -> None:
             )
         if c.recurrent is None:
             raise bad(
-                "max_seq_len", c.max_seq_len, f"needs a recurrent core (recurrent: one of {RECURRENT_CORES})"
+                "max_seq_len",
+                c.max_seq_len,
+                f"needs a recurrent core (recurrent: one of {RECURRENT_CORES})",
             )
     if c.recurrent is not None and c.num_sequences % c.num_minibatches:
         raise bad(
@@ -497,6 +524,18 @@ def _validate(c: PPOConfig) -> None:
             )
     if not c.env_name:
         raise bad("env_name", c.env_name, "must not be empty")
+    for name in c.loggers:
+        if name not in LOGGERS:
+            close = difflib.get_close_matches(name, LOGGERS, n=2)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise bad("loggers", list(c.loggers), f"{name!r} is not one of {LOGGERS}{hint}")
+    if len(set(c.info_metrics)) != len(c.info_metrics) or not all(c.info_metrics):
+        raise bad("info_metrics", list(c.info_metrics), "must be distinct non-empty keys")
+    for name in ("video_freq", "collect_freq"):
+        if getattr(c, name) < 0:
+            raise bad(name, getattr(c, name), "must be >= 0 (0: off)")
+    if c.collect_episodes < 1:
+        raise bad("collect_episodes", c.collect_episodes, "must be >= 1")
     for key in c.env_kwargs:
         if not isinstance(key, str):
             raise bad("env_kwargs", c.env_kwargs, "keys must be strings")

@@ -18,10 +18,24 @@ class EpisodeStats(NamedTuple):
     return_sum: jax.Array  # sum of undiscounted episode returns
     length_sum: jax.Array  # sum of episode lengths (steps)
     count: jax.Array  # number of episodes that ended
+    # `PPOConfig.info_metrics`: key -> sum over the ended episodes of `info[key]` at their
+    # last step (mean over any trailing axes of the entry); {} when none are named.
+    info_sum: dict[str, jax.Array] = {}  # never mutated
 
     @classmethod
-    def zeros(cls) -> EpisodeStats:
-        return cls(*(jnp.zeros((), jnp.float32) for _ in range(3)))
+    def zeros(cls, info_keys: tuple[str, ...] = ()) -> EpisodeStats:
+        def zero() -> jax.Array:
+            return jnp.zeros((), jnp.float32)
+
+        return cls(zero(), zero(), zero(), {key: zero() for key in info_keys})
+
+    def mean_info(self) -> dict[str, jax.Array]:
+        """`info/<key>` -> mean of `info[key]` at the ended episodes' last steps (NaN if none)."""
+        count = jnp.maximum(self.count, 1)
+        return {
+            f"info/{key}": jnp.where(self.count > 0, total / count, jnp.nan)
+            for key, total in self.info_sum.items()
+        }
 
     def mean_return(self) -> jax.Array:
         """Mean return of the ended episodes, NaN if none ended."""
@@ -40,7 +54,9 @@ class LossMetrics(NamedTuple):
     entropy: jax.Array  # policy entropy (nats)
     approx_kl: jax.Array  # (ratio - 1) - log ratio (Schulman's k3 estimator)
     clipfrac: jax.Array  # fraction of samples with |ratio - 1| > clip_coef
-    grad_norm: jax.Array  # global gradient norm before clipping
+    # global L2 norm of the minibatch gradient before `clip_by_global_norm` (and, with
+    # data-parallel training, after the cross-device mean)
+    grad_norm: jax.Array
 
 
 class UpdateMetrics(NamedTuple):
@@ -51,6 +67,19 @@ class UpdateMetrics(NamedTuple):
     1 - Var[G - V] / Var[G] of the rollout; learning_rate used; update_epochs_run (fewer
     than update_epochs when target_kl stopped early); env_steps taken by the end of the
     update (float32: exact to 2^24, then within 1e-7 relative; it never wraps).
+
+    Rollout statistics (means over the update's N*T samples, reduced in the update, so
+    nothing grows with `num_steps`): value_mean of V_old(obs); advantage_mean of the GAE
+    advantages (before per-minibatch normalisation); return_mean of the value targets
+    (advantages + V_old); log_prob_mean of log pi_old(action | obs) (minus the entropy
+    estimate of the sampled actions); action_mean / action_std of the env actions as
+    sampled (Box: per-dimension mean / std, averaged over the dimensions; Discrete: of the
+    action index; MultiDiscrete / MultiBinary: of the component values).
+
+    Metrics whose names depend on the env or config are not fields: they are extra keys
+    of `TrainOutput.metrics` (`TrainFns.metric_names` lists all): `action_frac/<i>`, the
+    fraction of the rollout's actions equal to i (Discrete, with
+    `PPOConfig.action_histogram`), and `info/<key>` for `PPOConfig.info_metrics`.
     """
 
     episode_return: jax.Array
@@ -65,7 +94,64 @@ class UpdateMetrics(NamedTuple):
     grad_norm: jax.Array
     update_epochs_run: jax.Array
     env_steps: jax.Array
+    value_mean: jax.Array
+    advantage_mean: jax.Array
+    return_mean: jax.Array
+    log_prob_mean: jax.Array
+    action_mean: jax.Array
+    action_std: jax.Array
 
 
-#: The metric names, in table-column order.
+#: The metric names every run has, in table-column order (see `UpdateMetrics`).
 METRICS = UpdateMetrics._fields
+
+
+def extra_metric_names(
+    num_actions: int | None = None, info_keys: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """Names of the env-dependent metrics: `action_frac/<i>` for i < `num_actions` (None:
+    no histogram), then `info/<key>` per key (table-column order)."""
+    hist = () if num_actions is None else tuple(f"action_frac/{i}" for i in range(num_actions))
+    return hist + tuple(f"info/{key}" for key in info_keys)
+
+
+def rollout_statistics(
+    value: jax.Array,
+    advantages: jax.Array,
+    returns: jax.Array,
+    log_prob: jax.Array,
+    action: jax.Array,
+    num_actions: int | None = None,
+    axis_name: str | None = None,
+) -> dict[str, jax.Array]:
+    """Means of one rollout's samples (see `UpdateMetrics`), float32 scalars.
+
+    Args:
+      value, advantages, returns, log_prob: float32 `[T, N]`.
+      action: `[T, N]` int32 (Discrete) or `[T, N, A]` (Box, MultiDiscrete, MultiBinary).
+      num_actions: with it (Discrete only), also `action_frac/<i>` for i < num_actions.
+      axis_name: average over the devices on this axis too (equal shard sizes).
+    """
+
+    def mean(x: jax.Array) -> jax.Array:
+        m = jnp.mean(x.astype(jnp.float32))
+        return m if axis_name is None else jax.lax.pmean(m, axis_name)
+
+    action = action.astype(jnp.float32)
+    if action.ndim == 2:
+        action = action[..., None]
+    per_dim_mean = jax.vmap(mean, in_axes=-1)(action)
+    per_dim_var = jax.vmap(mean, in_axes=-1)(jnp.square(action - per_dim_mean))
+    out = {
+        "value_mean": mean(value),
+        "advantage_mean": mean(advantages),
+        "return_mean": mean(returns),
+        "log_prob_mean": mean(log_prob),
+        "action_mean": jnp.mean(per_dim_mean),
+        "action_std": jnp.mean(jnp.sqrt(per_dim_var)),
+    }
+    if num_actions is not None:
+        index = action[..., 0].astype(jnp.int32)
+        for i in range(num_actions):
+            out[f"action_frac/{i}"] = mean(index == i)
+    return out

@@ -32,7 +32,7 @@ def reset_envs(
 
 
 def make_env_step(
-    env: Any, env_params: Any, networks: Networks
+    env: Any, env_params: Any, networks: Networks, info_keys: tuple[str, ...] = ()
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `env_step(params, carry, key) -> (carry, transition, ended)`.
 
@@ -40,7 +40,9 @@ def make_env_step(
     clipped to its bounds; `log_prob` is of the unclipped sample), step every env with its
     own key (gymnax auto-resets ended episodes), and update the running episode return /
     length. `transition` has leading axis `[N]` and keeps the policy state entering the
-    step with its reset flag; `ended` sums the episodes that ended at this step.
+    step with its reset flag; `ended` sums the episodes that ended at this step, and
+    for each of `info_keys` the env's `info[key]` at their last step (mean over any
+    trailing axes).
     """
 
     def env_step(
@@ -68,6 +70,7 @@ def make_env_step(
             return_sum=jnp.sum(jnp.where(done, episode_return, 0.0)),
             length_sum=jnp.sum(jnp.where(done, episode_length, 0)).astype(jnp.float32),
             count=jnp.sum(done).astype(jnp.float32),
+            info_sum={key: _sum_where(done, info[key]) for key in info_keys},
         )
         transition = Transition(
             obs=carry.obs,
@@ -94,15 +97,37 @@ def make_env_step(
     return env_step
 
 
+def _sum_where(done: jax.Array, values: jax.Array) -> jax.Array:
+    """Sum over the envs where `done` `[N]` of `values` `[N, ...]` (trailing axes averaged)."""
+    values = jnp.asarray(values, jnp.float32).reshape((done.shape[0], -1)).mean(axis=1)
+    return jnp.sum(jnp.where(done, values, 0.0))
+
+
+def info_keys_of(env: Any, env_params: Any) -> tuple[str, ...]:
+    """The keys of `env.step`'s info dict (from `jax.eval_shape`, nothing runs)."""
+
+    def info(key: jax.Array) -> dict[str, Any]:
+        _, state = env.reset(key, env_params)
+        action = env.action_space(env_params).sample(key)
+        return env.step(key, state, action, env_params)[5]
+
+    return tuple(sorted(jax.eval_shape(info, jax.random.key(0))))
+
+
 def make_rollout(
-    env: Any, env_params: Any, networks: Networks, num_steps: int
+    env: Any,
+    env_params: Any,
+    networks: Networks,
+    num_steps: int,
+    info_keys: tuple[str, ...] = (),
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `rollout(params, carry, key) -> (carry, transitions [T, N], stats)`.
 
     A `lax.scan` of `env_step` over T = num_steps steps; episode statistics are summed
-    inside the scan (per-step info is never stacked).
+    inside the scan (per-step info is never stacked; `info_keys` are summed at episode
+    ends, see `make_env_step`).
     """
-    env_step = make_env_step(env, env_params, networks)
+    env_step = make_env_step(env, env_params, networks, info_keys)
 
     def rollout(
         params: Params, carry: EnvCarry, key: jax.Array
@@ -114,16 +139,14 @@ def make_rollout(
             return (env_carry, stats), transition
 
         (carry, stats), transitions = jax.lax.scan(
-            body, (carry, EpisodeStats.zeros()), jax.random.split(key, num_steps)
+            body, (carry, EpisodeStats.zeros(info_keys)), jax.random.split(key, num_steps)
         )
         return carry, transitions, stats
 
     return rollout
 
 
-def next_values(
-    networks: Networks, params: Params, traj: Transition, carry: EnvCarry
-) -> jax.Array:
+def next_values(networks: Networks, params: Params, traj: Transition, carry: EnvCarry) -> jax.Array:
     """V(final_obs_t) `[T, N]` float32 for every step, in one batched pass over T*N.
 
     The value of the observation a step led to (before any auto-reset) is computed from the

@@ -9,13 +9,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from purejaxppo.callback import MetricsCallback, make_emitter
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae_advantages
-from purejaxppo.metrics import METRICS, UpdateMetrics
+from purejaxppo.metrics import METRICS, UpdateMetrics, extra_metric_names, rollout_statistics
 from purejaxppo.networks import Networks, make_networks
 from purejaxppo.networks.custom import param_labels
-from purejaxppo.rollout import make_rollout, next_values, reset_envs
+from purejaxppo.rollout import info_keys_of, make_rollout, next_values, reset_envs
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
 from purejaxppo.update import make_optimizer, make_sequences, make_update_epochs
 
@@ -29,10 +30,12 @@ class TrainFns(NamedTuple):
     update(runner_state, hparams) -> (runner_state, metrics of one update, scalars)
     run(runner_state, hparams, num_updates) -> (runner_state, metrics [num_updates])
         (`num_updates` is static: jit with `static_argnums=2`)
-    train(key, hparams=None) -> TrainOutput
+    train(key, hparams=None, run_index=None) -> TrainOutput
     apply(params, obs [B, ...]) -> (distrax distribution, value [B])
         (`networks.apply`: for recurrent policies one step from the initial state)
     networks: the `Networks` trained
+    metric_names: the keys of the metrics dicts, in table-column order: `METRICS`, then
+        the env-dependent `action_frac/<i>` and `info/<key>` (see `UpdateMetrics`)
     """
 
     init: Callable[[jax.Array], RunnerState]
@@ -41,6 +44,7 @@ class TrainFns(NamedTuple):
     train: Callable[..., TrainOutput]
     apply: Callable[..., Any]
     networks: Networks
+    metric_names: tuple[str, ...] = METRICS
 
 
 def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> tuple[Any, Any]:
@@ -82,8 +86,13 @@ def make_train_fns(
     axis_name: str | None = None,
     num_shards: int = 1,
     networks: Networks | None = None,
+    callback: MetricsCallback | None = None,
+    callback_every: int = 1,
 ) -> TrainFns:
     """Builds the pure functions of a PPO run for `config` (see `make_train`).
+
+    `callback` / `callback_every`: see `make_train` (they apply to `train` only; the
+    segmented `run` / `update` never call back).
 
     `axis_name` and `num_shards` are for data-parallel training of ONE agent over
     `num_shards` devices (`parallel.make_data_parallel_train` calls this inside
@@ -94,8 +103,12 @@ def make_train_fns(
 
     Raises:
       ValueError: if `num_shards` does not divide `num_envs`, or the per-device batch
-        does not split into `num_minibatches` minibatches.
+        does not split into `num_minibatches` minibatches; for an `info_metrics` key the
+        env's info does not have, `action_histogram` with non-Discrete actions, or
+        `callback_every < 1`.
     """
+    if callback_every < 1:
+        raise ValueError(f"callback_every={callback_every!r}: must be >= 1")
     if num_shards < 1 or config.num_envs % num_shards:
         raise ValueError(
             f"num_envs={config.num_envs} must be divisible by the number of devices "
@@ -121,7 +134,26 @@ def make_train_fns(
             f"of sequences num_envs/devices*num_steps/max_seq_len = {num_envs}*{num_steps}/"
             f"{seq_len} = {num_sequences} (recurrent={config.recurrent!r})"
         )
-    rollout = make_rollout(env, env_params, networks, num_steps)
+    info_keys = tuple(config.info_metrics)
+    if info_keys:
+        available = info_keys_of(env, env_params)
+        unknown = [k for k in info_keys if k not in available]
+        if unknown:
+            raise ValueError(
+                f"info_metrics={list(info_keys)}: {unknown} not in the info dict of "
+                f"{config.env_name} (keys: {list(available)})"
+            )
+    num_actions = None
+    if config.action_histogram:
+        if networks.action_spec.kind != "discrete":
+            raise ValueError(
+                f"action_histogram=True: needs Discrete actions, {config.env_name} has "
+                f"{networks.action_spec.kind} actions (their action_mean / action_std are "
+                "logged)"
+            )
+        num_actions = networks.action_spec.num_actions
+    metric_names = METRICS + extra_metric_names(num_actions, info_keys)
+    rollout = make_rollout(env, env_params, networks, num_steps, info_keys)
     update_epochs = make_update_epochs(config, networks, axis_name)
 
     def shard_key(key: jax.Array) -> jax.Array:
@@ -186,6 +218,10 @@ def make_train_fns(
             runner.train_state, batch, shard_key(epochs_key), hparams, rates, actor_coef
         )
         batch_size = config.num_envs * num_steps
+        statistics = rollout_statistics(
+            traj.value, advantages, returns, traj.log_prob, traj.action, num_actions, axis_name
+        )
+        extras = {name: statistics.pop(name) for name in list(statistics) if "/" in name}
         metrics = UpdateMetrics(
             episode_return=stats.mean_return(),
             episode_length=stats.mean_length(),
@@ -193,7 +229,10 @@ def make_train_fns(
             explained_variance=explained_variance(batch.value, batch.returns, axis_name),
             learning_rate=rates["shared"],
             env_steps=(runner.update_step + 1).astype(jnp.float32) * batch_size,
+            **statistics,
         )._asdict()
+        metrics.update(extras)
+        metrics.update(stats.mean_info())
         new_runner = RunnerState(
             train_state=train_state,
             env=env_carry,
@@ -207,23 +246,65 @@ def make_train_fns(
     ) -> tuple[RunnerState, dict[str, jax.Array]]:
         return jax.lax.scan(lambda r, _: update(r, hparams), runner, None, length=num_updates)
 
-    def train(key: jax.Array, hparams: Hyperparams | None = None) -> TrainOutput:
+    emit = None if callback is None else make_emitter(callback)
+
+    def run_and_emit(
+        runner: RunnerState, hparams: Hyperparams, run_index: jax.Array
+    ) -> tuple[RunnerState, dict[str, jax.Array]]:
+        """`run` over all updates, handing every `callback_every`-th update's metrics to
+        the host. The update counter is the scan's (unbatched) input, so under `vmap` the
+        `cond` stays a branch and the emitter gets one call per emitted update."""
+
+        def body(runner, index):
+            runner, metrics = update(runner, hparams)
+            done = index + 1
+
+            def send():
+                emit(run_index, done, metrics)
+
+            if callback_every == 1:
+                send()
+            else:
+                jax.lax.cond(done % callback_every == 0, send, lambda: None)
+            return runner, metrics
+
+        return jax.lax.scan(body, runner, jnp.arange(config.num_updates, dtype=jnp.int32))
+
+    def train(
+        key: jax.Array, hparams: Hyperparams | None = None, run_index: Any = None
+    ) -> TrainOutput:
         if hparams is None:
             # The barrier keeps XLA from constant-folding the config's values, so that
             # train(key) computes bitwise what train(key, Hyperparams.from_config(config))
             # and the segmented driver (runner.py) compute.
             hparams = jax.lax.optimization_barrier(Hyperparams.from_config(config))
         runner = init(key)
-        runner, metrics = run(runner, hparams, config.num_updates)
+        if emit is None:  # the program of a run without a callback
+            runner, metrics = run(runner, hparams, config.num_updates)
+        else:
+            index = jnp.asarray(-1 if run_index is None else run_index, jnp.int32)
+            runner, metrics = run_and_emit(runner, hparams, index)
         return TrainOutput(runner_state=runner, metrics=metrics)
 
     return TrainFns(
-        init=init, update=update, run=run, train=train, apply=networks.apply, networks=networks
+        init=init,
+        update=update,
+        run=run,
+        train=train,
+        apply=networks.apply,
+        networks=networks,
+        metric_names=metric_names,
     )
 
 
 def make_train(
-    config: PPOConfig, env: Any = None, env_params: Any = None, *, networks: Networks | None = None
+    config: PPOConfig,
+    env: Any = None,
+    env_params: Any = None,
+    *,
+    networks: Networks | None = None,
+    callback: MetricsCallback | None = None,
+    callback_every: int = 1,
 ) -> Callable[..., TrainOutput]:
     """Builds `train(key, hparams=None) -> TrainOutput`, one pure function for a whole run.
 
@@ -245,14 +326,36 @@ def make_train(
         env's own (a given `env_params` is used with the config's env too).
       networks: optional `Networks` to train instead of `make_networks(config, env,
         env_params)` (bring your own actor and critic, see `networks_from_modules`).
+      callback: optional `fn(run, update, metrics)` called on the host, while the jitted
+        call runs, after every `callback_every`-th update (update = 1-based count, metrics
+        a dict of floats equal to that row of `TrainOutput.metrics`): exactly
+        num_updates // callback_every calls per run (`jax.debug.callback`; call
+        `jax.effects_barrier()` to wait for the last ones). Under `jax.vmap` over S runs
+        the host gets one transfer per emitted update and `fn` is called for each run
+        with `run` = its row in the batch (row-major over nested vmaps), or with the
+        `run_index` argument of `train` when given (pass one per run, e.g.
+        `jax.vmap(train)(keys, None, jnp.arange(S) + offset)`, when runs are split over
+        devices or programs). Without a callback, `train` compiles to the same program
+        as before callbacks existed (`run_index` is then ignored).
+      callback_every: k >= 1, updates between calls.
 
     Returns:
-      `train(key, hparams=None)`: `key` a typed PRNG key (`jax.random.key(seed)`);
-      `hparams` a `Hyperparams` pytree (default `Hyperparams.from_config(config)`).
-      It returns a `TrainOutput` with the final `train_state`, the final `runner_state`,
-      and per-update `metrics` (float32 `[num_updates]` arrays, see `TrainOutput`).
+      `train(key, hparams=None, run_index=None)`: `key` a typed PRNG key
+      (`jax.random.key(seed)`); `hparams` a `Hyperparams` pytree (default
+      `Hyperparams.from_config(config)`). It returns a `TrainOutput` with the final
+      `train_state`, the final `runner_state`, and per-update `metrics` (float32
+      `[num_updates]` arrays, see `TrainOutput`).
 
     Raises:
-      ValueError: for an unknown env id or an unsupported action space.
+      ValueError: for an unknown env id or an unsupported action space, an unknown
+        `info_metrics` key, or `callback_every < 1`.
     """
-    return make_train_fns(config, env, env_params, networks=networks).train
+    fns = make_train_fns(
+        config,
+        env,
+        env_params,
+        networks=networks,
+        callback=callback,
+        callback_every=callback_every,
+    )
+    return fns.train
