@@ -307,9 +307,7 @@ class MLflowSink(Sink):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self._client = MlflowClient(tracking_uri=self.tracking_uri)
         found = self._client.get_experiment_by_name(experiment)
-        experiment_id = (
-            found.experiment_id if found else self._client.create_experiment(experiment)
-        )
+        experiment_id = found.experiment_id if found else self._client.create_experiment(experiment)
         self._run = self._client.create_run(experiment_id, run_name=name, tags=dict(tags or {}))
         self.run_id = self._run.info.run_id
 

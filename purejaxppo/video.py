@@ -1,0 +1,358 @@
+"""Episode videos: record a policy's episode in a jitted scan, render it outside the jit.
+
+`record_episode` runs one episode of a policy (`lax.scan` over `max_steps`, one env) and
+returns the env states and observations it visited; `make_renderer(env)` turns one
+(state, obs) into an RGB frame; `write_video` writes `.gif` (Pillow) or `.mp4` (the
+`video` extra: imageio + imageio-ffmpeg). Rendering runs in numpy on the recorded states,
+so training runs the same program whether videos are on or off; `purejaxppo eval RUN
+--video out.gif` and `PPOConfig.video_freq` use these.
+
+Renderers, in order of preference:
+  1. the env's own `render(state, params) -> [H, W, 3] uint8` method, if it has one;
+  2. built-in state renderers of classic-control envs ("CartPole-v1", "Pendulum-v1");
+  3. an observation renderer for image observations `[H, W, C]` (MinAtar: one colour per
+     channel, as gymnax's MinAtar visualizer) and for the probe envs (their observation
+     as bars).
+Anything else raises ValueError (nothing is written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Frame = np.ndarray  # [H, W, 3] uint8
+Renderer = Callable[[Any, Any], Frame]  # (one env state, one observation) -> frame
+
+#: Colours of image-observation channels (channel c gets PALETTE[c % len]); black = empty.
+PALETTE = np.array(
+    [
+        [230, 159, 0],
+        [86, 180, 233],
+        [0, 158, 115],
+        [240, 228, 66],
+        [0, 114, 178],
+        [213, 94, 0],
+        [204, 121, 167],
+        [255, 255, 255],
+    ],
+    np.uint8,
+)
+
+
+class Episode(NamedTuple):
+    """One recorded episode (host numpy arrays, cut at its end)."""
+
+    states: Any  # env state pytree, leaves [L, ...]: the state each action was taken in
+    obs: Any  # observations [L, *obs_shape] (dict / tuple of such arrays)
+    actions: np.ndarray  # [L, ...]
+    rewards: np.ndarray  # float32 [L]
+    length: int  # L, steps of the episode
+    episode_return: float  # sum of rewards
+
+    def state(self, t: int) -> Any:
+        return jax.tree.map(lambda x: x[t], self.states)
+
+    def observation(self, t: int) -> Any:
+        return jax.tree.map(lambda x: x[t], self.obs)
+
+
+# --------------------------------------------------------------------- renderers
+def _canvas(height: int, width: int, color: int = 255) -> np.ndarray:
+    return np.full((height, width, 3), color, np.uint8)
+
+
+def _line(img: np.ndarray, p0: tuple[float, float], p1: tuple[float, float], width: int,
+          color: Sequence[int]) -> None:  # fmt: skip
+    """Draws a thick line from p0 to p1 (x, y pixel coordinates) into img."""
+    height, width_px = img.shape[:2]
+    ys, xs = np.mgrid[0:height, 0:width_px]
+    (x0, y0), (x1, y1) = p0, p1
+    dx, dy = x1 - x0, y1 - y0
+    length2 = max(dx * dx + dy * dy, 1e-9)
+    t = np.clip(((xs - x0) * dx + (ys - y0) * dy) / length2, 0.0, 1.0)
+    dist2 = (xs - (x0 + t * dx)) ** 2 + (ys - (y0 + t * dy)) ** 2
+    img[dist2 <= (width / 2) ** 2] = color
+
+
+def render_cartpole(state: Any, params: Any, size: tuple[int, int] = (200, 300)) -> Frame:
+    """CartPole-v1 (gymnax state `x`, `theta`; params `x_threshold`, `length`): the cart
+    as a box on a track, the pole as a line, as gymnasium draws it."""
+    height, width = size
+    img = _canvas(height, width)
+    world_width = 2 * float(params.x_threshold)
+    scale = width / world_width
+    track_y = int(height * 0.75)
+    img[track_y, :] = (0, 0, 0)
+    cart_x = float(state.x) * scale + width / 2
+    cart_w, cart_h = 50 * width / 600, 30 * width / 600
+    x0, x1 = int(max(cart_x - cart_w / 2, 0)), int(min(cart_x + cart_w / 2, width))
+    img[int(track_y - cart_h / 2) : int(track_y + cart_h / 2), x0:x1] = (0, 0, 0)
+    pole_len = scale * 2 * float(params.length)
+    theta = float(state.theta)
+    top = (cart_x + pole_len * np.sin(theta), track_y - pole_len * np.cos(theta))
+    _line(img, (cart_x, track_y), top, max(3, int(10 * width / 600)), (202, 152, 101))
+    return img
+
+
+def render_pendulum(state: Any, params: Any, size: tuple[int, int] = (200, 200)) -> Frame:
+    """Pendulum-v1 (gymnax state `theta`, 0 = upright): a rod from the centre."""
+    height, width = size
+    img = _canvas(height, width)
+    centre = (width / 2, height / 2)
+    radius = 0.4 * min(height, width)
+    theta = float(state.theta)
+    end = (centre[0] + radius * np.sin(theta), centre[1] - radius * np.cos(theta))
+    _line(img, centre, end, max(4, width // 20), (204, 77, 77))
+    return img
+
+
+def render_image_observation(obs: Any, scale: int = 16) -> Frame:
+    """An image observation `[H, W, C]`: each cell gets the colour of its highest
+    non-zero channel (MinAtar), or the image itself when C = 3 (RGB), upscaled."""
+    obs = np.asarray(obs)
+    if obs.shape[-1] == 3 and obs.dtype == np.uint8:
+        img = obs
+    else:
+        channels = obs.shape[-1]
+        on = obs > 0
+        index = np.where(on.any(-1), channels - 1 - np.argmax(on[..., ::-1], axis=-1), -1)
+        img = np.where(index[..., None] >= 0, PALETTE[index % len(PALETTE)], 0).astype(np.uint8)
+    return np.kron(img, np.ones((scale, scale, 1), np.uint8)).astype(np.uint8)
+
+
+def render_vector_observation(obs: Any, low: float, high: float,
+                              size: tuple[int, int] = (120, 160)) -> Frame:  # fmt: skip
+    """A vector observation as vertical bars scaled to [low, high] (probe envs)."""
+    values = np.asarray(obs, np.float32).reshape(-1)
+    height, width = size
+    img = _canvas(height, width)
+    span = (high - low) or 1.0
+    bar = width // max(len(values), 1)
+    for i, value in enumerate(values):
+        frac = float(np.clip((value - low) / span, 0.0, 1.0))
+        top = int(round((1.0 - frac) * (height - 1)))
+        img[top:, i * bar + 2 : (i + 1) * bar - 2] = (31, 119, 180)
+    return img
+
+
+def make_renderer(env: Any, env_params: Any) -> Renderer:
+    """`render(state, obs) -> [H, W, 3] uint8` for `env` (see the module docstring).
+
+    Raises:
+      ValueError: naming the env when none of the renderers applies.
+    """
+    if callable(getattr(env, "render", None)):
+        return lambda state, obs: np.asarray(env.render(state, env_params), np.uint8)
+    name = getattr(env, "name", type(env).__name__)
+    if name == "CartPole-v1" and hasattr(env_params, "x_threshold"):
+        return lambda state, obs: render_cartpole(state, env_params)
+    if name == "Pendulum-v1":
+        return lambda state, obs: render_pendulum(state, env_params)
+    space = env.observation_space(env_params)
+    shape = getattr(space, "shape", None)
+    if shape is not None and len(shape) == 3:
+        return lambda state, obs: render_image_observation(obs)
+    if name.startswith("Probe") and shape is not None and len(shape) == 1:
+        low = float(np.min(np.asarray(space.low)))
+        high = float(np.max(np.asarray(space.high)))
+        return lambda state, obs: render_vector_observation(obs, low, high)
+    raise ValueError(
+        f"no renderer for {name}: videos need an env with a render(state, params) method, "
+        "CartPole-v1 / Pendulum-v1, image observations [H, W, C] (MinAtar) or a probe env"
+    )
+
+
+# --------------------------------------------------------------------- recording
+def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: int) -> Callable:
+    """Jitted `record(params, key, temperature) -> (states, obs, actions, rewards, active)`.
+
+    One env, `max_steps` steps of `policy.make_act` (temperature 0: greedy) in a
+    `lax.scan`, keeping the state and observation each action was taken in (`[max_steps]`
+    leaves; `active` marks the steps before the episode ended). Build once, call with new
+    params to compile once.
+    """
+    from purejaxppo.policy import make_act
+
+    act = make_act(networks)
+
+    @jax.jit
+    def record(params, key, temperature):
+        reset_key, scan_key = jax.random.split(key)
+        obs, state = env.reset(reset_key, env_params)
+        no_reset = jnp.zeros((1,), bool)
+
+        def step(carry, step_key):
+            obs, state, policy_state, active = carry
+            act_key, env_key = jax.random.split(step_key)
+            batch = jax.tree.map(lambda x: x[None], obs)
+            policy_state, action, _ = act(
+                params, policy_state, batch, no_reset, act_key, temperature
+            )
+            next_obs, next_state, reward, terminated, truncated, _ = env.step(
+                env_key, state, action[0], env_params
+            )
+            out = (state, obs, action[0], reward.astype(jnp.float32), active)
+            still = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
+            return (next_obs, next_state, policy_state, still), out
+
+        init = (obs, state, networks.initial_state(1), jnp.ones((), bool))
+        _, outs = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
+        return outs
+
+    return record
+
+
+def record_episode(
+    policy: Any,
+    key: jax.Array | None = None,
+    *,
+    greedy: bool = True,
+    env: Any = None,
+    env_params: Any = None,
+    max_steps: int | None = None,
+    params: Any = None,
+    recorder: Callable | None = None,
+) -> Episode:
+    """Plays one episode of `policy` (a `purejaxppo.Policy`) and returns it.
+
+    Args:
+      policy: the policy (its env unless `env` / `env_params` are given).
+      key: PRNG key (default `jax.random.key(0)`).
+      greedy: argmax / mean actions (default), else sampled.
+      max_steps: scan length (default the env's `max_steps_in_episode`).
+      params: params to play instead of the policy's (training-time videos).
+      recorder: a prebuilt `make_episode_recorder` (reused to avoid recompiling).
+    """
+    env = policy.env if env is None else env
+    env_params = policy.env_params if env_params is None else env_params
+    if max_steps is None:
+        max_steps = int(env_params.max_steps_in_episode)
+    if recorder is None:
+        recorder = make_episode_recorder(policy.networks, env, env_params, max_steps)
+    key = jax.random.key(0) if key is None else key
+    params = policy.get_params() if params is None else params
+    states, obs, actions, rewards, active = jax.device_get(
+        recorder(params, key, jnp.float32(0.0 if greedy else 1.0))
+    )
+    length = int(np.sum(active))
+    cut = lambda x: np.asarray(x)[:length]  # noqa: E731
+    rewards = cut(rewards)
+    return Episode(
+        states=jax.tree.map(cut, states),
+        obs=jax.tree.map(cut, obs),
+        actions=cut(actions),
+        rewards=rewards,
+        length=length,
+        episode_return=float(rewards.sum()),
+    )
+
+
+def render_episode(episode: Episode, renderer: Renderer) -> list[Frame]:
+    """One frame per step of the episode (the state each action was taken in), each with
+    a progress bar along its bottom edge (step t of L) so that no two frames are equal
+    (GIF writers merge equal consecutive frames)."""
+    frames = []
+    for t in range(episode.length):
+        frame = np.array(renderer(episode.state(t), episode.observation(t)), np.uint8)
+        if frame.ndim != 3 or frame.shape[-1] != 3:
+            raise ValueError(f"renderer returned shape {frame.shape}, expected [H, W, 3]")
+        bar = max(1, frame.shape[0] // 50)
+        filled = int(round(frame.shape[1] * (t + 1) / episode.length))
+        frame[-bar:, :] = (220, 220, 220)
+        frame[-bar:, :filled] = (90, 90, 90)
+        frames.append(frame)
+    return frames
+
+
+def check_video_path(path: str | Path, overwrite: bool = False) -> Path:
+    """The output path, checked before anything runs.
+
+    Raises:
+      ValueError: for a suffix other than .gif / .mp4, or an existing file without
+        `overwrite`.
+      ImportError: for .mp4 without the `video` extra.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".gif", ".mp4"):
+        raise ValueError(f"video {path}: the file must end in .gif or .mp4")
+    if path.exists() and not overwrite:
+        raise ValueError(f"video {path}: the file exists (not overwritten)")
+    if suffix == ".mp4":
+        from purejaxppo.sinks import require
+
+        require("imageio", "video")
+        require("imageio_ffmpeg", "video")
+    return path
+
+
+def write_video(frames: Sequence[Frame], path: str | Path, fps: int = 30) -> Path:
+    """Writes frames `[H, W, 3]` uint8 as `.gif` (Pillow; one GIF frame per frame) or
+    `.mp4` (imageio-ffmpeg, the `video` extra). Returns the path."""
+    path = Path(path)
+    if not frames:
+        raise ValueError(f"video {path}: no frames")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".gif":
+        from PIL import Image
+
+        images = [Image.fromarray(np.asarray(f, np.uint8)) for f in frames]
+        images[0].save(
+            path,
+            save_all=True,
+            append_images=images[1:],
+            duration=max(1, round(1000 / fps)),
+            loop=0,
+            optimize=False,
+        )
+        return path
+    from purejaxppo.sinks import require
+
+    imageio = require("imageio", "video")
+    require("imageio_ffmpeg", "video")
+    # Even sizes for H.264's 4:2:0 sampling.
+    height, width = (s - s % 2 for s in np.asarray(frames[0]).shape[:2])
+    with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=1) as writer:
+        for frame in frames:
+            writer.append_data(np.asarray(frame, np.uint8)[:height, :width])
+    return path
+
+
+def frame_strip(frames: Sequence[Frame], count: int = 6, gap: int = 4) -> Frame:
+    """`count` frames evenly spaced over the episode, side by side (a README image)."""
+    picks = np.linspace(0, len(frames) - 1, min(count, len(frames))).round().astype(int)
+    chosen = [np.asarray(frames[i]) for i in picks]
+    height = max(f.shape[0] for f in chosen)
+    pad = np.full((height, gap, 3), 255, np.uint8)
+    parts = []
+    for frame in chosen:
+        parts += [frame, pad]
+    return np.concatenate(parts[:-1], axis=1)
+
+
+def save_episode_video(
+    policy: Any,
+    path: str | Path,
+    key: jax.Array | None = None,
+    *,
+    greedy: bool = True,
+    fps: int = 30,
+    overwrite: bool = False,
+) -> tuple[Path, Episode]:
+    """Records one episode of `policy` and writes it to `path` (.gif / .mp4).
+
+    Raises:
+      ValueError: no renderer for the env, a bad suffix, or an existing file (checked
+        before the episode runs; nothing is overwritten).
+      ImportError: .mp4 without the `video` extra.
+    """
+    path = check_video_path(path, overwrite)
+    renderer = make_renderer(policy.env, policy.env_params)
+    episode = record_episode(policy, key, greedy=greedy)
+    return write_video(render_episode(episode, renderer), path, fps), episode
