@@ -1,0 +1,409 @@
+"""Trajectory datasets: a policy's episodes written as `.npz` chunks and a Minari dataset.
+
+`collect(policy, num_episodes, out)` plays episodes with a jitted `lax.scan` of
+`chunk_steps` steps at a time (one compiled program, called repeatedly with the carry), and
+flushes finished episodes to disk every `flush_steps` steps, so memory stays bounded
+however many steps are collected: the device holds one chunk `[chunk_steps, E]`, the host
+the running episodes of one group of E parallel envs plus one flush.
+
+Layout of `out/` (a new directory):
+  `episodes_00000.npz`, ...: the episodes, concatenated over steps. Per step `[S]`:
+    `obs` (dict observations: `obs/<key>`), `action`, `reward`, `terminated`,
+    `truncated`, `log_prob` (of the action taken, under the policy), `value` (V(obs)),
+    `episode_id`, and `info/<key>` for the requested info keys; per episode `[E]`:
+    `final_obs` (the observation the last step led to), `episode_ids`, `episode_return`,
+    `episode_length`.
+  `metadata.json`: env id, config, counts, the key scheme.
+  `minari/<dataset_id>` (with `minari_id`): a Minari dataset (the `minari` extra), which
+    `minari.load_dataset(dataset_id)` reads with `MINARI_DATASETS_PATH=out/minari`.
+    Minari's observations have L + 1 entries per episode (the final observation last);
+    its infos `log_prob` / `value` too, entry t for the action at observation t, 0 for
+    the final observation.
+
+Keys: episodes run in groups of at most `parallel` envs, each env one episode. Group 0
+uses `key`, group g > 0 `jax.random.fold_in(key, g)`; within a group the keys are split
+exactly as `policy.evaluate` splits them, so `collect(policy, n, out, key)` with
+n <= parallel plays the same episodes as `evaluate(policy, num_episodes=n, key=key)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purejaxppo.networks import select_action
+
+
+class CollectResult(NamedTuple):
+    """What `collect` returns."""
+
+    out: Path  # the output directory
+    num_episodes: int
+    num_steps: int  # transitions written
+    returns: np.ndarray  # float32 [num_episodes], in episode-id order
+    lengths: np.ndarray  # int32 [num_episodes]
+    files: list[Path]  # the .npz chunks
+    minari_id: str | None
+
+
+def _flatten(tree: Any, prefix: str) -> dict[str, np.ndarray]:
+    """{"obs": x} or {"obs/key": x, ...} for dict / tuple observations."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    out = {}
+    for path, leaf in leaves:
+        parts = [str(getattr(p, "key", getattr(p, "idx", p))) for p in path]
+        out["/".join([prefix, *parts])] = np.asarray(leaf)
+    return out
+
+
+def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Sequence[str] = ()):
+    """Jitted `(start(params, key, E), chunk(params, carry, keys [C], temperature))`.
+
+    `start` resets E envs (keys as `policy.make_episode_runner`); `chunk` plays C steps of
+    all E envs and returns the new carry and the per-step records `[C, E]` (obs, action,
+    reward, terminated, truncated, log_prob, value, final_obs, active, infos).
+    """
+
+    def start(key, num_envs):
+        reset_key, scan_key = jax.random.split(key)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, num_envs), env_params
+        )
+        carry = (obs, state, jnp.ones((num_envs,), bool), networks.initial_state(num_envs))
+        return carry, scan_key
+
+    def chunk(params, carry, keys, temperature):
+        def step(carry, step_key):
+            obs, state, active, policy_state = carry
+            num_envs = active.shape[0]
+            act_key, env_key = jax.random.split(step_key)
+            policy_state, dist, value = networks.step(
+                params, policy_state, obs, jnp.zeros((num_envs,), bool)
+            )
+            action, _ = select_action(networks.action_spec, dist, value, act_key, temperature)
+            log_prob = dist.log_prob(action)
+            next_obs, next_state, reward, terminated, truncated, info = jax.vmap(
+                env.step, in_axes=(0, 0, 0, None)
+            )(jax.random.split(env_key, num_envs), state, action, env_params)
+            record = {
+                "obs": obs,
+                "action": action,
+                "reward": reward.astype(jnp.float32),
+                "terminated": terminated,
+                "truncated": truncated,
+                "log_prob": log_prob.astype(jnp.float32),
+                "value": value.astype(jnp.float32),
+                "final_obs": info["final_observation"],
+                "active": active,
+                "info": {key: info[key] for key in info_keys},
+            }
+            still = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
+            return (next_obs, next_state, still, policy_state), record
+
+        return jax.lax.scan(step, carry, keys)
+
+    return jax.jit(start, static_argnums=1), jax.jit(chunk)
+
+
+class _Writer:
+    """Accumulates finished episodes and writes them as .npz chunks (+ Minari)."""
+
+    def __init__(self, out: Path, flush_steps: int, minari: Any):
+        self.out, self.flush_steps, self.minari = out, flush_steps, minari
+        self.pending: list[dict[str, Any]] = []
+        self.pending_steps = 0
+        self.files: list[Path] = []
+
+    def add(self, episode: dict[str, Any]) -> None:
+        self.pending.append(episode)
+        self.pending_steps += len(episode["reward"])
+        if self.pending_steps >= self.flush_steps:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        episodes, self.pending, self.pending_steps = self.pending, [], 0
+        arrays: dict[str, np.ndarray] = {}
+        step_keys = [k for k in episodes[0] if k not in ("final_obs", "id")]
+        for key in step_keys:
+            arrays.update(_flatten(np.concatenate([e[key] for e in episodes]), key))
+        arrays.update(
+            _flatten(
+                jax.tree.map(lambda *xs: np.stack(xs), *[e["final_obs"] for e in episodes]),
+                "final_obs",
+            )
+        )
+        ids = np.array([e["id"] for e in episodes], np.int64)
+        arrays["episode_id"] = np.concatenate(
+            [np.full(len(e["reward"]), e["id"], np.int64) for e in episodes]
+        )
+        arrays["episode_ids"] = ids
+        arrays["episode_return"] = np.array([e["reward"].sum() for e in episodes], np.float32)
+        arrays["episode_length"] = np.array([len(e["reward"]) for e in episodes], np.int32)
+        path = self.out / f"episodes_{len(self.files):05d}.npz"
+        np.savez(path, **arrays)
+        self.files.append(path)
+        if self.minari is not None:
+            self.minari.add(episodes)
+
+
+class _MinariWriter:
+    """Creates the Minari dataset from the first flush and appends the later ones."""
+
+    def __init__(self, root: Path, dataset_id: str, env: Any, env_params: Any, meta: dict):
+        self.root, self.dataset_id = root, dataset_id
+        self.observation_space = to_gymnasium_space(env.observation_space(env_params))
+        self.action_space = to_gymnasium_space(env.action_space(env_params))
+        self.meta = meta
+        self.dataset = None
+
+    def add(self, episodes: list[dict[str, Any]]) -> None:
+        import minari
+        from minari.data_collector import EpisodeBuffer
+
+        buffers = []
+        for e in episodes:
+            obs = jax.tree.map(
+                lambda steps, final: np.concatenate([steps, np.asarray(final)[None]]),
+                e["obs"],
+                e["final_obs"],
+            )
+            # Python lists: Minari's arrow storage cannot read back 1-D numpy infos.
+            pad = lambda x: [*map(float, x), 0.0]  # noqa: E731
+            buffers.append(
+                EpisodeBuffer(
+                    id=int(e["id"]),
+                    observations=obs,
+                    actions=e["action"],
+                    rewards=e["reward"].tolist(),
+                    terminations=e["terminated"].tolist(),
+                    truncations=e["truncated"].tolist(),
+                    infos={"log_prob": pad(e["log_prob"]), "value": pad(e["value"])},
+                )
+            )
+        with _minari_root(self.root), warnings.catch_warnings():
+            # Minari warns about the missing gymnasium env spec / author email.
+            warnings.simplefilter("ignore", UserWarning)
+            if self.dataset is None:
+                self.dataset = minari.create_dataset_from_buffers(
+                    dataset_id=self.dataset_id,
+                    buffer=buffers,
+                    observation_space=self.observation_space,
+                    action_space=self.action_space,
+                    algorithm_name="purejaxppo PPO",
+                    data_format="arrow",  # pyarrow is a dependency already (no h5py)
+                    description=json.dumps(self.meta),
+                )
+            else:
+                self.dataset.update_dataset_from_buffer(buffers)
+
+
+@contextlib.contextmanager
+def _minari_root(root: Path) -> Iterator[None]:
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(root)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = old
+
+
+def to_gymnasium_space(space: Any) -> Any:
+    """A gymnax space as the gymnasium space Minari wants (Discrete, Box, Dict, Tuple,
+    MultiDiscrete, MultiBinary)."""
+    import gymnasium
+    from gymnax.environments import spaces
+
+    name = type(space).__name__
+    if isinstance(space, spaces.Discrete):
+        return gymnasium.spaces.Discrete(int(space.n))
+    if isinstance(space, spaces.Box):
+        shape = tuple(int(s) for s in space.shape)
+        dtype = np.dtype(space.dtype)
+        low = np.broadcast_to(np.asarray(space.low, dtype), shape)
+        high = np.broadcast_to(np.asarray(space.high, dtype), shape)
+        return gymnasium.spaces.Box(low, high, shape, dtype)
+    if isinstance(space, spaces.Dict):
+        return gymnasium.spaces.Dict({k: to_gymnasium_space(s) for k, s in space.spaces.items()})
+    if isinstance(space, spaces.Tuple):
+        return gymnasium.spaces.Tuple([to_gymnasium_space(s) for s in space.spaces])
+    if name == "MultiDiscrete":
+        return gymnasium.spaces.MultiDiscrete(np.asarray(space.nvec))
+    if name == "MultiBinary":
+        return gymnasium.spaces.MultiBinary(int(space.n))
+    raise ValueError(f"no gymnasium equivalent of the space {space!r}")
+
+
+def check_output(out: str | Path, minari_id: str | None, num_episodes: int) -> Path:
+    """Checks the arguments of `collect` before anything runs.
+
+    Raises:
+      ValueError: num_episodes < 1, `out` exists (nothing is overwritten), or a Minari id
+        that is not "namespace/name-vN" / "name-vN".
+      ImportError: `minari_id` without the `minari` extra.
+    """
+    if num_episodes < 1:
+        raise ValueError(f"collect: num_episodes={num_episodes!r} must be >= 1")
+    out = Path(out)
+    if out.exists():
+        raise ValueError(f"collect: {out} exists; give a new directory (nothing overwritten)")
+    if minari_id is not None:
+        import re
+
+        if not re.fullmatch(r"([\w.-]+/)?[\w.-]+-v\d+", minari_id):
+            raise ValueError(f"collect: minari_id={minari_id!r} must look like 'namespace/name-v0'")
+        from purejaxppo.sinks import require
+
+        require("minari", "minari")
+    return out
+
+
+def collect(
+    policy: Any,
+    num_episodes: int,
+    out: str | Path,
+    key: jax.Array | None = None,
+    *,
+    greedy: bool = False,
+    params: Any = None,
+    minari_id: str | None = None,
+    info_keys: Sequence[str] = (),
+    parallel: int = 64,
+    chunk_steps: int = 256,
+    flush_steps: int = 100_000,
+    max_steps: int | None = None,
+) -> CollectResult:
+    """Plays `num_episodes` episodes of `policy` and writes them to the new directory `out`.
+
+    Args:
+      policy: a `purejaxppo.Policy` (its env and env params).
+      num_episodes: episodes to write (>= 1).
+      out: a directory that must not exist yet (see the module docstring for its files).
+      key: PRNG key (default `jax.random.key(0)`); see the module docstring.
+      greedy: argmax / mean actions instead of sampling (`evaluate`'s `greedy`).
+      params: params to play instead of the policy's.
+      minari_id: also write a Minari dataset with this id under `out/minari`.
+      info_keys: keys of the env's info dict to store per step (`info/<key>`).
+      parallel: most envs stepped at once (one episode each).
+      chunk_steps: steps per jitted call (device memory: chunk_steps x parallel steps).
+      flush_steps: finished-episode steps kept on the host before writing a chunk file.
+      max_steps: longest episode (default the env's `max_steps_in_episode`); episodes
+        still running then are written truncated at max_steps.
+
+    Returns:
+      `CollectResult` (returns / lengths per episode, the files written).
+
+    Raises:
+      ValueError / ImportError: see `check_output`; unknown info keys.
+    """
+    out = check_output(out, minari_id, num_episodes)
+    env, env_params = policy.env, policy.env_params
+    if info_keys:
+        from purejaxppo.rollout import info_keys_of
+
+        unknown = sorted(set(info_keys) - set(info_keys_of(env, env_params)))
+        if unknown:
+            raise ValueError(f"collect: info keys {unknown} not in the env's info dict")
+    if max_steps is None:
+        max_steps = int(env_params.max_steps_in_episode)
+    key = jax.random.key(0) if key is None else key
+    params = policy.get_params() if params is None else params
+    temperature = jnp.float32(0.0 if greedy else 1.0)
+    start, chunk = make_chunk_runner(policy.networks, env, env_params, tuple(info_keys))
+
+    out.mkdir(parents=True)
+    meta = {
+        "env_name": policy.config.env_name,
+        "num_episodes": num_episodes,
+        "greedy": greedy,
+        "parallel": parallel,
+        "key_scheme": "group 0: key; group g > 0: fold_in(key, g); as evaluate within a group",
+        "config": policy.config.to_dict(),
+    }
+    minari = None
+    if minari_id is not None:
+        minari = _MinariWriter(out / "minari", minari_id, env, env_params, meta)
+    writer = _Writer(out, flush_steps, minari)
+    returns, lengths = np.zeros(num_episodes, np.float32), np.zeros(num_episodes, np.int32)
+    done_episodes = 0
+    group = 0
+    while done_episodes < num_episodes:
+        size = min(parallel, num_episodes - done_episodes)
+        group_key = key if group == 0 else jax.random.fold_in(key, group)
+        carry, scan_key = start(group_key, size)
+        step_keys = jax.random.split(scan_key, max_steps)
+        running: list[list[dict[str, Any]]] = [[] for _ in range(size)]
+        finished = np.zeros(size, bool)
+        for begin in range(0, max_steps, chunk_steps):
+            keys = step_keys[begin : begin + chunk_steps]
+            carry, records = chunk(params, carry, keys, temperature)
+            records = jax.device_get(records)
+            for e in np.flatnonzero(~finished):
+                mask = records["active"][:, e]
+                if mask.any():
+                    running[e].append(jax.tree.map(lambda x, e=e, m=mask: x[:, e][m], records))
+                ended = bool(mask.any()) and _ended_last(records, e)
+                last_chunk = begin + chunk_steps >= max_steps
+                if ended or (last_chunk and not finished[e]):
+                    finished[e] = True
+                    episode = _join(running[e], done_episodes + e)
+                    running[e] = []
+                    returns[episode["id"]] = episode["reward"].sum()
+                    lengths[episode["id"]] = len(episode["reward"])
+                    writer.add(episode)
+            if finished.all():
+                break
+        done_episodes += size
+        group += 1
+    writer.flush()
+    (out / "metadata.json").write_text(
+        json.dumps({**meta, "num_steps": int(lengths.sum()), "files": len(writer.files)})
+    )
+    return CollectResult(
+        out=out,
+        num_episodes=num_episodes,
+        num_steps=int(lengths.sum()),
+        returns=returns,
+        lengths=lengths,
+        files=writer.files,
+        minari_id=minari_id,
+    )
+
+
+def _ended_last(records: dict[str, Any], e: int) -> bool:
+    """Env e's last active step in this chunk ended its episode."""
+    active = records["active"][:, e]
+    last = np.flatnonzero(active)[-1]
+    return bool(records["terminated"][last, e] or records["truncated"][last, e])
+
+
+def _join(pieces: list[dict[str, Any]], episode_id: int) -> dict[str, Any]:
+    joined = jax.tree.map(lambda *xs: np.concatenate(xs), *pieces)
+    final_obs = jax.tree.map(lambda x: x[-1], joined.pop("final_obs"))
+    joined.pop("active")
+    info = joined.pop("info")
+    for name, values in info.items():
+        joined[f"info/{name}"] = values
+    return {**joined, "final_obs": final_obs, "id": episode_id}
+
+
+def load_episodes(out: str | Path) -> dict[str, np.ndarray]:
+    """All `.npz` chunks of a `collect` directory, concatenated (sorted by file)."""
+    files = sorted(Path(out).glob("episodes_*.npz"))
+    if not files:
+        raise ValueError(f"load_episodes: no episodes_*.npz in {out}")
+    parts = [dict(np.load(f)) for f in files]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
