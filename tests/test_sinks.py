@@ -1,0 +1,166 @@
+"""#13 logging sinks: what each writes, a reader of its format reads back."""
+
+import json
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from purejaxppo.sinks import make_sinks
+
+ROWS = [
+    {"episode_return": 9.5, "v_loss": 0.25, "action_frac/0": 0.5, "eval/train/return": np.nan},
+    {"episode_return": np.nan, "v_loss": 0.125, "action_frac/0": 0.25, "eval/train/return": 3.0},
+    {"episode_return": 21.0, "v_loss": 0.0625, "action_frac/0": 0.75, "eval/train/return": 4.5},
+]
+STEPS = [512, 1024, 1536]
+CONFIG = {"env_name": "CartPole-v1", "learning_rate": 2.5e-4, "hidden_sizes": [64, 64], "x": None}
+
+
+def wandb_history(run_path: Path) -> list[dict]:
+    """History rows of an offline W&B run, read from its `run-*.wandb` record log.
+
+    The log is LevelDB-style: a 7-byte file header (":W&B", magic, version), then 32 KiB
+    blocks of records with a 7-byte header (crc32, length, type: 1 full, 2 first,
+    3 middle, 4 last), each a serialized `wandb_internal_pb2.Record`.
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    data = next(run_path.glob("run-*.wandb")).read_bytes()
+    assert data[:4] == b":W&B"
+    pos, block, pending, rows = 7, 32768, b"", []
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # the rest of a block is padding
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        pending += data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            pending = b""
+            if record.WhichOneof("record_type") == "history":
+                rows.append(
+                    {
+                        item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                        for item in record.history.item
+                    }
+                )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory):
+    pytest.importorskip("tensorboardX")
+    pytest.importorskip("wandb")
+    pytest.importorskip("mlflow")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = tmp_path_factory.mktemp("run")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WANDB_MODE", "offline")
+    mp.setenv("WANDB_SILENT", "true")
+    sinks = make_sinks(["csv", "jsonl", "tensorboard", "wandb", "mlflow"], run_dir)
+    sinks.log_config(CONFIG)
+    for step, row in zip(STEPS, ROWS, strict=True):
+        sinks.log_metrics(step, row)
+    plt.plot([0, 1], [0, 1])
+    plt.savefig(run_dir / "learning_curve.png")
+    plt.close()
+    sinks.log_image("learning_curve", run_dir / "learning_curve.png", STEPS[-1])
+    wandb_path = next(s for s in sinks.sinks if type(s).__name__ == "WandbSink").run_path
+    sinks.close()
+    mp.undo()
+    return run_dir, wandb_path
+
+
+def finite_rows():
+    """(name, step) -> value of every finite value logged."""
+    return {
+        (name, step): value
+        for step, row in zip(STEPS, ROWS, strict=True)
+        for name, value in row.items()
+        if np.isfinite(value)
+    }
+
+
+def test_csv_and_jsonl(logged):
+    run_dir, _ = logged
+    table = pd.read_csv(run_dir / "metrics.csv")
+    assert list(table["env_steps"]) == STEPS
+    for name in ROWS[0]:
+        np.testing.assert_array_equal(table[name].to_numpy(), [r[name] for r in ROWS])
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[0] == {"config": CONFIG}
+    assert records[2]["episode_return"] is None and records[3]["eval/train/return"] == 4.5
+    assert records[-1]["image"] == "learning_curve"
+
+
+def test_tensorboard_scalars_equal_the_csv(logged):
+    from tbparse import SummaryReader
+
+    run_dir, _ = logged
+    reader = SummaryReader(str(run_dir / "tensorboard"))
+    scalars = {(r.tag, r.step): r.value for r in reader.scalars.itertuples()}
+    table = pd.read_csv(run_dir / "metrics.csv")
+    from_csv = {
+        (name, int(step)): value
+        for name in ROWS[0]
+        for step, value in zip(table["env_steps"], table[name], strict=True)
+        if np.isfinite(value)
+    }
+    assert scalars.keys() == from_csv.keys()
+    for key, value in from_csv.items():
+        assert scalars[key] == pytest.approx(value)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"images": 0})
+    events.Reload()
+    assert "learning_curve" in events.Tags()["images"]
+    hparams = events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    assert b"env_name" in hparams and b"learning_rate" in hparams
+
+
+def test_wandb_offline_history_has_every_metric(logged):
+    _, run_path = logged
+    rows = wandb_history(run_path)
+    got = {(n, r["env_steps"]): v for r in rows for n, v in r.items() if n in ROWS[0]}
+    assert got == finite_rows()
+    assert any("learning_curve/_type" in r or "learning_curve" in r for r in rows)
+
+
+def test_mlflow_store_has_params_and_metrics(logged):
+    from mlflow.tracking import MlflowClient
+
+    run_dir, _ = logged
+    client = MlflowClient((run_dir / "mlruns").resolve().as_uri())
+    experiment = client.get_experiment_by_name("purejaxppo")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.data.params["env_name"] == "CartPole-v1"
+    assert run.data.params["hidden_sizes"] == "[64, 64]"
+    got = {
+        (name, m.step): m.value
+        for name in ROWS[0]
+        for m in client.get_metric_history(run.info.run_id, name)
+    }
+    assert got == finite_rows()
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "media")] == [
+        "media/learning_curve.png"
+    ]
+
+
+def test_unknown_logger_and_missing_extra(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="unknown logger 'tensorbord'.*did you mean tensorboard"):
+        make_sinks(["csv", "tensorbord"], tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # nothing created
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)  # import fails
+    with pytest.raises(ImportError, match=r'pip install "purejaxppo\[tensorboard\]"'):
+        make_sinks(["csv", "tensorboard"], tmp_path / "run")
+    assert not (tmp_path / "run").exists()
