@@ -65,7 +65,9 @@ def check_feed_forward(net, meta, data, errors, tag, greedy=True):
     errors[f"{tag}/actor_out"] = max_err(actor_out, data["actor_out"])
     errors[f"{tag}/value"] = max_err(value, data["value"])
     if greedy:
-        errors[f"{tag}/greedy"] = mismatches(net.act_greedy(observations(meta, data)), data["greedy"])
+        errors[f"{tag}/greedy"] = mismatches(
+            net.act_greedy(observations(meta, data)), data["greedy"]
+        )
 
 
 def check_recurrent(net, meta, data, errors, tag, greedy=True, first=0):
@@ -75,13 +77,17 @@ def check_recurrent(net, meta, data, errors, tag, greedy=True, first=0):
     for t in range(first, steps):
         obs = observations(meta, data, t)
         if state is None:
-            state = net.initial_state(data["resets"].shape[1]) if greedy else torch.zeros_like(
-                torch.from_numpy(data["state_in"][0])
+            state = (
+                net.initial_state(data["resets"].shape[1])
+                if greedy
+                else torch.zeros_like(torch.from_numpy(data["state_in"][0]))
             )
         if t > first or not first:
             done = torch.from_numpy(data["resets"][t])
-            state = net.reset_state(state, done) if greedy else torch.where(
-                done[:, None], torch.zeros_like(state), state
+            state = (
+                net.reset_state(state, done)
+                if greedy
+                else torch.where(done[:, None], torch.zeros_like(state), state)
             )
         got = {"state_in": max_err(state, data["state_in"][t])}
         if greedy:

@@ -213,7 +213,7 @@ def jax_reference(config, env, env_params, networks, params, seed=1):
         names = ("state_in", "state_out", "actor_out", "value", "greedy")
         ref = {n: np.stack([np.asarray(s[i]) for s in steps]) for i, n in enumerate(names)}
         data["resets"] = RESETS
-    for i, path in enumerate(sorted(leaves, key=lambda p: tuple(map(str, p)))):
+    for path in leaves:
         data[f"obs.{'/'.join(map(str, path))}"] = leaves[path]
     data.update({k: np.asarray(v) for k, v in ref.items()})
     if spec.kind == "continuous":
@@ -238,12 +238,18 @@ def exported(tmp_path_factory):
         export_torch(params, config, folder / "policy.pt", env, env_params)
         if name in ONNX_CASES:
             export_onnx(params, config, folder / "onnx" / "policy.onnx", env, env_params)
-        np.savez(folder / "expected.npz", **jax_reference(config, env, env_params, networks, params))
+        np.savez(
+            folder / "expected.npz", **jax_reference(config, env, env_params, networks, params)
+        )
         cases[name] = {"dir": str(folder), "stateful": networks.stateful}
     cases[MUTATE[0]]["mutate"] = MUTATE[1]
     (root / "cases.json").write_text(json.dumps(cases))
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("export_check.py")), str(root / "cases.json")],
+        [
+            sys.executable,
+            str(Path(__file__).with_name("export_check.py")),
+            str(root / "cases.json"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -266,9 +272,14 @@ def test_torch_parity_in_a_fresh_torch_only_process(exported, name):
 
 
 def test_torchscript_written_for_array_observations_only(exported):
-    for name, (env_id, _) in CASES.items():
+    for name in CASES:
         meta = json.loads((exported["root"] / name / "policy.json").read_text())
-        plain = name not in ("dict-image-mask", "multi-discrete-mask", "tuple-obs", "lstm-dict-mask")
+        plain = name not in (
+            "dict-image-mask",
+            "multi-discrete-mask",
+            "tuple-obs",
+            "lstm-dict-mask",
+        )
         plain = plain and name != "masked-probe"
         assert meta["torchscript"]["written"] == plain, (name, meta["torchscript"])
         assert (exported["root"] / name / "policy.pt").exists() == plain
@@ -276,7 +287,8 @@ def test_torchscript_written_for_array_observations_only(exported):
 
 def test_mutated_params_fail_parity(exported):
     errors = exported["errors"][MUTATE[0]]
-    assert errors["mutated/actor_out"] > 1e-2 and errors["mutated/value"] > 1e-2, errors
+    assert errors["mutated/actor_out"] > 1e-2, errors  # the actor tower's kernel
+    assert errors["mutated/value"] <= TOL, errors  # separate critic tower: untouched
 
 
 def test_files_and_metadata(exported):

@@ -103,7 +103,9 @@ def check_params(flat: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]
         if index is not None:
             shapes = {k: v.shape for k, v in arrays.items()}
             if any(len(s) != len(expected[k]) + 1 for k, s in shapes.items()):
-                raise ValueError(f"index={index} was given but the params have no leading agent axis")
+                raise ValueError(
+                    f"index={index} was given but the params have no leading agent axis"
+                )
             sizes = {s[0] for s in shapes.values()}
             if len(sizes) != 1 or not -min(sizes) <= index < min(sizes):
                 raise ValueError(f"index={index} is out of range for {sorted(sizes)} agents")
@@ -121,7 +123,8 @@ def check_params(flat: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]
                     "jax.vmap); pass index=i to export agent i"
                 )
             problems.extend(
-                f"{k} has shape {tuple(s)}, expected {expected[k]}" for k, s in sorted(wrong.items())
+                f"{k} has shape {tuple(s)}, expected {expected[k]}"
+                for k, s in sorted(wrong.items())
             )
     if problems:
         raise ValueError(

@@ -174,7 +174,9 @@ def prepare(
     assert set(torch_modules.ACTIVATIONS) == set(ACTIVATIONS)
     expected = {
         name: tuple(leaf.shape)
-        for name, leaf in param_map.flatten(jax.eval_shape(networks.init, jax.random.key(0))).items()
+        for name, leaf in param_map.flatten(
+            jax.eval_shape(networks.init, jax.random.key(0))
+        ).items()
     }
     flat = param_map.check_params(param_map.flatten(params_from_source(source)), expected, index)
     param_map.check_finite(flat)
@@ -292,7 +294,9 @@ def _constructor(module: ActorCritic, spec: ActionSpec, squash: bool, mask_key: 
 
 
 def _has_key(space: Any, key: str | None) -> bool:
-    return key is not None and isinstance(getattr(space, "spaces", None), dict) and key in space.spaces
+    return (
+        key is not None and isinstance(getattr(space, "spaces", None), dict) and key in space.spaces
+    )
 
 
 def _obs_leaves(space: Any, path: tuple[Any, ...] = ()) -> list[tuple]:

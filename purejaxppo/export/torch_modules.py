@@ -81,7 +81,9 @@ class DenseStack(nn.Module):
         super().__init__()
         self.activation = activation
         widths = [in_size] + list(sizes)
-        self.dense = nn.ModuleList([nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:])])
+        self.dense = nn.ModuleList(
+            [nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True)]
+        )
         self.out_size = widths[-1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -113,7 +115,7 @@ class NatureCNN(nn.Module):
         self.activation = activation
         height, width, depth = shape
         convs = []
-        for c, k, s in zip(channels, kernels, strides):
+        for c, k, s in zip(channels, kernels, strides, strict=True):
             convs.append(nn.Conv2d(depth, c, k, s))
             height, width, depth = (height - k) // s + 1, (width - k) // s + 1, c
         self.convs = nn.ModuleList(convs)
