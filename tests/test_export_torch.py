@@ -256,6 +256,7 @@ def exported(tmp_path_factory):
     )
     lines = proc.stdout.strip().splitlines()
     assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
+    (root / "errors.json").write_text(lines[-1])  # for inspection
     return {"root": root, "errors": json.loads(lines[-1])}
 
 

@@ -31,7 +31,7 @@ import math
 import os
 import tempfile
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -432,14 +432,6 @@ def _refuse_existing(paths: Any, overwrite: bool) -> None:
     for path in paths:
         if Path(path).exists():
             raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
-
-
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """`write(tmp)` into a temporary file beside `path`, then `os.replace` it onto `path`."""
-    with tempfile.TemporaryDirectory(dir=_parent(path)) as tmp:
-        staged = Path(tmp, path.name)
-        write(staged)
-        os.replace(staged, path)
 
 
 def _json_floats(values: Any) -> Any:
