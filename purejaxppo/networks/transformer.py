@@ -49,8 +49,8 @@ M - 1) and a 1.0 into the flags. Flags are read as `flag > 0.5`. Invalid slots g
 attention logit -1e9, whose softmax weight is exactly 0 in float32 (the current step is
 always valid, so the softmax never sees only masked logits).
 
-The PyTorch mirror is `purejaxppo.export.torch_transformer_core.TransformerCore`, with
-params mapped by `purejaxppo.transformer_param_map.transformer_state_dict`.
+The PyTorch mirror is `purejaxppo.export.torch_modules.TransformerCore`, with
+params mapped by `purejaxppo.export.param_map`.
 """
 
 from __future__ import annotations
