@@ -471,7 +471,9 @@ def _validate(c: PPOConfig) -> None:
             )
         if c.recurrent is None:
             raise bad(
-                "max_seq_len", c.max_seq_len, f"needs a recurrent core (recurrent: one of {RECURRENT_CORES})"
+                "max_seq_len",
+                c.max_seq_len,
+                f"needs a recurrent core (recurrent: one of {RECURRENT_CORES})",
             )
     if c.recurrent is not None and c.num_sequences % c.num_minibatches:
         raise bad(

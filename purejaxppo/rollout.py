@@ -121,9 +121,7 @@ def make_rollout(
     return rollout
 
 
-def next_values(
-    networks: Networks, params: Params, traj: Transition, carry: EnvCarry
-) -> jax.Array:
+def next_values(networks: Networks, params: Params, traj: Transition, carry: EnvCarry) -> jax.Array:
     """V(final_obs_t) `[T, N]` float32 for every step, in one batched pass over T*N.
 
     The value of the observation a step led to (before any auto-reset) is computed from the

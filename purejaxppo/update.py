@@ -16,6 +16,7 @@ from purejaxppo.networks import Networks
 from purejaxppo.networks.custom import param_labels
 from purejaxppo.types import Params, PyTree, TrainState, Transition
 
+
 class Batch(NamedTuple):
     """Training sequences `[K, L]` (K sequences of L steps), or
     `[num_minibatches, K / num_minibatches, L]` after shuffling (whole sequences).
