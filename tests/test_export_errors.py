@@ -69,11 +69,11 @@ def test_overwrite_is_refused_and_keeps_the_old_files(tmp_path):
     config, _, params = _setup()
     _, _, params_1 = _setup(seed=1)
     export_torch(params, config, tmp_path / "policy.pt")
-    export_onnx(params, config, tmp_path / "onnx" / "policy.onnx")
+    export_onnx(params, config, tmp_path / "policy.onnx")  # beside the torch files
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     assert {p.name for p in before} == {
         "policy.pt", "policy.pt2", "policy.state_dict.pt", "policy.module.py", "policy.json",
-        "policy.onnx",
+        "policy.onnx", "policy.onnx.json",
     }  # fmt: skip
     with pytest.raises(FileExistsError, match="policy.pt exists; pass overwrite=True"):
         export_torch(params_1, config, tmp_path / "policy.pt")
@@ -81,14 +81,14 @@ def test_overwrite_is_refused_and_keeps_the_old_files(tmp_path):
     with pytest.raises(FileExistsError, match="policy.pt2 exists"):
         export_torch(params_1, config, tmp_path / "policy.pt")
     with pytest.raises(FileExistsError, match="policy.onnx exists"):
-        export_onnx(params_1, config, tmp_path / "onnx" / "policy.onnx")
+        export_onnx(params_1, config, tmp_path / "policy.onnx")
     for path, data in before.items():
         assert path.name == "policy.pt" or path.read_bytes() == data, path
     export_torch(params_1, config, tmp_path / "policy.pt", overwrite=True)
     assert (tmp_path / "policy.state_dict.pt").read_bytes() != before[
         tmp_path / "policy.state_dict.pt"
     ]
-    assert not [p for p in tmp_path.iterdir() if p.is_dir() and p.name != "onnx"]  # no temp dirs
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]  # no temp dirs left
 
 
 def test_non_finite_params_are_refused(tmp_path):

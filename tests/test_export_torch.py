@@ -317,7 +317,7 @@ def test_onnx_parity_with_onnxruntime(exported, name):
 
     folder = exported["root"] / name
     data = np.load(folder / "expected.npz")
-    meta = json.loads((folder / "onnx" / "policy.json").read_text())
+    meta = json.loads((folder / "onnx" / "policy.onnx.json").read_text())
     session = ort.InferenceSession(str(folder / "onnx" / "policy.onnx"))
     assert [i.name for i in session.get_inputs()] == meta["onnx_inputs"] == meta["inputs"]
     assert [o.name for o in session.get_outputs()] == meta["outputs"]

@@ -3,7 +3,8 @@
 `export_onnx(source, config, "policy.onnx")` builds the torch mirror (`torch_modules.py`,
 params mapped by `param_map.py`, as `export_torch`) and writes it with
 `torch.onnx.export(..., dynamo=False)` (opset 17, dynamic batch axis), plus
-`policy.json` (the metadata of `export_torch`, with `"format": "purejaxppo-onnx-export"`).
+`policy.onnx.json` (the metadata of `export_torch`, with `"format": "purejaxppo-onnx-export"`;
+its own name, so a torch export of the same stem can sit beside it).
 
 Graph inputs (float32 unless the env's dtype says otherwise; B is dynamic):
 
@@ -44,7 +45,7 @@ def export_onnx(
     overwrite: bool = False,
     networks: Any = None,
 ) -> Path:
-    """Writes `path` (ONNX) and `path.with_suffix(".json")` (metadata).
+    """Writes `path` (ONNX) and `<path>.json`, e.g. `policy.onnx.json` (metadata).
 
     Args and errors as `purejaxppo.export.torch.export_torch` (source, config, env,
     env_params, index, overwrite, networks); see the module docstring for the graph's
@@ -65,7 +66,7 @@ def export_onnx(
     from purejaxppo.export.torch import FlatPolicy, _refuse_existing, flat_inputs, prepare
 
     path = Path(path)
-    meta_path = path.with_suffix(".json")
+    meta_path = path.with_name(path.name + ".json")
     if path.suffix != ".onnx":
         raise ValueError(f"path {str(path)!r}: an ONNX export needs the suffix .onnx")
     _refuse_existing([path, meta_path], overwrite)

@@ -431,7 +431,9 @@ def _refuse_existing(paths: Any, overwrite: bool) -> None:
         return
     for path in paths:
         if Path(path).exists():
-            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+            raise FileExistsError(
+                f"{path} exists; pass overwrite=True (CLI: --overwrite) to replace it"
+            )
 
 
 def _json_floats(values: Any) -> Any:

@@ -56,23 +56,17 @@ params mapped by `purejaxppo.export.param_map`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
 
-#: The position-wise MLP's activations, as in `purejaxppo.networks` (flax defaults:
-#: nn.gelu is the tanh approximation, nn.leaky_relu has negative slope 0.01).
-ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "tanh": nn.tanh,
-    "relu": nn.relu,
-    "gelu": nn.gelu,
-    "silu": nn.silu,
-    "elu": nn.elu,
-    "leaky_relu": nn.leaky_relu,
-}
+from purejaxppo.networks.layers import ACTIVATIONS as LAYER_ACTIVATIONS
+
+#: The position-wise MLP's activations: those of `purejaxppo.networks.layers` (flax
+#: defaults: nn.gelu is the tanh approximation, nn.leaky_relu has negative slope 0.01).
+ACTIVATIONS = LAYER_ACTIVATIONS
 
 #: Attention logit of an empty memory slot: exp(-1e9 - max) is exactly 0 in float32.
 MASKED_LOGIT = -1e9
