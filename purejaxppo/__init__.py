@@ -19,7 +19,7 @@ if _CPU_SCHEDULER_FLAG not in _os.environ.get("XLA_FLAGS", ""):
 _EXPORTS = {
     "purejaxppo.config": ("TRACED_FIELDS", "Hyperparams", "PPOConfig"),
     "purejaxppo.envs": ("make_env", "registered_env_ids"),
-    "purejaxppo.export": ("export_torch",),
+    "purejaxppo.export": ("export_onnx", "export_torch"),
     "purejaxppo.gae": ("gae_advantages",),
     "purejaxppo.losses": ("LossTerms", "ppo_loss"),
     "purejaxppo.networks": ("Networks", "make_networks", "networks_from_modules"),

@@ -141,12 +141,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser(
         "export",
-        help="export a run's policy to PyTorch",
-        description="Write a TorchScript file (plus state_dict, module source and JSON "
-        "metadata) of a run's newest checkpoint; needs torch (pip install purejaxppo[torch]).",
+        help="export a run's policy to PyTorch or ONNX",
+        description="Export a run's newest checkpoint, chosen by the suffix of --to: .onnx "
+        "writes an ONNX graph (pip install purejaxppo[onnx,torch]); anything else (e.g. "
+        ".pt) the PyTorch files (module source + state_dict, a torch.export .pt2, "
+        "TorchScript where it scripts, JSON metadata; pip install purejaxppo[torch]).",
     )
     export.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    export.add_argument("--to", type=Path, required=True, metavar="FILE", help="e.g. policy.pt")
+    export.add_argument(
+        "--to", type=Path, required=True, metavar="FILE", help="e.g. policy.pt or policy.onnx"
+    )
+    export.add_argument("--overwrite", action="store_true", help="replace existing files")
     return parser
 
 
@@ -253,14 +258,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if command == "export":
         from purejaxppo.checkpoint import load_checkpoint
-        from purejaxppo.export import export_torch
+        from purejaxppo.export import export_onnx, export_torch
 
+        onnx = args["to"].suffix == ".onnx"
         try:
             checkpoint = load_checkpoint(args["run_dir"])
-            path = export_torch(checkpoint.runner_state, checkpoint.config, args["to"])
-        except (ValueError, ImportError) as err:
+            export = export_onnx if onnx else export_torch
+            path = export(
+                checkpoint.runner_state,
+                checkpoint.config,
+                args["to"],
+                overwrite=args["overwrite"],
+            )
+        except (ValueError, ImportError, FileExistsError) as err:
             parser.exit(2, f"purejaxppo: error: {err}\n")
-        print(f"wrote {path} (TorchScript) and its .state_dict.pt, .module.py, .json")
+        if onnx:
+            print(f"wrote {path} (ONNX) and its .json")
+        else:
+            print(f"wrote {path.with_suffix('.module.py')}, .state_dict.pt, .pt2, .json "
+                  "(and the TorchScript file where it scripts)")  # fmt: skip
         return 0
     return 1  # pragma: no cover - argparse rejects unknown commands
 

@@ -1,380 +1,340 @@
-"""PyTorch export (`purejaxppo.export.export_torch`): parity with the JAX network.
+"""PyTorch and ONNX export: parity with the JAX network for every policy kind.
 
-The main parity check runs in a fresh Python process that imports torch and numpy only
-(it asserts that neither jax nor purejaxppo is loaded), as a user's deployment would.
-Hidden sizes are non-square (48, 24) and every parameter is perturbed away from its init
-(biases and log_std are 0 at init; the 0.01-scaled policy head would make near-ties), so a
-missing transpose, a dropped bias or log_std, or a wrong activation shows as a large error.
+JAX computes reference outputs for random params (drawn with numpy from
+`jax.eval_shape(networks.init)`: kernels N(0, 1/fan_in), biases / log_std N(0, 0.5^2),
+the policy head x4 so Gaussian means leave the bounds), saved as npz. ONE fresh Python
+process that imports torch and numpy only (it asserts jax / flax / purejaxppo stay
+unloaded, as a deployment would) checks every case through the three routes: the module
+source + state_dict, the `torch.export` program (.pt2) and TorchScript where written.
+Recurrent cases run T steps of N envs with resets mid-sequence and compare the state at
+every step; a second torch run starts mid-sequence from JAX's state (state handover).
+A mutated copy (one square kernel transposed) must FAIL parity, so the check can fail.
+ONNX graphs are checked with onnxruntime in this process.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gymnax.environments import spaces
 
 import purejaxppo as pjp
-from purejaxppo.networks import ActorCritic, action_spec
-from purejaxppo.rollout import to_env_action
+from purejaxppo.envs.spaces import MultiDiscrete
+from purejaxppo.networks import apply_action_mask, make_networks, reset_state, select_action
 
-# torch is a test requirement (pip install -e ".[test,torch]" installs torch==2.13.0).
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-HIDDEN = (48, 24)
-NUM_OBS = 1000
 TOL = 1e-5
-
-# Run as `python check.py data.npz policy.pt` in a fresh process: loads the TorchScript file
-# and, separately, the state_dict into the exported module source; prints the max abs
-# errors as JSON on the last line, then asserts them.
-CHECK_SCRIPT = r"""
-import importlib.util
-import json
-import sys
-from pathlib import Path
-
-import numpy as np
-import torch
-
-TOL = float(sys.argv[3])
-data_path, policy = Path(sys.argv[1]), Path(sys.argv[2])
-for name in ("jax", "jaxlib", "flax", "purejaxppo"):
-    assert name not in sys.modules, f"{name} was imported"
-data = np.load(data_path)
-meta = json.loads(policy.with_suffix(".json").read_text())
-continuous = meta["action_kind"] == "continuous"
-obs = torch.from_numpy(data["obs"])
-errors = {}
-details = {}  # where each maximum error is: printed if the check fails
+N = 16  # envs (feed-forward: observations)
+T = 8  # steps of the recurrent cases
+HANDOVER = 4  # torch starts from JAX's state at this step
+RESETS = np.zeros((T, N), bool)
+RESETS[0] = True
+RESETS[3, 0] = RESETS[5, 1] = RESETS[6, 1] = True
 
 
-def max_err(key, got, want):
-    got = got.detach().numpy().astype(np.float64)
-    assert got.shape == want.shape, (key, got.shape, want.shape)
-    diff = np.abs(got - want.astype(np.float64))
-    if diff.size == 0:
-        return 0.0
-    at = np.unravel_index(np.argmax(diff), diff.shape)
-    details[key] = f"at {tuple(map(int, at))}: got {got[at]!r}, want {want[at]!r}"
-    return float(diff[at])
+class SpacesEnv:
+    """Just the spaces of an environment (what make_networks and the export read)."""
+
+    name = "SpacesEnv"
+    default_params = None
+
+    def __init__(self, obs_space, action_space):
+        self._obs, self._act = obs_space, action_space
+
+    def observation_space(self, params=None):
+        return self._obs
+
+    def action_space(self, params=None):
+        return self._act
 
 
-def compare(tag, net):
-    with torch.no_grad():
-        actor_out, value = net(obs)
-        greedy = net.act_greedy(obs)
-    for key, got in (("actor_out", actor_out), ("value", value)):
-        errors[f"{tag}/{key}"] = max_err(f"{tag}/{key}", got, data[key])
-    if continuous:
-        errors[f"{tag}/log_std"] = max_err(f"{tag}/log_std", net.log_std, data["log_std"])
-        errors[f"{tag}/greedy"] = max_err(f"{tag}/greedy", greedy, data["greedy"])
-        errors[f"{tag}/bounds"] = max(
-            max_err(f"{tag}/low", net.action_low, data["action_low"]),
-            max_err(f"{tag}/high", net.action_high, data["action_high"]),
-        )
+def _box(shape, low=-1.0, high=1.0, dtype=jnp.float32):
+    return spaces.Box(low, high, shape, dtype)
+
+
+DICT_MASK_ENV = SpacesEnv(
+    spaces.Dict(
+        {
+            "frame": _box((6, 6, 2), 0.0, 1.0),
+            "vec": _box((5,)),
+            "action_mask": _box((5,), 0, 1, jnp.bool_),
+        }
+    ),
+    spaces.Discrete(5),
+)
+MD_MASK_ENV = SpacesEnv(
+    spaces.Dict({"obs": _box((3,)), "action_mask": _box((5,), 0, 1, jnp.bool_)}),
+    MultiDiscrete((2, 3)),
+)
+TUPLE_ENV = SpacesEnv(spaces.Tuple([_box((3,)), _box((2, 2))]), spaces.Discrete(3))
+BOX_ENV = SpacesEnv(_box((5,)), spaces.Box(-1.0, 2.0, (2, 3), jnp.float32))
+UINT8_ENV = SpacesEnv(_box((9, 7, 3), 0, 255, jnp.uint8), spaces.Discrete(4))
+MINATAR_CNN = dict(encoder="cnn", cnn_channels=(4,), cnn_kernel_sizes=(3,), cnn_strides=(1,))
+
+# name -> (env id or SpacesEnv, config changes)
+CASES = {
+    "mlp-discrete": ("CartPole-v1", dict(hidden_sizes=(24, 24))),
+    "mlp-continuous": ("Pendulum-v1", dict(activation="relu")),
+    "squashed-box": (BOX_ENV, dict(squash_actions=True, activation="gelu")),
+    "box-2x3": (BOX_ENV, dict(activation="elu")),
+    "multi-discrete": ("ProbeMultiDiscrete-v0", {}),
+    "multi-binary": ("ProbeMultiBinary-v0", dict(activation="silu")),
+    "cnn-minatar-shared": ("Breakout-MinAtar", dict(MINATAR_CNN, share_encoder=True)),
+    "impala-uint8": (UINT8_ENV, dict(encoder="impala", impala_channels=(3, 4), conv_impl="xla")),
+    "dict-image-mask": (DICT_MASK_ENV, dict(MINATAR_CNN, activation="leaky_relu")),
+    "masked-probe": ("ProbeMaskedAction-v0", {}),
+    "multi-discrete-mask": (MD_MASK_ENV, {}),
+    "tuple-obs": (TUPLE_ENV, {}),
+    "lstm-shared": ("CartPole-v1", dict(recurrent="lstm", recurrent_size=6)),
+    "gru-separate": ("Pendulum-v1", dict(recurrent="gru", recurrent_size=6, share_encoder=False)),
+    "lstm-cnn-minatar": ("Breakout-MinAtar", dict(MINATAR_CNN, recurrent="lstm", recurrent_size=6)),
+    "lstm-dict-mask": (DICT_MASK_ENV, dict(recurrent="lstm", recurrent_size=6)),
+    "transformer": (
+        "CartPole-v1",
+        dict(recurrent="transformer", transformer_dim=8, transformer_heads=2, memory_len=3),
+    ),
+}
+ONNX_CASES = (
+    "mlp-discrete",
+    "mlp-continuous",
+    "cnn-minatar-shared",
+    "lstm-shared",
+    "dict-image-mask",
+    "transformer",
+)
+MUTATE = ("mlp-discrete", "encoders.0.inputs.0.mlp.dense.1.weight")  # [24, 24]
+
+
+def make_case(name):
+    """(config, env, env_params, networks) of a case."""
+    env_id, changes = CASES[name]
+    env_name = env_id if isinstance(env_id, str) else "CartPole-v1"  # unused with env
+    config = pjp.PPOConfig(env_name=env_name, **{"hidden_sizes": (12, 8), **changes})
+    if isinstance(env_id, str):
+        env, env_params = pjp.make_env(env_id)
     else:
-        assert greedy.dtype == torch.int64, greedy.dtype
-        # Number of differing greedy actions: must be 0 (identical actions).
-        errors[f"{tag}/greedy_mismatches"] = int(np.sum(greedy.numpy() != data["greedy"]))
+        env, env_params = env_id, None
+    return config, env, env_params, make_networks(config, env, env_params)
 
 
-compare("torchscript", torch.jit.load(str(policy)))
+def random_params(networks, seed=0):
+    """Params of the network's names and shapes, drawn with numpy (no init to compile)."""
+    rng = np.random.default_rng(seed)
 
-spec = importlib.util.spec_from_file_location("exported_policy", policy.with_suffix(".module.py"))
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-net = getattr(module, meta["class_name"])(**meta["constructor"])
-net.load_state_dict(torch.load(policy.with_suffix(".state_dict.pt")))
-net.eval()
-compare("state_dict", net)
+    def draw(path, leaf):
+        name = "/".join(str(k.key) for k in path)
+        if leaf.ndim >= 2:
+            x = rng.normal(0.0, 1.0 / math.sqrt(math.prod(leaf.shape[:-1])), leaf.shape)
+        else:
+            x = rng.normal(0.0, 0.5, leaf.shape) + (1.0 if name.endswith("scale") else 0.0)
+        if name.endswith("actor_head/out/kernel"):
+            x = 4.0 * x
+        return x.astype(np.float32)
 
-for name in ("jax", "jaxlib", "flax", "purejaxppo"):
-    assert name not in sys.modules, f"{name} was imported"
-print(json.dumps(errors))
-bad = {k: v for k, v in errors.items() if v > TOL}
-assert not bad, f"errors above {TOL}: {bad}; {[details.get(k) for k in bad]}"
-"""
-
-
-# --------------------------------------------------------------------- helpers
+    shapes = jax.eval_shape(networks.init, jax.random.key(0))
+    return jax.tree_util.tree_map_with_path(draw, shapes)
 
 
-def _setup(env_name, activation="tanh", hidden_sizes=HIDDEN, seed=0):
-    """Config, env, random (perturbed) params and the JAX module for `env_name`."""
-    config = pjp.PPOConfig(env_name=env_name, hidden_sizes=hidden_sizes, activation=activation)
-    env, env_params = pjp.make_env(env_name)
-    spec = action_spec(env, env_params)
-    init, _ = pjp.make_networks(config, env, env_params)
-    key_init, key_noise = jax.random.split(jax.random.key(seed))
-    params = init(key_init)
-    # Perturb every leaf: kernels by N(0, 1/fan_in) (O(1) outputs, no near-tied logits),
-    # biases and log_std (zeros at init) by N(0, 0.5^2).
-    leaves, treedef = jax.tree.flatten(params)
-    keys = jax.random.split(key_noise, len(leaves))
-    leaves = [
-        leaf
-        + jax.random.normal(k, leaf.shape)
-        * (1.0 / math.sqrt(leaf.shape[0]) if leaf.ndim == 2 else 0.5)
-        for k, leaf in zip(keys, leaves, strict=True)
-    ]
-    params = jax.tree.unflatten(treedef, leaves)
-    # A larger policy head: Gaussian means beyond the Box bounds (clipped greedy actions).
-    head = params["params"]["actor"][f"Dense_{len(hidden_sizes)}"]
-    head["kernel"] = 4.0 * head["kernel"]
-    return config, env, env_params, spec, params
+def random_obs(space, batch, rng):
+    """Observations of a space `[*batch, ...]` (float32; images 0/1 or 0..255, masks 0/1)."""
+    if isinstance(space, spaces.Dict):
+        obs = {k: random_obs(s, batch, rng) for k, s in space.spaces.items()}
+        if "action_mask" in obs:  # at least one valid action per row
+            obs["action_mask"][..., 0] = 1.0
+        return obs
+    if isinstance(space, spaces.Tuple):
+        return tuple(random_obs(s, batch, rng) for s in space.spaces)
+    shape = (*batch, *space.shape)
+    dtype = np.dtype(space.dtype)
+    if dtype == np.bool_ or (len(space.shape) == 3 and np.all(np.asarray(space.high) == 1)):
+        return (rng.random(shape) < 0.4).astype(np.float32)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, 256, shape).astype(np.float32)
+    return rng.normal(0.0, 2.0, shape).astype(np.float32)
 
 
-def _expected(config, env, env_params, spec, params, num_obs=NUM_OBS, seed=1):
-    """Random observations and the JAX network's outputs on them (CPU)."""
-    space = env.observation_space(env_params)
-    obs_shape = tuple(space.shape)
-    if np.all(np.asarray(space.low) == 0) and np.all(np.asarray(space.high) == 1):
-        # Binary feature maps (MinAtar): sparse 0/1 observations as the env gives them.
-        bits = jax.random.bernoulli(jax.random.key(seed), 0.2, (num_obs, *obs_shape))
-        obs = bits.astype(jnp.float32)
+def obs_leaves(obs, path=()):
+    """{path: array} of an observation (dict keys / tuple indices)."""
+    if isinstance(obs, dict):
+        return {p: x for k in sorted(obs) for p, x in obs_leaves(obs[k], (*path, k)).items()}
+    if isinstance(obs, tuple):
+        return {p: x for i, o in enumerate(obs) for p, x in obs_leaves(o, (*path, i)).items()}
+    return {path: obs}
+
+
+def jax_reference(config, env, env_params, networks, params, seed=1):
+    """Random observations and the JAX outputs on them: npz arrays."""
+    rng = np.random.default_rng(seed)
+    space = env.observation_space(env_params if env_params is not None else env.default_params)
+    spec, module = networks.action_spec, networks.module
+    mask_key = config.action_mask_key if isinstance(space, spaces.Dict) else None
+    mask_key = mask_key if mask_key in getattr(space, "spaces", {}) else None
+
+    def outputs(state, obs):
+        new_state, actor_out, value, _ = module.apply(params, state, obs)
+        if mask_key is not None:
+            actor_out = apply_action_mask(actor_out, obs[mask_key])
+        batch = value.shape[0]
+        step_state = state if networks.stateful else ()
+        _, dist, _ = networks.step(params, step_state, obs, jnp.zeros((batch,), bool))
+        greedy, _ = select_action(spec, dist, value, jax.random.key(0), 0.0)
+        return new_state, actor_out, value, greedy
+
+    data = {}
+    if not networks.stateful:
+        obs = random_obs(space, (N,), rng)
+        _, actor_out, value, greedy = jax.jit(lambda o: outputs(None, o))(obs)
+        leaves = obs_leaves(obs)
+        ref = {"actor_out": actor_out, "value": value, "greedy": greedy}
     else:
-        obs = 2.0 * jax.random.normal(jax.random.key(seed), (num_obs, *obs_shape), jnp.float32)
-    module = ActorCritic(
-        num_outputs=spec.num_actions,
-        hidden_sizes=tuple(config.hidden_sizes),
-        activation=config.activation,
-        continuous=not spec.discrete,
-    )
-    actor_out, value, log_std = module.apply(params, obs)
-    # Greedy action as purejaxppo defines it: the distribution's mode, as the env takes it.
-    _, apply = pjp.make_networks(config, env, env_params)
-    dist, value2 = apply(params, obs)
-    greedy = to_env_action(spec, dist.mode())
-    np.testing.assert_array_equal(value, value2)
-    data = {
-        "obs": np.asarray(obs, np.float32),
-        "actor_out": np.asarray(actor_out),
-        "value": np.asarray(value),
-        "greedy": np.asarray(greedy),
-    }
-    if spec.discrete:
-        # Test-data sanity: no near-ties, so float error cannot flip an argmax.
-        top2 = np.sort(data["actor_out"], axis=-1)[:, -2:]
-        assert np.min(top2[:, 1] - top2[:, 0]) > 1e-4
-    else:
-        data["log_std"] = np.asarray(log_std)
-        data["action_low"] = np.asarray(spec.low, np.float32)
-        data["action_high"] = np.asarray(spec.high, np.float32)
-        assert np.all(data["log_std"] != 0)
-        # Test-data sanity: both clipped and unclipped greedy actions occur.
-        clipped = (data["greedy"] == data["action_low"]) | (data["greedy"] == data["action_high"])
-        assert 0 < clipped.mean() < 1, clipped.mean()
+        obs = random_obs(space, (T, N), rng)
+        leaves = obs_leaves(obs)
+
+        @jax.jit
+        def step(state, obs_t, reset):
+            state = reset_state(state, reset, networks.initial_state(N))
+            return state, *outputs(state, obs_t)
+
+        state = networks.initial_state(N)
+        steps = []
+        for t in range(T):
+            obs_t = jax.tree.map(lambda x, t=t: x[t], obs)
+            state_in, state, actor_out, value, greedy = step(state, obs_t, RESETS[t])
+            steps.append((state_in, state, actor_out, value, greedy))
+        names = ("state_in", "state_out", "actor_out", "value", "greedy")
+        ref = {n: np.stack([np.asarray(s[i]) for s in steps]) for i, n in enumerate(names)}
+        data["resets"] = RESETS
+    for path in leaves:
+        data[f"obs.{'/'.join(map(str, path))}"] = leaves[path]
+    data.update({k: np.asarray(v) for k, v in ref.items()})
+    if spec.kind == "continuous":
+        data["log_std"] = np.asarray(params["params"]["log_std"])
+        clipped = np.isin(data["greedy"], [spec.low.min(), spec.high.max()])
+        assert 0 < clipped.mean() < 1 or config.squash_actions or networks.stateful
     return data
 
 
-def _run_check(data_path, policy_path):
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """Every case exported (torch; ONNX for ONNX_CASES) with its JAX reference."""
+    from purejaxppo.export import export_onnx, export_torch
+
+    root = tmp_path_factory.mktemp("export")
+    cases = {}
+    for name in CASES:
+        config, env, env_params, networks = make_case(name)
+        params = random_params(networks, seed=len(cases))
+        folder = root / name
+        folder.mkdir()
+        export_torch(params, config, folder / "policy.pt", env, env_params)
+        if name in ONNX_CASES:
+            export_onnx(params, config, folder / "onnx" / "policy.onnx", env, env_params)
+        np.savez(
+            folder / "expected.npz", **jax_reference(config, env, env_params, networks, params)
+        )
+        cases[name] = {"dir": str(folder), "stateful": networks.stateful}
+    cases[MUTATE[0]]["mutate"] = MUTATE[1]
+    (root / "cases.json").write_text(json.dumps(cases))
     proc = subprocess.run(
-        [sys.executable, "-c", CHECK_SCRIPT, str(data_path), str(policy_path), str(TOL)],
+        [
+            sys.executable,
+            str(Path(__file__).with_name("export_check.py")),
+            str(root / "cases.json"),
+        ],
         capture_output=True,
         text=True,
-        timeout=120,
-        cwd=str(data_path.parent),
+        timeout=300,
     )
     lines = proc.stdout.strip().splitlines()
-    errors = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
-    return proc, errors
+    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
+    (root / "errors.json").write_text(lines[-1])  # for inspection
+    return {"root": root, "errors": json.loads(lines[-1])}
 
 
-@pytest.fixture(scope="module", params=["CartPole-v1", "Pendulum-v1"])
-def exported(request, tmp_path_factory):
-    """An export of random params for a discrete and a continuous env, with JAX outputs."""
-    env_name = request.param
-    tmp = tmp_path_factory.mktemp(env_name)
-    config, env, env_params, spec, params = _setup(env_name, activation="tanh")
-    data = _expected(config, env, env_params, spec, params)
-    np.savez(tmp / "expected.npz", **data)
-    from purejaxppo.export import export_torch
-
-    policy = export_torch(params, config, tmp / "policy.pt")
-    return {
-        "dir": tmp,
-        "policy": policy,
-        "data": tmp / "expected.npz",
-        "config": config,
-        "env": env,
-        "env_params": env_params,
-        "spec": spec,
-        "params": params,
-    }
+@pytest.mark.parametrize("name", list(CASES))
+def test_torch_parity_in_a_fresh_torch_only_process(exported, name):
+    errors = exported["errors"][name]
+    meta = json.loads((exported["root"] / name / "policy.json").read_text())
+    routes = {"module", "pt2"} | ({"torchscript"} if meta["torchscript"]["written"] else set())
+    if name.startswith(("lstm", "gru", "transformer")):
+        routes.add("module_handover")  # torch continued from JAX's mid-sequence state
+    assert {k.split("/")[0] for k in errors} - {"mutated"} == routes
+    bad = {k: v for k, v in errors.items() if not k.startswith("mutated") and v > TOL}
+    assert not bad, bad
 
 
-# --------------------------------------------------------------------- tests
+def test_torchscript_written_for_array_observations_only(exported):
+    for name in CASES:
+        meta = json.loads((exported["root"] / name / "policy.json").read_text())
+        plain = name not in (
+            "dict-image-mask",
+            "multi-discrete-mask",
+            "tuple-obs",
+            "lstm-dict-mask",
+        )
+        plain = plain and name != "masked-probe"
+        assert meta["torchscript"]["written"] == plain, (name, meta["torchscript"])
+        assert (exported["root"] / name / "policy.pt").exists() == plain
 
 
-def test_import_purejaxppo_does_not_import_torch():
-    code = (
-        "import sys, purejaxppo, purejaxppo.export\n"
-        "from purejaxppo.export import export_torch\n"
-        "assert 'torch' not in sys.modules, 'torch was imported'\n"
-        "print('ok')\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "ok"
+def test_mutated_params_fail_parity(exported):
+    errors = exported["errors"][MUTATE[0]]
+    assert errors["mutated/actor_out"] > 1e-2, errors  # the actor tower's kernel
+    assert errors["mutated/value"] <= TOL, errors  # separate critic tower: untouched
 
 
-def test_export_files(exported):
-    policy = exported["policy"]
-    assert policy == exported["dir"] / "policy.pt"
-    for suffix in (".pt", ".state_dict.pt", ".module.py", ".json"):
-        assert policy.with_suffix(suffix).is_file(), suffix
-    source = policy.with_suffix(".module.py").read_text()
-    imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
+def test_files_and_metadata(exported):
+    folder = exported["root"] / "lstm-dict-mask"
+    meta = json.loads((folder / "policy.json").read_text())
+    assert meta["format_version"] == 2 and meta["class_name"] == "RecurrentActorCritic"
+    assert meta["inputs"] == ["obs_action_mask", "obs_frame", "obs_vec", "state"]
+    assert meta["outputs"] == ["actor_out", "value", "state_out"]
+    assert meta["state_size"] == 12 and meta["state_layout"] == "[c, h]"
+    assert meta["observation"]["action_mask_key"] == "action_mask"
+    assert set(meta["files"]) == {"module_source", "state_dict", "pt2"}  # no TorchScript
+    source = (folder / "policy.module.py").read_text()
+    from purejaxppo.export import torch_modules
+
+    assert source == Path(torch_modules.__file__).read_text()
+    imports = [line for line in source.splitlines() if line.startswith(("import", "from"))]
     assert all("jax" not in line and "purejaxppo" not in line for line in imports), imports
-    meta = json.loads(policy.with_suffix(".json").read_text())
-    spec = exported["spec"]
-    assert meta["obs_shape"] == list(
-        exported["env"].observation_space(exported["env_params"]).shape
-    )
-    assert meta["action_kind"] == ("discrete" if spec.discrete else "continuous")
-    assert meta["num_actions"] == spec.num_actions
-    assert meta["hidden_sizes"] == list(HIDDEN)
-    assert meta["activation"] == "tanh"
+    box = json.loads((exported["root"] / "box-2x3" / "policy.json").read_text())
+    assert box["action"]["shape"] == [2, 3] and box["action"]["low"] == [-1.0] * 6
 
 
-def test_parity_in_fresh_torch_only_process(exported):
-    proc, errors = _run_check(exported["data"], exported["policy"])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert errors is not None
-    keys = {"actor_out", "value", "greedy_mismatches" if exported["spec"].discrete else "log_std"}
-    for tag in ("torchscript", "state_dict"):
-        for key in keys:
-            assert errors[f"{tag}/{key}"] <= TOL, errors
+@pytest.mark.parametrize("name", ONNX_CASES)
+def test_onnx_parity_with_onnxruntime(exported, name):
+    import onnxruntime as ort
 
-
-def test_parity_check_catches_missing_transpose(exported, tmp_path):
-    """Proves the parity check can fail: an export without the kernel transpose."""
-    import torch
-
-    from purejaxppo.export import torch as export_mod
-
-    spec = exported["spec"]
-    obs_shape = tuple(exported["env"].observation_space(exported["env_params"]).shape)
-    flat = export_mod._flatten_params(exported["params"])
-    wrong = export_mod._state_dict_from_params(flat, obs_shape, spec, HIDDEN, transpose=False)
-    good = torch.load(exported["policy"].with_suffix(".state_dict.pt"))
-    # Non-square layers: the untransposed kernels do not even load.
-    module = export_mod.load_module_source(exported["policy"].with_suffix(".module.py"))
-    meta = json.loads(exported["policy"].with_suffix(".json").read_text())
-    net = module.ActorCritic(**meta["constructor"])
-    with pytest.raises(RuntimeError, match="size mismatch"):
-        net.load_state_dict({k: torch.tensor(v) for k, v in wrong.items()})
-    # The silent version of the bug (reshape instead of transpose) loads; the same
-    # fresh-process check must then fail on the state_dict path, and only there.
-    reshaped = {k: torch.tensor(v).reshape(good[k].shape) for k, v in wrong.items()}
-    for name in ("policy.pt", "policy.module.py", "policy.json"):
-        shutil.copy(exported["dir"] / name, tmp_path / name)
-    torch.save(reshaped, tmp_path / "policy.state_dict.pt")
-    shutil.copy(exported["data"], tmp_path / "expected.npz")
-    proc, errors = _run_check(tmp_path / "expected.npz", tmp_path / "policy.pt")
-    assert proc.returncode != 0, proc.stdout
-    assert "errors above" in proc.stderr
-    assert errors["torchscript/actor_out"] <= TOL and errors["torchscript/value"] <= TOL
-    assert errors["state_dict/actor_out"] > 1e-2, errors
-    assert errors["state_dict/value"] > 1e-2, errors
-
-
-@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
-@pytest.mark.parametrize(
-    ("env_name", "activation"),
-    [
-        ("CartPole-v1", "relu"),
-        ("CartPole-v1", "gelu"),
-        ("CartPole-v1", "silu"),
-        ("CartPole-v1", "elu"),
-        ("CartPole-v1", "leaky_relu"),
-        ("Pendulum-v1", "gelu"),
-        ("Breakout-MinAtar", "relu"),  # [10, 10, 4] observations: flattening order
-    ],
-)
-def test_parity_activations_and_obs_shapes(env_name, activation, tmp_path):
-    """In-process (torch beside jax) parity for every activation and a 3-d observation."""
-    import torch
-
-    from purejaxppo.export import export_torch
-
-    config, env, env_params, spec, params = _setup(env_name, activation=activation, seed=3)
-    data = _expected(config, env, env_params, spec, params, num_obs=200, seed=4)
-    policy = export_torch(params, config, tmp_path / "sub" / "p.pt", env, env_params)
-    net = torch.jit.load(str(policy))
-    with torch.no_grad():
-        obs = torch.tensor(data["obs"])
-        actor_out, value = net(obs)
-        greedy = net.act_greedy(obs).numpy()
-    np.testing.assert_allclose(actor_out.numpy(), data["actor_out"], rtol=0, atol=TOL)
-    np.testing.assert_allclose(value.numpy(), data["value"], rtol=0, atol=TOL)
-    if spec.discrete:
-        np.testing.assert_array_equal(greedy, data["greedy"])
-    else:
-        np.testing.assert_allclose(net.log_std.detach().numpy(), data["log_std"], atol=TOL)
-        np.testing.assert_allclose(greedy, data["greedy"], rtol=0, atol=TOL)
-
-
-def test_sources_train_state_train_output_and_vmapped(tmp_path):
-    import torch
-
-    from purejaxppo.export import export_torch
-
-    config, env, env_params, _, params = _setup("CartPole-v1")
-    _, _, _, _, params2 = _setup("CartPole-v1", seed=7)
-
-    def exported_state(source, name, **kw):
-        policy = export_torch(source, config, tmp_path / f"{name}.pt", env, env_params, **kw)
-        return torch.load(policy.with_suffix(".state_dict.pt"))
-
-    ref = exported_state(params, "params")
-    state = pjp.TrainState(params=params, opt_state=None)
-    output = pjp.TrainOutput(train_state=state, runner_state=None, metrics={})
-    stacked = jax.tree.map(lambda a, b: jnp.stack([a, b]), params2, params)
-    for name, source, kw in [
-        ("state", state, {}),
-        ("output", output, {}),
-        ("inner", params["params"], {}),
-        ("vmapped", stacked, {"index": 1}),
-    ]:
-        got = exported_state(source, name, **kw)
-        assert got.keys() == ref.keys()
-        for k in ref:
-            torch.testing.assert_close(got[k], ref[k], rtol=0, atol=0, msg=f"{name}: {k}")
-    with pytest.raises(ValueError, match="leading axis of 2 agents.*index"):
-        export_torch(stacked, config, tmp_path / "x.pt", env, env_params)
-
-
-def test_mismatched_config_raises_clear_value_error(tmp_path):
-    from purejaxppo.export import export_torch
-
-    config, env, env_params, _, params = _setup("CartPole-v1")
-    out = tmp_path / "p.pt"
-    # Same depth, different width: names the mis-shaped arrays and the sizes seen.
-    with pytest.raises(ValueError, match=r"actor/Dense_1/kernel has shape \(48, 24\)") as err:
-        export_torch(params, config.replace(hidden_sizes=[48, 32]), out, env, env_params)
-    assert "hidden_sizes=[48, 24]" in str(err.value)  # what the params look like
-    assert "expected hidden_sizes=[48, 32]" in str(err.value)
-    # Different depth: names the missing / unexpected layers.
-    with pytest.raises(ValueError, match=r"unexpected \['actor/Dense_2/bias'"):
-        export_torch(params, config.replace(hidden_sizes=[48]), out, env, env_params)
-    # Continuous params (with log_std) for a discrete env.
-    p_config, p_env, p_env_params, _, p_params = _setup("Pendulum-v1")
-    with pytest.raises(ValueError, match="log_std"):
-        export_torch(p_params, p_config.replace(env_name="CartPole-v1"), out)
-    # An activation the exporter does not know (PPOConfig validates; bypassed here).
-    bad = config.replace()
-    object.__setattr__(bad, "activation", "swish")
-    with pytest.raises(ValueError, match="activation='swish'"):
-        export_torch(params, bad, out, env, env_params)
-    with pytest.raises(ValueError, match="no complete checkpoint"):
-        export_torch(str(tmp_path), config, out, env, env_params)
-    with pytest.raises(ValueError, match="cannot export from a int"):
-        export_torch(3, config, out, env, env_params)
-    assert not out.exists()
+    folder = exported["root"] / name
+    data = np.load(folder / "expected.npz")
+    meta = json.loads((folder / "onnx" / "policy.onnx.json").read_text())
+    session = ort.InferenceSession(str(folder / "onnx" / "policy.onnx"))
+    assert [i.name for i in session.get_inputs()] == meta["onnx_inputs"] == meta["inputs"]
+    assert [o.name for o in session.get_outputs()] == meta["outputs"]
+    feeds = {
+        a["input_name"]: data["obs." + "/".join(map(str, a["path"]))]
+        for a in meta["observation"]["arrays"]
+    }
+    if meta["state_size"] == 0:
+        actor_out, value = session.run(None, feeds)
+        np.testing.assert_allclose(actor_out, data["actor_out"], rtol=0, atol=TOL)
+        np.testing.assert_allclose(value, data["value"], rtol=0, atol=TOL)
+        return
+    state = np.zeros((N, meta["state_size"]), np.float32)
+    for t in range(T):
+        state = np.where(data["resets"][t][:, None], 0.0, state).astype(np.float32)
+        step = {k: v[t] for k, v in feeds.items()}
+        actor_out, value, state = session.run(None, {**step, "state": state})
+        np.testing.assert_allclose(actor_out, data["actor_out"][t], rtol=0, atol=TOL)
+        np.testing.assert_allclose(value, data["value"][t], rtol=0, atol=TOL)
+        np.testing.assert_allclose(state, data["state_out"][t], rtol=0, atol=TOL)

@@ -19,7 +19,10 @@ TINY = pjp.PPOConfig(
 
 
 def _leaves_equal(a, b) -> bool:
-    return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+    return len(leaves_a) == len(leaves_b) and all(
+        np.array_equal(x, y) for x, y in zip(leaves_a, leaves_b, strict=True)
+    )
 
 
 # --------------------------------------------------------------------- the interface

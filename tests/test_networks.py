@@ -1,5 +1,5 @@
 """Encoders: default MLP unchanged, Nature CNN, IMPALA + CoordConv, dict / tuple inputs,
-shared encoders, image normalisation and config validation (export: test_export_encoders.py)."""
+shared encoders, image normalisation and config validation (export: test_export_torch.py)."""
 
 from __future__ import annotations
 

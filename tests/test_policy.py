@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 import purejaxppo as pjp
-from purejaxppo.policy import make_act
 from purejaxppo.checkpoint import load_checkpoint
 from purejaxppo.cli import main
+from purejaxppo.policy import make_act
 from purejaxppo.runner import train_and_log
 
 # Enough CartPole training that greedy play clearly beats random (~20).
@@ -39,9 +39,9 @@ def test_load_act_batched_and_unbatched(run_dir):
     keys = jax.random.split(jax.random.key(2), 4000)
     act = make_act(policy.networks)
     no_reset = jnp.zeros((1,), bool)
-    samples = jax.vmap(
-        lambda k: act(policy.get_params(), (), obs[:1], no_reset, k, 1.0)[1][0]
-    )(keys)
+    samples = jax.vmap(lambda k: act(policy.get_params(), (), obs[:1], no_reset, k, 1.0)[1][0])(
+        keys
+    )
     np.testing.assert_allclose(np.mean(samples == 1), probs[1], atol=0.03)
     policy.reset(jnp.array([True]))  # feed-forward: a no-op
     with pytest.raises(ValueError, match="obs shape"):

@@ -210,6 +210,32 @@ def test_memory_chain_is_solved_by_the_gru():
     assert result.returns.mean() > 0.9 and (result.lengths == 11).all()
 
 
+def test_probe7_is_solved_by_the_transformer():
+    """The GTrXL core recalls the cue by attending to it in its memory (2 seeds)."""
+    config = pjp.PPOConfig.from_yaml(CONFIGS / "probe7_transformer.yaml")
+    assert (config.recurrent, config.memory_len) == ("transformer", 10)
+    out = train(config, seeds=2)
+    final = final_return(out)
+    print("Probe7 transformer, mean return of the last 10 updates per seed:", final)
+    assert (final > 0.95).all(), final  # feed-forward: 0.5
+    assert np.nanmean(out.metrics["episode_return"][:, :3]) < 0.7
+    params = jax.tree.map(lambda x: x[0], out.train_state.params)
+    result = pjp.evaluate(pjp.Policy(params, config), num_episodes=64, greedy=True)
+    assert result.returns.mean() == 1.0
+
+
+def test_memory_chain_is_solved_by_the_transformer():
+    config = pjp.PPOConfig.from_yaml(CONFIGS / "memory_chain_transformer.yaml")
+    assert config.env_kwargs == {"memory_length": 10} and config.memory_len == 10
+    out = train(config)
+    final = final_return(out)
+    print("MemoryChain (memory 10) transformer, mean return of the last 10 updates:", final)
+    assert final[0] > 0.9  # random / feed-forward: ~0 (rewards +-1)
+    params = jax.tree.map(lambda x: x[0], out.train_state.params)
+    result = pjp.evaluate(pjp.Policy(params, config), num_episodes=64, greedy=True)
+    assert result.returns.mean() > 0.9 and (result.lengths == 11).all()
+
+
 def test_pendulum_without_velocity_learns_with_the_gru():
     config = pjp.PPOConfig.from_yaml(CONFIGS / "pendulum_novel_gru.yaml")
     env, env_params = pjp.make_env(config.env_name)

@@ -1,8 +1,10 @@
 """Export trained policies to other frameworks.
 
-`export_torch` writes a PyTorch (TorchScript) copy of the actor-critic (feed-forward or
-recurrent); see `purejaxppo.export.torch`. Importing this package does not import torch: the wrapper
-below loads the torch exporter on first use, so purejaxppo works without torch installed.
+`export_torch` writes a PyTorch copy of the actor-critic (module source + state_dict,
+a `torch.export` program, TorchScript where it scripts; see `purejaxppo.export.torch`);
+`export_onnx` writes an ONNX graph (see `purejaxppo.export.onnx`). Importing this package
+does not import torch or onnx: the wrappers below load the exporters on first use, so
+purejaxppo works without them installed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from purejaxppo.config import PPOConfig
 
-__all__ = ["export_torch"]
+__all__ = ["export_onnx", "export_torch"]
 
 
 def export_torch(
@@ -24,6 +26,8 @@ def export_torch(
     env_params: Any = None,
     *,
     index: int | None = None,
+    overwrite: bool = False,
+    networks: Any = None,
 ) -> Path:
     """Writes a PyTorch copy of a trained actor-critic (needs `pip install torch==2.13.0`).
 
@@ -37,4 +41,30 @@ def export_torch(
                 "purejaxppo.export.export_torch needs PyTorch: pip install torch==2.13.0"
             ) from err
         raise
-    return _export_torch(source, config, path, env=env, env_params=env_params, index=index)
+    return _export_torch(
+        source, config, path, env=env, env_params=env_params, index=index,
+        overwrite=overwrite, networks=networks,
+    )  # fmt: skip
+
+
+def export_onnx(
+    source: Any,
+    config: PPOConfig,
+    path: str | Path,
+    env: Any = None,
+    env_params: Any = None,
+    *,
+    index: int | None = None,
+    overwrite: bool = False,
+    networks: Any = None,
+) -> Path:
+    """Writes an ONNX copy of a trained actor-critic (needs `pip install "purejaxppo[onnx]"`).
+
+    See `purejaxppo.export.onnx.export_onnx` for the arguments, inputs and outputs.
+    """
+    from purejaxppo.export.onnx import export_onnx as _export_onnx
+
+    return _export_onnx(
+        source, config, path, env=env, env_params=env_params, index=index,
+        overwrite=overwrite, networks=networks,
+    )  # fmt: skip

@@ -14,6 +14,7 @@ Layout (one concern per module):
 * `custom`: `networks_from_modules` (bring your own flax actor and critic).
 """
 
+from purejaxppo.networks.custom import networks_from_modules, param_labels
 from purejaxppo.networks.distributions import (
     PAD_LOGIT,
     SquashedDiagGaussian,
@@ -23,7 +24,6 @@ from purejaxppo.networks.distributions import (
     select_action,
     to_env_action,
 )
-from purejaxppo.networks.custom import networks_from_modules, param_labels
 from purejaxppo.networks.factory import (
     Networks,
     State,

@@ -130,7 +130,7 @@ def networks_from_modules(
 
 
 def param_labels(params: Params) -> Any:
-    """"actor", "critic" or "shared" for every leaf of a params tree (for
+    """ "actor", "critic" or "shared" for every leaf of a params tree (for
     `actor_learning_rate` / `critic_learning_rate`): top-level names starting with
     "actor" and `log_std` are the actor's, names starting with "critic" the critic's, the
     rest (a shared encoder / core) "shared" (trained with `learning_rate`)."""

@@ -198,8 +198,6 @@ def make_distribution(
     return distrax.MultivariateNormalDiag(loc=actor_out, scale_diag=scale)
 
 
-
-
 def to_env_action(spec: ActionSpec, action: jax.Array) -> jax.Array:
     """Policy sample -> what the env takes, for a batch of N actions.
 

@@ -110,7 +110,7 @@ def _windows(x: jax.Array, kernel: int, stride: int) -> list[jax.Array]:
 
 
 def resolve_conv_impl(impl: str) -> str:
-    """"im2col" or "xla" for a `CONV_IMPLS` value ("auto": im2col on CPU, xla elsewhere)."""
+    """ "im2col" or "xla" for a `CONV_IMPLS` value ("auto": im2col on CPU, xla elsewhere)."""
     if impl not in CONV_IMPLS:
         raise ValueError(f"conv_impl={impl!r}: must be one of {CONV_IMPLS}")
     if impl == "auto":

@@ -49,30 +49,24 @@ M - 1) and a 1.0 into the flags. Flags are read as `flag > 0.5`. Invalid slots g
 attention logit -1e9, whose softmax weight is exactly 0 in float32 (the current step is
 always valid, so the softmax never sees only masked logits).
 
-The PyTorch mirror is `purejaxppo.export.torch_transformer_core.TransformerCore`, with
-params mapped by `purejaxppo.transformer_param_map.transformer_state_dict`.
+The PyTorch mirror is `purejaxppo.export.torch_modules.TransformerCore`, with
+params mapped by `purejaxppo.export.param_map`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
 
-#: The position-wise MLP's activations, as in `purejaxppo.networks` (flax defaults:
-#: nn.gelu is the tanh approximation, nn.leaky_relu has negative slope 0.01).
-ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "tanh": nn.tanh,
-    "relu": nn.relu,
-    "gelu": nn.gelu,
-    "silu": nn.silu,
-    "elu": nn.elu,
-    "leaky_relu": nn.leaky_relu,
-}
+from purejaxppo.networks.layers import ACTIVATIONS as LAYER_ACTIVATIONS
+
+#: The position-wise MLP's activations: those of `purejaxppo.networks.layers` (flax
+#: defaults: nn.gelu is the tanh approximation, nn.leaky_relu has negative slope 0.01).
+ACTIVATIONS = LAYER_ACTIVATIONS
 
 #: Attention logit of an empty memory slot: exp(-1e9 - max) is exactly 0 in float32.
 MASKED_LOGIT = -1e9
