@@ -344,8 +344,10 @@ def save_episode_video(
     greedy: bool = True,
     fps: int = 30,
     overwrite: bool = False,
+    max_steps: int | None = None,
 ) -> tuple[Path, Episode]:
-    """Records one episode of `policy` and writes it to `path` (.gif / .mp4).
+    """Records one episode of `policy` and writes it to `path` (.gif / .mp4), one frame
+    per step (at most `max_steps`, default the env's `max_steps_in_episode`).
 
     Raises:
       ValueError: no renderer for the env, a bad suffix, or an existing file (checked
@@ -354,5 +356,5 @@ def save_episode_video(
     """
     path = check_video_path(path, overwrite)
     renderer = make_renderer(policy.env, policy.env_params)
-    episode = record_episode(policy, key, greedy=greedy)
+    episode = record_episode(policy, key, greedy=greedy, max_steps=max_steps)
     return write_video(render_episode(episode, renderer), path, fps), episode
