@@ -74,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the run in RUN_DIR from its last checkpoint (uses its config.yaml)",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--logger",
+        action="append",
+        dest="logger_names",
+        metavar="NAME",
+        help="also log to jsonl / tensorboard / wandb / mlflow (repeat for more; adds to "
+        "the config's loggers; metrics.csv is always written)",
+    )
     _add_config_overrides(train)
 
     evaluate = sub.add_parser(
@@ -86,6 +94,34 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--greedy", action="store_true", help="argmax / mean actions")
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--env-name", help="evaluate on another env id (same spaces)")
+    evaluate.add_argument(
+        "--video",
+        type=Path,
+        metavar="FILE",
+        help="also record one episode of the policy's env (greedy with --greedy, else "
+        'sampled) as FILE.gif or FILE.mp4 (mp4: pip install "purejaxppo[video]")',
+    )
+
+    collect = sub.add_parser(
+        "collect",
+        help="write a run's episodes as a trajectory dataset (.npz chunks, Minari)",
+        description="Play episodes with a run's policy and write obs, actions, rewards, "
+        "terminations, truncations, log-probs and values to a new directory "
+        "(episodes_*.npz; with --minari-id also a Minari dataset under OUT/minari).",
+    )
+    collect.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    collect.add_argument("--episodes", type=int, required=True, metavar="N")
+    collect.add_argument("--out", type=Path, required=True, metavar="DIR", help="new directory")
+    collect.add_argument("--greedy", action="store_true", help="argmax / mean actions")
+    collect.add_argument("--seed", type=int, default=0)
+    collect.add_argument(
+        "--minari-id",
+        metavar="ID",
+        help='e.g. "cartpole/ppo-v0" (pip install "purejaxppo[minari]")',
+    )
+    collect.add_argument(
+        "--info-keys", default="", metavar="K1,K2", help="info entries to store per step"
+    )
 
     sweep = sub.add_parser(
         "sweep",
@@ -208,12 +244,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_dir = args.pop("run_dir")
         progress = not args.pop("no_progress")
         resume = args.pop("resume")
+        extra_loggers = args.pop("logger_names") or []
         if resume is not None:
             if config_path is not None or run_dir is not None:
                 parser.exit(2, "purejaxppo: error: --resume takes the run's own config and dir\n")
             config_path, run_dir = resume / "config.yaml", resume
         try:
             config = load_config(config_path, args)
+            if extra_loggers:
+                loggers = [*config.loggers, *extra_loggers]
+                config = config.replace(loggers=list(dict.fromkeys(loggers)))
         except ValueError as err:
             parser.exit(2, f"purejaxppo: error: {err}\n")
         from purejaxppo.runner import train_and_log  # imports JAX; keep --help fast
@@ -223,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_dir = Path("runs") / f"{config.env_name}-{stamp}-seed{config.seed}"
         try:
             result = train_and_log(config, run_dir, progress=progress, resume=resume is not None)
-        except ValueError as err:
+        except (ValueError, ImportError) as err:
             parser.exit(2, f"purejaxppo: error: {err}\n")
         print(
             f"final mean episode_return (last 10 updates): {result.final_return:.2f}\n"
@@ -239,6 +279,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             policy = Policy.load(args["run_dir"])
+            if args["video"] is not None:  # check before anything runs
+                from purejaxppo.video import check_video_path, make_renderer
+
+                check_video_path(args["video"])
+                make_renderer(policy.env, policy.env_params)
             result = evaluate(
                 policy,
                 args["env_name"],
@@ -246,7 +291,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 jax.random.key(args["seed"]),
                 greedy=args["greedy"],
             )
-        except ValueError as err:
+            if args["video"] is not None:
+                from purejaxppo.video import save_episode_video
+
+                _, episode = save_episode_video(
+                    policy, args["video"], jax.random.key(args["seed"]), greedy=args["greedy"]
+                )
+        except (ValueError, ImportError) as err:
             parser.exit(2, f"purejaxppo: error: {err}\n")
         stats = result.summary()
         env_name = args["env_name"] or policy.config.env_name
@@ -254,6 +305,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{env_name}: {args['episodes']} episodes ({'greedy' if args['greedy'] else 'sampled'})"
             f"  mean {stats['mean']:.2f}  std {stats['std']:.2f}  IQM {stats['iqm']:.2f}"
             f"  mean length {result.lengths.mean():.1f}"
+        )
+        if args["video"] is not None:
+            print(
+                f"wrote {args['video']} ({episode.length} frames, return "
+                f"{episode.episode_return:.2f})"
+            )
+        return 0
+    if command == "collect":
+        import jax
+
+        from purejaxppo.datasets import check_output, collect
+        from purejaxppo.policy import Policy
+
+        info_keys = [k.strip() for k in args["info_keys"].split(",") if k.strip()]
+        try:
+            check_output(args["out"], args["minari_id"], args["episodes"])
+            policy = Policy.load(args["run_dir"])
+            result = collect(
+                policy,
+                args["episodes"],
+                args["out"],
+                jax.random.key(args["seed"]),
+                greedy=args["greedy"],
+                minari_id=args["minari_id"],
+                info_keys=info_keys,
+            )
+        except (ValueError, ImportError) as err:
+            parser.exit(2, f"purejaxppo: error: {err}\n")
+        print(
+            f"wrote {result.num_episodes} episodes ({result.num_steps} steps, mean return "
+            f"{result.returns.mean():.2f}) to {result.out}"
+            + (f" and Minari dataset {result.minari_id}" if result.minari_id else "")
         )
         return 0
     if command == "export":

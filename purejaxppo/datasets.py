@@ -285,6 +285,7 @@ def collect(
     chunk_steps: int = 256,
     flush_steps: int = 100_000,
     max_steps: int | None = None,
+    chunk_runner: tuple | None = None,
 ) -> CollectResult:
     """Plays `num_episodes` episodes of `policy` and writes them to the new directory `out`.
 
@@ -302,6 +303,8 @@ def collect(
       flush_steps: finished-episode steps kept on the host before writing a chunk file.
       max_steps: longest episode (default the env's `max_steps_in_episode`); episodes
         still running then are written truncated at max_steps.
+      chunk_runner: a `make_chunk_runner(...)` pair to reuse (compiles once across
+        calls, as training-time collection does).
 
     Returns:
       `CollectResult` (returns / lengths per episode, the files written).
@@ -322,7 +325,9 @@ def collect(
     key = jax.random.key(0) if key is None else key
     params = policy.get_params() if params is None else params
     temperature = jnp.float32(0.0 if greedy else 1.0)
-    start, chunk = make_chunk_runner(policy.networks, env, env_params, tuple(info_keys))
+    if chunk_runner is None:
+        chunk_runner = make_chunk_runner(policy.networks, env, env_params, tuple(info_keys))
+    start, chunk = chunk_runner
 
     out.mkdir(parents=True)
     meta = {

@@ -21,7 +21,8 @@ import pandas as pd
 import yaml
 
 from purejaxppo.config import Hyperparams, PPOConfig
-from purejaxppo.train import METRICS, make_train_fns
+from purejaxppo.sinks import make_sinks
+from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState
 
 
@@ -54,7 +55,12 @@ def train_and_log(
 
     Writes `run_dir/config.yaml` (the resolved config), `run_dir/metrics.csv` (one row per
     update, appended after every segment of `log_freq` updates) and
-    `run_dir/learning_curve.png`.
+    `run_dir/learning_curve.png`. The other `config.loggers` (`purejaxppo.sinks`: jsonl,
+    tensorboard, wandb, mlflow) get the config, every row keyed by env steps, the PNG
+    and the videos. With `config.video_freq`, a greedy episode of the current policy is
+    recorded every `video_freq` updates to `run_dir/videos/update_<n>.gif`; with
+    `config.collect_freq`, `collect_episodes` sampled episodes are written every
+    `collect_freq` updates to `run_dir/datasets/update_<n>/` (`purejaxppo.datasets`).
 
     Args:
       config: the run's configuration.
@@ -70,16 +76,23 @@ def train_and_log(
 
     Raises:
       ValueError: from `make_env` / `make_networks` for a bad env id or action space, or
-        from `load_checkpoint` when resuming from a missing / mismatched checkpoint.
+        from `load_checkpoint` when resuming from a missing / mismatched checkpoint; for
+        `video_freq` on an env without a renderer (before anything is written).
+      ImportError: naming the extra of a logger whose package is missing.
     """
     from tqdm.auto import tqdm
 
     from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
 
     run_dir = Path(run_dir)
+    fns = make_train_fns(config)
+    names = fns.metric_names  # METRICS, then action_frac/<i>, info/<key>
+    media = make_media(config, fns)  # checks video_freq's renderer before writing anything
     run_dir.mkdir(parents=True, exist_ok=True)
     metrics_path = run_dir / "metrics.csv"
-    fns = make_train_fns(config)
+    sinks = make_sinks(
+        [name for name in config.loggers if name != "csv"], run_dir, append=resume
+    )  # metrics.csv is written below
     hparams = Hyperparams.from_config(config)
     evaluators = make_evaluators(config)
     eval_columns = [f"eval/{name}/return" for name in evaluators]
@@ -91,7 +104,7 @@ def train_and_log(
         runner = checkpoint.runner_state
         done_updates = checkpoint.update_step
         eval_history.update(checkpoint.eval_history)
-        frame = pd.DataFrame(checkpoint.metrics)[list(METRICS)]
+        frame = pd.DataFrame(checkpoint.metrics)[list(names)]
         frame.insert(0, "update", np.arange(1, done_updates + 1))
         for name, column in zip(evaluators, eval_columns, strict=True):
             frame[column] = np.nan
@@ -101,6 +114,7 @@ def train_and_log(
         frame.to_csv(metrics_path, index=False)  # drops rows logged after the checkpoint
     else:
         (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+        sinks.log_config(config.to_dict())
         metrics_path.unlink(missing_ok=True)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # a fresh run starts over
         key = jax.random.key(config.seed) if key is None else key
@@ -116,15 +130,20 @@ def train_and_log(
         desc=f"{config.env_name} (compiling)",
         dynamic_ncols=True,
     )
-    with bar:
+    with bar, sinks:
         while done_updates < config.num_updates:
             length = min(config.log_freq, config.num_updates - done_updates)
-            for every in (config.save_freq, config.eval_freq):
+            for every in (
+                config.save_freq,
+                config.eval_freq,
+                config.video_freq,
+                config.collect_freq,
+            ):
                 if every:
                     length = min(length, every - done_updates % every)
             runner, metrics = run_segment(runner, hparams, length)
             metrics = jax.device_get(metrics)
-            frame = pd.DataFrame({name: np.asarray(metrics[name]) for name in METRICS})
+            frame = pd.DataFrame({name: np.asarray(metrics[name]) for name in names})
             frame.insert(0, "update", np.arange(done_updates + 1, done_updates + length + 1))
             done_updates += length
             for column in eval_columns:
@@ -142,10 +161,13 @@ def train_and_log(
                 improved = first[-1][1] >= max(v for _, v in first)
             frame.to_csv(metrics_path, mode="a", header=len(frames) == 0, index=False)
             frames.append(frame)
+            for row in frame.drop(columns="update").to_dict("records"):
+                sinks.log_metrics(int(row["env_steps"]), row)
+            media(runner, done_updates, int(frame["env_steps"].iloc[-1]), run_dir, sinks)
             at_save = config.save_freq and done_updates % config.save_freq == 0
             if at_save or improved or done_updates == config.num_updates:
                 so_far = pd.concat(frames, ignore_index=True)
-                history = {name: so_far[name].to_numpy() for name in METRICS}
+                history = {name: so_far[name].to_numpy() for name in names}
                 kinds = ["last"] if at_save or done_updates == config.num_updates else []
                 kinds += ["best"] if improved else []
                 for kind in kinds:
@@ -163,15 +185,71 @@ def train_and_log(
             )
             bar.update(length)
 
-    table = pd.concat(frames, ignore_index=True)
-    if plot:
-        plot_learning_curve(table, run_dir / "learning_curve.png", title=config.env_name)
+        table = pd.concat(frames, ignore_index=True)
+        if plot:
+            plot_learning_curve(table, run_dir / "learning_curve.png", title=config.env_name)
+            steps = int(table["env_steps"].iloc[-1])
+            sinks.log_image("learning_curve", run_dir / "learning_curve.png", steps)
     return RunResult(
         run_dir=run_dir,
         metrics=table,
         final_return=final_return(table["episode_return"].to_numpy()),
         runner_state=runner,
     )
+
+
+def make_media(config: PPOConfig, fns: Any) -> Any:
+    """`media(runner, done_updates, env_steps, run_dir, sinks)`: records the greedy video
+    (`video_freq`) and collects episodes (`collect_freq`) when `done_updates` is due.
+    Everything compiles once; rendering runs outside the jit.
+
+    Raises:
+      ValueError: `video_freq` on an env without a renderer.
+    """
+    if not (config.video_freq or config.collect_freq):
+        return lambda *args: None
+    from purejaxppo.envs import make_env
+    from purejaxppo.policy import Policy
+
+    env, env_params = make_env(config.env_name, config.env_kwargs)
+    policy = Policy(None, config, env, env_params, networks=fns.networks)
+    if config.video_freq:
+        from purejaxppo.video import make_episode_recorder, make_renderer
+
+        renderer = make_renderer(env, env_params)
+        max_steps = int(env_params.max_steps_in_episode)
+        recorder = make_episode_recorder(fns.networks, env, env_params, max_steps)
+    if config.collect_freq:
+        from purejaxppo.datasets import make_chunk_runner
+
+        chunk_runner = make_chunk_runner(fns.networks, env, env_params)
+
+    def media(runner: RunnerState, done: int, env_steps: int, run_dir: Path, sinks) -> None:
+        params = runner.train_state.params
+        key = jax.random.fold_in(jax.random.key(config.seed + 2), done)
+        if config.video_freq and done % config.video_freq == 0:
+            from purejaxppo.video import record_episode, render_episode, write_video
+
+            episode = record_episode(policy, key, params=params, recorder=recorder)
+            path = write_video(
+                render_episode(episode, renderer), run_dir / "videos" / f"update_{done:06d}.gif"
+            )
+            sinks.log_video("video", path, env_steps)
+        if config.collect_freq and done % config.collect_freq == 0:
+            from purejaxppo.datasets import collect
+
+            out = run_dir / "datasets" / f"update_{done:06d}"
+            shutil.rmtree(out, ignore_errors=True)  # a resumed run redoes this collection
+            collect(
+                policy,
+                config.collect_episodes,
+                out,
+                key,
+                params=params,
+                chunk_runner=chunk_runner,
+            )
+
+    return media
 
 
 def make_evaluators(config: PPOConfig) -> dict[str, Any]:

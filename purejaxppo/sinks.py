@@ -144,9 +144,9 @@ class JSONLSink(Sink):
     """`path` (default `run_dir/metrics.jsonl`): one JSON object per row (`null` for NaN),
     plus `{"config": ...}` and `{"image"/"video": path}` records."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, append: bool = False):
         self.path = Path(path)
-        self._file = self.path.open("w")
+        self._file = self.path.open("a" if append else "w")
 
     def _write(self, record: Mapping[str, Any]) -> None:
         self._file.write(json.dumps(record) + "\n")
@@ -390,6 +390,7 @@ def make_sinks(
     group: str | None = None,
     tags: Mapping[str, Any] | None = None,
     csv_path: str | Path | None = None,
+    append: bool = False,
 ) -> MultiSink:
     """Builds the sinks `names` (any of `LOGGERS`) writing under `run_dir`.
 
@@ -401,6 +402,8 @@ def make_sinks(
       tags: tags (W&B: "key=value" strings; MLflow: run tags).
       csv_path: where "csv" writes (default `run_dir/metrics.csv`); `purejaxppo train`
         writes metrics.csv itself and leaves "csv" out here.
+      append: continue metrics.jsonl (a resumed run); TensorBoard adds an event file,
+        W&B and MLflow start a new run.
 
     Raises:
       ValueError: for an unknown name (nothing is created then).
@@ -420,7 +423,7 @@ def make_sinks(
             if logger == "csv":
                 sinks.append(CSVSink(csv_path or run_dir / "metrics.csv"))
             elif logger == "jsonl":
-                sinks.append(JSONLSink(run_dir / "metrics.jsonl"))
+                sinks.append(JSONLSink(run_dir / "metrics.jsonl", append=append))
             elif logger == "tensorboard":
                 sinks.append(TensorBoardSink(run_dir / "tensorboard"))
             elif logger == "wandb":
