@@ -28,6 +28,9 @@ _EXPORTS = {
     "purejaxppo.sweeps": ("SweepResult", "sweep"),
     "purejaxppo.train": ("METRICS", "TrainFns", "make_train", "make_train_fns"),
     "purejaxppo.metrics": ("UpdateMetrics",),
+    "purejaxppo.sinks": ("Sink", "make_sinks"),
+    "purejaxppo.video": ("record_episode", "save_episode_video"),
+    "purejaxppo.datasets": ("collect", "load_episodes"),
     "purejaxppo.types": ("RunnerState", "TrainOutput", "TrainState", "Transition"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -28,3 +28,25 @@ def test_quickstart_notebook_runs(tmp_path):
     assert not any(
         out.get("output_type") == "error" for c in notebook.cells for out in c.get("outputs", [])
     )
+
+
+WATCH = NOTEBOOK.with_name("watch_a_run.ipynb")
+
+
+def test_watch_a_run_notebook_runs(tmp_path, monkeypatch):
+    # Small: 4 seeds x 10 updates (the notebook's own cells assert the callback counts).
+    monkeypatch.setenv("WATCH_A_RUN_TIMESTEPS", str(10 * 512))
+    notebook = nbformat.read(WATCH, as_version=4)
+    client = NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()
+    outputs = [out for cell in notebook.cells for out in cell.get("outputs", [])]
+    assert not any(out.get("output_type") == "error" for out in outputs)
+    text = "".join(out.get("text", "") for out in outputs)
+    assert "callbacks per seed" in text and "frames, return" in text
+    assert any("image/gif" in out.get("data", {}) for out in outputs)
+    assert (tmp_path / "episode.gif").exists()

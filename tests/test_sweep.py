@@ -21,7 +21,9 @@ GRID = {"learning_rate": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}
 
 def metric_array(table: pd.DataFrame) -> np.ndarray:
     table = table.sort_values(["run", "update"])
-    return table[list(METRICS)].to_numpy(np.float64).reshape(table["run"].nunique(), -1, 12)
+    return (
+        table[list(METRICS)].to_numpy(np.float64).reshape(table["run"].nunique(), -1, len(METRICS))
+    )
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,133 @@
+"""Overhead of streaming metrics out of one jitted run (issue #13).
+
+Times `jax.jit(jax.vmap(make_train(config, callback=fn, callback_every=k)))` against the
+same program without a callback, on the standard CartPole workload (configs/cartpole.yaml)
+for 1 and 64 agents (seeds under one `vmap`; 1 agent is `jax.jit(train)` without vmap).
+`fn` appends the row to a list (what a live plot needs at least). Each cell: compile once
+(timed), then `--repeats` timed runs (best kept), all in this process, modes interleaved
+per repeat so that load from other processes hits them alike.
+
+    python benchmarks/callback_overhead.py                       # 1 and 64 agents
+    python benchmarks/callback_overhead.py --agents 1 --repeats 3
+    python benchmarks/callback_overhead.py --total-timesteps 100000   # shorter runs
+
+Prints a table and writes results/callback-overhead-<device>-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import jax
+
+import purejaxppo as pjp
+
+ROOT = Path(__file__).resolve().parent
+
+
+def build(config: pjp.PPOConfig, agents: int, every: int | None, sink: list):
+    callback = None if every is None else (lambda run, update, m: sink.append(m))
+    train = pjp.make_train(config, callback=callback, callback_every=every or 1)
+    if agents == 1:
+        fn, arg = jax.jit(train), jax.random.key(0)
+    else:
+        fn, arg = jax.jit(jax.vmap(train)), jax.random.split(jax.random.key(0), agents)
+    start = time.perf_counter()
+    compiled = fn.lower(arg).compile()
+    return compiled, arg, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--agents", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--every", type=int, nargs="+", default=[1, 10])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--total-timesteps", type=int, default=None)
+    parser.add_argument("--config", type=Path, default=ROOT.parent / "configs" / "cartpole.yaml")
+    parser.add_argument("--note", default="", help="free text stored with the results")
+    args = parser.parse_args()
+
+    overrides = {} if args.total_timesteps is None else {"total_timesteps": args.total_timesteps}
+    config = pjp.PPOConfig.from_yaml(args.config, **overrides)
+    device = jax.devices()[0].platform
+    load_before = os.getloadavg()
+    rows = []
+    for agents in args.agents:
+        modes = [None, *args.every]
+        built = {}
+        for every in modes:
+            sink: list = []
+            compiled, arg, compile_s = build(config, agents, every, sink)
+            built[every] = (compiled, arg, compile_s, sink)
+        times = {every: [] for every in modes}
+        for _ in range(args.repeats):
+            for every in modes:
+                compiled, arg, _, sink = built[every]
+                sink.clear()
+                start = time.perf_counter()
+                jax.block_until_ready(compiled(arg))
+                jax.effects_barrier()
+                times[every].append(time.perf_counter() - start)
+                if every is not None:
+                    expected = agents * (config.num_updates // every)
+                    assert len(sink) == expected, (len(sink), expected)
+        base = min(times[None])
+        for every in modes:
+            best = min(times[every])
+            rows.append(
+                {
+                    "agents": agents,
+                    "callback_every": every,
+                    "compile_s": round(built[every][2], 2),
+                    "run_s": round(best, 3),
+                    "run_s_all": [round(t, 3) for t in times[every]],
+                    "overhead": round(best / base - 1.0, 4),
+                    "calls": 0 if every is None else agents * (config.num_updates // every),
+                    "env_steps_per_s": round(
+                        agents * config.num_updates * config.batch_size / best
+                    ),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+
+    print()
+    print(
+        f"| agents | callback | compile s | run s (best of {args.repeats}) | overhead | host calls |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        every = "none" if row["callback_every"] is None else f"k={row['callback_every']}"
+        print(
+            f"| {row['agents']} | {every} | {row['compile_s']:.1f} | {row['run_s']:.2f} | "
+            f"{100 * row['overhead']:+.1f}% | {row['calls']} |"
+        )
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = ROOT / "results" / f"callback-overhead-{device}-{stamp}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "rows": rows,
+                "config": config.to_dict(),
+                "num_updates": config.num_updates,
+                "device": str(jax.devices()[0]),
+                "cpu_count": os.cpu_count(),
+                "machine": platform.machine(),
+                "jax": jax.__version__,
+                "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+                "note": args.note,
+            },
+            indent=1,
+        )
+    )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
