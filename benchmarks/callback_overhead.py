@@ -10,6 +10,11 @@ per repeat so that load from other processes hits them alike.
     python benchmarks/callback_overhead.py                       # 1 and 64 agents
     python benchmarks/callback_overhead.py --agents 1 --repeats 3
     python benchmarks/callback_overhead.py --total-timesteps 100000   # shorter runs
+    python benchmarks/callback_overhead.py --agents --video-freq 244   # videos only
+
+`--video-freq N` also times `purejaxppo train`'s driver (`runner.train_and_log`, log_freq
+10, no plot) with `video_freq=0` and `video_freq=N` (a greedy episode recorded and rendered
+to a GIF every N updates), best of `--repeats` after a warm-up run of each.
 
 Prints a table and writes results/callback-overhead-<device>-<time>.json.
 """
@@ -44,7 +49,8 @@ def build(config: pjp.PPOConfig, agents: int, every: int | None, sink: list):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--agents", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--agents", type=int, nargs="*", default=[1, 64])
+    parser.add_argument("--video-freq", type=int, default=0)
     parser.add_argument("--every", type=int, nargs="+", default=[1, 10])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--total-timesteps", type=int, default=None)
@@ -95,6 +101,31 @@ def main() -> None:
             )
             print(json.dumps(rows[-1]), flush=True)
 
+    videos = []
+    if args.video_freq:
+        import tempfile
+
+        from purejaxppo.runner import train_and_log
+
+        times = {0: [], args.video_freq: []}
+        for repeat in range(args.repeats + 1):  # the first round compiles
+            for freq in times:
+                with tempfile.TemporaryDirectory() as tmp:
+                    start = time.perf_counter()
+                    train_and_log(config.replace(video_freq=freq), tmp, progress=False, plot=False)
+                    if repeat:
+                        times[freq].append(time.perf_counter() - start)
+        for freq, runs in times.items():
+            videos.append(
+                {
+                    "video_freq": freq,
+                    "videos": config.num_updates // freq if freq else 0,
+                    "train_and_log_s": round(min(runs), 2),
+                    "runs_s": [round(t, 2) for t in runs],
+                }
+            )
+            print(json.dumps(videos[-1]), flush=True)
+
     print()
     print(
         f"| agents | callback | compile s | run s (best of {args.repeats}) | overhead | host calls |"
@@ -113,6 +144,7 @@ def main() -> None:
         json.dumps(
             {
                 "rows": rows,
+                "video_rows": videos,
                 "config": config.to_dict(),
                 "num_updates": config.num_updates,
                 "device": str(jax.devices()[0]),
@@ -126,6 +158,8 @@ def main() -> None:
             indent=1,
         )
     )
+    for row in videos:
+        print(f"video_freq={row['video_freq']}: {row['videos']} videos, {row['train_and_log_s']} s")
     print(f"wrote {out}")
 
 
