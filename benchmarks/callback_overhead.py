@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import time
 from pathlib import Path
 
@@ -33,6 +34,13 @@ import jax
 import purejaxppo as pjp
 
 ROOT = Path(__file__).resolve().parent
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process (all threads): less sensitive than wall
+    time to other processes on a loaded machine."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def build(config: pjp.PPOConfig, agents: int, every: int | None, sink: list):
@@ -71,18 +79,20 @@ def main() -> None:
             compiled, arg, compile_s = build(config, agents, every, sink)
             built[every] = (compiled, arg, compile_s, sink)
         times = {every: [] for every in modes}
+        cpu = {every: [] for every in modes}
         for _ in range(args.repeats):
             for every in modes:
                 compiled, arg, _, sink = built[every]
                 sink.clear()
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), cpu_seconds()
                 jax.block_until_ready(compiled(arg))
                 jax.effects_barrier()
                 times[every].append(time.perf_counter() - start)
+                cpu[every].append(cpu_seconds() - start_cpu)
                 if every is not None:
                     expected = agents * (config.num_updates // every)
                     assert len(sink) == expected, (len(sink), expected)
-        base = min(times[None])
+        base, base_cpu = min(times[None]), min(cpu[None])
         for every in modes:
             best = min(times[every])
             rows.append(
@@ -93,6 +103,9 @@ def main() -> None:
                     "run_s": round(best, 3),
                     "run_s_all": [round(t, 3) for t in times[every]],
                     "overhead": round(best / base - 1.0, 4),
+                    "cpu_s": round(min(cpu[every]), 3),
+                    "cpu_s_all": [round(t, 3) for t in cpu[every]],
+                    "cpu_overhead": round(min(cpu[every]) / base_cpu - 1.0, 4),
                     "calls": 0 if every is None else agents * (config.num_updates // every),
                     "env_steps_per_s": round(
                         agents * config.num_updates * config.batch_size / best
@@ -128,14 +141,16 @@ def main() -> None:
 
     print()
     print(
-        f"| agents | callback | compile s | run s (best of {args.repeats}) | overhead | host calls |"
+        f"| agents | callback | compile s | run s (best of {args.repeats}) | overhead | "
+        "CPU s (best) | CPU overhead | host calls |"
     )
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         every = "none" if row["callback_every"] is None else f"k={row['callback_every']}"
         print(
             f"| {row['agents']} | {every} | {row['compile_s']:.1f} | {row['run_s']:.2f} | "
-            f"{100 * row['overhead']:+.1f}% | {row['calls']} |"
+            f"{100 * row['overhead']:+.1f}% | {row['cpu_s']:.2f} | "
+            f"{100 * row['cpu_overhead']:+.1f}% | {row['calls']} |"
         )
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = ROOT / "results" / f"callback-overhead-{device}-{stamp}.json"

@@ -3,13 +3,11 @@
 
 import json
 
-import jax
 import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
 
-import purejaxppo as pjp
 from purejaxppo.cli import main
 
 TINY = [
@@ -74,13 +72,15 @@ def test_eval_video_and_collect(run_dir, tmp_path, capsys):
     frames = int(out.split("(")[-1].split(" frames")[0])
     with Image.open(gif) as image:
         assert image.n_frames == frames
+    eval_mean = float(out.split("mean ")[1].split()[0])
     data = tmp_path / "data"
-    assert main(["collect", str(run_dir), "--episodes", "3", "--out", str(data)]) == 0
-    policy = pjp.Policy.load(run_dir)
-    expected = pjp.evaluate(policy, num_episodes=3, key=jax.random.key(0))
+    argv = ["collect", str(run_dir), "--episodes", "3", "--greedy", "--out", str(data)]
+    assert main(argv) == 0
+    # The same 3 greedy episodes (seed 0) as the eval command played.
     got = np.load(data / "episodes_00000.npz")
-    order = np.argsort(got["episode_ids"])
-    np.testing.assert_array_equal(got["episode_return"][order], expected.returns)
+    assert len(got["episode_ids"]) == 3
+    assert float(np.mean(got["episode_return"])) == pytest.approx(eval_mean, abs=0.005)
+    assert got["obs"].shape == (int(got["episode_length"].sum()), 4)
 
 
 def test_bad_input_is_a_clear_error_and_overwrites_nothing(run_dir, tmp_path, capsys):
