@@ -154,17 +154,22 @@ def train_and_log(
                 for column in eval_columns:
                     frame[column] = np.nan
                 frame.to_csv(metrics_path, mode="a", header=len(frames) == 0, index=False)
-                if saved_step is None or int(previous.update_step) > saved_step:
-                    so_far = pd.concat(frames, ignore_index=True) if frames else frame[:0]
+                previous_step = int(previous.update_step)
+                if previous_step > 0 and (saved_step is None or previous_step > saved_step):
+                    so_far = pd.concat(frames, ignore_index=True)
                     history = {name: so_far[name].to_numpy() for name in METRICS}
                     save_checkpoint(run_dir, previous, history, config, eval_history)
-                    saved_step = int(previous.update_step)
-                kept = run_dir / "checkpoints" / "last" / str(saved_step)
+                    saved_step = previous_step
+                kept = (
+                    "no update finished with finite values, so there is no checkpoint"
+                    if saved_step is None
+                    else f"the last finite state (update {saved_step}) is kept in "
+                    f"{run_dir / 'checkpoints' / 'last' / str(saved_step)}"
+                )
                 raise TrainingDiverged(
                     f"training diverged at update {diverged[0]}: {diverged[1]} is not finite "
-                    f"(NaN or Inf); the last finite state (update {saved_step}) is kept in "
-                    f"{kept}; nothing non-finite was saved. Try a smaller learning_rate or "
-                    f"max_grad_norm.",
+                    f"(NaN or Inf); {kept}; nothing non-finite was saved. Try a smaller "
+                    f"learning_rate or max_grad_norm.",
                     update=diverged[0],
                     what=diverged[1],
                 )
