@@ -333,8 +333,8 @@ def _train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
 
 #: Sweep options saved in `<out>/request.yaml` for `purejaxppo sweep --resume`.
 _SWEEP_REQUEST = (
-    "seeds", "grid", "random", "num_samples", "random_seed", "max_runs_per_chunk",
-    "devices", "log_every", "format",
+    "seeds", "num_samples", "random_seed", "max_runs_per_chunk", "devices", "log_every",
+    "format",
 )  # fmt: skip
 
 
