@@ -380,16 +380,37 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
             config = load_config(options["config"], args)
             grid = parse_grid(options["grid"])
             random = parse_random(options["random"])
-            if out is not None:
+            if out is not None and options["process_id"] == 0:
                 rundir.check_fresh(out, options["overwrite"], what="sweep")
         if options["coordinator"] is None and options["num_processes"] != 1:
             raise ValueError("--num-processes > 1 needs --coordinator HOST:PORT")
-        # Validate the settings now: the output directory is created only after this.
-        from purejaxppo.sweeps import make_settings
+        if options["num_processes"] > 1 and out is None:
+            raise ValueError("a sweep over several processes needs --out (a shared directory)")
+        # Validate the settings now (without starting JAX's backend, which must wait for
+        # the device settings below): the output directory is created only after this.
+        from purejaxppo.sweep_settings import make_settings
 
         make_settings(config, grid, random, options["num_samples"], options["random_seed"])
     except ValueError as err:
         _error(parser, err)
+    if options["process_id"] == 0:  # one process writes the directory and the request
+        if out is None:
+            out = rundir.make_unique_dir(
+                "sweeps", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            )
+        elif resume is None:
+            if options["overwrite"]:
+                rundir.clear(out)
+            out.mkdir(parents=True, exist_ok=True)
+        request = {
+            "config": config.to_dict(),
+            "grid": grid,
+            "random": {name: list(spec) for name, spec in random.items()},
+        }
+        request.update({name: options[name] for name in _SWEEP_REQUEST})
+        partial = out / "request.yaml.partial"
+        partial.write_text(yaml.safe_dump(request, sort_keys=False))
+        partial.replace(out / "request.yaml")
     if options["coordinator"] is not None:
         from purejaxppo.parallel import initialize_distributed
 
@@ -408,26 +429,6 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
         jax.config.update("jax_num_cpu_devices", options["local_devices"])
     from purejaxppo.sweeps import sweep, write_sweep
 
-    if jax_process_index() == 0:
-        if out is None:
-            out = rundir.make_unique_dir(
-                "sweeps", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-            )
-        elif resume is None:
-            if options["overwrite"]:
-                rundir.clear(out)
-            out.mkdir(parents=True, exist_ok=True)
-        request = {
-            "config": config.to_dict(),
-            "grid": grid,
-            "random": {name: list(spec) for name, spec in random.items()},
-        }
-        request.update({name: options[name] for name in _SWEEP_REQUEST})
-        partial = out / "request.yaml.partial"
-        partial.write_text(yaml.safe_dump(request, sort_keys=False))
-        partial.replace(out / "request.yaml")
-    elif out is None:
-        _error(parser, "a sweep over several processes needs --out (a shared directory)")
     try:
         result = sweep(
             config,
