@@ -143,9 +143,8 @@ def test_default_config_killed_mid_run_resumes_bitwise(tmp_path):
 # ---------------------------------------------------------------- 3: damaged newest checkpoint
 def test_damaged_newest_checkpoint_falls_back_to_the_previous(tmp_path):
     config = TINY_CONFIG.replace(save_freq=1, log_freq=1)  # 4 updates, a save after each
-    reference = train_and_log(config, tmp_path / "ref", progress=False, plot=False)
     run_dir = tmp_path / "run"
-    train_and_log(config, run_dir, progress=False, plot=False)
+    reference = train_and_log(config, run_dir, progress=False, plot=False)
     assert steps_on_disk(run_dir) == [2, 3, 4]  # the newest 3 are kept
     for path in (run_dir / "checkpoints" / "last" / "4" / "state").rglob("*"):
         if path.is_file() and path.stat().st_size > 0:
