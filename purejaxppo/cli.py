@@ -1,4 +1,9 @@
-"""Command line: `purejaxppo train [--config X.yaml] [--total-timesteps 1e6 ...]`."""
+"""Command line: `purejaxppo train [--config X.yaml] [--total-timesteps 1e6 ...]`.
+
+Exit codes: 0 done; 2 bad input (config, env kwargs, paths, a checkpoint that does not
+match), reported before anything on disk changes; 3 training diverged (NaN / Inf losses
+or parameters; the last finite checkpoint is kept).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,10 @@ from typing import Any
 
 import yaml
 
-from purejaxppo.config import PPOConfig
+from purejaxppo.config import DuplicateKeyError, PPOConfig, load_yaml
+
+#: Exit code of a run whose losses or parameters became NaN / Inf.
+EXIT_DIVERGED = 3
 
 
 def _parse_value(text: str) -> Any:
@@ -28,8 +36,10 @@ def _parse_value(text: str) -> Any:
     if "," in text and not text.lstrip().startswith(("[", "{")):
         return [_parse_value(part.strip()) for part in text.split(",") if part.strip()]
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return load_yaml(text, source=repr(text))
+    except DuplicateKeyError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    except ValueError:
         return text
 
 
@@ -72,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="RUN_DIR",
         help="continue the run in RUN_DIR from its last checkpoint (uses its config.yaml)",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the contents of an existing --run-dir (deleted once the new run's "
+        "config, env and seed are validated, just before training starts)",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_overrides(train)
@@ -126,7 +142,19 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--devices", type=int, help="use the first N local devices")
     sweep.add_argument("--log-every", type=int, default=1, help="table rows every N updates")
     sweep.add_argument("--format", choices=("csv", "parquet"), default="csv")
-    sweep.add_argument("--out", type=Path, help="output directory (default: sweeps/<env>-<time>)")
+    sweep.add_argument(
+        "--out", type=Path, help="output directory (default: sweeps/<env>-<time>-<random>)"
+    )
+    sweep.add_argument(
+        "--resume",
+        type=Path,
+        metavar="SWEEP_DIR",
+        help="continue a killed sweep: its chunks already on disk are loaded, the rest "
+        "computed (takes the sweep's arguments from SWEEP_DIR/request.yaml)",
+    )
+    sweep.add_argument(
+        "--overwrite", action="store_true", help="replace the contents of an existing --out"
+    )
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
     multihost = sweep.add_argument_group(
         "several hosts", "start one process per host with the same arguments and its own id"
@@ -204,41 +232,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = vars(parser.parse_args(argv))
     command = args.pop("command")
     if command == "train":
-        config_path = args.pop("config")
-        run_dir = args.pop("run_dir")
-        progress = not args.pop("no_progress")
-        resume = args.pop("resume")
-        if resume is not None:
-            if config_path is not None or run_dir is not None:
-                parser.exit(2, "purejaxppo: error: --resume takes the run's own config and dir\n")
-            config_path, run_dir = resume / "config.yaml", resume
-        try:
-            config = load_config(config_path, args)
-        except ValueError as err:
-            parser.exit(2, f"purejaxppo: error: {err}\n")
-        from purejaxppo.runner import train_and_log  # imports JAX; keep --help fast
-
-        if run_dir is None:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            run_dir = Path("runs") / f"{config.env_name}-{stamp}-seed{config.seed}"
-        try:
-            result = train_and_log(config, run_dir, progress=progress, resume=resume is not None)
-        except ValueError as err:
-            parser.exit(2, f"purejaxppo: error: {err}\n")
-        print(
-            f"final mean episode_return (last 10 updates): {result.final_return:.2f}\n"
-            f"run directory: {result.run_dir}"
-        )
-        return 0
+        return _train_command(parser, args)
     if command == "sweep":
         return _sweep_command(parser, args)
     if command == "eval":
         import jax
 
+        from purejaxppo.guards import check_finite_params
         from purejaxppo.policy import Policy, evaluate
 
         try:
             policy = Policy.load(args["run_dir"])
+            check_finite_params(policy.get_params(), f"run {args['run_dir']}")
             result = evaluate(
                 policy,
                 args["env_name"],
@@ -259,10 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "export":
         from purejaxppo.checkpoint import load_checkpoint
         from purejaxppo.export import export_onnx, export_torch
+        from purejaxppo.guards import check_finite_params
 
         onnx = args["to"].suffix == ".onnx"
         try:
             checkpoint = load_checkpoint(args["run_dir"])
+            check_finite_params(
+                checkpoint.runner_state.train_state.params, f"run {args['run_dir']}"
+            )
             export = export_onnx if onnx else export_torch
             path = export(
                 checkpoint.runner_state,
@@ -273,12 +282,76 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ValueError, ImportError, FileExistsError) as err:
             parser.exit(2, f"purejaxppo: error: {err}\n")
         if onnx:
-            print(f"wrote {path} (ONNX) and its .json")
+            print(f"wrote {path} (ONNX) and {path.name}.json")
         else:
             print(f"wrote {path.with_suffix('.module.py')}, .state_dict.pt, .pt2, .json "
                   "(and the TorchScript file where it scripts)")  # fmt: skip
         return 0
     return 1  # pragma: no cover - argparse rejects unknown commands
+
+
+def _error(parser: argparse.ArgumentParser, message: Any, code: int = 2) -> None:
+    parser.exit(code, f"purejaxppo: error: {message}\n")
+
+
+def _train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
+    config_path = args.pop("config")
+    run_dir = args.pop("run_dir")
+    progress = not args.pop("no_progress")
+    resume = args.pop("resume")
+    overwrite = args.pop("overwrite")
+    if resume is not None:
+        if config_path is not None or run_dir is not None:
+            _error(parser, "--resume takes the run's own config and dir")
+        if overwrite:
+            _error(parser, "--resume and --overwrite exclude each other")
+        if not (resume / "config.yaml").is_file():
+            _error(parser, f"--resume {resume}: no run directory there (no config.yaml)")
+        config_path, run_dir = resume / "config.yaml", resume
+    try:
+        config = load_config(config_path, args)
+    except ValueError as err:
+        _error(parser, err)
+    if config.total_timesteps % config.batch_size:
+        print(
+            f"purejaxppo: warning: total_timesteps={config.total_timesteps} is not a multiple "
+            f"of num_envs*num_steps = {config.batch_size}: the run does {config.num_updates} "
+            f"update(s) = {config.num_updates * config.batch_size} env steps",
+            file=sys.stderr,
+        )
+    from purejaxppo import rundir
+    from purejaxppo.guards import TrainingDiverged
+    from purejaxppo.runner import train_and_log  # imports JAX; keep --help fast
+
+    created = None
+    if run_dir is None:  # a fresh, unique directory: never shared with another launch
+        run_dir = created = rundir.default_run_dir(config.env_name, config.seed)
+    try:
+        result = train_and_log(
+            config, run_dir, progress=progress, resume=resume is not None, overwrite=overwrite
+        )
+    except ValueError as err:
+        if created is not None and not rundir.is_nonempty(created):
+            created.rmdir()
+        _error(parser, err)
+    except TrainingDiverged as err:
+        _error(parser, err, EXIT_DIVERGED)
+    final = result.final_return
+    final_text = (
+        f"{final:.2f}" if final == final else "n/a (no episode ended in the last 10 updates)"
+    )
+    print(
+        f"final mean episode_return (last 10 updates): {final_text}\n"
+        f"run directory: {result.run_dir}"
+    )
+    return 0
+
+
+#: Sweep options saved in `<out>/request.yaml` for `purejaxppo sweep --resume`.
+_SWEEP_REQUEST = (
+    "seeds", "num_samples", "random_seed", "max_runs_per_chunk", "devices", "log_every",
+    "format",
+)  # fmt: skip
 
 
 def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
@@ -287,17 +360,73 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
         for name in (
             "config", "seeds", "grid", "random", "num_samples", "random_seed",
             "max_runs_per_chunk", "devices", "log_every", "format", "out", "no_progress",
-            "coordinator", "num_processes", "process_id", "local_devices",
+            "coordinator", "num_processes", "process_id", "local_devices", "resume",
+            "overwrite",
         )
     }  # fmt: skip
+    from purejaxppo import rundir
+
+    resume, out = options["resume"], options["out"]
     try:
-        config = load_config(options["config"], args)
-        grid = parse_grid(options["grid"])
-        random = parse_random(options["random"])
+        if resume is not None:
+            given = [
+                flag
+                for flag, value in (
+                    ("--config", options["config"]),
+                    ("--grid", options["grid"]),
+                    ("--random", options["random"]),
+                    ("--out", out),
+                    ("--overwrite", options["overwrite"]),
+                )
+                if value
+            ] + ["--" + name.replace("_", "-") for name in args]
+            if given:
+                raise ValueError(
+                    f"--resume takes the sweep's own arguments from {resume}/request.yaml; "
+                    f"drop {', '.join(given)}"
+                )
+            request_path = resume / "request.yaml"
+            if not request_path.is_file():
+                raise ValueError(f"--resume {resume}: no sweep there (no request.yaml)")
+            request = load_yaml(request_path.read_text(), source=str(request_path))
+            config = PPOConfig.from_dict(request["config"])
+            options.update({name: request[name] for name in _SWEEP_REQUEST})
+            grid, random, out = request["grid"], request["random"], resume
+        else:
+            config = load_config(options["config"], args)
+            grid = parse_grid(options["grid"])
+            random = parse_random(options["random"])
+            if out is not None and options["process_id"] == 0:
+                rundir.check_fresh(out, options["overwrite"], what="sweep")
         if options["coordinator"] is None and options["num_processes"] != 1:
             raise ValueError("--num-processes > 1 needs --coordinator HOST:PORT")
+        if options["num_processes"] > 1 and out is None:
+            raise ValueError("a sweep over several processes needs --out (a shared directory)")
+        # Validate the settings now (without starting JAX's backend, which must wait for
+        # the device settings below): the output directory is created only after this.
+        from purejaxppo.sweep_settings import make_settings
+
+        make_settings(config, grid, random, options["num_samples"], options["random_seed"])
     except ValueError as err:
-        parser.exit(2, f"purejaxppo: error: {err}\n")
+        _error(parser, err)
+    if options["process_id"] == 0:  # one process writes the directory and the request
+        if out is None:
+            out = rundir.make_unique_dir(
+                "sweeps", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            )
+        elif resume is None:
+            if options["overwrite"]:
+                rundir.clear(out)
+            out.mkdir(parents=True, exist_ok=True)
+        request = {
+            "config": config.to_dict(),
+            "grid": grid,
+            "random": {name: list(spec) for name, spec in random.items()},
+        }
+        request.update({name: options[name] for name in _SWEEP_REQUEST})
+        partial = out / "request.yaml.partial"
+        partial.write_text(yaml.safe_dump(request, sort_keys=False))
+        partial.replace(out / "request.yaml")
     if options["coordinator"] is not None:
         from purejaxppo.parallel import initialize_distributed
 
@@ -328,23 +457,35 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
             max_runs_per_chunk=options["max_runs_per_chunk"],
             progress=not options["no_progress"],
             log_every=options["log_every"],
+            progress_dir=out / "chunks",
         )
     except ValueError as err:
-        parser.exit(2, f"purejaxppo: error: {err}\n")
-    out = options["out"]
-    if out is None:
-        out = Path("sweeps") / f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        _error(parser, err)
     written = write_sweep(result, out, config, fmt=options["format"])
-    import jax
-
-    if jax.process_index() == 0:
+    if jax_process_index() == 0:
         import pandas as pd
+
+        diverged = result.runs[result.runs["diverged"] > 0]
+        if len(diverged):
+            print(
+                f"purejaxppo: warning: {len(diverged)} of {len(result.runs)} runs diverged "
+                f"(NaN / Inf losses; runs {diverged['run'].tolist()}, first non-finite "
+                f"updates {diverged['diverged'].tolist()}): see the 'diverged' column of "
+                "runs.csv",
+                file=sys.stderr,
+            )
 
         best = result.summary.sort_values("final_return_iqm", ascending=False)
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             print(best.head(10).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
+
+
+def jax_process_index() -> int:
+    import jax
+
+    return jax.process_index()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ call the same `update` function as the one-call `train`, so the numbers are the 
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -49,6 +48,7 @@ def train_and_log(
     progress: bool = True,
     plot: bool = True,
     resume: bool = False,
+    overwrite: bool = False,
 ) -> RunResult:
     """Trains one agent in jitted segments and writes a run directory.
 
@@ -56,29 +56,45 @@ def train_and_log(
     update, appended after every segment of `log_freq` updates) and
     `run_dir/learning_curve.png`.
 
+    Everything is validated (config, env and its kwargs, networks, evaluation splits,
+    the checkpoint to resume) before anything in `run_dir` changes.
+
     Args:
       config: the run's configuration.
-      run_dir: output directory (created; existing files in it are overwritten).
+      run_dir: output directory (created). A fresh run refuses a non-empty one unless
+        `overwrite`.
       key: PRNG key; default `jax.random.key(config.seed)`.
       progress: show a tqdm progress bar (updates, env steps, steps/s, latest return).
       plot: write the learning-curve PNG.
       resume: continue from the newest checkpoint in `run_dir` (see `checkpoint.py`);
         the continued run ends bitwise equal to an uninterrupted one on CPU.
+      overwrite: a fresh run may replace the contents of a non-empty run directory
+        (removed after validation, just before training starts).
 
-    Checkpoints (orbax, atomic) are written every `config.save_freq` updates and at the
-    end, under `run_dir/checkpoints/last`.
+    Checkpoints (orbax, atomic) are written every `config.save_freq` updates, every
+    `config.save_minutes` minutes of wall time and at the end, under
+    `run_dir/checkpoints/last` (the newest `config.keep_checkpoints` are kept). After
+    every segment the loss metrics and the parameters are checked: a NaN / Inf stops the
+    run with `TrainingDiverged`; the last finite state is saved (if newer than the last
+    checkpoint) and a non-finite one never is.
 
     Raises:
-      ValueError: from `make_env` / `make_networks` for a bad env id or action space, or
-        from `load_checkpoint` when resuming from a missing / mismatched checkpoint.
+      ValueError: from `make_env` / `make_networks` for a bad env id, env kwarg or action
+        space; from `load_checkpoint` when resuming from a missing / mismatched
+        checkpoint; `rundir.DirectoryNotEmpty` for a fresh run in a non-empty directory.
+      guards.TrainingDiverged: non-finite losses or parameters.
     """
     from tqdm.auto import tqdm
 
+    from purejaxppo import rundir
     from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
+    from purejaxppo.guards import TrainingDiverged, first_nonfinite_update, nonfinite_leaf
 
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     metrics_path = run_dir / "metrics.csv"
+    # Validate everything before anything on disk changes.
+    if not resume:
+        rundir.check_fresh(run_dir, overwrite)
     fns = make_train_fns(config)
     hparams = Hyperparams.from_config(config)
     evaluators = make_evaluators(config)
@@ -88,6 +104,7 @@ def train_and_log(
     done_updates = 0
     if resume:
         checkpoint = load_checkpoint(run_dir, config)
+        rundir.set_aside_newer_checkpoints(run_dir, checkpoint.update_step)
         runner = checkpoint.runner_state
         done_updates = checkpoint.update_step
         eval_history.update(checkpoint.eval_history)
@@ -100,14 +117,17 @@ def train_and_log(
         frames.append(frame)
         frame.to_csv(metrics_path, index=False)  # drops rows logged after the checkpoint
     else:
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-        metrics_path.unlink(missing_ok=True)
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # a fresh run starts over
         key = jax.random.key(config.seed) if key is None else key
         runner = jax.jit(fns.init)(key)
+        if overwrite:
+            rundir.clear(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
     run_segment = jax.jit(fns.run, static_argnums=2)
 
     start, start_updates = time.perf_counter(), done_updates
+    saved_step = done_updates if resume else None  # newest "last" checkpoint on disk
+    last_save_time = time.monotonic()
     bar = tqdm(
         total=config.num_updates,
         initial=done_updates,
@@ -122,10 +142,37 @@ def train_and_log(
             for every in (config.save_freq, config.eval_freq):
                 if every:
                     length = min(length, every - done_updates % every)
+            previous = runner
             runner, metrics = run_segment(runner, hparams, length)
             metrics = jax.device_get(metrics)
             frame = pd.DataFrame({name: np.asarray(metrics[name]) for name in METRICS})
             frame.insert(0, "update", np.arange(done_updates + 1, done_updates + length + 1))
+            diverged = first_nonfinite_update(metrics, done_updates + 1)
+            if diverged is None and nonfinite_leaf(runner.train_state.params) is not None:
+                diverged = (done_updates + length, "params")
+            if diverged is not None:  # keep the rows as evidence, never the state
+                for column in eval_columns:
+                    frame[column] = np.nan
+                frame.to_csv(metrics_path, mode="a", header=len(frames) == 0, index=False)
+                previous_step = int(previous.update_step)
+                if previous_step > 0 and (saved_step is None or previous_step > saved_step):
+                    so_far = pd.concat(frames, ignore_index=True)
+                    history = {name: so_far[name].to_numpy() for name in METRICS}
+                    save_checkpoint(run_dir, previous, history, config, eval_history)
+                    saved_step = previous_step
+                kept = (
+                    "no update finished with finite values, so there is no checkpoint"
+                    if saved_step is None
+                    else f"the last finite state (update {saved_step}) is kept in "
+                    f"{run_dir / 'checkpoints' / 'last' / str(saved_step)}"
+                )
+                raise TrainingDiverged(
+                    f"training diverged at update {diverged[0]}: {diverged[1]} is not finite "
+                    f"(NaN or Inf); {kept}; nothing non-finite was saved. Try a smaller "
+                    f"learning_rate or max_grad_norm.",
+                    update=diverged[0],
+                    what=diverged[1],
+                )
             done_updates += length
             for column in eval_columns:
                 frame[column] = np.nan
@@ -142,7 +189,10 @@ def train_and_log(
                 improved = first[-1][1] >= max(v for _, v in first)
             frame.to_csv(metrics_path, mode="a", header=len(frames) == 0, index=False)
             frames.append(frame)
-            at_save = config.save_freq and done_updates % config.save_freq == 0
+            at_save = bool(config.save_freq) and done_updates % config.save_freq == 0
+            at_save |= bool(config.save_minutes) and (
+                time.monotonic() - last_save_time >= 60 * config.save_minutes
+            )
             if at_save or improved or done_updates == config.num_updates:
                 so_far = pd.concat(frames, ignore_index=True)
                 history = {name: so_far[name].to_numpy() for name in METRICS}
@@ -150,6 +200,8 @@ def train_and_log(
                 kinds += ["best"] if improved else []
                 for kind in kinds:
                     save_checkpoint(run_dir, runner, history, config, eval_history, kind=kind)
+                if "last" in kinds:
+                    saved_step, last_save_time = done_updates, time.monotonic()
 
             env_steps = int(frame["env_steps"].iloc[-1])
             returns = frame["episode_return"].dropna()
