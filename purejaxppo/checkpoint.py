@@ -95,6 +95,7 @@ def save_checkpoint(
                 history=ocp.args.StandardSave({k: np.asarray(v) for k, v in metrics.items()}),
                 meta=ocp.args.JsonSave(
                     {
+                        "format_version": FORMAT_VERSION,
                         "config": config.to_dict(),
                         "update_step": step,
                         "eval_history": eval_history or {},
@@ -122,6 +123,8 @@ def load_checkpoint(
     env: Any = None,
     env_params: Any = None,
     kind: str = "last",
+    *,
+    networks: Any = None,
 ) -> Checkpoint:
     """Restores the newest complete checkpoint of `run_dir`.
 
@@ -132,14 +135,16 @@ def load_checkpoint(
         `eval_*` fields may differ).
       env, env_params: optional environment object, as for `make_train`.
       kind: "last" (default) or "best" (best evaluation return, when `eval_freq` > 0).
+      networks: the run's `Networks` when it trained custom ones (`make_train(config,
+        networks=...)`); default the config's built-in network.
 
     When the newest checkpoint does not read back (damaged files, a meta file without
     `config`) but an older one does, the older one is returned with a `UserWarning`
     naming the damaged one.
 
     Raises:
-      ValueError: no checkpoint in `run_dir`; a config that differs from the saved one
-        (naming the fields); or no checkpoint whose arrays match the network / env of
+      ValueError: no checkpoint in `run_dir`; a checkpoint of another format version
+        (naming it); a config that differs from the saved one (naming the fields); or no checkpoint whose arrays match the network / env of
         the config (corrupt files, another network shape), naming what failed for the
         newest.
     """
@@ -153,7 +158,7 @@ def load_checkpoint(
         first_error = None
         for step in steps:
             try:
-                checkpoint = _restore(manager, directory, step, config, env, env_params)
+                checkpoint = _restore(manager, directory, step, config, env, env_params, networks)
             except _ConfigMismatch as err:
                 raise ValueError(str(err)) from None
             except ValueError as err:
@@ -173,6 +178,12 @@ class _ConfigMismatch(ValueError):
     """The checkpoint reads back but belongs to another config: no fallback."""
 
 
+#: Version of the checkpoint layout. 2: the `Networks` interface (explicit parameter
+#: names, `EnvCarry.policy_state` / `reset`, per-group optimizer state). Checkpoints
+#: without a version are version 1 (purejaxppo before the networks package).
+FORMAT_VERSION = 2
+
+
 #: Config fields that may differ between a checkpoint and the config resuming it.
 RESUME_MAY_CHANGE = (
     "log_freq",
@@ -185,10 +196,10 @@ RESUME_MAY_CHANGE = (
 )
 
 
-def _restore(manager, directory, step, config, env, env_params) -> Checkpoint:
+def _restore(manager, directory, step, config, env, env_params, networks) -> Checkpoint:
     import orbax.checkpoint as ocp
 
-    from purejaxppo.train import make_train_fns
+    from purejaxppo.train import make_init
 
     where = directory / str(step)
     try:
@@ -197,6 +208,13 @@ def _restore(manager, directory, step, config, env, env_params) -> Checkpoint:
         raise ValueError(f"checkpoint {where} is unreadable: {err}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise ValueError(f"checkpoint {where}: its meta data holds no 'config' mapping")
+    version = meta.get("format_version", 1)
+    if version != FORMAT_VERSION:
+        raise _ConfigMismatch(
+            f"checkpoint {where} has format version {version}; this purejaxppo reads version "
+            f"{FORMAT_VERSION} (parameter names and the runner state changed in version 2: "
+            "retrain, or load it with the purejaxppo release that wrote it)"
+        )
     try:
         saved = PPOConfig.from_dict(meta["config"])
     except ValueError as err:
@@ -213,8 +231,8 @@ def _restore(manager, directory, step, config, env, env_params) -> Checkpoint:
         details = ", ".join(f"{k}: saved {a!r} vs given {b!r}" for k, (a, b) in diff.items())
         raise _ConfigMismatch(f"checkpoint {where} is from a different config ({details})")
 
-    fns = make_train_fns(config, env, env_params)
-    abstract = jax.eval_shape(lambda k: _to_saveable(fns.init(k)), jax.random.key(0))
+    init = make_init(config, env, env_params, networks=networks)
+    abstract = jax.eval_shape(lambda k: _to_saveable(init(k)), jax.random.key(0))
     try:
         restored = manager.restore(
             step,

@@ -20,8 +20,12 @@ import pandas as pd
 import yaml
 
 from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.networks import Networks, make_networks
 from purejaxppo.train import METRICS, make_train_fns
 from purejaxppo.types import RunnerState
+
+#: `fold_in` index of the evaluation episodes' key stream (of the run's key).
+EVAL_KEY_STREAM = 1
 
 
 class RunResult(NamedTuple):
@@ -63,7 +67,9 @@ def train_and_log(
       config: the run's configuration.
       run_dir: output directory (created). A fresh run refuses a non-empty one unless
         `overwrite`.
-      key: PRNG key; default `jax.random.key(config.seed)`.
+      key: PRNG key; default `jax.random.key(config.seed)`. Training and the periodic
+        evaluations (`fold_in(key, EVAL_KEY_STREAM)`, then the update index) derive from
+        it. A resumed run uses `config.seed`'s key for its evaluations.
       progress: show a tqdm progress bar (updates, env steps, steps/s, latest return).
       plot: write the learning-curve PNG.
       resume: continue from the newest checkpoint in `run_dir` (see `checkpoint.py`);
@@ -97,7 +103,10 @@ def train_and_log(
         rundir.check_fresh(run_dir, overwrite)
     fns = make_train_fns(config)
     hparams = Hyperparams.from_config(config)
-    evaluators = make_evaluators(config)
+    evaluators = make_evaluators(config, fns.networks)
+    key = jax.random.key(config.seed) if key is None else key
+    # Evaluation episodes draw from their own stream of the caller's key.
+    eval_base_key = jax.random.fold_in(key, EVAL_KEY_STREAM)
     eval_columns = [f"eval/{name}/return" for name in evaluators]
     eval_history: dict[str, list] = {name: [] for name in evaluators}
     frames = []
@@ -117,7 +126,6 @@ def train_and_log(
         frames.append(frame)
         frame.to_csv(metrics_path, index=False)  # drops rows logged after the checkpoint
     else:
-        key = jax.random.key(config.seed) if key is None else key
         runner = jax.jit(fns.init)(key)
         if overwrite:
             rundir.clear(run_dir)
@@ -179,7 +187,7 @@ def train_and_log(
             improved = False
             if config.eval_freq and done_updates % config.eval_freq == 0:
                 params = runner.train_state.params
-                eval_key = jax.random.fold_in(jax.random.key(config.seed + 1), done_updates)
+                eval_key = jax.random.fold_in(eval_base_key, done_updates)
                 for (name, run_eval), column in zip(evaluators.items(), eval_columns, strict=True):
                     returns, _ = run_eval(params, eval_key, jnp.float32(1.0))
                     value = float(np.mean(returns))
@@ -226,8 +234,10 @@ def train_and_log(
     )
 
 
-def make_evaluators(config: PPOConfig) -> dict[str, Any]:
+def make_evaluators(config: PPOConfig, networks: Networks | None = None) -> dict[str, Any]:
     """split name -> jitted episode runner (see `policy.make_episode_runner`); {} if off.
+
+    `networks`: the run's `Networks` (default `make_networks(config, env, env_params)`).
 
     Raises:
       ValueError: for a split override that is not an `EnvParams` field of the env.
@@ -235,10 +245,11 @@ def make_evaluators(config: PPOConfig) -> dict[str, Any]:
     if not config.eval_freq:
         return {}
     from purejaxppo.envs import make_env
-    from purejaxppo.policy import Policy, make_episode_runner
+    from purejaxppo.policy import make_episode_runner
 
     env, env_params = make_env(config.env_name, config.env_kwargs)
-    policy = Policy(None, config, env, env_params)
+    if networks is None:
+        networks = make_networks(config, env, env_params)
     splits = config.eval_splits or {"train": {}}
     evaluators = {}
     for name, overrides in splits.items():
@@ -251,7 +262,7 @@ def make_evaluators(config: PPOConfig) -> dict[str, Any]:
             )
         split_params = env_params.replace(**overrides)
         evaluators[name] = make_episode_runner(
-            policy,
+            networks,
             env,
             split_params,
             config.eval_episodes,

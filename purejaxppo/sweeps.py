@@ -111,6 +111,7 @@ def sweep(
     log_every: int = 1,
     verbose: bool = True,
     progress_dir: str | Path | None = None,
+    networks: Any = None,
 ) -> SweepResult:
     """Trains every (seed x setting) combination, vmapped and split over devices.
 
@@ -141,6 +142,8 @@ def sweep(
         finishes (`group<g>-chunk<c>.<process>.npz`, written atomically); chunks found
         there are loaded instead of computed, so a killed sweep called again with the
         same arguments and `progress_dir` continues and returns the same tables.
+      networks: a custom `Networks` for every run (`networks_from_modules`); default the
+        config's built-in network.
 
     Returns:
       `SweepResult` (tables as pandas DataFrames).
@@ -211,6 +214,7 @@ def sweep(
                 for k, seed in enumerate(seed_list)
             ]
             table, curve, group_diverged = _run_group(
+                networks,
                 group_cfg,
                 runs,
                 [Hyperparams.from_config(run_configs[s]) for _, s, _ in runs],
@@ -244,12 +248,12 @@ def sweep(
 
 
 def _run_group(
-    config, runs, hparams_list, settings, swept, mesh, max_chunk, progress, log_every, bar,
+    networks, config, runs, hparams_list, settings, swept, mesh, max_chunk, progress, log_every, bar,
     verbose, start, saving,
 ):  # fmt: skip
     """Trains one static group's runs in chunks (or loads the chunks `saving = (dir,
     group index)` holds); returns (table rows, curves, {run id: diverged update})."""
-    fns = make_train_fns(config)
+    fns = make_train_fns(config, networks=networks)
     num_devices = mesh.devices.size
     num_updates = config.num_updates
 
