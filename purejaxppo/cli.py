@@ -180,6 +180,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--to", type=Path, required=True, metavar="FILE", help="e.g. policy.pt or policy.onnx"
     )
     export.add_argument("--overwrite", action="store_true", help="replace existing files")
+    for command_parser in sub.choices.values():
+        command_parser.add_argument(
+            "--no-compile-cache",
+            action="store_true",
+            help="do not use the persistent compilation cache (default: on, in "
+            "$XDG_CACHE_HOME/purejaxppo/jax; also PUREJAXPPO_NO_COMPILE_CACHE=1, or "
+            "PUREJAXPPO_COMPILE_CACHE=DIR to move it)",
+        )
     return parser
 
 
@@ -231,6 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     command = args.pop("command")
+    if not args.pop("no_compile_cache", False):
+        from purejaxppo.platform import enable_compile_cache
+
+        enable_compile_cache()
     if command == "train":
         return _train_command(parser, args)
     if command == "sweep":
@@ -443,6 +455,17 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
         import jax
 
         jax.config.update("jax_num_cpu_devices", options["local_devices"])
+    else:
+        # Every core by default: the runs are split over one CPU device per core.
+        from purejaxppo.platform import configure_cpu_devices
+
+        count = configure_cpu_devices()
+        if count is not None and not options["no_progress"]:
+            print(
+                f"purejaxppo: {count} CPU devices (one per core; --local-devices N or "
+                "JAX_NUM_CPU_DEVICES to change)",
+                file=sys.stderr,
+            )
     from purejaxppo.sweeps import sweep, write_sweep
 
     try:
