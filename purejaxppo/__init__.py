@@ -24,6 +24,7 @@ _EXPORTS = {
     "purejaxppo.losses": ("LossTerms", "ppo_loss"),
     "purejaxppo.networks": ("make_networks",),
     "purejaxppo.parallel": ("initialize_distributed", "make_data_parallel_train"),
+    "purejaxppo.pbt": ("PBTResult", "pbt"),
     "purejaxppo.policy": ("EvalResult", "Policy", "evaluate"),
     "purejaxppo.sweeps": ("SweepResult", "sweep"),
     "purejaxppo.train": ("METRICS", "TrainFns", "make_train", "make_train_fns"),
