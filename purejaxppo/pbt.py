@@ -433,10 +433,18 @@ def make_generation_program(
     train_programs: dict[int, Callable] = {}
 
     def train_members(length: int) -> Callable:
-        if length not in train_programs:
-            train_programs[length] = parallel.make_runs_program(
-                jax.vmap(lambda runner, hp: fns.run(runner, hp, length)), mesh
-            )
+        if length in train_programs:
+            return train_programs[length]
+        if options.population == mesh.devices.size:
+            # One member per device: no vmap, so that the member's numbers are those of
+            # the plain run bit for bit (a vmapped batch may change XLA's last bits).
+            def batched(runner, hp):
+                first = jax.tree.map(lambda x: x[0], (runner, hp))
+                out = fns.run(*first, length)
+                return jax.tree.map(lambda x: x[None], out)
+        else:
+            batched = jax.vmap(lambda runner, hp: fns.run(runner, hp, length))
+        train_programs[length] = parallel.make_runs_program(batched, mesh)
         return train_programs[length]
 
     def constrain(tree):
@@ -878,10 +886,15 @@ def pbt(
         )
         saved_meta.pop("generation", None)
         if saved_meta != meta:
-            diff = [k for k in meta if saved_meta.get(k) != meta[k]]
+            diff = [
+                f"{group}.{name}: saved {saved_meta.get(group, {}).get(name)!r} vs given {value!r}"
+                for group in meta
+                for name, value in meta[group].items()
+                if saved_meta.get(group, {}).get(name) != value
+            ]
             raise ValueError(
                 f"resume: the checkpoint in {checkpoint_dir} was written with other "
-                f"arguments ({', '.join(diff)} differ)"
+                f"arguments ({'; '.join(diff) or 'search fields differ'})"
             )
         runner = parallel.to_global(saved["runner"], mesh, members)
         state = PopulationState(
@@ -912,6 +925,7 @@ def pbt(
                 count, length = min(segment, full - done), ready_every
             else:
                 count, length = 1, tail
+            state = place_state(state, mesh)  # the same input layout every call: one compile
             state, (records, metrics) = run_generations(state, done, count, length, last)
             records, metrics = parallel.to_host((records, metrics))
             chunk = {f"record/{k}": np.asarray(v) for k, v in records.items()}
@@ -992,6 +1006,19 @@ def initial_state(
         runner=init(parallel.to_global(key_data, mesh, members)),
         hparams=parallel.to_global(hparams, mesh, members),
         key=_replicated_key(np.asarray(jax.random.key_data(population_key(options.seed))), mesh),
+    )
+
+
+def place_state(state: PopulationState, mesh: Any) -> PopulationState:
+    """`state` laid out the same way every time: members split along `RUNS_AXIS`, the
+    population key replicated. A jitted program's outputs may carry another but
+    equivalent layout (e.g. `P()` for `P("runs")` on one device), which would make the
+    next call compile again."""
+    members = NamedSharding(mesh, P(parallel.RUNS_AXIS))
+    return PopulationState(
+        runner=jax.device_put(state.runner, members),
+        hparams=jax.device_put(state.hparams, members),
+        key=jax.device_put(state.key, NamedSharding(mesh, P())),
     )
 
 
