@@ -167,7 +167,9 @@ def truncation_parents(
     `max(1, floor(P * fraction))` members, the bottom `floor(P * fraction)`; pool members
     are never replaced. Parent of replaced member i: the pool's `floor(u_i * V)`-th finite
     member in rank order, `u = jax.random.uniform(key, [P])`, V the number of finite
-    pool members (nobody is replaced when V = 0).
+    pool members (nobody is replaced when V = 0). A member is replaced only by a strictly
+    fitter parent: on ties (e.g. every member at the maximal return, or at the time limit
+    early in training) nobody copies, so the index tie-break decides nothing.
 
     Args:
       fitness: float32 `[P]`; -inf (or NaN) for members that must not be parents.
@@ -186,10 +188,12 @@ def truncation_parents(
     pool = order[: max(cut, 1)]
     num_valid = jnp.sum(jnp.isfinite(fitness[pool]))
     in_pool = rank < max(cut, 1)
-    replaced = ((rank >= num - cut) | ~jnp.isfinite(fitness)) & ~in_pool & (num_valid > 0)
+    candidate = ((rank >= num - cut) | ~jnp.isfinite(fitness)) & ~in_pool & (num_valid > 0)
     u = jax.random.uniform(key, (num,))
     choice = jnp.minimum(jnp.floor(u * num_valid).astype(jnp.int32), jnp.maximum(num_valid - 1, 0))
-    parents = jnp.where(replaced, pool[choice], jnp.arange(num, dtype=jnp.int32))
+    drawn = pool[choice]
+    replaced = candidate & (fitness < fitness[drawn])  # only a strictly fitter parent
+    parents = jnp.where(replaced, drawn, jnp.arange(num, dtype=jnp.int32))
     return parents.astype(jnp.int32), replaced
 
 

@@ -59,7 +59,9 @@ def truncation_reference(fitness, u, fraction):
     for i in range(n):
         if valid and i not in pool and (i in bottom or not np.isfinite(f[i])):
             pick = int(np.floor(np.float32(u[i]) * np.float32(len(valid))))
-            parents[i], replaced[i] = valid[min(pick, len(valid) - 1)], True
+            parent = valid[min(pick, len(valid) - 1)]
+            if f[i] < f[parent]:  # only a strictly fitter parent
+                parents[i], replaced[i] = parent, True
     return parents, replaced
 
 
@@ -79,7 +81,8 @@ def tournament_reference(fitness, contenders, elitism):
 
 FITNESS_CASES = [
     [5.0, 1.0, 3.0, 8.0, 2.0, 7.0, 6.0, 4.0],  # distinct: bottom 2 = {1, 4}, top 2 = {3, 5}
-    [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],  # ties: rank by index, top {0, 1}
+    [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],  # all tied: nobody copies
+    [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0, 2.0],  # ties: top {0, 1}, bottom {6, 7}: only 6
     [5.0, -np.inf, 3.0, np.nan, 2.0, 7.0, 6.0, 4.0],  # diverged 1 and 3 (also bottom)
     [5.0, 1.0, -np.inf, 8.0, 2.0, 7.0, -np.inf, -np.inf],  # 3 invalid: 1 and 4 stay
     [-np.inf, 2.0, -np.inf, -np.inf, -np.inf, -np.inf, -np.inf, -np.inf],  # one valid
@@ -121,7 +124,17 @@ def test_truncation_first_case_by_hand():
     assert drawn == {3, 5}
 
 
-@pytest.mark.parametrize("fitness", FITNESS_CASES[:6])
+def test_truncation_copies_only_from_a_strictly_fitter_parent():
+    tied = truncation_parents(jnp.ones(8), jax.random.key(0), 0.25)
+    assert not np.asarray(tied[1]).any()  # all at 500 (say): nobody copies
+    # Top {0, 1} at 2.0; bottom {6, 7} = 1.0 and 2.0: only member 6 copies.
+    fitness = jnp.asarray(FITNESS_CASES[2], jnp.float32)
+    parents, replaced = truncation_parents(fitness, jax.random.key(1), 0.25)
+    assert np.asarray(replaced).tolist() == [False] * 6 + [True, False]
+    assert int(parents[6]) in (0, 1)
+
+
+@pytest.mark.parametrize("fitness", FITNESS_CASES[:7])
 @pytest.mark.parametrize("elitism", [True, False])
 @pytest.mark.parametrize("size", [1, 3])
 def test_tournament_parents_match_numpy_reference(fitness, elitism, size):
