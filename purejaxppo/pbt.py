@@ -984,7 +984,8 @@ def _programs(config, space, options, mesh, env, env_params):
         return make_generation_program(config, space, options, mesh, env, env_params)
     static = dataclasses.replace(options, seed=0)
     # The search ranges are traced into the program (perturb clips, resample draws).
-    key = (repr(config), space, static, tuple(d.id for d in mesh.devices.flat))
+    # config.seed is the CLI's seed: the program does not depend on it.
+    key = (repr(config.replace(seed=0)), space, static, tuple(d.id for d in mesh.devices.flat))
     if key not in _PROGRAM_CACHE:
         if len(_PROGRAM_CACHE) >= 4:
             _PROGRAM_CACHE.pop(next(iter(_PROGRAM_CACHE)))
