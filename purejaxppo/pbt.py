@@ -516,11 +516,11 @@ def make_generation_program(
         signature = (num_generations, length)
         if signature not in programs:
 
-            def program(state, first, last):
+            def pbt_generations(state, first, last):
                 indices = first + jnp.arange(num_generations, dtype=jnp.int32)
                 return jax.lax.scan(lambda s, i: generation(s, i, length, last), state, indices)
 
-            programs[signature] = jax.jit(program)
+            programs[signature] = jax.jit(pbt_generations)
         return programs[signature](state, jnp.int32(first_generation), jnp.int32(last_generation))
 
     run_generations.programs = programs  # type: ignore[attr-defined]
@@ -869,7 +869,7 @@ def pbt(
             f"{num_compiles} compile(s) of the training program",
             file=sys.stderr,
         )
-    compiled_before = _num_compiled(run_generations)
+    compiled_before = _COMPILES.count
     members = P(parallel.RUNS_AXIS)
     key_data = np.asarray(jax.random.key_data(member_keys(seed, population)))
     meta = {"config": config.to_dict(), "options": options.to_dict(), "search": space.spec}
@@ -930,7 +930,11 @@ def pbt(
             else:
                 count, length = 1, tail
             state = place_state(state, mesh)  # the same input layout every call: one compile
-            state, (records, metrics) = run_generations(state, done, count, length, last)
+            _COMPILES.active = True
+            try:
+                state, (records, metrics) = run_generations(state, done, count, length, last)
+            finally:
+                _COMPILES.active = False
             records, metrics = parallel.to_host((records, metrics))
             chunk = {f"record/{k}": np.asarray(v) for k, v in records.items()}
             # metrics [G, P, K] -> [P, G*K]
@@ -968,7 +972,7 @@ def pbt(
             key=jax.random.wrap_key_data(np.asarray(final_state.runner.key))
         )
     )
-    compiled = _num_compiled(run_generations) - compiled_before
+    compiled = _COMPILES.count - compiled_before
     return _build_result(
         config, space, options, records, metrics, final_state, compiled, num_devices
     )
@@ -993,9 +997,23 @@ def _programs(config, space, options, mesh, env, env_params):
     return _PROGRAM_CACHE[key]
 
 
-def _num_compiled(run_generations) -> int:
-    """XLA compilations of the generation programs so far (jit's cache sizes)."""
-    return sum(program._cache_size() for program in run_generations.programs.values())
+class _CompileCounter:
+    """Counts XLA backend compilations while `active` (a `jax.monitoring` listener), so
+    that `PBTResult.num_compiles` reports real compilations of the generation programs."""
+
+    EVENT = "/jax/core/compile/backend_compile_duration"
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.active = False
+        jax.monitoring.register_event_duration_secs_listener(self)
+
+    def __call__(self, event: str, duration: float, **kwargs: Any) -> None:
+        if self.active and event == self.EVENT and "pbt_generations" in kwargs.get("fun_name", ""):
+            self.count += 1
+
+
+_COMPILES = _CompileCounter()
 
 
 def initial_state(
