@@ -23,6 +23,7 @@ _EXPORTS = {
     "purejaxppo.losses": ("LossTerms", "ppo_loss"),
     "purejaxppo.networks": ("Networks", "make_networks", "networks_from_modules"),
     "purejaxppo.parallel": ("initialize_distributed", "make_data_parallel_train"),
+    "purejaxppo.population": ("PBTResult", "pbt"),
     "purejaxppo.policy": ("EvalResult", "Policy", "evaluate"),
     "purejaxppo.sweeps": ("SweepResult", "sweep"),
     "purejaxppo.train": ("METRICS", "TrainFns", "make_train", "make_train_fns"),

@@ -1,4 +1,4 @@
-"""Command line: `purejaxppo train [--config X.yaml] [--total-timesteps 1e6 ...]`.
+"""Command line: `purejaxppo train | sweep | pbt | eval | export` (see `--help`).
 
 Exit codes: 0 done; 2 bad input (config, env kwargs, paths, a checkpoint that does not
 match), reported before anything on disk changes; 3 training diverged (NaN / Inf losses
@@ -167,6 +167,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_config_overrides(sweep)
 
+    pbt = sub.add_parser(
+        "pbt",
+        help="population-based training: a population, exploit / explore every K updates",
+        description="Population-based training (Jaderberg et al. 2017) in one compiled "
+        "program: every --ready-every updates the members are ranked by fitness, the "
+        "losers copy the winners (params, optimizer state) and mutate their searched "
+        "hyperparameters. Writes lineage.csv, summary.csv, pbt.png, pbt.yaml and the best "
+        "member's run directory best/ (for eval / export). The PRNG seed is --seed.",
+        epilog="example: purejaxppo pbt --config configs/cartpole.yaml --population 32 "
+        "--ready-every 20 --search learning_rate=log_uniform:1e-5:1e-2 "
+        "--search ent_coef=uniform:0:0.05 --exploit tournament",
+    )
+    pbt.add_argument("--config", type=Path, help="YAML file of PPOConfig fields (the base)")
+    pbt.add_argument("--population", type=int, default=8, help="members (default 8)")
+    pbt.add_argument(
+        "--ready-every", type=int, default=10, help="updates per generation (default 10)"
+    )
+    pbt.add_argument(
+        "--search",
+        action="append",
+        default=[],
+        metavar="FIELD=DIST:LOW:HIGH",
+        help="a traced field's initial distribution and range: uniform:LOW:HIGH or "
+        "log_uniform:LOW:HIGH (repeat for more fields)",
+    )
+    pbt.add_argument("--exploit", default="truncation", help="truncation (default) or tournament")
+    pbt.add_argument("--explore", default="perturb", help="perturb (default) or resample")
+    pbt.add_argument("--truncation-fraction", type=float, default=0.25)
+    pbt.add_argument("--tournament-size", type=int, default=3)
+    pbt.add_argument("--resample-probability", type=float, default=0.25)
+    pbt.add_argument(
+        "--fitness-window", type=int, help="updates averaged for the fitness (default: K)"
+    )
+    pbt.add_argument("--devices", type=int, help="use the first N local devices")
+    pbt.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=1,
+        help="generations between population checkpoints in OUT/checkpoints (0: none)",
+    )
+    pbt.add_argument(
+        "--resume", action="store_true", help="continue from OUT/checkpoints (same arguments)"
+    )
+    pbt.add_argument("--out", type=Path, help="output directory (default: pbt/<env>-<time>)")
+    pbt.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_overrides(pbt)
+
     export = sub.add_parser(
         "export",
         help="export a run's policy to PyTorch or ONNX",
@@ -247,6 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _train_command(parser, args)
     if command == "sweep":
         return _sweep_command(parser, args)
+    if command == "pbt":
+        return _pbt_command(parser, args)
     if command == "eval":
         import jax
 
@@ -509,6 +558,79 @@ def jax_process_index() -> int:
     import jax
 
     return jax.process_index()
+
+
+def _pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
+    options = {
+        name: args.pop(name)
+        for name in (
+            "config", "population", "ready_every", "search", "exploit", "explore",
+            "truncation_fraction", "tournament_size", "resample_probability",
+            "fitness_window", "devices", "checkpoint_every", "resume", "out", "no_progress",
+        )
+    }  # fmt: skip
+    try:
+        config = load_config(options["config"], args)
+        search = parse_random(options["search"])
+        for name, spec in search.items():
+            if spec[0] == "choice":
+                raise ValueError(
+                    f"--search {name}={spec}: pbt needs a range (uniform:LOW:HIGH or "
+                    "log_uniform:LOW:HIGH), not a choice"
+                )
+        if options["resume"] and options["out"] is None:
+            raise ValueError("--resume needs --out DIR (the interrupted run's directory)")
+    except ValueError as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
+    out = options["out"]
+    if out is None:
+        out = Path("pbt") / f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    devices = options["devices"]
+    if devices is None:
+        # Every core by default, on as many CPU devices as divide the population.
+        from purejaxppo.platform import configure_cpu_devices
+
+        count = configure_cpu_devices()
+        if count is not None:
+            devices = max(d for d in range(1, count + 1) if options["population"] % d == 0)
+            if not options["no_progress"]:
+                print(
+                    f"purejaxppo: population split over {devices} CPU devices (--devices N or "
+                    "JAX_NUM_CPU_DEVICES to change)",
+                    file=sys.stderr,
+                )
+    from purejaxppo.population import pbt, write_pbt  # imports JAX; keep --help fast
+
+    every = options["checkpoint_every"]
+    try:
+        result = pbt(
+            config,
+            population=options["population"],
+            ready_every=options["ready_every"],
+            search=search,
+            exploit=options["exploit"],
+            explore=options["explore"],
+            seed=config.seed,
+            devices=devices,
+            truncation_fraction=options["truncation_fraction"],
+            tournament_size=options["tournament_size"],
+            resample_probability=options["resample_probability"],
+            fitness_window=options["fitness_window"],
+            checkpoint_dir=out / "checkpoints" if every else None,
+            checkpoint_every=max(every, 1),
+            resume=options["resume"],
+            progress=not options["no_progress"],
+        )
+    except ValueError as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
+    written = write_pbt(result, out)
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(result.summary.head(10).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"best member {result.best_member}: {result.best_hparams_text()}")
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -43,6 +43,13 @@ def _check_field(name: Any, where: str) -> None:
         raise ValueError(f"{where}: field {name!r} cannot be swept ({why})")
 
 
+def check_field(name: Any, where: str) -> None:
+    """Raises `ValueError` (prefixed by `where`) unless `name` is a PPOConfig field that
+    may be searched: unknown names get close matches, `seed` and the logging / evaluation
+    fields are refused. Shared by `sweep` and `pbt`."""
+    _check_field(name, where)
+
+
 def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
     """Cartesian product of `grid` (field -> list of values), in row-major order.
 

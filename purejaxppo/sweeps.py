@@ -40,6 +40,7 @@ from purejaxppo.runner import final_return
 from purejaxppo.sweep_settings import (  # noqa: F401 - public names
     DISTRIBUTIONS,
     UNSWEEPABLE,
+    check_field,
     expand_grid,
     make_settings,
     sample_random,
