@@ -38,14 +38,14 @@ cells = [
     ),
     new_markdown_cell(
         "## Act with the trained policy\n"
-        "`make_networks` gives the same `apply` the training used: observations `[B, 4]` "
-        "in, a distrax distribution and values `[B]` out."
+        "`make_networks` gives the `Networks` the training used; `nets.apply`: observations "
+        "`[B, 4]` in, a distrax distribution and values `[B]` out."
     ),
     new_code_cell(
         "env, env_params = pjp.make_env('CartPole-v1')\n"
-        "init, apply = pjp.make_networks(config, env, env_params)\n"
+        "nets = pjp.make_networks(config, env, env_params)\n"
         "obs, state = env.reset(jax.random.key(1), env_params)\n"
-        "dist, value = apply(out.train_state.params, obs[None])\n"
+        "dist, value = nets.apply(out.train_state.params, obs[None])\n"
         "print('greedy action:', int(dist.mode()[0]), ' value:', float(value[0]))"
     ),
     new_markdown_cell("## 8 seeds in one compiled program"),

@@ -1,16 +1,15 @@
 """purejaxppo: PPO as one pure, jit-compiled JAX function of a PRNG key and hyperparameters."""
 
-import os as _os
-
 # jax 0.10.x on CPU: vmapped training programs were seen to deadlock (0% CPU, forever)
 # with XLA's concurrency-optimised CPU scheduler; turning it off costs no measurable speed
-# here (CartPole, 1 and 4 agents). XLA reads XLA_FLAGS when the first backend starts, so
-# this takes effect unless JAX already ran a computation before purejaxppo was imported.
-_CPU_SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
-if _CPU_SCHEDULER_FLAG not in _os.environ.get("XLA_FLAGS", ""):
-    _os.environ["XLA_FLAGS"] = (
-        _os.environ.get("XLA_FLAGS", "") + f" {_CPU_SCHEDULER_FLAG}=false"
-    ).strip()
+# here (CartPole, 1 and 4 agents). XLA reads XLA_FLAGS once, when the first backend
+# starts: set here, it takes effect unless JAX already started (importing gymnax does, as
+# does any JAX computation), and then `_xla_flag.apply` warns once with the fix. Set only
+# for jax 0.10.x: the flag is known to exist there, and XLA aborts the process on an
+# unknown flag, so a later jax (which may have removed it) does not get it.
+from purejaxppo import _xla_flag
+
+_xla_flag.apply()
 
 # The public names, loaded on first use (PEP 562): `import purejaxppo` imports neither
 # gymnax nor flax, and gymnax's import starts JAX's backend, after which
@@ -24,6 +23,7 @@ _EXPORTS = {
     "purejaxppo.losses": ("LossTerms", "ppo_loss"),
     "purejaxppo.networks": ("Networks", "make_networks", "networks_from_modules"),
     "purejaxppo.parallel": ("initialize_distributed", "make_data_parallel_train"),
+    "purejaxppo.population": ("PBTResult", "pbt"),
     "purejaxppo.policy": ("EvalResult", "Policy", "evaluate"),
     "purejaxppo.sweeps": ("SweepResult", "sweep"),
     "purejaxppo.train": ("METRICS", "TrainFns", "make_train", "make_train_fns"),

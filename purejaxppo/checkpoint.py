@@ -8,11 +8,14 @@ renames it when complete, so a process killed at any moment (also during a save)
 the previous complete checkpoint loadable.
 
 Layout: `<run_dir>/checkpoints/{last,best}/<update>/{state,history,meta}`; of each kind
-only the newest complete checkpoint is kept ("best": best evaluation return so far).
+the newest `keep` complete checkpoints are kept (`PPOConfig.keep_checkpoints`, default 3;
+"best": best evaluation return so far). `load_checkpoint` restores the newest one that
+reads back; when that is not the newest on disk (a damaged file), it warns naming it.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,11 +36,11 @@ class Checkpoint(NamedTuple):
     eval_history: dict[str, list]  # split -> [[update, mean return], ...] so far
 
 
-def _manager(directory: Path):
+def _manager(directory: Path, keep: int | None = None):
     import orbax.checkpoint as ocp
 
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=1, enable_async_checkpointing=False, cleanup_tmp_directories=True
+        max_to_keep=keep, enable_async_checkpointing=False, cleanup_tmp_directories=True
     )
     return ocp.CheckpointManager(directory.resolve(), options=options)
 
@@ -63,18 +66,28 @@ def save_checkpoint(
     config: PPOConfig,
     eval_history: dict[str, list] | None = None,
     kind: str = "last",
+    *,
+    keep: int | None = None,
 ) -> Path:
     """Saves `runner_state` (one agent), the metrics so far and `config` under `run_dir`.
 
     The step is `runner_state.update_step`; `kind` is "last" (the newest state) or "best"
     (the best evaluation so far). Returns the checkpoint directory. The write is atomic:
-    a crash during it leaves the previous checkpoint of that kind as the latest.
+    a crash during it leaves the previous checkpoint of that kind as the latest. Of each
+    kind the newest `keep` checkpoints stay on disk (default `config.keep_checkpoints`).
+
+    Raises:
+      ValueError: if the parameters hold a NaN or Inf (a diverged run is never saved).
     """
     import orbax.checkpoint as ocp
 
+    from purejaxppo.guards import check_finite_params
+
     step = int(runner_state.update_step)
     directory = _directory(run_dir, kind)
-    with _manager(directory) as manager:
+    check_finite_params(runner_state.train_state.params, f"save_checkpoint (update {step})")
+    keep = config.keep_checkpoints if keep is None else keep
+    with _manager(directory, keep) as manager:
         manager.save(
             step,
             args=ocp.args.Composite(
@@ -82,6 +95,7 @@ def save_checkpoint(
                 history=ocp.args.StandardSave({k: np.asarray(v) for k, v in metrics.items()}),
                 meta=ocp.args.JsonSave(
                     {
+                        "format_version": FORMAT_VERSION,
                         "config": config.to_dict(),
                         "update_step": step,
                         "eval_history": eval_history or {},
@@ -109,6 +123,8 @@ def load_checkpoint(
     env: Any = None,
     env_params: Any = None,
     kind: str = "last",
+    *,
+    networks: Any = None,
 ) -> Checkpoint:
     """Restores the newest complete checkpoint of `run_dir`.
 
@@ -119,61 +135,120 @@ def load_checkpoint(
         `eval_*` fields may differ).
       env, env_params: optional environment object, as for `make_train`.
       kind: "last" (default) or "best" (best evaluation return, when `eval_freq` > 0).
+      networks: the run's `Networks` when it trained custom ones (`make_train(config,
+        networks=...)`); default the config's built-in network.
+
+    When the newest checkpoint does not read back (damaged files, a meta file without
+    `config`) but an older one does, the older one is returned with a `UserWarning`
+    naming the damaged one.
 
     Raises:
-      ValueError: no checkpoint in `run_dir`; a config that differs from the saved one
-        (naming the fields); or a checkpoint whose arrays do not match the network / env
-        of the config (corrupt files, another network shape), naming what failed.
+      ValueError: no checkpoint in `run_dir`; a checkpoint of another format version
+        (naming it); a config that differs from the saved one (naming the fields); or no checkpoint whose arrays match the network / env of
+        the config (corrupt files, another network shape), naming what failed for the
+        newest.
     """
-    import orbax.checkpoint as ocp
-
-    from purejaxppo.train import make_train_fns
-
     directory = _directory(run_dir, kind)
-    step = latest_checkpoint_step(run_dir, kind)
-    if step is None:
+    if not directory.is_dir():
         raise ValueError(f"no complete checkpoint under {directory}")
     with _manager(directory) as manager:
-        try:
-            meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))[
-                "meta"
-            ]
-        except Exception as err:  # orbax raises several types for unreadable files
-            raise ValueError(f"checkpoint {directory / str(step)} is unreadable: {err}") from None
-        saved = PPOConfig.from_dict(meta["config"])
-        if config is None:
-            config = saved
-        ignored = {"log_freq", "save_freq", "eval_freq", "eval_episodes", "eval_splits"}
-        given = config.to_dict()
-        diff = {
-            k: (v, given[k])
-            for k, v in saved.to_dict().items()
-            if k not in ignored and given[k] != v
-        }
-        if diff:
-            details = ", ".join(f"{k}: saved {a!r} vs given {b!r}" for k, (a, b) in diff.items())
-            raise ValueError(
-                f"checkpoint {directory / str(step)} is from a different config ({details})"
-            )
+        steps = sorted(manager.all_steps(), reverse=True)
+        if not steps:
+            raise ValueError(f"no complete checkpoint under {directory}")
+        first_error = None
+        for step in steps:
+            try:
+                checkpoint = _restore(manager, directory, step, config, env, env_params, networks)
+            except _ConfigMismatch as err:
+                raise ValueError(str(err)) from None
+            except ValueError as err:
+                first_error = first_error or err
+                continue
+            if step != steps[0]:
+                warnings.warn(
+                    f"checkpoint {directory / str(steps[0])} is damaged ({first_error}); "
+                    f"using the previous one, {directory / str(step)}",
+                    stacklevel=2,
+                )
+            return checkpoint
+    raise first_error
 
-        fns = make_train_fns(config, env, env_params)
-        abstract = jax.eval_shape(lambda k: _to_saveable(fns.init(k)), jax.random.key(0))
-        try:
-            restored = manager.restore(
-                step,
-                args=ocp.args.Composite(
-                    state=ocp.args.StandardRestore(abstract),
-                    history=ocp.args.StandardRestore(),
-                ),
-            )
-        except Exception as err:
-            raise ValueError(
-                f"checkpoint {directory / str(step)} does not match the network / env of "
-                f"this config (hidden_sizes={list(config.hidden_sizes)}, "
-                f"env_name={config.env_name!r}) or is corrupt: {err}"
-            ) from None
+
+class _ConfigMismatch(ValueError):
+    """The checkpoint reads back but belongs to another config: no fallback."""
+
+
+#: Version of the checkpoint layout. 2: the `Networks` interface (explicit parameter
+#: names, `EnvCarry.policy_state` / `reset`, per-group optimizer state). Checkpoints
+#: without a version are version 1 (purejaxppo before the networks package).
+FORMAT_VERSION = 2
+
+
+#: Config fields that may differ between a checkpoint and the config resuming it.
+RESUME_MAY_CHANGE = (
+    "log_freq",
+    "save_freq",
+    "save_minutes",
+    "keep_checkpoints",
+    "eval_freq",
+    "eval_episodes",
+    "eval_splits",
+)
+
+
+def _restore(manager, directory, step, config, env, env_params, networks) -> Checkpoint:
+    import orbax.checkpoint as ocp
+
+    from purejaxppo.train import make_init
+
+    where = directory / str(step)
+    try:
+        meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+    except Exception as err:  # orbax raises several types for unreadable files
+        raise ValueError(f"checkpoint {where} is unreadable: {err}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+        raise ValueError(f"checkpoint {where}: its meta data holds no 'config' mapping")
+    version = meta.get("format_version", 1)
+    if version != FORMAT_VERSION:
+        raise _ConfigMismatch(
+            f"checkpoint {where} has format version {version}; this purejaxppo reads version "
+            f"{FORMAT_VERSION} (parameter names and the runner state changed in version 2: "
+            "retrain, or load it with the purejaxppo release that wrote it)"
+        )
+    try:
+        saved = PPOConfig.from_dict(meta["config"])
+    except ValueError as err:
+        raise ValueError(f"checkpoint {where}: its saved config is invalid: {err}") from None
+    if config is None:
+        config = saved
+    given = config.to_dict()
+    diff = {
+        k: (v, given[k])
+        for k, v in saved.to_dict().items()
+        if k not in RESUME_MAY_CHANGE and given[k] != v
+    }
+    if diff:
+        details = ", ".join(f"{k}: saved {a!r} vs given {b!r}" for k, (a, b) in diff.items())
+        raise _ConfigMismatch(f"checkpoint {where} is from a different config ({details})")
+
+    init = make_init(config, env, env_params, networks=networks)
+    abstract = jax.eval_shape(lambda k: _to_saveable(init(k)), jax.random.key(0))
+    try:
+        restored = manager.restore(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(abstract),
+                history=ocp.args.StandardRestore(),
+            ),
+        )
+    except Exception as err:
+        raise ValueError(
+            f"checkpoint {where} does not match the network / env of "
+            f"this config (hidden_sizes={list(config.hidden_sizes)}, "
+            f"env_name={config.env_name!r}) or is corrupt: {err}"
+        ) from None
     state = restored["state"]
-    _check_shapes(abstract, state, directory / str(step))
+    _check_shapes(abstract, state, where)
     runner = state.replace(key=jax.random.wrap_key_data(np.asarray(state.key)))
     metrics = {k: np.asarray(v) for k, v in restored["history"].items()}
     return Checkpoint(

@@ -1,4 +1,9 @@
-"""Command line: `purejaxppo train [--config X.yaml] [--total-timesteps 1e6 ...]`."""
+"""Command line: `purejaxppo train | sweep | pbt | eval | export` (see `--help`).
+
+Exit codes: 0 done; 2 bad input (config, env kwargs, paths, a checkpoint that does not
+match), reported before anything on disk changes; 3 training diverged (NaN / Inf losses
+or parameters; the last finite checkpoint is kept).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,10 @@ from typing import Any
 
 import yaml
 
-from purejaxppo.config import PPOConfig
+from purejaxppo.config import DuplicateKeyError, PPOConfig, load_yaml
+
+#: Exit code of a run whose losses or parameters became NaN / Inf.
+EXIT_DIVERGED = 3
 
 
 def _parse_value(text: str) -> Any:
@@ -28,8 +36,10 @@ def _parse_value(text: str) -> Any:
     if "," in text and not text.lstrip().startswith(("[", "{")):
         return [_parse_value(part.strip()) for part in text.split(",") if part.strip()]
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return load_yaml(text, source=repr(text))
+    except DuplicateKeyError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    except ValueError:
         return text
 
 
@@ -72,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="RUN_DIR",
         help="continue the run in RUN_DIR from its last checkpoint (uses its config.yaml)",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the contents of an existing --run-dir (deleted once the new run's "
+        "config, env and seed are validated, just before training starts)",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument(
@@ -162,7 +178,19 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--devices", type=int, help="use the first N local devices")
     sweep.add_argument("--log-every", type=int, default=1, help="table rows every N updates")
     sweep.add_argument("--format", choices=("csv", "parquet"), default="csv")
-    sweep.add_argument("--out", type=Path, help="output directory (default: sweeps/<env>-<time>)")
+    sweep.add_argument(
+        "--out", type=Path, help="output directory (default: sweeps/<env>-<time>-<random>)"
+    )
+    sweep.add_argument(
+        "--resume",
+        type=Path,
+        metavar="SWEEP_DIR",
+        help="continue a killed sweep: its chunks already on disk are loaded, the rest "
+        "computed (takes the sweep's arguments from SWEEP_DIR/request.yaml)",
+    )
+    sweep.add_argument(
+        "--overwrite", action="store_true", help="replace the contents of an existing --out"
+    )
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
     multihost = sweep.add_argument_group(
         "several hosts", "start one process per host with the same arguments and its own id"
@@ -174,6 +202,53 @@ def build_parser() -> argparse.ArgumentParser:
         "--local-devices", type=int, help="CPU only: fake this many CPU devices per process"
     )
     _add_config_overrides(sweep)
+
+    pbt = sub.add_parser(
+        "pbt",
+        help="population-based training: a population, exploit / explore every K updates",
+        description="Population-based training (Jaderberg et al. 2017) in one compiled "
+        "program: every --ready-every updates the members are ranked by fitness, the "
+        "losers copy the winners (params, optimizer state) and mutate their searched "
+        "hyperparameters. Writes lineage.csv, summary.csv, pbt.png, pbt.yaml and the best "
+        "member's run directory best/ (for eval / export). The PRNG seed is --seed.",
+        epilog="example: purejaxppo pbt --config configs/cartpole.yaml --population 32 "
+        "--ready-every 20 --search learning_rate=log_uniform:1e-5:1e-2 "
+        "--search ent_coef=uniform:0:0.05 --exploit tournament",
+    )
+    pbt.add_argument("--config", type=Path, help="YAML file of PPOConfig fields (the base)")
+    pbt.add_argument("--population", type=int, default=8, help="members (default 8)")
+    pbt.add_argument(
+        "--ready-every", type=int, default=10, help="updates per generation (default 10)"
+    )
+    pbt.add_argument(
+        "--search",
+        action="append",
+        default=[],
+        metavar="FIELD=DIST:LOW:HIGH",
+        help="a traced field's initial distribution and range: uniform:LOW:HIGH or "
+        "log_uniform:LOW:HIGH (repeat for more fields)",
+    )
+    pbt.add_argument("--exploit", default="truncation", help="truncation (default) or tournament")
+    pbt.add_argument("--explore", default="perturb", help="perturb (default) or resample")
+    pbt.add_argument("--truncation-fraction", type=float, default=0.25)
+    pbt.add_argument("--tournament-size", type=int, default=3)
+    pbt.add_argument("--resample-probability", type=float, default=0.25)
+    pbt.add_argument(
+        "--fitness-window", type=int, help="updates averaged for the fitness (default: K)"
+    )
+    pbt.add_argument("--devices", type=int, help="use the first N local devices")
+    pbt.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=1,
+        help="generations between population checkpoints in OUT/checkpoints (0: none)",
+    )
+    pbt.add_argument(
+        "--resume", action="store_true", help="continue from OUT/checkpoints (same arguments)"
+    )
+    pbt.add_argument("--out", type=Path, help="output directory (default: pbt/<env>-<time>)")
+    pbt.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_overrides(pbt)
 
     export = sub.add_parser(
         "export",
@@ -188,6 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--to", type=Path, required=True, metavar="FILE", help="e.g. policy.pt or policy.onnx"
     )
     export.add_argument("--overwrite", action="store_true", help="replace existing files")
+    for command_parser in sub.choices.values():
+        command_parser.add_argument(
+            "--no-compile-cache",
+            action="store_true",
+            help="do not use the persistent compilation cache (default: on, in "
+            "$XDG_CACHE_HOME/purejaxppo/jax; also PUREJAXPPO_NO_COMPILE_CACHE=1, or "
+            "PUREJAXPPO_COMPILE_CACHE=DIR to move it)",
+        )
     return parser
 
 
@@ -239,46 +322,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     command = args.pop("command")
-    if command == "train":
-        config_path = args.pop("config")
-        run_dir = args.pop("run_dir")
-        progress = not args.pop("no_progress")
-        resume = args.pop("resume")
-        extra_loggers = args.pop("logger_names") or []
-        if resume is not None:
-            if config_path is not None or run_dir is not None:
-                parser.exit(2, "purejaxppo: error: --resume takes the run's own config and dir\n")
-            config_path, run_dir = resume / "config.yaml", resume
-        try:
-            config = load_config(config_path, args)
-            if extra_loggers:
-                loggers = [*config.loggers, *extra_loggers]
-                config = config.replace(loggers=list(dict.fromkeys(loggers)))
-        except ValueError as err:
-            parser.exit(2, f"purejaxppo: error: {err}\n")
-        from purejaxppo.runner import train_and_log  # imports JAX; keep --help fast
+    if not args.pop("no_compile_cache", False):
+        from purejaxppo.platform import enable_compile_cache
 
-        if run_dir is None:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            run_dir = Path("runs") / f"{config.env_name}-{stamp}-seed{config.seed}"
-        try:
-            result = train_and_log(config, run_dir, progress=progress, resume=resume is not None)
-        except (ValueError, ImportError) as err:
-            parser.exit(2, f"purejaxppo: error: {err}\n")
-        print(
-            f"final mean episode_return (last 10 updates): {result.final_return:.2f}\n"
-            f"run directory: {result.run_dir}"
-        )
-        return 0
+        enable_compile_cache()
+    if command == "train":
+        return _train_command(parser, args)
     if command == "sweep":
         return _sweep_command(parser, args)
+    if command == "pbt":
+        return _pbt_command(parser, args)
     if command == "eval":
         import jax
 
+        from purejaxppo.guards import check_finite_params
         from purejaxppo.policy import Policy, evaluate
 
         try:
             policy = Policy.load(args["run_dir"])
+            check_finite_params(policy.get_params(), f"run {args['run_dir']}")
             if args["video"] is not None:  # check before anything runs
                 from purejaxppo.video import check_video_path, make_renderer
 
@@ -342,10 +404,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "export":
         from purejaxppo.checkpoint import load_checkpoint
         from purejaxppo.export import export_onnx, export_torch
+        from purejaxppo.guards import check_finite_params
 
         onnx = args["to"].suffix == ".onnx"
         try:
             checkpoint = load_checkpoint(args["run_dir"])
+            check_finite_params(
+                checkpoint.runner_state.train_state.params, f"run {args['run_dir']}"
+            )
             export = export_onnx if onnx else export_torch
             path = export(
                 checkpoint.runner_state,
@@ -356,12 +422,80 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ValueError, ImportError, FileExistsError) as err:
             parser.exit(2, f"purejaxppo: error: {err}\n")
         if onnx:
-            print(f"wrote {path} (ONNX) and its .json")
+            print(f"wrote {path} (ONNX) and {path.name}.json")
         else:
             print(f"wrote {path.with_suffix('.module.py')}, .state_dict.pt, .pt2, .json "
                   "(and the TorchScript file where it scripts)")  # fmt: skip
         return 0
     return 1  # pragma: no cover - argparse rejects unknown commands
+
+
+def _error(parser: argparse.ArgumentParser, message: Any, code: int = 2) -> None:
+    parser.exit(code, f"purejaxppo: error: {message}\n")
+
+
+def _train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
+    config_path = args.pop("config")
+    run_dir = args.pop("run_dir")
+    progress = not args.pop("no_progress")
+    resume = args.pop("resume")
+    overwrite = args.pop("overwrite")
+    extra_loggers = args.pop("logger_names") or []
+    if resume is not None:
+        if config_path is not None or run_dir is not None:
+            _error(parser, "--resume takes the run's own config and dir")
+        if overwrite:
+            _error(parser, "--resume and --overwrite exclude each other")
+        if not (resume / "config.yaml").is_file():
+            _error(parser, f"--resume {resume}: no run directory there (no config.yaml)")
+        config_path, run_dir = resume / "config.yaml", resume
+    try:
+        config = load_config(config_path, args)
+        if extra_loggers:
+            loggers = [*config.loggers, *extra_loggers]
+            config = config.replace(loggers=list(dict.fromkeys(loggers)))
+    except ValueError as err:
+        _error(parser, err)
+    if config.total_timesteps % config.batch_size:
+        print(
+            f"purejaxppo: warning: total_timesteps={config.total_timesteps} is not a multiple "
+            f"of num_envs*num_steps = {config.batch_size}: the run does {config.num_updates} "
+            f"update(s) = {config.num_updates * config.batch_size} env steps",
+            file=sys.stderr,
+        )
+    from purejaxppo import rundir
+    from purejaxppo.guards import TrainingDiverged
+    from purejaxppo.runner import train_and_log  # imports JAX; keep --help fast
+
+    created = None
+    if run_dir is None:  # a fresh, unique directory: never shared with another launch
+        run_dir = created = rundir.default_run_dir(config.env_name, config.seed)
+    try:
+        result = train_and_log(
+            config, run_dir, progress=progress, resume=resume is not None, overwrite=overwrite
+        )
+    except (ValueError, ImportError) as err:
+        if created is not None and not rundir.is_nonempty(created):
+            created.rmdir()
+        _error(parser, err)
+    except TrainingDiverged as err:
+        _error(parser, err, EXIT_DIVERGED)
+    final = result.final_return
+    final_text = (
+        f"{final:.2f}" if final == final else "n/a (no episode ended in the last 10 updates)"
+    )
+    print(
+        f"final mean episode_return (last 10 updates): {final_text}\n"
+        f"run directory: {result.run_dir}"
+    )
+    return 0
+
+
+#: Sweep options saved in `<out>/request.yaml` for `purejaxppo sweep --resume`.
+_SWEEP_REQUEST = (
+    "seeds", "num_samples", "random_seed", "max_runs_per_chunk", "devices", "log_every",
+    "format",
+)  # fmt: skip
 
 
 def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
@@ -370,17 +504,73 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
         for name in (
             "config", "seeds", "grid", "random", "num_samples", "random_seed",
             "max_runs_per_chunk", "devices", "log_every", "format", "out", "no_progress",
-            "coordinator", "num_processes", "process_id", "local_devices",
+            "coordinator", "num_processes", "process_id", "local_devices", "resume",
+            "overwrite",
         )
     }  # fmt: skip
+    from purejaxppo import rundir
+
+    resume, out = options["resume"], options["out"]
     try:
-        config = load_config(options["config"], args)
-        grid = parse_grid(options["grid"])
-        random = parse_random(options["random"])
+        if resume is not None:
+            given = [
+                flag
+                for flag, value in (
+                    ("--config", options["config"]),
+                    ("--grid", options["grid"]),
+                    ("--random", options["random"]),
+                    ("--out", out),
+                    ("--overwrite", options["overwrite"]),
+                )
+                if value
+            ] + ["--" + name.replace("_", "-") for name in args]
+            if given:
+                raise ValueError(
+                    f"--resume takes the sweep's own arguments from {resume}/request.yaml; "
+                    f"drop {', '.join(given)}"
+                )
+            request_path = resume / "request.yaml"
+            if not request_path.is_file():
+                raise ValueError(f"--resume {resume}: no sweep there (no request.yaml)")
+            request = load_yaml(request_path.read_text(), source=str(request_path))
+            config = PPOConfig.from_dict(request["config"])
+            options.update({name: request[name] for name in _SWEEP_REQUEST})
+            grid, random, out = request["grid"], request["random"], resume
+        else:
+            config = load_config(options["config"], args)
+            grid = parse_grid(options["grid"])
+            random = parse_random(options["random"])
+            if out is not None and options["process_id"] == 0:
+                rundir.check_fresh(out, options["overwrite"], what="sweep")
         if options["coordinator"] is None and options["num_processes"] != 1:
             raise ValueError("--num-processes > 1 needs --coordinator HOST:PORT")
+        if options["num_processes"] > 1 and out is None:
+            raise ValueError("a sweep over several processes needs --out (a shared directory)")
+        # Validate the settings now (without starting JAX's backend, which must wait for
+        # the device settings below): the output directory is created only after this.
+        from purejaxppo.sweep_settings import make_settings
+
+        make_settings(config, grid, random, options["num_samples"], options["random_seed"])
     except ValueError as err:
-        parser.exit(2, f"purejaxppo: error: {err}\n")
+        _error(parser, err)
+    if options["process_id"] == 0:  # one process writes the directory and the request
+        if out is None:
+            out = rundir.make_unique_dir(
+                "sweeps", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            )
+        elif resume is None:
+            if options["overwrite"]:
+                rundir.clear(out)
+            out.mkdir(parents=True, exist_ok=True)
+        request = {
+            "config": config.to_dict(),
+            "grid": grid,
+            "random": {name: list(spec) for name, spec in random.items()},
+        }
+        request.update({name: options[name] for name in _SWEEP_REQUEST})
+        partial = out / "request.yaml.partial"
+        partial.write_text(yaml.safe_dump(request, sort_keys=False))
+        partial.replace(out / "request.yaml")
     if options["coordinator"] is not None:
         from purejaxppo.parallel import initialize_distributed
 
@@ -397,6 +587,17 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
         import jax
 
         jax.config.update("jax_num_cpu_devices", options["local_devices"])
+    else:
+        # Every core by default: the runs are split over one CPU device per core.
+        from purejaxppo.platform import configure_cpu_devices
+
+        count = configure_cpu_devices()
+        if count is not None and not options["no_progress"]:
+            print(
+                f"purejaxppo: {count} CPU devices (one per core; --local-devices N or "
+                "JAX_NUM_CPU_DEVICES to change)",
+                file=sys.stderr,
+            )
     from purejaxppo.sweeps import sweep, write_sweep
 
     try:
@@ -411,21 +612,106 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
             max_runs_per_chunk=options["max_runs_per_chunk"],
             progress=not options["no_progress"],
             log_every=options["log_every"],
+            progress_dir=out / "chunks",
         )
     except ValueError as err:
-        parser.exit(2, f"purejaxppo: error: {err}\n")
-    out = options["out"]
-    if out is None:
-        out = Path("sweeps") / f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        _error(parser, err)
     written = write_sweep(result, out, config, fmt=options["format"])
-    import jax
-
-    if jax.process_index() == 0:
+    if jax_process_index() == 0:
         import pandas as pd
+
+        diverged = result.runs[result.runs["diverged"] > 0]
+        if len(diverged):
+            print(
+                f"purejaxppo: warning: {len(diverged)} of {len(result.runs)} runs diverged "
+                f"(NaN / Inf losses; runs {diverged['run'].tolist()}, first non-finite "
+                f"updates {diverged['diverged'].tolist()}): see the 'diverged' column of "
+                "runs.csv",
+                file=sys.stderr,
+            )
 
         best = result.summary.sort_values("final_return_iqm", ascending=False)
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             print(best.head(10).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
+
+
+def jax_process_index() -> int:
+    import jax
+
+    return jax.process_index()
+
+
+def _pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
+    options = {
+        name: args.pop(name)
+        for name in (
+            "config", "population", "ready_every", "search", "exploit", "explore",
+            "truncation_fraction", "tournament_size", "resample_probability",
+            "fitness_window", "devices", "checkpoint_every", "resume", "out", "no_progress",
+        )
+    }  # fmt: skip
+    try:
+        config = load_config(options["config"], args)
+        search = parse_random(options["search"])
+        for name, spec in search.items():
+            if spec[0] == "choice":
+                raise ValueError(
+                    f"--search {name}={spec}: pbt needs a range (uniform:LOW:HIGH or "
+                    "log_uniform:LOW:HIGH), not a choice"
+                )
+        if options["resume"] and options["out"] is None:
+            raise ValueError("--resume needs --out DIR (the interrupted run's directory)")
+    except ValueError as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
+    out = options["out"]
+    if out is None:
+        out = Path("pbt") / f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    devices = options["devices"]
+    if devices is None:
+        # Every core by default, on as many CPU devices as divide the population.
+        from purejaxppo.platform import configure_cpu_devices
+
+        count = configure_cpu_devices()
+        if count is not None:
+            devices = max(d for d in range(1, count + 1) if options["population"] % d == 0)
+            if not options["no_progress"]:
+                print(
+                    f"purejaxppo: population split over {devices} CPU devices (--devices N or "
+                    "JAX_NUM_CPU_DEVICES to change)",
+                    file=sys.stderr,
+                )
+    from purejaxppo.population import pbt, write_pbt  # imports JAX; keep --help fast
+
+    every = options["checkpoint_every"]
+    try:
+        result = pbt(
+            config,
+            population=options["population"],
+            ready_every=options["ready_every"],
+            search=search,
+            exploit=options["exploit"],
+            explore=options["explore"],
+            seed=config.seed,
+            devices=devices,
+            truncation_fraction=options["truncation_fraction"],
+            tournament_size=options["tournament_size"],
+            resample_probability=options["resample_probability"],
+            fitness_window=options["fitness_window"],
+            checkpoint_dir=out / "checkpoints" if every else None,
+            checkpoint_every=max(every, 1),
+            resume=options["resume"],
+            progress=not options["no_progress"],
+        )
+    except ValueError as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
+    written = write_pbt(result, out)
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(result.summary.head(10).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"best member {result.best_member}: {result.best_hparams_text()}")
     print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
 

@@ -148,7 +148,12 @@ class PPOConfig:
       log_freq: updates per jitted segment in `purejaxppo train` (how often progress and
         metrics are reported); the numbers do not depend on it.
       save_freq: updates between checkpoints in `purejaxppo train` (orbax, atomic, under
-        `<run_dir>/checkpoints/last`); 0 saves only at the end of the run.
+        `<run_dir>/checkpoints/last`); 0: none by update count (see `save_minutes`).
+      save_minutes: wall-clock minutes between checkpoints in `purejaxppo train` (checked
+        after every segment of `log_freq` updates; 0 turns it off). The run also saves
+        every `save_freq` updates and at the end.
+      keep_checkpoints: newest checkpoints of each kind kept on disk (>= 1); resuming
+        from a damaged newest one falls back to the one before it, with a warning.
       eval_freq: updates between evaluations in `purejaxppo train` (0: off). Each
         evaluation runs `eval_episodes` episodes per split (sampled actions), logs the mean
         return as the column `eval/<split>/return` of metrics.csv, and keeps the checkpoint
@@ -158,7 +163,7 @@ class PPOConfig:
         `EnvParams` overrides on top of the training env's, e.g.
         `{"long_pole": {"length": 1.0}}`; empty means one split "train" with the training
         env itself.
-      seed: PRNG seed used by the command line (`jax.random.key(seed)`).
+      seed: PRNG seed used by the command line (`jax.random.key(seed)`), in [0, 2**32).
       info_metrics: keys of the env's `info` dict to log: each is reduced in the scan to
         the mean over the episodes that ended during an update of `info[key]` at their
         last step (metric `info/<key>`; NaN when none ended). Unknown keys raise
@@ -221,6 +226,8 @@ class PPOConfig:
     adam_eps: float = 1e-5
     log_freq: int = 10
     save_freq: int = 0
+    save_minutes: float = 10.0
+    keep_checkpoints: int = 3
     eval_freq: int = 0
     eval_episodes: int = 32
     eval_splits: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -294,10 +301,7 @@ class PPOConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> PPOConfig:
         """Reads a YAML mapping of field names (see `configs/`), then applies overrides."""
-        import yaml
-
-        text = Path(path).read_text()
-        values = yaml.safe_load(text) or {}
+        values = load_yaml(Path(path).read_text(), source=str(path)) or {}
         if not isinstance(values, dict):
             raise ValueError(f"config file {path} must hold a mapping, got {values!r}")
         return cls.from_dict({**values, **overrides})
@@ -351,6 +355,52 @@ class Hyperparams:
     def stack(hparams: typing.Sequence[Hyperparams]) -> Hyperparams:
         """Stacks S scalar `Hyperparams` into one with `[S]` leaves (for `jax.vmap`)."""
         return jax.tree.map(lambda *xs: jnp.stack(xs), *hparams)
+
+
+# --------------------------------------------------------------------- YAML
+class DuplicateKeyError(ValueError):
+    """A YAML mapping gives the same key twice."""
+
+
+def load_yaml(text: str, source: str = "<string>") -> Any:
+    """Parses YAML like `yaml.safe_load`, but strictly: a mapping with a key given twice
+    is an error (PyYAML silently keeps the last value).
+
+    Raises:
+      ValueError: naming `source` and the line (1-based) of a syntax error or of the
+        duplicate key.
+    """
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: let PyYAML report it
+                continue
+            if first is not None:
+                raise DuplicateKeyError(
+                    f"{source}, line {line}: duplicate key {key!r} (first given on line {first})"
+                )
+            seen[key] = line
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = " ".join(str(p) for p in (err.context, err.problem) if p)
+        raise ValueError(f"{source}{where}: invalid YAML: {what}") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"{source}: invalid YAML: {err}") from None
 
 
 # --------------------------------------------------------------------- validation
@@ -510,7 +560,13 @@ def _validate(c: PPOConfig) -> None:
     if c.log_freq < 1:
         raise bad("log_freq", c.log_freq, "must be >= 1")
     if c.save_freq < 0:
-        raise bad("save_freq", c.save_freq, "must be >= 0 (0: only at the end)")
+        raise bad("save_freq", c.save_freq, "must be >= 0 (0: only by time and at the end)")
+    if c.save_minutes < 0:
+        raise bad("save_minutes", c.save_minutes, "must be >= 0 (0: off)")
+    if c.keep_checkpoints < 1:
+        raise bad("keep_checkpoints", c.keep_checkpoints, "must be >= 1")
+    if not 0 <= c.seed < 2**32:
+        raise bad("seed", c.seed, "must be in [0, 2**32) = [0, 4294967295]")
     if c.eval_freq < 0:
         raise bad("eval_freq", c.eval_freq, "must be >= 0 (0: off)")
     if c.eval_episodes < 1:

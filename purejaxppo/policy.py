@@ -130,18 +130,19 @@ class Policy:
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def load(cls, path: str | Path, kind: str = "last") -> Policy:
+    def load(cls, path: str | Path, kind: str = "last", networks: Networks | None = None) -> Policy:
         """Loads the policy of a run directory's newest checkpoint (see `checkpoint.py`).
 
-        `kind="best"` loads the checkpoint with the best evaluation return instead.
+        `kind="best"` loads the checkpoint with the best evaluation return instead;
+        `networks` is the run's custom `Networks`, if it trained one.
 
         Raises:
           ValueError: no checkpoint, or a corrupt / mismatched one.
         """
         from purejaxppo.checkpoint import load_checkpoint
 
-        checkpoint = load_checkpoint(path, kind=kind)
-        return cls(checkpoint.runner_state.train_state.params, checkpoint.config)
+        checkpoint = load_checkpoint(path, kind=kind, networks=networks)
+        return cls(checkpoint.runner_state.train_state.params, checkpoint.config, networks=networks)
 
     @classmethod
     def from_train_output(cls, source: TrainOutput | TrainState, config: PPOConfig) -> Policy:

@@ -9,7 +9,6 @@ call the same `update` function as the one-call `train`, so the numbers are the 
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -21,9 +20,13 @@ import pandas as pd
 import yaml
 
 from purejaxppo.config import Hyperparams, PPOConfig
-from purejaxppo.sinks import make_sinks
+from purejaxppo.networks import Networks, make_networks
+from purejaxppo.sinks import check_sinks, make_sinks
 from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState
+
+#: `fold_in` index of the evaluation episodes' key stream (of the run's key).
+EVAL_KEY_STREAM = 1
 
 
 class RunResult(NamedTuple):
@@ -50,6 +53,7 @@ def train_and_log(
     progress: bool = True,
     plot: bool = True,
     resume: bool = False,
+    overwrite: bool = False,
 ) -> RunResult:
     """Trains one agent in jitted segments and writes a run directory.
 
@@ -62,45 +66,67 @@ def train_and_log(
     `config.collect_freq`, `collect_episodes` sampled episodes are written every
     `collect_freq` updates to `run_dir/datasets/update_<n>/` (`purejaxppo.datasets`).
 
+    Everything is validated (config, env and its kwargs, networks, evaluation splits,
+    the checkpoint to resume) before anything in `run_dir` changes.
+
     Args:
       config: the run's configuration.
-      run_dir: output directory (created; existing files in it are overwritten).
-      key: PRNG key; default `jax.random.key(config.seed)`.
+      run_dir: output directory (created). A fresh run refuses a non-empty one unless
+        `overwrite`.
+      key: PRNG key; default `jax.random.key(config.seed)`. Training and the periodic
+        evaluations (`fold_in(key, EVAL_KEY_STREAM)`, then the update index) derive from
+        it. A resumed run uses `config.seed`'s key for its evaluations.
       progress: show a tqdm progress bar (updates, env steps, steps/s, latest return).
       plot: write the learning-curve PNG.
       resume: continue from the newest checkpoint in `run_dir` (see `checkpoint.py`);
         the continued run ends bitwise equal to an uninterrupted one on CPU.
+      overwrite: a fresh run may replace the contents of a non-empty run directory
+        (removed after validation, just before training starts).
 
-    Checkpoints (orbax, atomic) are written every `config.save_freq` updates and at the
-    end, under `run_dir/checkpoints/last`.
+    Checkpoints (orbax, atomic) are written every `config.save_freq` updates, every
+    `config.save_minutes` minutes of wall time and at the end, under
+    `run_dir/checkpoints/last` (the newest `config.keep_checkpoints` are kept). After
+    every segment the loss metrics and the parameters are checked: a NaN / Inf stops the
+    run with `TrainingDiverged`; the last finite state is saved (if newer than the last
+    checkpoint) and a non-finite one never is.
 
     Raises:
-      ValueError: from `make_env` / `make_networks` for a bad env id or action space, or
-        from `load_checkpoint` when resuming from a missing / mismatched checkpoint; for
-        `video_freq` on an env without a renderer (before anything is written).
+      ValueError: from `make_env` / `make_networks` for a bad env id, env kwarg or action
+        space; from `load_checkpoint` when resuming from a missing / mismatched
+        checkpoint; `rundir.DirectoryNotEmpty` for a fresh run in a non-empty directory.
+      guards.TrainingDiverged: non-finite losses or parameters.
       ImportError: naming the extra of a logger whose package is missing.
+    Also `ValueError` for `video_freq` on an env without a renderer (before anything on
+    disk changes).
     """
     from tqdm.auto import tqdm
 
+    from purejaxppo import rundir
     from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
+    from purejaxppo.guards import TrainingDiverged, first_nonfinite_update, nonfinite_leaf
 
     run_dir = Path(run_dir)
+    metrics_path = run_dir / "metrics.csv"
+    # Validate everything before anything on disk changes.
+    if not resume:
+        rundir.check_fresh(run_dir, overwrite)
     fns = make_train_fns(config)
     names = fns.metric_names  # METRICS, then action_frac/<i>, info/<key>
-    media = make_media(config, fns)  # checks video_freq's renderer before writing anything
-    run_dir.mkdir(parents=True, exist_ok=True)
-    metrics_path = run_dir / "metrics.csv"
-    sinks = make_sinks(
-        [name for name in config.loggers if name != "csv"], run_dir, append=resume
-    )  # metrics.csv is written below
+    loggers = [name for name in config.loggers if name != "csv"]  # metrics.csv: below
+    check_sinks(loggers)
+    media = make_media(config, fns)  # checks video_freq's renderer
     hparams = Hyperparams.from_config(config)
-    evaluators = make_evaluators(config)
+    evaluators = make_evaluators(config, fns.networks)
+    key = jax.random.key(config.seed) if key is None else key
+    # Evaluation episodes draw from their own stream of the caller's key.
+    eval_base_key = jax.random.fold_in(key, EVAL_KEY_STREAM)
     eval_columns = [f"eval/{name}/return" for name in evaluators]
     eval_history: dict[str, list] = {name: [] for name in evaluators}
     frames = []
     done_updates = 0
     if resume:
         checkpoint = load_checkpoint(run_dir, config)
+        rundir.set_aside_newer_checkpoints(run_dir, checkpoint.update_step)
         runner = checkpoint.runner_state
         done_updates = checkpoint.update_step
         eval_history.update(checkpoint.eval_history)
@@ -113,15 +139,19 @@ def train_and_log(
         frames.append(frame)
         frame.to_csv(metrics_path, index=False)  # drops rows logged after the checkpoint
     else:
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-        sinks.log_config(config.to_dict())
-        metrics_path.unlink(missing_ok=True)
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # a fresh run starts over
-        key = jax.random.key(config.seed) if key is None else key
         runner = jax.jit(fns.init)(key)
+        if overwrite:
+            rundir.clear(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    sinks = make_sinks(loggers, run_dir, append=resume)
+    if not resume:
+        sinks.log_config(config.to_dict())
     run_segment = jax.jit(fns.run, static_argnums=2)
 
     start, start_updates = time.perf_counter(), done_updates
+    saved_step = done_updates if resume else None  # newest "last" checkpoint on disk
+    last_save_time = time.monotonic()
     bar = tqdm(
         total=config.num_updates,
         initial=done_updates,
@@ -141,17 +171,44 @@ def train_and_log(
             ):
                 if every:
                     length = min(length, every - done_updates % every)
+            previous = runner
             runner, metrics = run_segment(runner, hparams, length)
             metrics = jax.device_get(metrics)
             frame = pd.DataFrame({name: np.asarray(metrics[name]) for name in names})
             frame.insert(0, "update", np.arange(done_updates + 1, done_updates + length + 1))
+            diverged = first_nonfinite_update(metrics, done_updates + 1)
+            if diverged is None and nonfinite_leaf(runner.train_state.params) is not None:
+                diverged = (done_updates + length, "params")
+            if diverged is not None:  # keep the rows as evidence, never the state
+                for column in eval_columns:
+                    frame[column] = np.nan
+                frame.to_csv(metrics_path, mode="a", header=len(frames) == 0, index=False)
+                previous_step = int(previous.update_step)
+                if previous_step > 0 and (saved_step is None or previous_step > saved_step):
+                    so_far = pd.concat(frames, ignore_index=True)
+                    history = {name: so_far[name].to_numpy() for name in names}
+                    save_checkpoint(run_dir, previous, history, config, eval_history)
+                    saved_step = previous_step
+                kept = (
+                    "no update finished with finite values, so there is no checkpoint"
+                    if saved_step is None
+                    else f"the last finite state (update {saved_step}) is kept in "
+                    f"{run_dir / 'checkpoints' / 'last' / str(saved_step)}"
+                )
+                raise TrainingDiverged(
+                    f"training diverged at update {diverged[0]}: {diverged[1]} is not finite "
+                    f"(NaN or Inf); {kept}; nothing non-finite was saved. Try a smaller "
+                    f"learning_rate or max_grad_norm.",
+                    update=diverged[0],
+                    what=diverged[1],
+                )
             done_updates += length
             for column in eval_columns:
                 frame[column] = np.nan
             improved = False
             if config.eval_freq and done_updates % config.eval_freq == 0:
                 params = runner.train_state.params
-                eval_key = jax.random.fold_in(jax.random.key(config.seed + 1), done_updates)
+                eval_key = jax.random.fold_in(eval_base_key, done_updates)
                 for (name, run_eval), column in zip(evaluators.items(), eval_columns, strict=True):
                     returns, _ = run_eval(params, eval_key, jnp.float32(1.0))
                     value = float(np.mean(returns))
@@ -164,7 +221,10 @@ def train_and_log(
             for row in frame.drop(columns="update").to_dict("records"):
                 sinks.log_metrics(int(row["env_steps"]), row)
             media(runner, done_updates, int(frame["env_steps"].iloc[-1]), run_dir, sinks)
-            at_save = config.save_freq and done_updates % config.save_freq == 0
+            at_save = bool(config.save_freq) and done_updates % config.save_freq == 0
+            at_save |= bool(config.save_minutes) and (
+                time.monotonic() - last_save_time >= 60 * config.save_minutes
+            )
             if at_save or improved or done_updates == config.num_updates:
                 so_far = pd.concat(frames, ignore_index=True)
                 history = {name: so_far[name].to_numpy() for name in names}
@@ -172,6 +232,8 @@ def train_and_log(
                 kinds += ["best"] if improved else []
                 for kind in kinds:
                     save_checkpoint(run_dir, runner, history, config, eval_history, kind=kind)
+                if "last" in kinds:
+                    saved_step, last_save_time = done_updates, time.monotonic()
 
             env_steps = int(frame["env_steps"].iloc[-1])
             returns = frame["episode_return"].dropna()
@@ -208,6 +270,8 @@ def make_media(config: PPOConfig, fns: Any) -> Any:
     """
     if not (config.video_freq or config.collect_freq):
         return lambda *args: None
+    import shutil
+
     from purejaxppo.envs import make_env
     from purejaxppo.policy import Policy
 
@@ -252,8 +316,10 @@ def make_media(config: PPOConfig, fns: Any) -> Any:
     return media
 
 
-def make_evaluators(config: PPOConfig) -> dict[str, Any]:
+def make_evaluators(config: PPOConfig, networks: Networks | None = None) -> dict[str, Any]:
     """split name -> jitted episode runner (see `policy.make_episode_runner`); {} if off.
+
+    `networks`: the run's `Networks` (default `make_networks(config, env, env_params)`).
 
     Raises:
       ValueError: for a split override that is not an `EnvParams` field of the env.
@@ -261,10 +327,11 @@ def make_evaluators(config: PPOConfig) -> dict[str, Any]:
     if not config.eval_freq:
         return {}
     from purejaxppo.envs import make_env
-    from purejaxppo.policy import Policy, make_episode_runner
+    from purejaxppo.policy import make_episode_runner
 
     env, env_params = make_env(config.env_name, config.env_kwargs)
-    policy = Policy(None, config, env, env_params)
+    if networks is None:
+        networks = make_networks(config, env, env_params)
     splits = config.eval_splits or {"train": {}}
     evaluators = {}
     for name, overrides in splits.items():
@@ -277,7 +344,7 @@ def make_evaluators(config: PPOConfig) -> dict[str, Any]:
             )
         split_params = env_params.replace(**overrides)
         evaluators[name] = make_episode_runner(
-            policy,
+            networks,
             env,
             split_params,
             config.eval_episodes,

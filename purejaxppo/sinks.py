@@ -43,6 +43,7 @@ __all__ = [
     "Sink",
     "TensorBoardSink",
     "WandbSink",
+    "check_sinks",
     "make_sinks",
     "require",
 ]
@@ -382,6 +383,18 @@ def check_loggers(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def check_sinks(names: Sequence[str]) -> None:
+    """Validates names and imports every backend's package, creating nothing.
+
+    Raises:
+      ValueError: an unknown name. ImportError: naming the extra of a missing package.
+    """
+    check_loggers(names)
+    for logger in names:
+        if logger in ("tensorboard", "wandb", "mlflow"):
+            require(EXTRAS[logger], logger)
+
+
 def make_sinks(
     names: Sequence[str],
     run_dir: str | Path,
@@ -409,10 +422,7 @@ def make_sinks(
       ValueError: for an unknown name (nothing is created then).
       ImportError: naming the extra to install for a missing backend.
     """
-    check_loggers(names)
-    for logger in names:  # check every extra before creating anything
-        if logger in ("tensorboard", "wandb", "mlflow"):
-            require(EXTRAS[logger], logger)
+    check_sinks(names)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     name = name or run_dir.name

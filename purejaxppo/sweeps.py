@@ -18,9 +18,9 @@ for one run (tests/test_sweep.py checks it).
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import itertools
+import functools
 import math
+import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -28,19 +28,24 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 from jax.sharding import PartitionSpec as P
 
 from purejaxppo import parallel
 from purejaxppo.config import TRACED_FIELDS, Hyperparams, PPOConfig
+from purejaxppo.guards import LOSS_METRICS
 from purejaxppo.runner import final_return
+from purejaxppo.sweep_settings import (  # noqa: F401 - public names
+    DISTRIBUTIONS,
+    UNSWEEPABLE,
+    check_field,
+    expand_grid,
+    make_settings,
+    sample_random,
+)
 from purejaxppo.train import METRICS, make_train_fns
-
-#: Distributions accepted by `random=` (name -> number of parameters).
-DISTRIBUTIONS = {"uniform": 2, "log_uniform": 2, "int_uniform": 2, "choice": 1}
-#: Fields that make no sense to sweep (they do not change training, or have their own knob).
-UNSWEEPABLE = ("seed", "log_freq", "save_freq", "eval_freq", "eval_episodes", "eval_splits")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,8 +58,10 @@ class SweepResult:
         `update`,
         `env_steps` and every metric of `METRICS`.
       runs: one row per run (all processes): `run`, `setting`, `seed`, `config/<field>`,
-        `final_return` (mean episode return over the run's last 10 updates).
-      summary: one row per setting: `config/<field>`, `num_seeds`, and the mean, std, IQM
+        `final_return` (mean episode return over the run's last 10 updates), `diverged`
+        (first update with a NaN / Inf loss, 0 if none).
+      summary: one row per setting: `config/<field>`, `num_seeds`, `num_diverged`, and the
+        mean, std, IQM
         (mean of the middle 50%, Agarwal et al. 2021), min and max of `final_return`
         over seeds.
       curves: episode return per run and update for all runs (all processes): columns
@@ -73,86 +80,6 @@ class SweepResult:
     num_devices: int
 
 
-# ----------------------------------------------------------------------- settings
-def _check_field(name: Any, where: str) -> None:
-    names = [f.name for f in dataclasses.fields(PPOConfig)]
-    if name not in names:
-        close = difflib.get_close_matches(str(name), names, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"{where}: unknown config field {name!r}{hint}")
-    if name in UNSWEEPABLE:
-        why = "pass seeds= instead" if name == "seed" else "it does not change training"
-        raise ValueError(f"{where}: field {name!r} cannot be swept ({why})")
-
-
-def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
-    """Cartesian product of `grid` (field -> list of values), in row-major order.
-
-    Raises:
-      ValueError: for an unknown or unsweepable field, or an empty / non-list value list.
-    """
-    if not grid:
-        return [{}]
-    for name, values in grid.items():
-        _check_field(name, "grid")
-        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
-            raise ValueError(f"grid[{name!r}]={values!r}: must be a non-empty list of values")
-    names = list(grid)
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*grid.values())]
-
-
-def sample_random(
-    random: Mapping[str, Sequence[Any]] | None, num_samples: int, seed: int = 0
-) -> list[dict[str, Any]]:
-    """`num_samples` settings drawn from `random` (field -> distribution), numpy-seeded.
-
-    A distribution is `("uniform", low, high)`, `("log_uniform", low, high)`,
-    `("int_uniform", low, high)` (inclusive) or `("choice", [values...])`.
-
-    Raises:
-      ValueError: for an unknown field or distribution, wrong parameters, or
-        num_samples < 1.
-    """
-    if not random:
-        return [{}]
-    if num_samples < 1:
-        raise ValueError(f"num_samples={num_samples}: must be >= 1 with random=")
-    rng = np.random.default_rng(seed)
-    for name, spec in random.items():
-        _check_field(name, "random")
-        if not isinstance(spec, Sequence) or isinstance(spec, str) or not spec:
-            raise ValueError(f"random[{name!r}]={spec!r}: must be (distribution, *params)")
-        kind, params = spec[0], list(spec[1:])
-        if kind not in DISTRIBUTIONS:
-            raise ValueError(
-                f"random[{name!r}]: unknown distribution {kind!r} (one of {list(DISTRIBUTIONS)})"
-            )
-        if len(params) != DISTRIBUTIONS[kind]:
-            raise ValueError(
-                f"random[{name!r}]={spec!r}: {kind} takes {DISTRIBUTIONS[kind]} parameter(s)"
-            )
-        if kind == "log_uniform" and not 0 < params[0] <= params[1]:
-            raise ValueError(f"random[{name!r}]={spec!r}: needs 0 < low <= high")
-        if kind in ("uniform", "int_uniform") and not params[0] <= params[1]:
-            raise ValueError(f"random[{name!r}]={spec!r}: needs low <= high")
-        if kind == "choice" and (isinstance(params[0], str) or not params[0]):
-            raise ValueError(f"random[{name!r}]={spec!r}: choice needs a non-empty list")
-
-    def draw(kind, params):
-        if kind == "uniform":
-            return float(rng.uniform(params[0], params[1]))
-        if kind == "log_uniform":
-            return float(np.exp(rng.uniform(np.log(params[0]), np.log(params[1]))))
-        if kind == "int_uniform":
-            return int(rng.integers(params[0], params[1], endpoint=True))
-        return params[0][int(rng.integers(len(params[0])))]
-
-    return [
-        {name: draw(spec[0], list(spec[1:])) for name, spec in random.items()}
-        for _ in range(num_samples)
-    ]
-
-
 def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
         if seeds < 1:
@@ -161,6 +88,8 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     seeds = [int(s) for s in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds={seeds}: must be a non-empty list of distinct integers")
+    if not all(0 <= s < 2**32 for s in seeds):
+        raise ValueError(f"seeds={seeds}: every seed must be in [0, 2**32)")
     return seeds
 
 
@@ -182,6 +111,8 @@ def sweep(
     progress: bool = False,
     log_every: int = 1,
     verbose: bool = True,
+    progress_dir: str | Path | None = None,
+    networks: Any = None,
 ) -> SweepResult:
     """Trains every (seed x setting) combination, vmapped and split over devices.
 
@@ -208,6 +139,12 @@ def sweep(
         more small program per group, same numbers).
       log_every: keep every n-th update (and the last) in `table`.
       verbose: print (to stderr) how many runs, groups, compiles, chunks and devices.
+      progress_dir: a directory where the results of every chunk are saved as soon as it
+        finishes (`group<g>-chunk<c>.<process>.npz`, written atomically); chunks found
+        there are loaded instead of computed, so a killed sweep called again with the
+        same arguments and `progress_dir` continues and returns the same tables.
+      networks: a custom `Networks` for every run (`networks_from_modules`); default the
+        config's built-in network.
 
     Returns:
       `SweepResult` (tables as pandas DataFrames).
@@ -215,22 +152,17 @@ def sweep(
     Raises:
       ValueError: before anything is compiled, for an unknown / unsweepable field, a bad
         value (naming the field), bad seeds, or a `max_runs_per_chunk` that is not a
-        positive multiple of the device count.
+        positive multiple of the device count; or for a chunk file in `progress_dir`
+        from another sweep.
+
+    A run whose losses turn NaN / Inf is marked in `runs` (`diverged`: the first such
+    update, 0 for none) and counted in `summary` (`num_diverged`); the other runs are
+    unaffected.
     """
-    settings = [
-        {**g, **r}
-        for g in expand_grid(grid)
-        for r in sample_random(random, num_samples, random_seed)
-    ]
+    settings, run_configs = make_settings(config, grid, random, num_samples, random_seed)
     seed_list = _seed_list(seeds)
     if log_every < 1:
         raise ValueError(f"log_every={log_every}: must be >= 1")
-    run_configs = []
-    for index, setting in enumerate(settings):
-        try:
-            run_configs.append(config.replace(**setting))
-        except ValueError as err:
-            raise ValueError(f"setting {index} {setting}: {err}") from None
     mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
     num_devices = mesh.devices.size
     if max_runs_per_chunk is not None and (
@@ -270,17 +202,20 @@ def sweep(
         disable=not progress or jax.process_index() != 0,
         dynamic_ncols=True,
     )
-    tables, curves = [], []
+    tables, curves, diverged = [], [], {}
     start = time.perf_counter()
+    if progress_dir is not None:
+        Path(progress_dir).mkdir(parents=True, exist_ok=True)
     with bar:
-        for setting_indices in groups.values():
+        for group_index, setting_indices in enumerate(groups.values()):
             group_cfg = run_configs[setting_indices[0]]
             runs = [
                 (s * len(seed_list) + k, s, seed)
                 for s in setting_indices
                 for k, seed in enumerate(seed_list)
             ]
-            table, curve = _run_group(
+            table, curve, group_diverged = _run_group(
+                networks,
                 group_cfg,
                 runs,
                 [Hyperparams.from_config(run_configs[s]) for _, s, _ in runs],
@@ -293,13 +228,15 @@ def sweep(
                 bar,
                 verbose,
                 start,
+                None if progress_dir is None else (Path(progress_dir), group_index),
             )
             tables.append(table)
             curves.append(curve)
+            diverged.update(group_diverged)
 
     table = pd.concat(tables, ignore_index=True).sort_values(["run", "update"], kind="stable")
     curves = pd.concat(curves, ignore_index=True).sort_values(["run", "update"], kind="stable")
-    runs_frame = _runs_frame(curves, settings, seed_list, swept)
+    runs_frame = _runs_frame(curves, settings, seed_list, swept, diverged)
     return SweepResult(
         table=table.reset_index(drop=True),
         runs=runs_frame,
@@ -312,11 +249,12 @@ def sweep(
 
 
 def _run_group(
-    config, runs, hparams_list, settings, swept, mesh, max_chunk, progress, log_every, bar,
-    verbose, start,
+    networks, config, runs, hparams_list, settings, swept, mesh, max_chunk, progress, log_every, bar,
+    verbose, start, saving,
 ):  # fmt: skip
-    """Trains one static group's runs in chunks; returns (table rows, curves) frames."""
-    fns = make_train_fns(config)
+    """Trains one static group's runs in chunks (or loads the chunks `saving = (dir,
+    group index)` holds); returns (table rows, curves, {run id: diverged update})."""
+    fns = make_train_fns(config, networks=networks)
     num_devices = mesh.devices.size
     num_updates = config.num_updates
 
@@ -342,9 +280,22 @@ def _run_group(
             f"sweep: group of {len(runs)} runs in chunks of {chunk}",
             file=sys.stderr,
         )
-    tables, curves = [], []
-    for first in range(0, len(runs), chunk):
+    tables, curves, diverged = [], [], {}
+    for chunk_index, first in enumerate(range(0, len(runs), chunk)):
         real = min(chunk, len(runs) - first)
+        run_ids = np.array([runs[first + row][0] for row in range(real)])
+        path = None
+        if saving is not None:
+            count, index = jax.process_count(), jax.process_index()
+            name = f"group{saving[1]:03d}-chunk{chunk_index:05d}.{index}-of-{count}.npz"
+            path = saving[0] / name
+        if path is not None and path.exists():
+            local, local_index, all_returns, bad = _load_chunk(path, run_ids)
+            bar.update(num_updates * real)
+            tables.append(_table_rows(local, local_index, runs, settings, swept, log_every))
+            curves.append(_curve_rows(all_returns, first, runs, config))
+            diverged.update(zip(run_ids.tolist(), _first_true(bad).tolist(), strict=True))
+            continue
         size = chunk if len(runs) > chunk else parallel.pad_runs(real, num_devices)
         pick = np.minimum(np.arange(first, first + size), first + real - 1)  # pad: repeat
         inputs = parallel.to_global(
@@ -369,9 +320,48 @@ def _run_group(
         local = {name: np.concatenate([p[0][name] for p in pieces], axis=1) for name in METRICS}
         local_index = pieces[0][1]
         all_returns = np.concatenate([p[2] for p in pieces], axis=1)
+        bad = np.concatenate([p[3] for p in pieces], axis=1)
+        if path is not None:
+            _save_chunk(path, run_ids, local, local_index, all_returns, bad)
         tables.append(_table_rows(local, local_index, runs, settings, swept, log_every))
         curves.append(_curve_rows(all_returns, first, runs, config))
-    return pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True)
+        diverged.update(zip(run_ids.tolist(), _first_true(bad).tolist(), strict=True))
+    tables = pd.concat(tables, ignore_index=True)
+    return tables, pd.concat(curves, ignore_index=True), diverged
+
+
+def _first_true(bad: np.ndarray) -> np.ndarray:
+    """`[R, U]` bool -> `[R]`: first update (1-based) that is True, 0 where none is."""
+    return np.where(bad.any(axis=1), np.argmax(bad, axis=1) + 1, 0)
+
+
+def _save_chunk(path, run_ids, local, local_index, returns, bad):
+    """Writes one chunk's results atomically (a temporary file renamed into place)."""
+    arrays = {f"metric/{name}": value for name, value in local.items()}
+    arrays.update(run_ids=run_ids, local_index=local_index, returns=returns, bad=bad)
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as file:
+        np.savez(file, **arrays)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(partial, path)
+
+
+def _load_chunk(path, run_ids):
+    try:
+        with np.load(path) as data:
+            arrays = {name: data[name] for name in data.files}
+    except Exception as err:  # a damaged file: numpy raises several types
+        raise ValueError(
+            f"sweep chunk file {path} is unreadable ({err}); delete it to recompute the chunk"
+        ) from None
+    if not np.array_equal(arrays.get("run_ids"), run_ids):
+        raise ValueError(
+            f"sweep chunk file {path} holds runs {arrays.get('run_ids')}, this sweep expects "
+            f"{run_ids}: it is from a different sweep (other settings, seeds or chunking)"
+        )
+    local = {name: arrays[f"metric/{name}"] for name in METRICS}
+    return local, arrays["local_index"], arrays["returns"], arrays["bad"]
 
 
 def _train_runs(fns, num_updates):
@@ -380,12 +370,20 @@ def _train_runs(fns, num_updates):
 
 
 def _collect(metrics, first, real):
-    """(this process's metric rows, their chunk-relative indices, all runs' returns)."""
+    """(this process's metric rows, their chunk-relative indices, all runs' returns, all
+    runs' non-finite loss flags `[real, U]`)."""
     index, _ = parallel.local_rows(metrics["env_steps"])
     keep = index < real
     local = {name: parallel.local_rows(metrics[name])[1][keep] for name in METRICS}
     returns = parallel.to_host(metrics["episode_return"])[:real]
-    return local, index[keep] + first, returns
+    bad = parallel.to_host(_nonfinite_losses({n: metrics[n] for n in LOSS_METRICS}))[:real]
+    return local, index[keep] + first, returns, bad
+
+
+@jax.jit
+def _nonfinite_losses(losses):
+    """`[R, U]` bool: any of `LOSS_METRICS` is NaN / Inf (computed where the runs live)."""
+    return functools.reduce(jnp.logical_or, [~jnp.isfinite(v) for v in losses.values()])
 
 
 def _chunk_size(num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hparams):
@@ -460,13 +458,14 @@ def _cell(value):
     return value
 
 
-def _runs_frame(curves, settings, seed_list, swept):
+def _runs_frame(curves, settings, seed_list, swept, diverged):
     rows = []
     for run_id, frame in curves.groupby("run", sort=True):
         setting = run_id // len(seed_list)
         row = {"run": run_id, "setting": setting, "seed": seed_list[run_id % len(seed_list)]}
         row.update({column(name): _cell(settings[setting].get(name)) for name in swept})
         row["final_return"] = final_return(frame["episode_return"].to_numpy())
+        row["diverged"] = int(diverged.get(run_id, 0))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -492,6 +491,7 @@ def summarize(runs: pd.DataFrame, swept: Sequence[str]) -> pd.DataFrame:
         row = {"setting": setting, **{column(n): frame[column(n)].iloc[0] for n in swept}}
         row.update(
             num_seeds=len(values),
+            num_diverged=int((frame["diverged"] > 0).sum()) if "diverged" in frame else 0,
             final_return_mean=float(finite.mean()) if finite.size else math.nan,
             final_return_std=float(finite.std()) if finite.size else math.nan,
             final_return_iqm=iqm(values),

@@ -20,7 +20,14 @@ from purejaxppo.rollout import info_keys_of, make_rollout, next_values, reset_en
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
 from purejaxppo.update import make_optimizer, make_sequences, make_update_epochs
 
-__all__ = ["METRICS", "TrainFns", "explained_variance", "make_train", "make_train_fns"]
+__all__ = [
+    "METRICS",
+    "TrainFns",
+    "explained_variance",
+    "make_init",
+    "make_train",
+    "make_train_fns",
+]
 
 
 class TrainFns(NamedTuple):
@@ -76,6 +83,57 @@ def explained_variance(
 
         var_returns, var_residual = var(returns), var(returns - values)
     return jnp.where(var_returns == 0, jnp.nan, 1.0 - var_residual / var_returns)
+
+
+def make_init(
+    config: PPOConfig,
+    env: Any = None,
+    env_params: Any = None,
+    *,
+    networks: Networks | None = None,
+    num_envs: int | None = None,
+    shard_key: Callable[[jax.Array], jax.Array] | None = None,
+) -> Callable[[jax.Array], RunnerState]:
+    """Builds `init(key) -> RunnerState` alone (what `jax.eval_shape` needs to learn the
+    state's shapes, e.g. to restore a checkpoint), without the rollout and the update.
+
+    `num_envs` defaults to `config.num_envs`; `shard_key` (data-parallel runs) maps the
+    env key to this device's.
+    """
+    env, env_params = resolve_env(config, env, env_params)
+    if networks is None:
+        networks = make_networks(config, env, env_params)
+    num_envs = config.num_envs if num_envs is None else num_envs
+
+    def init(key: jax.Array) -> RunnerState:
+        param_key, env_key, runner_key = jax.random.split(key, 3)
+        params = networks.init(param_key)
+        tx = make_optimizer(
+            config.max_grad_norm,
+            initial_learning_rates(config),
+            config.adam_eps,
+            param_labels(params),
+        )
+        if shard_key is not None:
+            env_key = shard_key(env_key)
+        return RunnerState(
+            train_state=TrainState(params=params, opt_state=tx.init(params)),
+            env=reset_envs(env, env_params, env_key, num_envs, networks),
+            key=runner_key,
+            update_step=jnp.zeros((), jnp.int32),
+        )
+
+    return init
+
+
+def initial_learning_rates(config: PPOConfig) -> dict[str, float]:
+    """The step sizes of the optimizer's groups at update 0 (for building its state)."""
+    base = config.learning_rate
+    return {
+        "shared": base,
+        "actor": base if config.actor_learning_rate is None else config.actor_learning_rate,
+        "critic": base if config.critic_learning_rate is None else config.critic_learning_rate,
+    }
 
 
 def make_train_fns(
@@ -162,21 +220,9 @@ def make_train_fns(
             return key
         return jax.random.fold_in(key, jax.lax.axis_index(axis_name))
 
-    def init(key: jax.Array) -> RunnerState:
-        param_key, env_key, runner_key = jax.random.split(key, 3)
-        params = networks.init(param_key)
-        tx = make_optimizer(
-            config.max_grad_norm,
-            learning_rates(jnp.zeros((), jnp.int32), Hyperparams.from_config(config)),
-            config.adam_eps,
-            param_labels(params),
-        )
-        return RunnerState(
-            train_state=TrainState(params=params, opt_state=tx.init(params)),
-            env=reset_envs(env, env_params, shard_key(env_key), num_envs, networks),
-            key=runner_key,
-            update_step=jnp.zeros((), jnp.int32),
-        )
+    init = make_init(
+        config, env, env_params, networks=networks, num_envs=num_envs, shard_key=shard_key
+    )
 
     def learning_rates(update_step: jax.Array, hparams: Hyperparams) -> dict[str, jax.Array]:
         """Step sizes of this update: "shared" (`learning_rate`), "actor", "critic" (their

@@ -54,6 +54,10 @@ def test_defaults_are_the_cleanrl_cartpole_ones():
         ({"critic_pretrain_steps": 10_000}, "critic_pretrain_steps=10000"),
         ({"env_kwargs": [1, 2]}, "env_kwargs must be a mapping"),
         ({"learning_rate": float("nan")}, "learning_rate must be finite"),
+        ({"seed": 2**64}, r"seed=18446744073709551616: must be in \[0, 2\*\*32\)"),
+        ({"seed": -1}, "seed=-1"),
+        ({"keep_checkpoints": 0}, "keep_checkpoints=0: must be >= 1"),
+        ({"save_minutes": -1.0}, "save_minutes=-1.0"),
     ],
 )
 def test_bad_values_name_field_and_value(values, match):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,8 +42,9 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
       returns `obs, state, reward, terminated, truncated, info`) and its `EnvParams`.
 
     Raises:
-      ValueError: for an unknown id (the message lists close matches) or an env_kwargs
-        key that is neither an `EnvParams` field nor a constructor argument.
+      ValueError: for an unknown id (the message lists close matches), an env_kwargs
+        key that is neither an `EnvParams` field nor a constructor argument, or a value
+        of the wrong type or range (see `check_overrides`).
     """
     env_kwargs = dict(env_kwargs or {})
     if env_id not in gymnax.registered_envs:
@@ -56,7 +59,17 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
     param_overrides = {k: v for k, v in env_kwargs.items() if k in param_fields}
     ctor_kwargs = {k: v for k, v in env_kwargs.items() if k not in param_fields}
 
+    param_overrides = check_overrides(
+        default_env.default_params, param_overrides, f"env_kwargs of {env_id}"
+    )
     if ctor_kwargs:
+        signature = inspect.signature(type(default_env).__init__).parameters
+        defaults = {
+            name: p.default
+            for name, p in signature.items()
+            if name in ctor_kwargs and p.default is not inspect.Parameter.empty
+        }
+        ctor_kwargs = _check_values(defaults, ctor_kwargs, f"env_kwargs of {env_id} (constructor)")
         try:
             env, _ = gymnax.make(env_id, **ctor_kwargs)
         except TypeError as err:
@@ -70,3 +83,50 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
     if param_overrides:
         env_params = env_params.replace(**param_overrides)
     return env, env_params
+
+
+def check_overrides(env_params: Any, overrides: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Checks `EnvParams` overrides by type and range against the env's default params.
+
+    A field whose default is a bool takes a bool; an integer field takes an integer (a
+    float like 1e3 that is whole is accepted), and one whose default is positive (such
+    as `max_steps_in_episode`) must stay >= 1; a float field takes a finite number.
+    Fields holding arrays are not checked. Returns the overrides, whole floats of integer
+    fields converted to int.
+
+    Raises:
+      ValueError: naming `where`, the field and the value.
+    """
+    fields = {f.name: getattr(env_params, f.name) for f in dataclasses.fields(env_params)}
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise ValueError(f"{where}: {unknown} are not EnvParams fields ({sorted(fields)})")
+    return _check_values(fields, overrides, where)
+
+
+def _check_values(
+    defaults: Mapping[str, Any], values: Mapping[str, Any], where: str
+) -> dict[str, Any]:
+    checked = dict(values)
+    for name, value in values.items():
+        if name not in defaults:
+            continue
+        default = defaults[name]
+        if hasattr(default, "ndim") and getattr(default, "ndim", 0) == 0:
+            default = default.item()  # a 0-d array default
+        bad = f"{where}: {name}={value!r}"
+        is_bool = isinstance(value, bool)
+        if isinstance(default, bool):
+            if not is_bool:
+                raise ValueError(f"{bad}: must be true or false")
+        elif isinstance(default, int):
+            whole = isinstance(value, float) and math.isfinite(value) and value.is_integer()
+            if is_bool or not (isinstance(value, int) or whole):
+                raise ValueError(f"{bad}: must be an integer (the default is {default})")
+            if default > 0 and value < 1:
+                raise ValueError(f"{bad}: must be >= 1 (the default is {default})")
+            checked[name] = int(value)
+        elif isinstance(default, float):
+            if is_bool or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{bad}: must be a finite number (the default is {default})")
+    return checked

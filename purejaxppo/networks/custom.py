@@ -56,7 +56,7 @@ def networks_from_modules(
         the modules' outputs have the wrong shapes (at `init`).
     """
     if env_params is None:
-        env_params = env.default_params
+        env_params = getattr(env, "default_params", None)
     spec = action_spec(env, env_params)
     obs_space = env.observation_space(env_params)
     _, mask_key = split_action_mask(obs_space, action_mask_key)

@@ -118,7 +118,7 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
         actions or of the wrong shape), naming the field and value.
     """
     if env_params is None:
-        env_params = env.default_params
+        env_params = getattr(env, "default_params", None)
     spec = action_spec(env, env_params)
     obs_space = env.observation_space(env_params)
     encoded_space, mask_key = split_action_mask(obs_space, config.action_mask_key)

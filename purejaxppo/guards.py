@@ -1,0 +1,93 @@
+"""Guards against silent failure: non-finite parameters and diverged training.
+
+A PPO run whose losses turn NaN / Inf (a learning rate far too large, an unclipped
+gradient) keeps running and produces plausible-looking but meaningless numbers. The
+drivers call these checks between jitted segments (cheap: one reduction per array), stop
+with `TrainingDiverged`, and never save, evaluate or export non-finite parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+#: Metrics that must stay finite in a healthy run, in the order they are reported.
+#: (`episode_return` / `episode_length` are NaN where no episode ended and
+#: `explained_variance` is NaN where the returns have zero variance: not checked.)
+LOSS_METRICS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
+
+
+class TrainingDiverged(RuntimeError):
+    """Training produced non-finite losses or parameters.
+
+    Attributes:
+      update: 1-based index of the first update with a non-finite value.
+      what: the first non-finite metric (in `LOSS_METRICS` order) or "params".
+    """
+
+    def __init__(self, message: str, update: int, what: str):
+        super().__init__(message)
+        self.update = update
+        self.what = what
+
+
+def first_nonfinite_update(
+    metrics: Mapping[str, Any], first_update: int = 1
+) -> tuple[int, str] | None:
+    """The first update (1-based, counting from `first_update`) and metric name at which a
+    `LOSS_METRICS` entry of `metrics` (each `[U]`) is NaN or +-Inf; None if all finite."""
+    names = [name for name in LOSS_METRICS if name in metrics]
+    if not names:
+        return None
+    values = np.stack([np.asarray(metrics[name], np.float64).reshape(-1) for name in names])
+    bad = ~np.isfinite(values)  # [metric, U]
+    if not bad.any():
+        return None
+    step = int(np.argmax(bad.any(axis=0)))
+    return first_update + step, names[int(np.argmax(bad[:, step]))]
+
+
+@jax.jit
+def _all_finite(tree: Any) -> jax.Array:
+    leaves = [
+        jnp.all(jnp.isfinite(x))
+        for x in jax.tree.leaves(tree)
+        if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+    ]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
+
+
+def nonfinite_leaf(params: Any) -> str | None:
+    """Path of the first parameter array holding a NaN / Inf (e.g. "['params']['Dense_0']
+    ['kernel']"), or None if every floating-point leaf is finite."""
+    if bool(_all_finite(params)):
+        return None
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        array = np.asarray(jax.device_get(leaf))
+        if np.issubdtype(array.dtype, np.inexact) and not np.isfinite(array).all():
+            return jax.tree_util.keystr(path)
+    return None  # pragma: no cover - _all_finite and numpy disagree
+
+
+def check_finite_params(params: Any, what: str) -> None:
+    """Raises ValueError if any floating-point array of `params` holds a NaN or Inf.
+
+    Args:
+      params: a pytree of arrays (flax params).
+      what: what the params are, for the message (e.g. "checkpoint runs/x/checkpoints/
+        last/40").
+
+    Raises:
+      ValueError: "<what>: parameters are not finite (NaN or Inf in <leaf path>) ...".
+    """
+    leaf = nonfinite_leaf(params)
+    if leaf is not None:
+        raise ValueError(
+            f"{what}: parameters are not finite (NaN or Inf in {leaf}); the run diverged "
+            "- use an earlier checkpoint or retrain with a smaller learning_rate / "
+            "max_grad_norm"
+        )

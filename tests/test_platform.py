@@ -1,0 +1,72 @@
+"""CLI defaults (#16): every CPU core for sweeps, and the persistent compile cache."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+EXE = os.path.join(os.path.dirname(sys.executable), "purejaxppo")
+TINY = ["--total-timesteps", "256", "--num-steps", "16", "--hidden-sizes", "8", "--no-progress"]
+
+
+def _python(code: str, **env: str) -> str:
+    environ = {k: v for k, v in os.environ.items() if k != "JAX_NUM_CPU_DEVICES"}
+    environ.update(env)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_cpu_devices_default_to_the_usable_cores_unless_chosen():
+    code = (
+        "from purejaxppo.platform import configure_cpu_devices, usable_cores\n"
+        "set_to = configure_cpu_devices()\n"
+        "import jax\n"
+        "print(set_to, usable_cores(), jax.device_count())"
+    )
+    set_to, cores, count = _python(code).split()
+    if int(cores) > 1:
+        assert set_to == cores == count
+    else:
+        assert set_to == "None" and count == "1"
+    # The user's choice wins: an env var, or an XLA_FLAGS device count.
+    assert _python(code, JAX_NUM_CPU_DEVICES="3").split()[::2] == ["None", "3"]
+    flags = "--xla_force_host_platform_device_count=3"
+    assert _python(code, XLA_FLAGS=flags).split()[::2] == ["None", "3"]
+    # An explicit request; and too late once the backend has started.
+    assert _python(code.replace("configure_cpu_devices()", "configure_cpu_devices(4)")).split()[
+        ::2
+    ] == ["4", "4"]
+    late = "import jax; jax.devices()\n" + code
+    assert _python(late).split()[0] == "None"
+    with pytest.raises(ValueError, match="--devices=0"):
+        from purejaxppo.platform import configure_cpu_devices
+
+        configure_cpu_devices(0)
+
+
+def test_train_fills_the_compile_cache_and_no_compile_cache_keeps_it_empty(tmp_path):
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PUREJAXPPO_COMPILE_CACHE": str(cache)}
+    env.pop("PUREJAXPPO_NO_COMPILE_CACHE", None)
+    off = subprocess.run(
+        [EXE, "train", "--run-dir", str(tmp_path / "a"), "--no-compile-cache", *TINY],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert off.returncode == 0, off.stderr
+    assert not cache.exists() or not any(cache.iterdir())
+    runs = []
+    for name in ("b", "c"):
+        done = subprocess.run(
+            [EXE, "train", "--run-dir", str(tmp_path / name), *TINY],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        runs.append((tmp_path / name / "metrics.csv").read_text())
+    assert any(cache.iterdir())  # compiled programs were stored
+    assert runs[0] == runs[1]  # a program from the cache computes the same numbers
