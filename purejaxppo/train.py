@@ -298,23 +298,27 @@ def make_train_fns(
         runner: RunnerState, hparams: Hyperparams, run_index: jax.Array
     ) -> tuple[RunnerState, dict[str, jax.Array]]:
         """`run` over all updates, handing every `callback_every`-th update's metrics to
-        the host. The update counter is the scan's (unbatched) input, so under `vmap` the
-        `cond` stays a branch and the emitter gets one call per emitted update."""
+        the host: an outer scan over chunks of k updates, each an inner scan of `update`
+        followed by one emit (no `cond` in the update loop), then the remaining
+        num_updates % k updates without a call."""
+        num_chunks, rest = divmod(config.num_updates, callback_every)
 
-        def body(runner, index):
-            runner, metrics = update(runner, hparams)
-            done = index + 1
-
-            def send():
-                emit(run_index, done, metrics)
-
-            if callback_every == 1:
-                send()
+        def chunk(runner, index):
+            if callback_every == 1:  # one scan: update, emit
+                runner, last = update(runner, hparams)
+                metrics = jax.tree.map(lambda x: x[None], last)
             else:
-                jax.lax.cond(done % callback_every == 0, send, lambda: None)
+                runner, metrics = run(runner, hparams, callback_every)
+                last = jax.tree.map(lambda x: x[-1], metrics)
+            emit(run_index, (index + 1) * callback_every, last)
             return runner, metrics
 
-        return jax.lax.scan(body, runner, jnp.arange(config.num_updates, dtype=jnp.int32))
+        runner, metrics = jax.lax.scan(chunk, runner, jnp.arange(num_chunks, dtype=jnp.int32))
+        metrics = jax.tree.map(lambda x: x.reshape((num_chunks * callback_every,)), metrics)
+        if rest:
+            runner, tail = run(runner, hparams, rest)
+            metrics = jax.tree.map(lambda x, y: jnp.concatenate([x, y]), metrics, tail)
+        return runner, metrics
 
     def train(
         key: jax.Array, hparams: Hyperparams | None = None, run_index: Any = None
