@@ -592,10 +592,14 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
         from purejaxppo.platform import configure_cpu_devices
 
         count = configure_cpu_devices()
+        chunk = options["max_runs_per_chunk"]
+        if count is not None and options["devices"] is None and chunk:
+            # Chunks are multiples of the device count: keep the user's chunk size.
+            options["devices"] = max(d for d in range(1, count + 1) if chunk % d == 0)
         if count is not None and not options["no_progress"]:
             print(
-                f"purejaxppo: {count} CPU devices (one per core; --local-devices N or "
-                "JAX_NUM_CPU_DEVICES to change)",
+                f"purejaxppo: {options['devices'] or count} CPU devices (one per core; "
+                "--devices N, --local-devices N or JAX_NUM_CPU_DEVICES to change)",
                 file=sys.stderr,
             )
     from purejaxppo.sweeps import sweep, write_sweep
