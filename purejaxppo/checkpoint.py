@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from purejaxppo.config import PPOConfig
+from purejaxppo.config import DRIVER_FIELDS, PPOConfig
 from purejaxppo.types import RunnerState
 
 
@@ -185,15 +185,7 @@ FORMAT_VERSION = 2
 
 
 #: Config fields that may differ between a checkpoint and the config resuming it.
-RESUME_MAY_CHANGE = (
-    "log_freq",
-    "save_freq",
-    "save_minutes",
-    "keep_checkpoints",
-    "eval_freq",
-    "eval_episodes",
-    "eval_splits",
-)
+RESUME_MAY_CHANGE = DRIVER_FIELDS
 
 
 def _restore(manager, directory, step, config, env, env_params, networks) -> Checkpoint:

@@ -40,6 +40,23 @@ CONV_IMPLS = ("auto", "im2col", "xla")
 #: Logging sinks (`PPOConfig.loggers`), see `purejaxppo.sinks`.
 LOGGERS = ("csv", "jsonl", "tensorboard", "wandb", "mlflow")
 
+#: Fields that steer only the driver around the training program (logging, saving,
+#: evaluation, videos, datasets): a resumed run may change them, and sweeping them makes
+#: no sense.
+DRIVER_FIELDS = (
+    "log_freq",
+    "save_freq",
+    "save_minutes",
+    "keep_checkpoints",
+    "eval_freq",
+    "eval_episodes",
+    "eval_splits",
+    "loggers",
+    "video_freq",
+    "collect_freq",
+    "collect_episodes",
+)
+
 #: Fields of `PPOConfig` that are traced (live in `Hyperparams`); all others are static.
 TRACED_FIELDS = (
     "learning_rate",

@@ -15,21 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from purejaxppo.config import PPOConfig
+from purejaxppo.config import DRIVER_FIELDS, PPOConfig
 
 #: Distributions accepted by `random=` (name -> number of parameters).
 DISTRIBUTIONS = {"uniform": 2, "log_uniform": 2, "int_uniform": 2, "choice": 1}
 #: Fields that make no sense to sweep (they do not change training, or have their own knob).
-UNSWEEPABLE = (
-    "seed",
-    "log_freq",
-    "save_freq",
-    "save_minutes",
-    "keep_checkpoints",
-    "eval_freq",
-    "eval_episodes",
-    "eval_splits",
-)
+UNSWEEPABLE = ("seed", *DRIVER_FIELDS)
 
 
 def _check_field(name: Any, where: str) -> None:
