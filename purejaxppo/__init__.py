@@ -25,7 +25,7 @@ _EXPORTS = {
     "purejaxppo.parallel": ("initialize_distributed", "make_data_parallel_train"),
     "purejaxppo.population": ("PBTResult", "pbt"),
     "purejaxppo.policy": ("EvalResult", "Policy", "evaluate"),
-    "purejaxppo.sweeps": ("SweepResult", "sweep"),
+    "purejaxppo.sweeps": ("SweepResult", "log_sweep", "sweep"),
     "purejaxppo.train": ("METRICS", "TrainFns", "make_train", "make_train_fns"),
     "purejaxppo.metrics": ("UpdateMetrics",),
     "purejaxppo.sinks": ("Sink", "make_sinks"),

@@ -551,7 +551,10 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
         from purejaxppo.sweep_settings import make_settings
 
         make_settings(config, grid, random, options["num_samples"], options["random_seed"])
-    except ValueError as err:
+        from purejaxppo.sinks import check_sinks
+
+        check_sinks(config.loggers)  # `--loggers tensorboard,wandb`: one run per run
+    except (ValueError, ImportError) as err:
         _error(parser, err)
     if options["process_id"] == 0:  # one process writes the directory and the request
         if out is None:
@@ -621,6 +624,11 @@ def _sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
     except ValueError as err:
         _error(parser, err)
     written = write_sweep(result, out, config, fmt=options["format"])
+    from purejaxppo.sweeps import log_sweep
+
+    logged = log_sweep(result, out, config, config.loggers)
+    if logged:
+        print(f"logged {len(logged)} runs to {', '.join(config.loggers)} under {out / 'runs'}")
     if jax_process_index() == 0:
         import pandas as pd
 

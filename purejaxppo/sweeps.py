@@ -593,3 +593,55 @@ def write_sweep(
         written += [out / n for n in ("runs.csv", "summary.csv", "learning_curves.png")]
         written.append(out / "sweep.yaml")
     return written
+
+
+def log_sweep(
+    result: SweepResult, out: str | Path, config: PPOConfig, loggers: Sequence[str]
+) -> list[Path]:
+    """Sends a finished sweep to logging sinks: one run per (setting, seed).
+
+    What W&B and TensorBoard users expect of a sweep: each run is its own run in the
+    tool, grouped by the sweep. Run k of this process's table goes to
+    `out/runs/run_<k>/` (TensorBoard: point it at `out/runs` to see them side by side);
+    W&B runs share the group `out`'s name and MLflow runs the tags; every run gets its
+    resolved config (the base config with its setting and seed) as hyperparameters, the
+    setting and seed as tags, and every per-update metric keyed by env steps.
+
+    Args:
+      result, config: the sweep (`sweep(config, ...)`) and its base config.
+      out: the sweep's output directory.
+      loggers: sink names (`purejaxppo.sinks.LOGGERS`); "csv" is skipped (the tables are
+        CSV already).
+
+    Returns:
+      The run directories written.
+
+    Raises:
+      ValueError / ImportError: as `sinks.make_sinks`, before anything is written.
+    """
+    from purejaxppo.sinks import check_sinks, make_sinks
+
+    names = [name for name in loggers if name != "csv"]
+    if not names:
+        return []
+    check_sinks(names)
+    out = Path(out)
+    metric_names = [name for name in METRICS if name in result.table.columns]
+    swept = [c for c in result.table.columns if c.startswith("config/")]
+    written = []
+    for run_id, rows in result.table.groupby("run", sort=True):
+        first = rows.iloc[0]
+        setting = {column.removeprefix("config/"): first[column] for column in swept}
+        setting = {k: v.item() if hasattr(v, "item") else v for k, v in setting.items()}
+        seed = int(first["seed"])
+        run_config = {**config.to_dict(), **setting, "seed": seed}
+        run_dir = out / "runs" / f"run_{int(run_id):04d}"
+        tags = {**setting, "seed": seed, "setting": int(first["setting"])}
+        with make_sinks(names, run_dir, name=f"{out.name}-run{int(run_id)}", group=out.name,
+                        tags=tags) as sinks:  # fmt: skip
+            sinks.log_config(run_config)
+            for _, row in rows.iterrows():
+                metrics = {name: float(row[name]) for name in metric_names}
+                sinks.log_metrics(int(row["env_steps"]), metrics)
+        written.append(run_dir)
+    return written

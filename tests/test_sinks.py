@@ -164,3 +164,38 @@ def test_unknown_logger_and_missing_extra(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match=r'pip install "purejaxppo\[tensorboard\]"'):
         make_sinks(["csv", "tensorboard"], tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_sweep_logs_one_run_per_setting_and_seed(tmp_path):
+    """`purejaxppo sweep --loggers jsonl,tensorboard`: each (setting, seed) is its own run
+    under out/runs/, with the table's metrics keyed by env steps and its setting as config."""
+    import subprocess
+
+    from tbparse import SummaryReader
+
+    exe = Path(sys.executable).parent / "purejaxppo"
+    out = tmp_path / "sweep"
+    args = ["sweep", "--seeds", "2", "--grid", "ent_coef=0,0.01", "--total-timesteps", "256",
+            "--num-steps", "16", "--hidden-sizes", "8", "--loggers", "jsonl,tensorboard",
+            "--no-progress", "--out", str(out)]  # fmt: skip
+    done = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(out / "table.csv")
+    runs = sorted((out / "runs").iterdir())
+    assert [p.name for p in runs] == [f"run_{k:04d}" for k in range(4)]
+    for run_id, run_dir in enumerate(runs):
+        rows = table[table["run"] == run_id]
+        records = [
+            json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        ]
+        config = next(r for r in records if "config" in r)["config"]
+        assert config["ent_coef"] == rows["config/ent_coef"].iloc[0]
+        assert config["seed"] == rows["seed"].iloc[0]
+        scalars = SummaryReader(str(run_dir / "tensorboard")).scalars
+        v_loss = scalars[scalars["tag"] == "v_loss"].sort_values("step")
+        np.testing.assert_array_equal(v_loss["step"], rows["env_steps"])
+        np.testing.assert_allclose(v_loss["value"], rows["v_loss"], rtol=1e-6)
+    bad = subprocess.run([str(exe), *args[:-1], str(tmp_path / "bad"), "--loggers", "tensorbord"],
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert bad.returncode == 2 and "tensorbord" in bad.stderr
+    assert not (tmp_path / "bad").exists()
