@@ -340,7 +340,13 @@ def test_every_imported_package_is_a_declared_dependency():
         for spec in declared["dependencies"]
         + [s for extra in declared["optional-dependencies"].values() for s in extra]
     }
-    distribution = {"yaml": "pyyaml", "orbax": "orbax-checkpoint", "sklearn": "scikit-learn"}
+    distribution = {
+        "yaml": "pyyaml",
+        "orbax": "orbax-checkpoint",
+        "sklearn": "scikit-learn",
+        "PIL": "pillow",
+        "tensorboardX": "tensorboardx",
+    }
     local = set(sys.stdlib_module_names) | {"purejaxppo", "__future__"}
     imported = set()
     for path in (REPO / "purejaxppo").rglob("*.py"):
