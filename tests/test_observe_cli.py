@@ -31,7 +31,8 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    pytest.importorskip("tensorboardX")
+    import tensorboardX  # noqa: F401  (the test extra installs it)
+
     run_dir = tmp_path_factory.mktemp("observe") / "run"
     code = main(
         ["train", *TINY, "--run-dir", str(run_dir), "--logger", "tensorboard",
