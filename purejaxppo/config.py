@@ -162,6 +162,15 @@ class PPOConfig:
         first step. Must divide num_steps; `num_minibatches` must divide the number of
         sequences, num_envs * num_steps / L.
       adam_eps: Adam epsilon.
+      normalize_observations: normalise the float vector observations by their running
+        mean and variance (`purejaxppo.normalize`; Welford / Chan et al. 1979 parallel
+        merge), then clip to +-`obs_clip`. The statistics are the params' `obs_norm`
+        collection: updated after each update from its rollout, saved in checkpoints,
+        applied by `Policy`, `evaluate` and the export (which take raw observations).
+      normalize_rewards: divide rewards by the running std of the discounted return (as
+        gymnasium / CleanRL `NormalizeReward`), then clip to +-`reward_clip`; the
+        statistics are the params' `reward_norm` collection. Episode returns are logged raw.
+      obs_clip, reward_clip: clip bounds (> 0; `inf` turns clipping off).
       log_freq: updates per jitted segment in `purejaxppo train` (how often progress and
         metrics are reported); the numbers do not depend on it.
       save_freq: updates between checkpoints in `purejaxppo train` (orbax, atomic, under
@@ -241,6 +250,10 @@ class PPOConfig:
     memory_len: int = 10
     max_seq_len: int | None = None
     adam_eps: float = 1e-5
+    normalize_observations: bool = False
+    normalize_rewards: bool = False
+    obs_clip: float = 10.0
+    reward_clip: float = 10.0
     log_freq: int = 10
     save_freq: int = 0
     save_minutes: float = 10.0
@@ -574,6 +587,9 @@ def _validate(c: PPOConfig) -> None:
             f"must divide the number of sequences of a recurrent rollout, num_envs*num_steps/"
             f"max_seq_len = {c.num_envs}*{c.num_steps}/{c.seq_len} = {c.num_sequences}",
         )
+    for name in ("obs_clip", "reward_clip"):
+        if not getattr(c, name) > 0:
+            raise bad(name, getattr(c, name), "must be > 0 (inf: no clipping)")
     if c.log_freq < 1:
         raise bad("log_freq", c.log_freq, "must be >= 1")
     if c.save_freq < 0:

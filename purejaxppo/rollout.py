@@ -84,7 +84,7 @@ def make_env_step(
             policy_state=carry.policy_state,
             reset=carry.reset,
         )
-        new_carry = EnvCarry(
+        new_carry = carry.replace(
             env_state=env_state,
             obs=obs,
             episode_return=jnp.where(done, 0.0, episode_return),

@@ -14,8 +14,9 @@ from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae_advantages
 from purejaxppo.metrics import METRICS, UpdateMetrics, extra_metric_names, rollout_statistics
-from purejaxppo.networks import Networks, make_networks
+from purejaxppo.networks import Networks, ensure_normalization, make_networks
 from purejaxppo.networks.custom import param_labels
+from purejaxppo.normalize import normalize_rewards, update_obs_stats
 from purejaxppo.rollout import info_keys_of, make_rollout, next_values, reset_envs
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
 from purejaxppo.update import make_optimizer, make_sequences, make_update_epochs
@@ -103,6 +104,7 @@ def make_init(
     env, env_params = resolve_env(config, env, env_params)
     if networks is None:
         networks = make_networks(config, env, env_params)
+    networks = ensure_normalization(networks, config, env, env_params)
     num_envs = config.num_envs if num_envs is None else num_envs
 
     def init(key: jax.Array) -> RunnerState:
@@ -116,9 +118,12 @@ def make_init(
         )
         if shard_key is not None:
             env_key = shard_key(env_key)
+        env_carry = reset_envs(env, env_params, env_key, num_envs, networks)
+        if config.normalize_rewards:
+            env_carry = env_carry.replace(discounted_return=jnp.zeros((num_envs,), jnp.float32))
         return RunnerState(
             train_state=TrainState(params=params, opt_state=tx.init(params)),
-            env=reset_envs(env, env_params, env_key, num_envs, networks),
+            env=env_carry,
             key=runner_key,
             update_step=jnp.zeros((), jnp.int32),
         )
@@ -183,6 +188,7 @@ def make_train_fns(
     env, env_params = resolve_env(config, env, env_params)
     if networks is None:
         networks = make_networks(config, env, env_params)
+    networks = ensure_normalization(networks, config, env, env_params)
     # Feed-forward policies train on single transitions, recurrent ones on sequences.
     seq_len = config.seq_len if networks.stateful else 1
     num_sequences = num_envs * (num_steps // seq_len)
@@ -253,9 +259,22 @@ def make_train_fns(
             stats = jax.lax.psum(stats, axis_name)
 
         next_value = next_values(networks, params, traj, env_carry)
+        reward, new_stats = traj.reward, {}
+        if config.normalize_rewards:
+            done = jnp.logical_or(traj.terminated, traj.truncated)
+            new_stats["reward_norm"], discounted, reward = normalize_rewards(
+                params["reward_norm"],
+                runner.env.discounted_return,
+                traj.reward,
+                done,
+                hparams.gamma,
+                config.reward_clip,
+                axis_name,
+            )
+            env_carry = env_carry.replace(discounted_return=discounted)
         gae = partial(gae_advantages, gamma=hparams.gamma, gae_lambda=hparams.gae_lambda)
         advantages, returns = jax.vmap(gae, in_axes=1, out_axes=1)(
-            traj.reward, traj.value, next_value, traj.terminated, traj.truncated
+            reward, traj.value, next_value, traj.terminated, traj.truncated
         )
         batch = make_sequences(traj, advantages, returns, seq_len)
         rates = learning_rates(runner.update_step, hparams)
@@ -263,6 +282,15 @@ def make_train_fns(
         train_state, metrics = update_epochs(
             runner.train_state, batch, shard_key(epochs_key), hparams, rates, actor_coef
         )
+        if config.normalize_observations:
+            # After the epochs: this update's rollout, bootstrap and epochs all used the
+            # statistics it started with (the optimizer left them unchanged).
+            norm = networks.normalization
+            new_stats["obs_norm"] = update_obs_stats(
+                params["obs_norm"], traj.obs, norm.leaves, axis_name
+            )
+        if new_stats:
+            train_state = train_state.replace(params={**train_state.params, **new_stats})
         batch_size = config.num_envs * num_steps
         statistics = rollout_statistics(
             traj.value, advantages, returns, traj.log_prob, traj.action, num_actions, axis_name

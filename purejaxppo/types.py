@@ -56,6 +56,9 @@ class EnvCarry:
     # not yet reset: `Networks.step` restarts the rows where `reset`.
     policy_state: PyTree
     reset: jax.Array  # [N] bool; the previous step ended the env's episode (True at start)
+    # [N] float32 discounted return of the running episode, for `normalize_rewards`
+    # (`purejaxppo.normalize.normalize_rewards`); None when off.
+    discounted_return: jax.Array | None = None
 
 
 @struct.dataclass

@@ -50,13 +50,17 @@ _TOWERS = {
 def flatten(params: Any) -> dict[str, Any]:
     """`{"params": {"a": {"b": x}}}` -> `{"a/b": x}` (with or without the "params" level).
 
+    The normalisation statistics (`obs_norm`, `reward_norm`: `purejaxppo.normalize`) are
+    left out; the export folds them in separately.
+
     Raises:
-      ValueError: if `params` is not a mapping or holds collections other than "params".
+      ValueError: if `params` is not a mapping or holds collections other than "params"
+        and the statistics.
     """
     if not isinstance(params, Mapping):
         raise ValueError(f"params must be a mapping, got {type(params).__name__}")
     if "params" in params:
-        extra = sorted(str(k) for k in params if k != "params")
+        extra = sorted(str(k) for k in params if k not in ("params", "obs_norm", "reward_norm"))
         if extra:
             raise ValueError(f"params has collections other than 'params': {extra}")
         params = params["params"]

@@ -188,6 +188,7 @@ def prepare(
     obs_space = env.observation_space(env_params)
     mask_key = config.action_mask_key if _has_key(obs_space, config.action_mask_key) else None
     constructor = _constructor(module, spec, config.squash_actions, mask_key)
+    arrays.update(_normalization(networks, params_from_source(source), constructor, index))
     class_name = "RecurrentActorCritic" if core.kind else "ActorCritic"
     net = getattr(torch_modules, class_name)(**constructor)
     state_dict = {k: torch.from_numpy(v.copy()) for k, v in arrays.items()}
@@ -252,6 +253,44 @@ def params_from_source(source: Any) -> Any:
         f"cannot export from a {type(source).__name__}: pass a TrainOutput, TrainState, "
         "RunnerState, flax params dict or run directory"
     )
+
+
+def _normalization(
+    networks: Networks, params: Any, constructor: dict[str, Any], index: int | None
+) -> dict[str, np.ndarray]:
+    """Folds the observation statistics (`params["obs_norm"]`, `purejaxppo.normalize`)
+    into the constructor's inputs (`normalize`, `obs_clip`) and returns the buffers
+    `encoders.<tower>.inputs.<i>.norm_mean` / `norm_scale` (1 / sqrt(var + 1e-8)).
+
+    Raises:
+      ValueError: networks that normalise observations but params without statistics.
+    """
+    norm = networks.normalization
+    if norm is None or not norm.observations:
+        return {}
+    stats = params.get("obs_norm") if isinstance(params, Mapping) else None
+    if stats is None:
+        raise ValueError(
+            "the config has normalize_observations=True but the params have no 'obs_norm' "
+            "statistics: export the params of that run (TrainOutput, TrainState or run dir)"
+        )
+    stats = jax.tree.map(lambda x: np.asarray(x, np.float32), stats)
+    if index is not None:
+        stats = jax.tree.map(lambda x: x[index], stats)
+    by_path = {(() if key is None else (key,)): name for name, key in norm.leaves.items()}
+    arrays = {}
+    towers = 1 if constructor["shared"] else 2
+    for i, spec in enumerate(constructor["inputs"]):
+        name = by_path.get(tuple(spec["path"]))
+        if name is None:
+            continue
+        spec["normalize"], spec["obs_clip"] = True, _json_floats(norm.obs_clip)
+        mean = stats["mean"][name]
+        scale = (1.0 / np.sqrt(stats["var"][name].astype(np.float64) + 1e-8)).astype(np.float32)
+        for tower in range(towers):
+            arrays[f"encoders.{tower}.inputs.{i}.norm_mean"] = mean.reshape(spec["shape"])
+            arrays[f"encoders.{tower}.inputs.{i}.norm_scale"] = scale.reshape(spec["shape"])
+    return arrays
 
 
 def _constructor(module: ActorCritic, spec: ActionSpec, squash: bool, mask_key: str | None):

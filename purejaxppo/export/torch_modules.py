@@ -199,17 +199,27 @@ class ImpalaCNN(nn.Module):
 
 
 class InputEncoder(nn.Module):
-    """One observation input: rescale, conv stack (images) or flatten, then `mlp`."""
+    """One observation input: normalise (with `spec["normalize"]`: the training run's
+    running statistics, buffers `norm_mean` and `norm_scale` = 1 / sqrt(var + 1e-8),
+    clipped to +-`obs_clip`), rescale, conv stack (images) or flatten, then `mlp`."""
 
     rescaled: Final[bool]
     shift: Final[float]
     scale: Final[float]
+    normalized: Final[bool]
+    norm_clip: Final[float]
 
     def __init__(self, spec: Dict[str, Any], encoder: Dict[str, Any]):
         super().__init__()
         shape = [int(s) for s in spec["shape"]]
         self.shift, self.scale = float(spec["shift"]), float(spec["scale"])
         self.rescaled = (self.shift, self.scale) != (0.0, 1.0)
+        self.normalized = bool(spec.get("normalize", False))
+        self.norm_clip = float(spec.get("obs_clip", "inf"))
+        stats_shape = shape if self.normalized else [0]
+        # Persistent (in the state_dict) only when used; filled by the export.
+        self.register_buffer("norm_mean", torch.zeros(stats_shape), self.normalized)
+        self.register_buffer("norm_scale", torch.ones(stats_shape), self.normalized)
         kind, act = encoder["kind"], encoder["activation"]
         if spec["image"] and kind == "cnn":
             self.conv = NatureCNN(shape, encoder["cnn_channels"], encoder["cnn_kernel_sizes"],
@@ -226,6 +236,8 @@ class InputEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.to(torch.float32)
+        if self.normalized:
+            x = torch.clamp((x - self.norm_mean) * self.norm_scale, -self.norm_clip, self.norm_clip)
         if self.rescaled:
             x = (x - self.shift) / self.scale
         return self.mlp(self.conv(x))

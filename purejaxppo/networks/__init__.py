@@ -27,6 +27,7 @@ from purejaxppo.networks.distributions import (
 from purejaxppo.networks.factory import (
     Networks,
     State,
+    ensure_normalization,
     make_networks,
     reset_state,
     state_size,
@@ -42,6 +43,7 @@ from purejaxppo.networks.specs import (
 )
 
 __all__ = [
+    "ensure_normalization",
     "PAD_LOGIT",
     "ActionSpec",
     "CoreSettings",

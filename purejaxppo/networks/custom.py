@@ -144,4 +144,9 @@ def param_labels(params: Params) -> Any:
 
     inner = params["params"] if isinstance(params, dict) and "params" in params else params
     labels = {name: jax.tree.map(lambda _, n=name: label(n), sub) for name, sub in inner.items()}
-    return {"params": labels} if inner is not params else labels
+    if inner is params:
+        return labels
+    # Other collections (the normalisation statistics, `purejaxppo.normalize`) get zero
+    # gradients; any label leaves them unchanged.
+    others = {k: jax.tree.map(lambda _: "shared", v) for k, v in params.items() if k != "params"}
+    return {"params": labels, **others}

@@ -56,6 +56,9 @@ class Networks(NamedTuple):
     module: the flax module (`ActorCritic` for the built-in networks; the export maps its
         parameters), or None.
     stateful: False when the state is `()` (feed-forward).
+    normalization: `purejaxppo.normalize.NormSettings` when the networks take raw
+        observations and normalise them with the params' `obs_norm` statistics (see
+        `normalize.with_normalization`); None otherwise.
     """
 
     init: Callable[[jax.Array], Params]
@@ -66,6 +69,7 @@ class Networks(NamedTuple):
     action_spec: ActionSpec
     module: nn.Module | None = None
     stateful: bool = False
+    normalization: Any = None
 
 
 def reset_state(state: State, reset: jax.Array, initial: State) -> State:
@@ -187,7 +191,7 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
         _, dist, value = step(params, initial_state(batch), obs, jnp.ones((batch,), bool))
         return dist, value
 
-    return Networks(
+    networks = Networks(
         init=init,
         initial_state=initial_state,
         step=step,
@@ -197,3 +201,38 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
         module=module,
         stateful=stateful,
     )
+    return ensure_normalization(networks, config, env, env_params)
+
+
+def ensure_normalization(
+    networks: Networks, config: PPOConfig, env: Any, env_params: Any = None
+) -> Networks:
+    """`networks` wrapped by `normalize.with_normalization` when the config asks for
+    `normalize_observations` / `normalize_rewards` and it is not wrapped yet.
+
+    Raises:
+      ValueError: `normalize_observations` with no floating-point observation to
+        normalise (naming the env).
+    """
+    from purejaxppo.normalize import with_normalization
+
+    wanted = config.normalize_observations or config.normalize_rewards
+    if not wanted or networks.normalization is not None:
+        return networks
+    if env_params is None:
+        env_params = getattr(env, "default_params", None)
+    obs_space = env.observation_space(env_params)
+    _, mask_key = split_action_mask(obs_space, config.action_mask_key)
+    # The observation's real dtypes (the spaces of some envs declare float32 for ints).
+    example, _ = jax.eval_shape(env.reset, jax.random.key(0), env_params)
+    try:
+        return with_normalization(
+            networks,
+            example,
+            observations=config.normalize_observations,
+            rewards=config.normalize_rewards,
+            obs_clip=config.obs_clip,
+            mask_key=mask_key,
+        )
+    except ValueError as err:
+        raise ValueError(f"env_name={config.env_name!r}: {err}") from None
