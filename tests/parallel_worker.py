@@ -85,6 +85,24 @@ def devices_mode(out: Path) -> None:
     ]
     results["dp4_replicas_equal"] = np.array(all(np.array_equal(shards[0], s) for s in shards))
 
+    # Normalisation statistics over 4 devices: merged over all devices' observations,
+    # the same on every device.
+    norm = short.replace(env_name="Pendulum-v1", normalize_observations=True,
+                         normalize_rewards=True)  # fmt: skip
+    normed = parallel.make_data_parallel_train(norm, devices=4)(jax.random.key(1))
+    stats = {k: normed.train_state.params[k] for k in ("obs_norm", "reward_norm")}
+    results["dp4_norm_counts"] = np.asarray(
+        [float(stats["obs_norm"]["count"]), float(stats["reward_norm"]["count"])]
+    )
+    results["dp4_norm_replicas_equal"] = np.array(
+        all(
+            np.array_equal(np.asarray(leaf.addressable_shards[0].data), np.asarray(s.data))
+            for leaf in jax.tree.leaves(stats)
+            for s in leaf.addressable_shards
+        )
+    )
+    results["dp4_norm_var"] = np.asarray(stats["obs_norm"]["var"]["obs"])
+
     # Gradient on one minibatch of 64 samples: 4 devices x 16 (pmean) vs 1 device x 64.
     fns = pjp.make_train_fns(short)
     params = fns.init(jax.random.key(2)).train_state.params

@@ -95,6 +95,14 @@ def test_data_parallel_params_identical_on_every_device(devices):
     assert bool(devices["dp4_replicas_equal"])
 
 
+def test_data_parallel_normalisation_merges_every_device(devices):
+    # 8 envs x 16 steps x 6 updates observed over 4 devices, on top of the prior's 1e-4.
+    np.testing.assert_allclose(devices["dp4_norm_counts"], 8 * 16 * 6 + 1e-4)
+    assert bool(devices["dp4_norm_replicas_equal"])
+    var = devices["dp4_norm_var"]
+    assert var.shape == (3,) and np.all(var > 0) and not np.allclose(var, 1.0)
+
+
 def test_data_parallel_gradient_equals_single_device_gradient(devices):
     single, sharded = devices["grad_single"], devices["grad_sharded"]
     assert np.abs(single).max() > 1e-3  # a real gradient, not zeros
