@@ -11,11 +11,12 @@ import jax.numpy as jnp
 from purejaxppo.callback import MetricsCallback, make_emitter
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.envs import make_env
-from purejaxppo.learn import LEARN_METRICS, explained_variance, make_learn
+from purejaxppo.envs.host import is_host_env
+from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
 from purejaxppo.metrics import METRICS, UpdateMetrics, extra_metric_names
 from purejaxppo.networks import Networks, make_networks
 from purejaxppo.networks.custom import param_labels
-from purejaxppo.rollout import info_keys_of, make_rollout, reset_envs
+from purejaxppo.rollout import host_env_carry, info_keys_of, make_rollout, reset_envs
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
 from purejaxppo.update import make_optimizer
 
@@ -51,6 +52,9 @@ class TrainFns(NamedTuple):
     apply: Callable[..., Any]
     networks: Networks
     metric_names: tuple[str, ...] = METRICS
+    # True for a host env (`envs.host.HostEnv`): `init` is jittable, but `run`, `update`
+    # and `train` step the env on the host and must not be wrapped in jit / vmap.
+    host: bool = False
 
 
 def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> tuple[Any, Any]:
@@ -96,7 +100,9 @@ def make_init(
             env_key = shard_key(env_key)
         return RunnerState(
             train_state=TrainState(params=params, opt_state=tx.init(params)),
-            env=reset_envs(env, env_params, env_key, num_envs, networks),
+            env=host_env_carry(env, num_envs, networks)
+            if is_host_env(env)
+            else reset_envs(env, env_params, env_key, num_envs, networks),
             key=runner_key,
             update_step=jnp.zeros((), jnp.int32),
         )
@@ -159,6 +165,18 @@ def make_train_fns(
     if axis_name is None and num_shards != 1:
         raise ValueError(f"num_shards={num_shards} needs an axis_name")
     env, env_params = resolve_env(config, env, env_params)
+    if is_host_env(env):
+        if axis_name is not None or num_shards != 1:
+            raise ValueError(
+                f"env_name={config.env_name!r} steps on the host (not a JAX env): "
+                "data-parallel training runs the env inside one compiled program and "
+                "cannot use it"
+            )
+        from purejaxppo.host_train import make_host_train_fns
+
+        return make_host_train_fns(
+            config, env, networks=networks, callback=callback, callback_every=callback_every
+        )
     if networks is None:
         networks = make_networks(config, env, env_params)
     # Feed-forward policies train on single transitions, recurrent ones on sequences.
