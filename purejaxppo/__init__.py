@@ -20,6 +20,7 @@ _EXPORTS = {
     "purejaxppo.envs": ("make_env", "registered_env_ids"),
     "purejaxppo.export": ("export_onnx", "export_torch"),
     "purejaxppo.gae": ("gae_advantages",),
+    "purejaxppo.learning": ("learn",),
     "purejaxppo.losses": ("LossTerms", "ppo_loss"),
     "purejaxppo.networks": ("Networks", "make_networks", "networks_from_modules"),
     "purejaxppo.parallel": ("initialize_distributed", "make_data_parallel_train"),

@@ -72,6 +72,11 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
     all E envs and returns the new carry and the per-step records `[C, E]` (obs, action,
     reward, terminated, truncated, log_prob, value, final_obs, active, infos).
     """
+    from purejaxppo.envs.host import check_jittable_env
+
+    check_jittable_env(
+        getattr(env, "name", repr(env)), "dataset collection (episodes run inside jit)", env
+    )
 
     def start(key, num_envs):
         reset_key, scan_key = jax.random.split(key)

@@ -187,9 +187,13 @@ def make_data_parallel_train(
       env, env_params: optional gymnax-API environment (see `make_train`).
 
     Raises:
-      ValueError: before compiling, if D does not divide `num_envs`, or if the per-device
+      ValueError: before compiling, for a host env ("gymnasium:<id>"), if D does not
+        divide `num_envs`, or if the per-device
         batch `num_envs / D * num_steps` does not split into `num_minibatches`.
     """
+    from purejaxppo.envs.host import check_jittable_env
+
+    check_jittable_env(config.env_name, "make_data_parallel_train (envs split over devices)", env)
     from purejaxppo.train import make_train_fns
 
     mesh = make_mesh(devices, DATA_AXIS)

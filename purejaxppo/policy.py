@@ -319,6 +319,9 @@ def make_episode_runner(
     `policy`: a `Policy` or its `Networks`. Build it once and call it with new params (the
     training loop's periodic evaluation does) to compile once.
     """
+    from purejaxppo.envs.host import check_jittable_env
+
+    check_jittable_env(getattr(env, "name", repr(env)), "evaluation (episodes run inside jit)", env)
     networks = policy.networks if isinstance(policy, Policy) else policy
     act = make_act(networks)
 

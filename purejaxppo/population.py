@@ -818,12 +818,16 @@ def pbt(
       `PBTResult`.
 
     Raises:
-      ValueError: before compiling, for a static / unknown searched field, a bad range
+      ValueError: before compiling, for a host env ("gymnasium:<id>", which cannot run
+        under vmap), a static / unknown searched field, a bad range
         (low >= high), a population not divisible by the device count, `ready_every`
         larger than the run, an unknown exploit / explore name or another bad option,
         naming the field and value; on resume, for a missing checkpoint or one written
         with other arguments.
     """
+    from purejaxppo.envs.host import check_jittable_env
+
+    check_jittable_env(config.env_name, "pbt (a vmapped population)", env)
     options = PBTOptions(
         population=population,
         ready_every=ready_every,

@@ -31,6 +31,29 @@ def reset_envs(
     )
 
 
+def host_env_carry(env: Any, num_envs: int, networks: Networks) -> EnvCarry:
+    """The carry of N host envs before their first reset (`envs.host.HostEnv`): zero
+    observations of the space's shapes and dtypes, `reset` True everywhere, and no
+    `env_state` (`()`: the envs' state lives on the host). The host loop replaces the
+    observations with the envs' own when it first resets them."""
+
+    def zeros(space: Any) -> Any:
+        if isinstance(getattr(space, "spaces", None), dict):
+            return {k: zeros(s) for k, s in space.spaces.items()}
+        if isinstance(getattr(space, "spaces", None), (list, tuple)):
+            return tuple(zeros(s) for s in space.spaces)
+        return jnp.zeros((num_envs, *space.shape), space.dtype)
+
+    return EnvCarry(
+        env_state=(),
+        obs=zeros(env.observation_space(None)),
+        episode_return=jnp.zeros((num_envs,), jnp.float32),
+        episode_length=jnp.zeros((num_envs,), jnp.int32),
+        policy_state=networks.initial_state(num_envs),
+        reset=jnp.ones((num_envs,), bool),
+    )
+
+
 def make_env_step(
     env: Any, env_params: Any, networks: Networks, info_keys: tuple[str, ...] = ()
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:

@@ -111,6 +111,14 @@ def train_and_log(
     if not resume:
         rundir.check_fresh(run_dir, overwrite)
     fns = make_train_fns(config)
+    if fns.host:
+        for field in ("eval_freq", "video_freq", "collect_freq"):
+            if getattr(config, field):
+                raise ValueError(
+                    f"{field}={getattr(config, field)}: not available for the host env "
+                    f"{config.env_name!r} (evaluation, videos and datasets run the env "
+                    "inside jit); set it to 0"
+                )
     names = fns.metric_names  # METRICS, then action_frac/<i>, info/<key>
     loggers = [name for name in config.loggers if name != "csv"]  # metrics.csv: below
     check_sinks(loggers)
@@ -147,7 +155,8 @@ def train_and_log(
     sinks = make_sinks(loggers, run_dir, append=resume)
     if not resume:
         sinks.log_config(config.to_dict())
-    run_segment = jax.jit(fns.run, static_argnums=2)
+    # A host env (`TrainFns.host`) steps on the host: its `run` jits its own pieces.
+    run_segment = fns.run if fns.host else jax.jit(fns.run, static_argnums=2)
 
     start, start_updates = time.perf_counter(), done_updates
     saved_step = done_updates if resume else None  # newest "last" checkpoint on disk

@@ -150,7 +150,8 @@ def sweep(
       `SweepResult` (tables as pandas DataFrames).
 
     Raises:
-      ValueError: before anything is compiled, for an unknown / unsweepable field, a bad
+      ValueError: before anything is compiled, for a host env ("gymnasium:<id>", which
+        cannot run under vmap), an unknown / unsweepable field, a bad
         value (naming the field), bad seeds, or a `max_runs_per_chunk` that is not a
         positive multiple of the device count; or for a chunk file in `progress_dir`
         from another sweep.
@@ -159,6 +160,9 @@ def sweep(
     update, 0 for none) and counted in `summary` (`num_diverged`); the other runs are
     unaffected.
     """
+    from purejaxppo.envs.host import check_jittable_env
+
+    check_jittable_env(config.env_name, "sweep (runs vmapped over seeds and settings)")
     settings, run_configs = make_settings(config, grid, random, num_samples, random_seed)
     seed_list = _seed_list(seeds)
     if log_every < 1:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -12,14 +11,14 @@ import jax.numpy as jnp
 from purejaxppo.callback import MetricsCallback, make_emitter
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.envs import make_env
-from purejaxppo.gae import gae_advantages
-from purejaxppo.metrics import METRICS, UpdateMetrics, extra_metric_names, rollout_statistics
+from purejaxppo.envs.host import is_host_env
+from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
+from purejaxppo.metrics import METRICS, UpdateMetrics, extra_metric_names
 from purejaxppo.networks import Networks, ensure_normalization, make_networks
 from purejaxppo.networks.custom import param_labels
-from purejaxppo.normalize import normalize_rewards, update_obs_stats
-from purejaxppo.rollout import info_keys_of, make_rollout, next_values, reset_envs
+from purejaxppo.rollout import host_env_carry, info_keys_of, make_rollout, reset_envs
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
-from purejaxppo.update import make_optimizer, make_sequences, make_update_epochs
+from purejaxppo.update import make_optimizer
 
 __all__ = [
     "METRICS",
@@ -53,6 +52,9 @@ class TrainFns(NamedTuple):
     apply: Callable[..., Any]
     networks: Networks
     metric_names: tuple[str, ...] = METRICS
+    # True for a host env (`envs.host.HostEnv`): `init` is jittable, but `run`, `update`
+    # and `train` step the env on the host and must not be wrapped in jit / vmap.
+    host: bool = False
 
 
 def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> tuple[Any, Any]:
@@ -63,27 +65,6 @@ def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> t
     else:
         default_params = env.default_params
     return env, default_params if env_params is None else env_params
-
-
-def explained_variance(
-    values: jax.Array, returns: jax.Array, axis_name: str | None = None
-) -> jax.Array:
-    """1 - Var[G - V] / Var[G] over all samples; NaN when Var[G] = 0 (as CleanRL / SB3).
-
-    With `axis_name`, the variances are over the samples of all devices on the axis
-    (equal shard sizes assumed).
-    """
-    if axis_name is None:
-        var_returns = jnp.var(returns)
-        var_residual = jnp.var(returns - values)
-    else:
-
-        def var(x):
-            mean = jax.lax.pmean(jnp.mean(x), axis_name)
-            return jax.lax.pmean(jnp.mean(jnp.square(x - mean)), axis_name)
-
-        var_returns, var_residual = var(returns), var(returns - values)
-    return jnp.where(var_returns == 0, jnp.nan, 1.0 - var_residual / var_returns)
 
 
 def make_init(
@@ -118,7 +99,10 @@ def make_init(
         )
         if shard_key is not None:
             env_key = shard_key(env_key)
-        env_carry = reset_envs(env, env_params, env_key, num_envs, networks)
+        if is_host_env(env):
+            env_carry = host_env_carry(env, num_envs, networks)
+        else:
+            env_carry = reset_envs(env, env_params, env_key, num_envs, networks)
         if config.normalize_rewards:
             env_carry = env_carry.replace(discounted_return=jnp.zeros((num_envs,), jnp.float32))
         return RunnerState(
@@ -186,6 +170,18 @@ def make_train_fns(
     if axis_name is None and num_shards != 1:
         raise ValueError(f"num_shards={num_shards} needs an axis_name")
     env, env_params = resolve_env(config, env, env_params)
+    if is_host_env(env):
+        if axis_name is not None or num_shards != 1:
+            raise ValueError(
+                f"env_name={config.env_name!r} steps on the host (not a JAX env): "
+                "data-parallel training runs the env inside one compiled program and "
+                "cannot use it"
+            )
+        from purejaxppo.host_train import make_host_train_fns
+
+        return make_host_train_fns(
+            config, env, networks=networks, callback=callback, callback_every=callback_every
+        )
     if networks is None:
         networks = make_networks(config, env, env_params)
     networks = ensure_normalization(networks, config, env, env_params)
@@ -218,7 +214,7 @@ def make_train_fns(
         num_actions = networks.action_spec.num_actions
     metric_names = METRICS + extra_metric_names(num_actions, info_keys)
     rollout = make_rollout(env, env_params, networks, num_steps, info_keys)
-    update_epochs = make_update_epochs(config, networks, axis_name)
+    learn_fn = make_learn(config, networks, axis_name=axis_name, num_actions=num_actions)
 
     def shard_key(key: jax.Array) -> jax.Array:
         """This device's key for its envs / shuffles (the key itself on one device)."""
@@ -230,25 +226,6 @@ def make_train_fns(
         config, env, env_params, networks=networks, num_envs=num_envs, shard_key=shard_key
     )
 
-    def learning_rates(update_step: jax.Array, hparams: Hyperparams) -> dict[str, jax.Array]:
-        """Step sizes of this update: "shared" (`learning_rate`), "actor", "critic" (their
-        own rates, or `learning_rate` where NaN = unset), linearly annealed with anneal_lr."""
-
-        def annealed(start: jax.Array) -> jax.Array:
-            if not config.anneal_lr:
-                return start
-            frac = update_step.astype(jnp.float32) / config.num_updates
-            return start + frac * (hparams.end_learning_rate - start)
-
-        def own(rate: jax.Array) -> jax.Array:
-            return jnp.where(jnp.isnan(rate), hparams.learning_rate, rate)
-
-        return {
-            "shared": annealed(hparams.learning_rate),
-            "actor": annealed(own(hparams.actor_learning_rate)),
-            "critic": annealed(own(hparams.critic_learning_rate)),
-        }
-
     def update(
         runner: RunnerState, hparams: Hyperparams
     ) -> tuple[RunnerState, dict[str, jax.Array]]:
@@ -258,54 +235,23 @@ def make_train_fns(
         if axis_name is not None:
             stats = jax.lax.psum(stats, axis_name)
 
-        next_value = next_values(networks, params, traj, env_carry)
-        reward, new_stats = traj.reward, {}
-        if config.normalize_rewards:
-            done = jnp.logical_or(traj.terminated, traj.truncated)
-            new_stats["reward_norm"], discounted, reward = normalize_rewards(
-                params["reward_norm"],
-                runner.env.discounted_return,
-                traj.reward,
-                done,
-                hparams.gamma,
-                config.reward_clip,
-                axis_name,
-            )
-            env_carry = env_carry.replace(discounted_return=discounted)
-        gae = partial(gae_advantages, gamma=hparams.gamma, gae_lambda=hparams.gae_lambda)
-        advantages, returns = jax.vmap(gae, in_axes=1, out_axes=1)(
-            reward, traj.value, next_value, traj.terminated, traj.truncated
+        train_state, learned, discounted = learn_fn(
+            runner.train_state,
+            traj,
+            env_carry.policy_state,
+            shard_key(epochs_key),
+            hparams,
+            runner.update_step,
+            runner.env.discounted_return,
         )
-        batch = make_sequences(traj, advantages, returns, seq_len)
-        rates = learning_rates(runner.update_step, hparams)
-        actor_coef = (runner.update_step >= config.critic_pretrain_steps).astype(jnp.float32)
-        train_state, metrics = update_epochs(
-            runner.train_state, batch, shard_key(epochs_key), hparams, rates, actor_coef
-        )
-        if config.normalize_observations:
-            # After the epochs: this update's rollout, bootstrap and epochs all used the
-            # statistics it started with (the optimizer left them unchanged).
-            norm = networks.normalization
-            new_stats["obs_norm"] = update_obs_stats(
-                params["obs_norm"], traj.obs, norm.leaves, axis_name
-            )
-        if new_stats:
-            train_state = train_state.replace(params={**train_state.params, **new_stats})
-        batch_size = config.num_envs * num_steps
-        statistics = rollout_statistics(
-            traj.value, advantages, returns, traj.log_prob, traj.action, num_actions, axis_name
-        )
-        extras = {name: statistics.pop(name) for name in list(statistics) if "/" in name}
+        env_carry = env_carry.replace(discounted_return=discounted)
         metrics = UpdateMetrics(
             episode_return=stats.mean_return(),
             episode_length=stats.mean_length(),
-            **metrics,
-            explained_variance=explained_variance(batch.value, batch.returns, axis_name),
-            learning_rate=rates["shared"],
-            env_steps=(runner.update_step + 1).astype(jnp.float32) * batch_size,
-            **statistics,
+            env_steps=(runner.update_step + 1).astype(jnp.float32) * config.num_envs * num_steps,
+            **{name: learned.pop(name) for name in LEARN_METRICS},
         )._asdict()
-        metrics.update(extras)
+        metrics.update(learned)  # action_frac/<i>
         metrics.update(stats.mean_info())
         new_runner = RunnerState(
             train_state=train_state,

@@ -177,6 +177,11 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
     leaves; `active` marks the steps before the episode ended). Build once, call with new
     params to compile once.
     """
+    from purejaxppo.envs.host import check_jittable_env
+
+    check_jittable_env(
+        getattr(env, "name", repr(env)), "video recording (the episode runs inside jit)", env
+    )
     from purejaxppo.policy import make_act
 
     act = make_act(networks)

@@ -47,6 +47,12 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
         of the wrong type or range (see `check_overrides`).
     """
     env_kwargs = dict(env_kwargs or {})
+    # TEMPORARY (host branch): the "gymnasium:" prefix only; the suites branch's general
+    # "prefix:name" dispatch replaces this at merge.
+    if env_id.startswith("gymnasium:"):
+        from purejaxppo.envs.suites import gymnasium as suite
+
+        return suite.make(env_id.partition(":")[2], env_kwargs)
     if env_id not in gymnax.registered_envs:
         ids = registered_env_ids()
         close = difflib.get_close_matches(env_id, ids, n=5, cutoff=0.5)

@@ -1,0 +1,131 @@
+"""Host environments: envs that step on the host (NumPy / Python), not inside `jax.jit`.
+
+A `HostEnv` (for example `make_env("gymnasium:CartPole-v1")`) declares gymnax spaces, so
+`make_networks` builds the right actor-critic for it, but its episodes are stepped by
+Python code: `make_train` trains on it with a host loop around a jitted policy step and
+the jitted PPO update (`purejaxppo.host_train`). Operations that trace the env inside a
+compiled program (vmap over seeds, sweeps, PBT, data-parallel training) cannot use it and
+raise `ValueError` (`check_jittable_env`) before anything compiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["HOST_SUITES", "HostEnv", "HostVecEnv", "check_jittable_env", "is_host_env"]
+
+#: Suite prefixes of `make_env` ids whose environments step on the host.
+HOST_SUITES = ("gymnasium",)
+
+
+class HostVecEnv:
+    """N copies of a host environment stepped together (NumPy in, NumPy out).
+
+    Every copy auto-resets in the step that ends its episode (gymnasium's `SAME_STEP`
+    autoreset): `step` returns the first observation of the new episode in `obs` and the
+    observation the step led to in `final_obs`, with `terminated` and `truncated` kept
+    apart (GAE bootstraps truncated steps from V(final_obs)).
+    """
+
+    def __init__(
+        self,
+        reset: Callable[[int], Any],
+        step: Callable[[np.ndarray], tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]],
+        close: Callable[[], None],
+        num_envs: int,
+    ):
+        self._reset, self._step, self._close = reset, step, close
+        self.num_envs = num_envs
+
+    def reset(self, seed: int) -> Any:
+        """Resets the N envs (env i seeded with `seed + i`); returns obs `[N, ...]`."""
+        return self._reset(seed)
+
+    def step(self, action: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]:
+        """Steps the N envs with `action` `[N, ...]` (the env-action of `to_env_action`).
+
+        Returns:
+          `(obs, reward, terminated, truncated, final_obs)`: obs `[N, ...]` (the reset
+          observation where the episode ended), reward float32 `[N]`, terminated / truncated
+          bool `[N]`, final_obs `[N, ...]` (the observation before any reset; equal to obs
+          where the episode goes on). Observations have the dtypes of
+          `HostEnv.observation_space`.
+        """
+        return self._step(action)
+
+    def close(self) -> None:
+        self._close()
+
+
+class HostEnv:
+    """An environment that steps on the host, described by gymnax spaces.
+
+    Not jittable: `make_vec(num_envs)` builds the `HostVecEnv` that a training run steps.
+
+    Attributes:
+      name: the `make_env` id ("gymnasium:CartPole-v1").
+      default_params: None (host envs take their settings at construction).
+      max_steps_in_episode: the env's time limit, or None.
+    """
+
+    is_host_env = True
+    default_params = None
+
+    def __init__(
+        self,
+        name: str,
+        observation_space: Any,
+        action_space: Any,
+        make_vec: Callable[[int], HostVecEnv],
+        max_steps_in_episode: int | None = None,
+    ):
+        self.name = name
+        self._observation_space = observation_space
+        self._action_space = action_space
+        self._make_vec = make_vec
+        self.max_steps_in_episode = max_steps_in_episode
+
+    def __repr__(self) -> str:
+        return f"HostEnv({self.name!r})"
+
+    def observation_space(self, params: Any = None) -> Any:
+        """The gymnax observation space (Box, Discrete, Dict, ...)."""
+        return self._observation_space
+
+    def action_space(self, params: Any = None) -> Any:
+        """The gymnax action space (Discrete, Box, or purejaxppo's MultiDiscrete / MultiBinary)."""
+        return self._action_space
+
+    def make_vec(self, num_envs: int) -> HostVecEnv:
+        """N copies of the env, stepped together on the host."""
+        return self._make_vec(num_envs)
+
+
+def is_host_env(env: Any) -> bool:
+    """Whether `env` steps on the host (a `HostEnv`), i.e. cannot be traced by `jax.jit`."""
+    return bool(getattr(env, "is_host_env", False))
+
+
+def is_host_env_id(env_id: str) -> bool:
+    """Whether a `make_env` id names a host suite ("gymnasium:CartPole-v1")."""
+    prefix, sep, _ = env_id.partition(":")
+    return bool(sep) and prefix in HOST_SUITES
+
+
+def check_jittable_env(env_id: str, operation: str, env: Any = None) -> None:
+    """Raises `ValueError` when `operation` needs a jittable env and gets a host env.
+
+    Args:
+      env_id: the config's `env_name`.
+      operation: what needs the env inside a compiled program (named in the message).
+      env: the env object the operation was given, if any.
+    """
+    if is_host_env_id(env_id) or (env is not None and is_host_env(env)):
+        raise ValueError(
+            f"env_name={env_id!r} steps on the host (not a JAX env): {operation} runs the "
+            "env inside one compiled program and cannot use it. Train host envs one agent "
+            "at a time (`make_train(config)(key)` without jit / vmap, or `purejaxppo train`)."
+        )

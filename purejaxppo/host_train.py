@@ -1,0 +1,248 @@
+"""Training on a host env (`envs.host.HostEnv`, e.g. "gymnasium:CartPole-v1").
+
+A Python loop around two compiled functions: the policy step (`Networks.step` and the
+action sample for all N envs, one call per env step) and the PPO update (`learning.make_learn`,
+the same function `make_train` runs after its rollouts). The envs step on the host in
+between. benchmarks/gymnasium_host.py measures it against stepping the env from inside one
+jitted rollout with `jax.experimental.io_callback`: on a busy 2-core CPU the callback
+version had the better median update time (0.13 s vs 0.18 s per 512 steps) and the host
+loop the better best time (0.07 s vs 0.11 s), i.e. no clear winner yet; see
+benchmarks/results/gymnasium_host.json.
+
+`make_train_fns(config)` returns these functions for a host env (`TrainFns.host` True), so
+`make_train`, `purejaxppo train` and `runner.train_and_log` need no other change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purejaxppo.callback import MetricsCallback
+from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.envs.host import HostEnv, HostVecEnv
+from purejaxppo.learning import LEARN_METRICS, make_learn
+from purejaxppo.metrics import METRICS, extra_metric_names
+from purejaxppo.networks import Networks, ensure_normalization, make_networks, to_env_action
+from purejaxppo.types import EnvCarry, RunnerState, TrainOutput, Transition
+
+__all__ = ["make_host_train_fns"]
+
+#: `fold_in` index (of a runner's key) of the seed the host envs are reset with.
+ENV_SEED_STREAM = 0x6E7
+
+
+def make_host_train_fns(
+    config: PPOConfig,
+    env: HostEnv,
+    *,
+    networks: Networks | None = None,
+    callback: MetricsCallback | None = None,
+    callback_every: int = 1,
+):
+    """`TrainFns` for a host env (see `make_train_fns`; `host` is True).
+
+    `init(key)` is pure and jittable (the carry's observations are zeros until the envs
+    are reset); `update`, `run` and `train` step the envs on the host and must be called
+    without jit / vmap. The N envs are created and reset (env i seeded from the runner's
+    key, + i) whenever `run` is given a runner other than the one it last returned (a
+    fresh `init`, a restored checkpoint: a resumed run restarts its episodes); otherwise
+    they continue where the last call left them.
+
+    Raises:
+      ValueError: `info_metrics` (host envs have no traced info dict), `num_minibatches`
+        that does not divide the batch, `callback_every < 1`.
+    """
+    from purejaxppo.train import TrainFns, make_init
+
+    if callback_every < 1:
+        raise ValueError(f"callback_every={callback_every!r}: must be >= 1")
+    if config.info_metrics:
+        raise ValueError(
+            f"info_metrics={list(config.info_metrics)}: not available for the host env "
+            f"{config.env_name!r}"
+        )
+    num_envs, num_steps = config.num_envs, config.num_steps
+    if networks is None:
+        networks = make_networks(config, env, None)
+    networks = ensure_normalization(networks, config, env, None)
+    seq_len = config.seq_len if networks.stateful else 1
+    if (num_envs * (num_steps // seq_len)) % config.num_minibatches:
+        raise ValueError(
+            f"num_minibatches={config.num_minibatches} must divide the number of sequences "
+            f"num_envs*num_steps/seq_len = {num_envs}*{num_steps}/{seq_len}"
+        )
+    num_actions = None
+    if config.action_histogram:
+        if networks.action_spec.kind != "discrete":
+            raise ValueError(
+                f"action_histogram=True: needs Discrete actions, {config.env_name} has "
+                f"{networks.action_spec.kind} actions"
+            )
+        num_actions = networks.action_spec.num_actions
+    metric_names = METRICS + extra_metric_names(num_actions, ())
+    init = make_init(config, env, None, networks=networks)
+    learn_fn = jax.jit(make_learn(config, networks, num_actions=num_actions))
+
+    @jax.jit
+    def policy_step(params, policy_state, obs, reset, key_data):
+        # Raw key data: slicing a NumPy array per step costs nothing, indexing a JAX
+        # array of keys one dispatch each.
+        key = jax.random.wrap_key_data(key_data)
+        policy_state, dist, value = networks.step(params, policy_state, obs, reset)
+        action, log_prob = dist.sample_and_log_prob(seed=key)
+        return policy_state, action, to_env_action(networks.action_spec, action), log_prob, value
+
+    @jax.jit
+    def split_keys(key):
+        key, rollout_key, epochs_key = jax.random.split(key, 3)
+        return key, jax.random.key_data(jax.random.split(rollout_key, num_steps)), epochs_key
+
+    @jax.jit
+    def env_seed(key):
+        return jax.random.randint(
+            jax.random.fold_in(key, ENV_SEED_STREAM), (), 0, 2**31 - num_envs, jnp.int32
+        )
+
+    live: dict[str, Any] = {"vec": None, "runner": None}
+
+    def start_envs(runner: RunnerState) -> RunnerState:
+        """Creates (once) and resets the N envs; the carry restarts every episode."""
+        if live["vec"] is None:
+            live["vec"] = env.make_vec(num_envs)
+        vec: HostVecEnv = live["vec"]
+        obs = vec.reset(int(env_seed(runner.key)))
+        carry = runner.env.replace(
+            obs=jax.tree.map(jnp.asarray, obs),
+            episode_return=jnp.zeros((num_envs,), jnp.float32),
+            episode_length=jnp.zeros((num_envs,), jnp.int32),
+            policy_state=networks.initial_state(num_envs),
+            reset=jnp.ones((num_envs,), bool),
+        )
+        return runner.replace(env=carry)
+
+    def update(
+        runner: RunnerState, hparams: Hyperparams
+    ) -> tuple[RunnerState, dict[str, jax.Array]]:
+        if runner is not live["runner"]:
+            runner = start_envs(runner)
+        vec: HostVecEnv = live["vec"]
+        key, step_keys, epochs_key = split_keys(runner.key)
+        step_keys = np.asarray(step_keys)
+        params = runner.train_state.params
+        carry = runner.env
+        obs, policy_state, reset = carry.obs, carry.policy_state, carry.reset
+        episode_return = np.asarray(carry.episode_return)
+        episode_length = np.asarray(carry.episode_length)
+        return_sum = length_sum = count = 0.0
+        steps = []
+        for t in range(num_steps):
+            next_state, action, env_action, log_prob, value = jax.device_get(
+                policy_step(params, policy_state, obs, reset, step_keys[t])
+            )
+            next_obs, reward, terminated, truncated, final_obs = vec.step(np.asarray(env_action))
+            done = terminated | truncated
+            episode_return = episode_return + reward
+            episode_length = episode_length + 1
+            return_sum += float(episode_return[done].sum())
+            length_sum += float(episode_length[done].sum())
+            count += float(done.sum())
+            steps.append(
+                (obs, action, log_prob, value, reward, terminated, truncated, final_obs)
+                + (policy_state, reset)
+            )
+            episode_return = np.where(done, 0.0, episode_return).astype(np.float32)
+            episode_length = np.where(done, 0, episode_length).astype(np.int32)
+            obs, policy_state, reset = next_obs, next_state, done
+        traj = Transition(*jax.tree.map(lambda *xs: np.stack(xs), *steps))
+        train_state, learned, discounted = learn_fn(
+            runner.train_state,
+            traj,
+            policy_state,
+            epochs_key,
+            hparams,
+            runner.update_step,
+            runner.env.discounted_return,
+        )
+        nan = np.float32(np.nan)
+        metrics = {
+            "episode_return": np.float32(return_sum / count) if count else nan,
+            "episode_length": np.float32(length_sum / count) if count else nan,
+            **{name: learned[name] for name in LEARN_METRICS},
+            "env_steps": np.float32((int(runner.update_step) + 1) * num_envs * num_steps),
+        }
+        metrics = {
+            name: metrics[name] if name in metrics else learned[name] for name in metric_names
+        }
+        new_runner = RunnerState(
+            train_state=train_state,
+            env=EnvCarry(
+                env_state=(),
+                obs=jax.tree.map(jnp.asarray, obs),
+                episode_return=jnp.asarray(episode_return),
+                episode_length=jnp.asarray(episode_length),
+                policy_state=policy_state,
+                reset=jnp.asarray(reset),
+                discounted_return=discounted,
+            ),
+            key=key,
+            update_step=runner.update_step + 1,
+        )
+        live["runner"] = new_runner
+        return new_runner, metrics
+
+    def run(
+        runner: RunnerState, hparams: Hyperparams, num_updates: int, emit=None
+    ) -> tuple[RunnerState, dict[str, jax.Array]]:
+        rows = []
+        for _ in range(num_updates):
+            runner, metrics = update(runner, hparams)
+            rows.append(metrics)
+            if emit is not None:
+                emit(int(runner.update_step), metrics)
+        stacked = {
+            name: jnp.asarray(np.stack([np.asarray(r[name]) for r in rows]))
+            for name in metric_names
+        }
+        return runner, stacked
+
+    def train(
+        key: jax.Array, hparams: Hyperparams | None = None, run_index: Any = None
+    ) -> TrainOutput:
+        if (
+            isinstance(key, jax.core.Tracer)
+            or isinstance(hparams, jax.core.Tracer)
+            or any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(hparams))
+        ):
+            raise ValueError(
+                f"env_name={config.env_name!r} steps on the host (not a JAX env): its train "
+                "function cannot be traced (jax.jit / jax.vmap over seeds or "
+                "hyperparameters); call it directly, one agent at a time"
+            )
+        if hparams is None:
+            hparams = Hyperparams.from_config(config)
+        emit = None
+        if callback is not None:
+            index = -1 if run_index is None else int(run_index)
+
+            def emit(update_count: int, metrics: dict[str, Any]) -> None:
+                if update_count % callback_every == 0:
+                    callback(index, update_count, {k: float(v) for k, v in metrics.items()})
+
+        runner = jax.jit(init)(key)
+        runner, metrics = run(runner, hparams, config.num_updates, emit)
+        return TrainOutput(runner_state=runner, metrics=metrics)
+
+    return TrainFns(
+        init=init,
+        update=update,
+        run=run,
+        train=train,
+        apply=networks.apply,
+        networks=networks,
+        metric_names=metric_names,
+        host=True,
+    )
