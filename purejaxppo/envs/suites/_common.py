@@ -108,8 +108,16 @@ def box(low: Any, high: Any, shape: tuple[int, ...], dtype: Any) -> spaces.Box:
     shape = tuple(int(s) for s in shape)
     low, high = np.asarray(low), np.asarray(high)
     # uniform bounds as scalars (short reprs); others as arrays [*shape]
-    low = low.flat[0].item() if low.size and np.all(low == low.flat[0]) else np.broadcast_to(low, shape)
-    high = high.flat[0].item() if high.size and np.all(high == high.flat[0]) else np.broadcast_to(high, shape)
+    low = (
+        low.flat[0].item()
+        if low.size and np.all(low == low.flat[0])
+        else np.broadcast_to(low, shape)
+    )
+    high = (
+        high.flat[0].item()
+        if high.size and np.all(high == high.flat[0])
+        else np.broadcast_to(high, shape)
+    )
     return spaces.Box(low, high, shape, dtype)
 
 

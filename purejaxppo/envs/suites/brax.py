@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purejaxppo.envs.suites._common import SuiteEnv, SuiteParams, box, bad_kwargs, unknown_name
+from purejaxppo.envs.suites._common import SuiteEnv, SuiteParams, bad_kwargs, box, unknown_name
 
 EXTRA = "brax"
 

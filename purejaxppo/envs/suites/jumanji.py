@@ -28,7 +28,7 @@ import numpy as np
 from gymnax.environments import spaces
 
 from purejaxppo.envs.spaces import MultiDiscrete
-from purejaxppo.envs.suites._common import SuiteEnv, SuiteParams, box, bad_kwargs, unknown_name
+from purejaxppo.envs.suites._common import SuiteEnv, SuiteParams, bad_kwargs, box, unknown_name
 
 EXTRA = "jumanji"
 

@@ -46,8 +46,7 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[EpisodeEnv, SuitePar
         from mujoco_playground import registry
     except ImportError as err:
         raise ImportError(
-            f"playground:{name} needs the optional extra: pip install 'purejaxppo[{EXTRA}]' "
-            f"({err})"
+            f"playground:{name} needs the optional extra: pip install 'purejaxppo[{EXTRA}]' ({err})"
         ) from None
     if name not in registry.ALL_ENVS:
         raise unknown_name("playground", name, registry.ALL_ENVS)
@@ -67,7 +66,9 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[EpisodeEnv, SuitePar
     try:
         env = registry.load(name, config_overrides=overrides or None)
     except (TypeError, ValueError, KeyError, AttributeError) as err:
-        raise ValueError(f"env_kwargs of playground:{name}: {overrides!r} rejected ({err})") from err
+        raise ValueError(
+            f"env_kwargs of playground:{name}: {overrides!r} rejected ({err})"
+        ) from err
     obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs
 
     def space(leaf: Any) -> spaces.Box:

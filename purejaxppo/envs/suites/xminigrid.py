@@ -50,7 +50,14 @@ class XMiniGridEnv(SuiteEnv):
         timestep = self.env.step(params, state, jnp.asarray(action, jnp.int32))
         last = timestep.last()
         no_discount = timestep.discount == 0
-        return timestep.observation, timestep, timestep.reward, last & no_discount, last & ~no_discount, {}
+        return (
+            timestep.observation,
+            timestep,
+            timestep.reward,
+            last & no_discount,
+            last & ~no_discount,
+            {},
+        )
 
     def observation_space(self, params: Any) -> spaces.Box:
         from xminigrid.core.constants import NUM_COLORS, NUM_TILES
@@ -81,8 +88,7 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[XMiniGridEnv, Any]:
         import xminigrid
     except ImportError as err:
         raise ImportError(
-            f"xminigrid:{name} needs the optional extra: pip install 'purejaxppo[{EXTRA}]' "
-            f"({err})"
+            f"xminigrid:{name} needs the optional extra: pip install 'purejaxppo[{EXTRA}]' ({err})"
         ) from None
     if name not in xminigrid.registered_environments():
         raise unknown_name("xminigrid", name, xminigrid.registered_environments())
