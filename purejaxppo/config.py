@@ -83,7 +83,8 @@ class PPOConfig:
     a 64-64 tanh MLP with orthogonal init.
 
     Attributes:
-      env_name: a gymnax id (e.g. "CartPole-v1") or a probe id ("Probe1-v0" ...).
+      env_name: a gymnax id (e.g. "CartPole-v1"), a probe id ("Probe1-v0" ...) or a
+        suite id "<prefix>:<name>" (e.g. "brax:inverted_pendulum"; see `make_env`).
       env_kwargs: keyword arguments for the environment. Keys naming a field of the env's
         `EnvParams` (e.g. `max_steps_in_episode`) override that parameter; the other keys
         go to the env constructor.

@@ -89,7 +89,8 @@ def make_unique_dir(root: str | Path, stem: str) -> Path:
 
 def default_run_dir(env_name: str, seed: int, root: str | Path = "runs") -> Path:
     """Creates `runs/<env>-<YYYYmmdd-HHMMSS>-seed<seed>-<random>` (see `make_unique_dir`)."""
-    return make_unique_dir(root, f"{env_name}-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}")
+    name = env_name.replace(":", "_")  # suite ids "brax:..."; ':' is not portable in paths
+    return make_unique_dir(root, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}")
 
 
 def set_aside_newer_checkpoints(run_dir: str | Path, step: int, kind: str = "last") -> None:

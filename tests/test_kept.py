@@ -347,6 +347,7 @@ def test_every_imported_package_is_a_declared_dependency():
         "sklearn": "scikit-learn",
         "PIL": "pillow",
         "tensorboardX": "tensorboardx",
+        "mujoco_playground": "playground",
     }
     local = set(sys.stdlib_module_names) | {"purejaxppo", "__future__"}
     imported = set()

@@ -1,4 +1,5 @@
-"""`make_env`: one entry point for gymnax ids and the purejaxppo probe ids."""
+"""`make_env`: one entry point for gymnax ids, the purejaxppo probe ids and the suite ids
+(`"brax:..."`, `"jumanji:..."`, ..., see `purejaxppo.envs.suites`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ for _env_id, _cls in {**PROBE_ENVS, **PROBE_VARIANT_ENVS, **POMDP_ENVS}.items():
 
 
 def registered_env_ids() -> list[str]:
-    """All ids `make_env` accepts (gymnax's registry, which includes the probe ids)."""
+    """The ids without a prefix that `make_env` accepts (gymnax's registry, which includes
+    the probe ids). Suite ids `"<prefix>:<name>"` come on top: the prefixes are the keys
+    of `purejaxppo.envs.suites.SUITES`, the names those of each suite's own registry."""
     return list(gymnax.registered_envs)
 
 
@@ -32,27 +35,34 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
       env_id: a gymnax id ("CartPole-v1", "Breakout-MinAtar", ...) or a probe id
         ("Probe1-v0" ... "Probe7-v0", "ProbeMultiDiscrete-v0", "ProbeMultiBinary-v0",
         "ProbeMaskedAction-v0"), or
-        "PendulumNoVel-v1" (Pendulum without the angular velocity, `envs/pomdp.py`).
+        "PendulumNoVel-v1" (Pendulum without the angular velocity, `envs/pomdp.py`);
+        or a suite id `"<prefix>:<name>"` built by `purejaxppo.envs.suites` with the
+        same gymnax 1.0 API: "brax:inverted_pendulum", "playground:CartpoleBalance",
+        "jumanji:Snake-v1", "craftax:Craftax-Classic-Symbolic-v1",
+        "navix:Navix-Empty-5x5-v0", "xminigrid:MiniGrid-Empty-6x6", "gymnasium:<id>".
+        A suite needs its optional extra (`pip install 'purejaxppo[brax]'`, ...).
       env_kwargs: keys that name a field of the env's `EnvParams` (for example
         `max_steps_in_episode`) replace that parameter; all other keys are passed to the
         environment's constructor (for example `num_bits` of "MemoryChain-bsuite").
+        For suite ids, the keys each adapter takes (its `make` docstring), e.g.
+        `episode_length` / `action_repeat` / `backend` for Brax.
 
     Returns:
       `(env, env_params)`: the environment object (gymnax `Environment` API, whose `step`
       returns `obs, state, reward, terminated, truncated, info`) and its `EnvParams`.
 
     Raises:
-      ValueError: for an unknown id (the message lists close matches), an env_kwargs
-        key that is neither an `EnvParams` field nor a constructor argument, or a value
-        of the wrong type or range (see `check_overrides`).
+      ValueError: for an unknown id (the message lists close matches), an unknown suite
+        prefix (the message lists the known ones), an env_kwargs key that is neither an
+        `EnvParams` field nor a constructor argument (or that the suite rejects), or a
+        value of the wrong type or range (see `check_overrides`).
+      ImportError: for a suite id whose suite is not installed (naming the extra).
     """
     env_kwargs = dict(env_kwargs or {})
-    # TEMPORARY (host branch): the "gymnasium:" prefix only; the suites branch's general
-    # "prefix:name" dispatch replaces this at merge.
-    if env_id.startswith("gymnasium:"):
-        from purejaxppo.envs.suites import gymnasium as suite
+    if ":" in env_id:
+        from purejaxppo.envs.suites import make_suite_env
 
-        return suite.make(env_id.partition(":")[2], env_kwargs)
+        return make_suite_env(env_id, env_kwargs)
     if env_id not in gymnax.registered_envs:
         ids = registered_env_ids()
         close = difflib.get_close_matches(env_id, ids, n=5, cutoff=0.5)
