@@ -91,11 +91,41 @@ def random_return(env, env_params, episodes: int, max_steps: int, seed: int = 0)
     return float(np.mean(np.asarray(run(jax.random.key(seed)))))
 
 
+def host_random_return(env, episodes: int, seed: int = 0) -> float:
+    """Mean return of a uniformly random policy on a host env (`HostVecEnv`, NumPy)."""
+    vec = env.make_vec(episodes)
+    space = env.action_space(None)
+    rng = np.random.default_rng(seed)
+    vec.reset(seed)
+    ret, active = np.zeros(episodes), np.ones(episodes, bool)
+    try:
+        while active.any():
+            action = rng.integers(0, space.n, episodes).astype(np.int32)
+            _, reward, term, trunc, _ = vec.step(action)
+            ret += np.where(active, reward, 0.0)
+            active &= ~(term | trunc)
+    finally:
+        vec.close()
+    return float(ret.mean())
+
+
 def train_curve(config) -> tuple[np.ndarray, float, float]:
-    """(episode_return per update, compile s, run s) of one seed of `config`."""
+    """(episode_return per update, compile s, run s) of one seed of `config`.
+
+    Host envs (gymnasium) run `make_train` unjitted (host loop around compiled pieces):
+    compile s is then NaN and run s the whole wall time, compiles included.
+    """
     import jax
 
     import purejaxppo as pjp
+    from purejaxppo.envs.host import is_host_env
+
+    env, _ = pjp.make_env(config.env_name, config.env_kwargs)
+    if is_host_env(env):
+        start = time.perf_counter()
+        out = pjp.make_train(config)(jax.random.key(config.seed))
+        run_s = time.perf_counter() - start
+        return np.asarray(out.metrics["episode_return"], np.float64), float("nan"), run_s
 
     start = time.perf_counter()
     train = jax.jit(pjp.make_train(config))
@@ -140,7 +170,7 @@ def main() -> None:
             curve, compile_s, run_s = train_curve(config)
             final = final_return(curve)
             if name == "gymnasium":
-                rand = float("nan")  # a host env has no jitted random rollout here
+                rand = host_random_return(env, args.random_episodes)
             else:
                 max_steps = int(getattr(env_params, "max_steps_in_episode", 1000))
                 rand = random_return(env, env_params, args.random_episodes, max_steps)
@@ -193,7 +223,9 @@ def main() -> None:
         for ax, name in zip(axes.flat, names, strict=False):
             for label in pendulum if name == "pendulum" else [name]:
                 batch, curve = curves[label]
-                ax.plot(np.arange(1, len(curve) + 1) * batch, curve, label=label)
+                steps = np.arange(1, len(curve) + 1) * batch
+                ended = np.isfinite(curve)  # NaN: no episode ended in that update
+                ax.plot(steps[ended], curve[ended], label=label, lw=1)
             row = next(r for r in rows if r["run"] == name)
             if np.isfinite(row.get("random_return", np.nan)):
                 ax.axhline(row["random_return"], color="grey", ls="--", label="random")

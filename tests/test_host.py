@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import gymnasium
 import jax
 import jax.numpy as jnp
@@ -140,16 +138,13 @@ def test_gymnasium_cartpole_learns():
     config = pjp.PPOConfig.from_yaml("configs/gymnasium_cartpole.yaml").replace(
         total_timesteps=16 * 32 * 120, learning_rate=1e-3, anneal_lr=False
     )
-    start = time.perf_counter()
     calls = []
     out = pjp.make_train(config, callback=lambda *a: calls.append(a[1]), callback_every=40)(
         jax.random.key(0)
     )
-    elapsed = time.perf_counter() - start
     returns = np.asarray(out.metrics["episode_return"])
     assert set(out.metrics) == set(pjp.METRICS)
     assert calls == [40, 80, 120]
     assert out.metrics["env_steps"][-1] == 16 * 32 * 120
     best = np.nanmax(np.convolve(np.nan_to_num(returns), np.ones(5) / 5, mode="valid"))
     assert best >= 150, (best, returns[-20:])
-    assert elapsed < 45, elapsed
