@@ -95,7 +95,7 @@ def make_callback_update(config, env, networks):
             carry,
             jax.random.split(rollout_key, num_steps),
         )
-        train_state, _ = learn_fn(train_state, traj, carry[1], epochs_key, hparams, step)
+        train_state, _, _ = learn_fn(train_state, traj, carry[1], epochs_key, hparams, step)
         episode_return = carry[4][0] / jnp.maximum(carry[4][1], 1)
         return (train_state, carry, key, step + 1), episode_return
 
