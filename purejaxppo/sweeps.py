@@ -23,6 +23,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,10 @@ def sweep(
       num_samples: random draws.
       random_seed: numpy seed of the random draws.
       devices: None (all devices of all processes), an int (first n local devices) or a
-        list of devices.
+        list of devices. On CPU, JAX starts with one device: several runs on it share
+        about one core, and `sweep` warns once (`RuntimeWarning`) on a multi-core machine.
+        `jax.config.update("jax_num_cpu_devices", n)` before the first JAX computation
+        gives n CPU devices (the CLI sets one per usable core).
       max_runs_per_chunk: most runs in one program call; a multiple of the device count.
         None: all of a group's runs at once, or, on devices that report their memory
         (GPUs), as many as fit in 70% of it (measured by compiling for one run per device).
@@ -188,6 +192,7 @@ def sweep(
         )
         groups.setdefault(static, []).append(index)
     num_runs = len(settings) * len(seed_list)
+    _warn_one_cpu_device(mesh, num_runs)
     if verbose and jax.process_index() == 0:
         print(
             f"sweep: {num_runs} runs = {len(settings)} setting(s) x {len(seed_list)} seed(s) "
@@ -249,6 +254,36 @@ def sweep(
         settings=settings,
         num_compiles=len(groups),
         num_devices=num_devices,
+    )
+
+
+_WARNED_ONE_CPU_DEVICE = False
+
+
+def _warn_one_cpu_device(mesh, num_runs: int) -> None:
+    """Warns once per process when several runs go to one CPU device of a multi-core
+    machine (XLA:CPU then runs them on about one core)."""
+    global _WARNED_ONE_CPU_DEVICE
+    from purejaxppo.platform import usable_cores
+
+    cores = usable_cores()
+    devices = list(mesh.devices.flat)
+    if (
+        _WARNED_ONE_CPU_DEVICE
+        or num_runs < 2
+        or len(devices) != 1
+        or devices[0].platform != "cpu"
+        or cores < 2
+    ):
+        return
+    _WARNED_ONE_CPU_DEVICE = True
+    warnings.warn(
+        f"sweep: {num_runs} runs on one CPU device of a machine with {cores} usable cores "
+        f"run on about one core; to split them over all cores, call "
+        f'jax.config.update("jax_num_cpu_devices", {cores}) before the first JAX '
+        f"computation (the purejaxppo CLI does this by default)",
+        RuntimeWarning,
+        stacklevel=3,
     )
 
 

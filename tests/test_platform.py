@@ -70,3 +70,26 @@ def test_train_fills_the_compile_cache_and_no_compile_cache_keeps_it_empty(tmp_p
         runs.append((tmp_path / name / "metrics.csv").read_text())
     assert any(cache.iterdir())  # compiled programs were stored
     assert runs[0] == runs[1]  # a program from the cache computes the same numbers
+
+
+def test_sweep_warns_once_when_many_runs_share_one_cpu_device_of_a_multicore_machine(
+    monkeypatch,
+):
+    import warnings
+
+    import jax
+
+    from purejaxppo import parallel, platform, sweeps
+
+    mesh = parallel.make_mesh(jax.devices("cpu")[:1], parallel.RUNS_AXIS)
+    monkeypatch.setattr(platform, "usable_cores", lambda: 4)
+    monkeypatch.setattr(sweeps, "_WARNED_ONE_CPU_DEVICE", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sweeps._warn_one_cpu_device(mesh, num_runs=1)  # one run: nothing to split
+        sweeps._warn_one_cpu_device(mesh, num_runs=8)
+        sweeps._warn_one_cpu_device(mesh, num_runs=8)  # once per process
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1, messages
+    assert "8 runs on one CPU device" in messages[0]
+    assert 'jax.config.update("jax_num_cpu_devices", 4)' in messages[0]
