@@ -5,8 +5,9 @@ For each entry of `RUNS` (a config under `configs/`): train it (one seed, the co
 `--random-episodes` episodes of a uniformly random policy (valid actions only where the
 observation carries an action mask) on the same env. Reported per run: env steps, wall
 time (compile + run), the final return (mean training-episode return over the last 5%
-of updates, at least 10), the random policy's mean return, the target and whether it is
-met. Also Pendulum-v1 with and without observation / reward normalisation, curves side
+of updates, at least 10; sampled actions), the trained policy's greedy return (mean /
+argmax actions, `pjp.evaluate`, `--random-episodes` episodes; not for host envs), the
+random policy's mean return, the target and whether the final (training) return meets it. Also Pendulum-v1 with and without observation / reward normalisation, curves side
 by side.
 
     python benchmarks/env_suites.py                      # every suite (about 30-60 min, 2 CPU cores)
@@ -109,8 +110,8 @@ def host_random_return(env, episodes: int, seed: int = 0) -> float:
     return float(ret.mean())
 
 
-def train_curve(config) -> tuple[np.ndarray, float, float]:
-    """(episode_return per update, compile s, run s) of one seed of `config`.
+def train_curve(config) -> tuple[np.ndarray, float, float, object]:
+    """(episode_return per update, compile s, run s, TrainOutput) of one seed of `config`.
 
     Host envs (gymnasium) run `make_train` unjitted (host loop around compiled pieces):
     compile s is then NaN and run s the whole wall time, compiles included.
@@ -125,7 +126,7 @@ def train_curve(config) -> tuple[np.ndarray, float, float]:
         start = time.perf_counter()
         out = pjp.make_train(config)(jax.random.key(config.seed))
         run_s = time.perf_counter() - start
-        return np.asarray(out.metrics["episode_return"], np.float64), float("nan"), run_s
+        return np.asarray(out.metrics["episode_return"], np.float64), float("nan"), run_s, out
 
     start = time.perf_counter()
     train = jax.jit(pjp.make_train(config))
@@ -135,7 +136,7 @@ def train_curve(config) -> tuple[np.ndarray, float, float]:
     start = time.perf_counter()
     out = jax.block_until_ready(compiled(key))
     run_s = time.perf_counter() - start
-    return np.asarray(out.metrics["episode_return"], np.float64), compile_s, run_s
+    return np.asarray(out.metrics["episode_return"], np.float64), compile_s, run_s, out
 
 
 def main() -> None:
@@ -167,13 +168,23 @@ def main() -> None:
             row["env"] = config.env_name
             env, env_params = pjp.make_env(config.env_name, config.env_kwargs)
             print(f"[{name}] {config.env_name}: {config.total_timesteps} steps", flush=True)
-            curve, compile_s, run_s = train_curve(config)
+            curve, compile_s, run_s, out = train_curve(config)
             final = final_return(curve)
             if name == "gymnasium":
                 rand = host_random_return(env, args.random_episodes)
+                greedy = float("nan")  # evaluate() runs jitted episodes: not for host envs
             else:
                 max_steps = int(getattr(env_params, "max_steps_in_episode", 1000))
                 rand = random_return(env, env_params, args.random_episodes, max_steps)
+                greedy = float(
+                    pjp.evaluate(
+                        out,
+                        config=config,
+                        num_episodes=args.random_episodes,
+                        greedy=True,
+                        max_steps=max_steps,
+                    ).returns.mean()
+                )
             if check is None:
                 top = MAX_RETURN[name]
                 met = final >= 0.9 * top
@@ -186,6 +197,7 @@ def main() -> None:
                 run_s=round(run_s, 1),
                 steps_per_s=round(config.num_updates * config.batch_size / run_s),
                 final_return=round(final, 3),
+                greedy_return=round(greedy, 3),
                 random_return=round(rand, 3),
                 met=met,
             )
