@@ -4,10 +4,10 @@ A Python loop around two compiled functions: the policy step (`Networks.step` an
 action sample for all N envs, one call per env step) and the PPO update (`learning.make_learn`,
 the same function `make_train` runs after its rollouts). The envs step on the host in
 between. benchmarks/gymnasium_host.py measures it against stepping the env from inside one
-jitted rollout with `jax.experimental.io_callback`: on a busy 2-core CPU the callback
-version had the better median update time (0.13 s vs 0.18 s per 512 steps) and the host
-loop the better best time (0.07 s vs 0.11 s), i.e. no clear winner yet; see
-benchmarks/results/gymnasium_host.json.
+jitted rollout with `jax.experimental.io_callback`: on a quiet 2-core CPU the two tie
+(median 64.2 ms vs 64.5 ms per 512-step update of CartPole-v1; best 51.6 vs 45.7 ms), so
+the host loop, which needs no callback support and shares `learn` with users' own loops,
+is kept; see benchmarks/results/gymnasium_host.json.
 
 `make_train_fns(config)` returns these functions for a host env (`TrainFns.host` True), so
 `make_train`, `purejaxppo train` and `runner.train_and_log` need no other change.
