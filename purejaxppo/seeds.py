@@ -16,12 +16,14 @@ The run directory:
       summary.csv          final return per seed (and its first non-finite update,
                            0 for none); then rows mean, std, iqm, min, max over seeds
       learning_curve.png   mean episode return over the seeds, a ±1 std band and a
-                           lighter min-max band, against env steps
+                           lighter min-max band, against env steps (and the same for
+                           value loss, entropy, approx KL: `plot_seeds`)
       seed_<s>/            a single-run directory per seed, as `purejaxppo train --seed s`
                            writes it: config.yaml (seed s), metrics.csv,
-                           learning_curve.png, checkpoints/last/<update>/ (for
-                           `purejaxppo eval`, `pjp.Policy.load`, `export`, and
-                           `purejaxppo train --resume <run_dir>/seed_<s>`)
+                           checkpoints/last/<update>/ (for `purejaxppo eval`,
+                           `pjp.Policy.load`, `export`, and `purejaxppo train --resume
+                           <run_dir>/seed_<s>`); its learning_curve.png only with
+                           `seed_plots=True` (one plot costs ~0.5 s)
 
 The driver features of one run that work per update outside the program (evaluation,
 videos, datasets, logging sinks other than csv, resuming) and host envs (which cannot
@@ -67,8 +69,8 @@ class SeedsResult(NamedTuple):
         (NaN-aware, as `purejaxppo train` prints).
       diverged: seed -> first update (1-based) with a NaN / Inf loss or parameter, for
         the seeds that diverged only.
-      runner_state: the final `RunnerState` of every seed, leaves with a leading `[S]`
-        axis (a diverged seed's holds its non-finite values).
+      runner_state: the final `RunnerState` of every seed, numpy leaves with a leading
+        `[S]` axis (and a typed key `[S]`); a diverged seed's holds its non-finite values.
       num_devices: devices the seeds were split over.
     """
 
@@ -185,6 +187,7 @@ def train_seeds(
     overwrite: bool = False,
     *,
     plot: bool = True,
+    seed_plots: bool = False,
     verbose: bool = True,
 ) -> SeedsResult:
     """Trains `num_seeds` seeds of `config` as one program and writes one run directory.
@@ -201,7 +204,9 @@ def train_seeds(
       progress: show a tqdm bar (updates, env steps per seed, steps/s of all seeds,
         mean latest return).
       overwrite: replace the contents of a non-empty `run_dir` that holds a run.
-      plot: write the learning-curve PNGs (top level and per seed).
+      plot: write the top-level `learning_curve.png` (`plot_seeds`).
+      seed_plots: also write each seed's `learning_curve.png` (`runner.plot_learning_curve`,
+        ~0.5 s a seed; off by default, the top-level plot shows every seed's spread).
       verbose: print (to stderr) how the seeds are split over the devices.
 
     Checkpoints (per seed, as `purejaxppo train` writes them) are saved every
@@ -313,8 +318,17 @@ def train_seeds(
         frame.insert(0, "update", np.arange(1, len(frame) + 1))
         return frame
 
-    def save(k: int, state: Any, segments: int | None = None) -> None:
-        state = jax.tree.map(lambda x: x[k], state)
+    def to_host(state: Any) -> Any:
+        """The runs' state as numpy arrays `[R, ...]` (one transfer; slicing a seed out of
+        the devices' arrays would compile a gather per leaf), the key as key data."""
+        return parallel.to_host(state.replace(key=jax.random.key_data(state.key)))
+
+    def seed_state(host: Any, k: int) -> Any:
+        state = jax.tree.map(lambda x: x[k], host)
+        return state.replace(key=jax.random.wrap_key_data(state.key))
+
+    def save(k: int, host: Any, segments: int | None = None) -> None:
+        state = seed_state(host, k)
         save_checkpoint(seed_dirs[k], state, seed_history(k, segments), seed_configs[k])
         _write_csv(seed_dirs[k] / "metrics.csv", seed_table(k).iloc[: int(state.update_step)])
         saved_step[k] = int(state.update_step)
@@ -334,7 +348,7 @@ def train_seeds(
             length = min(config.log_freq, config.num_updates - done)
             if config.save_freq:
                 length = min(length, config.save_freq - done % config.save_freq)
-            previous = runner
+            previous = runner  # a diverged seed keeps its last finite state
             runner, metrics, finite = run_program(length)(runner, hparams)
             metrics, finite = parallel.to_host((metrics, finite))
             metrics = {name: metrics[name][:num_seeds] for name in names}
@@ -344,21 +358,22 @@ def train_seeds(
                     continue
                 bad = first_nonfinite_update({n: metrics[n][k] for n in names}, done + 1)
                 if bad is None and not finite[k]:
-                    params = jax.tree.map(lambda x, k=k: x[k], runner.train_state.params)
+                    params = seed_state(to_host(runner), k).train_state.params
                     bad = (done + length, f"params {nonfinite_leaf(params)}")
                 if bad is not None:
                     diverged[k] = bad
                     if done > saved_step[k]:  # keep the last finite state, as train does
-                        save(k, previous, len(history) - 1)
+                        save(k, to_host(previous), len(history) - 1)
             done += length
             at_save = bool(config.save_freq) and done % config.save_freq == 0
             at_save |= bool(config.save_minutes) and (
                 time.monotonic() - last_save_time >= 60 * config.save_minutes
             )
             if at_save or done == config.num_updates:
+                host = to_host(runner)
                 for k in range(num_seeds):
                     if k not in diverged:
-                        save(k, runner)
+                        save(k, host)
                 last_save_time = time.monotonic()
             latest = metrics["episode_return"][:, -1]
             bar.set_description(f"{config.env_name} x{num_seeds} seeds")
@@ -375,7 +390,7 @@ def train_seeds(
     tables = [seed_table(k) for k in range(num_seeds)]
     for k, table in enumerate(tables):
         _write_csv(seed_dirs[k] / "metrics.csv", table)
-        if plot:
+        if seed_plots:
             _write_atomic(
                 seed_dirs[k] / "learning_curve.png",
                 lambda p, table=table, k=k: plot_learning_curve(
@@ -414,7 +429,7 @@ def train_seeds(
         summary=summary,
         final_returns=finals,
         diverged=first_bad,
-        runner_state=jax.tree.map(lambda x: x[:num_seeds], runner),
+        runner_state=seed_state(jax.tree.map(lambda x: x[:num_seeds], host), slice(None)),
         num_devices=num_devices,
     )
 
@@ -466,16 +481,26 @@ def summarize_seeds(
     return pd.DataFrame(rows)
 
 
+#: Panels of `plot_seeds`: (metric, axis label); the first is the large one.
+PLOT_PANELS = (
+    ("episode_return", "episode return"),
+    ("v_loss", "value loss"),
+    ("entropy", "policy entropy (nats)"),
+    ("approx_kl", "approx KL"),
+)
+
+
 def plot_seeds(metrics: pd.DataFrame, path: str | Path, title: str = "") -> None:
-    """Writes a PNG: mean episode return over the seeds against env steps, with a band of
-    ±1 std and a lighter min-max band (NaN-aware: updates where no episode of a seed
-    ended leave that seed out).
+    """Writes a PNG of the seeds' learning curves against env steps: the mean episode
+    return over the seeds with a band of ±1 std (ddof=0) and a lighter min-max band, and
+    below it the same for the value loss, the policy entropy and the approx KL.
+    NaN-aware: an update where no episode of a seed ended leaves that seed out.
 
     Args:
-      metrics: the long table of `train_seeds` (columns seed, update, env_steps,
-        episode_return).
+      metrics: the long table of `train_seeds` (columns seed, update, env_steps and the
+        metrics of `PLOT_PANELS`).
       path: the PNG to write (the format follows its suffix).
-      title: the plot's title.
+      title: the figure's title.
     """
     import warnings
 
@@ -484,31 +509,33 @@ def plot_seeds(metrics: pd.DataFrame, path: str | Path, title: str = "") -> None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    wide = metrics.pivot(index="update", columns="seed", values="episode_return")
-    steps = metrics.groupby("update")["env_steps"].first().loc[wide.index].to_numpy()
-    values = wide.to_numpy(np.float64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN updates
-        mean = np.nanmean(values, axis=1)
-        std = np.nanstd(values, axis=1)
-        low, high = np.nanmin(values, axis=1), np.nanmax(values, axis=1)
-    keep = ~np.isnan(mean)
-    num_seeds = values.shape[1]
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    (line,) = ax.plot(steps[keep], mean[keep], lw=1.5, label=f"mean over {num_seeds} seeds")
-    color = line.get_color()
-    ax.fill_between(
-        steps[keep], (mean - std)[keep], (mean + std)[keep], color=color, alpha=0.3,
-        lw=0, label="±1 std",
-    )  # fmt: skip
-    ax.fill_between(
-        steps[keep], low[keep], high[keep], color=color, alpha=0.12, lw=0, label="min-max"
-    )
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("episode return")
-    ax.set_title(title or "PPO")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=9)
+    steps = metrics.groupby("update")["env_steps"].first()
+    num_seeds = metrics["seed"].nunique()
+    fig = plt.figure(figsize=(10, 8))
+    grid = fig.add_gridspec(2, 3, height_ratios=(1.6, 1))
+    axes = [fig.add_subplot(grid[0, :])] + [fig.add_subplot(grid[1, i]) for i in range(3)]
+    for ax, (column, label) in zip(axes, PLOT_PANELS, strict=True):
+        wide = metrics.pivot(index="update", columns="seed", values=column)
+        x = steps.loc[wide.index].to_numpy()
+        values = wide.to_numpy(np.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN updates
+            mean, std = np.nanmean(values, axis=1), np.nanstd(values, axis=1)
+            low, high = np.nanmin(values, axis=1), np.nanmax(values, axis=1)
+        keep = ~np.isnan(mean)
+        (line,) = ax.plot(x[keep], mean[keep], lw=1.5, label=f"mean over {num_seeds} seeds")
+        color = line.get_color()
+        ax.fill_between(
+            x[keep], (mean - std)[keep], (mean + std)[keep], color=color, alpha=0.3, lw=0,
+            label="±1 std",
+        )  # fmt: skip
+        ax.fill_between(x[keep], low[keep], high[keep], color=color, alpha=0.12, lw=0,
+                        label="min-max")  # fmt: skip
+        ax.set_ylabel(label)
+        ax.set_xlabel("env steps")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", fontsize=9)
+    fig.suptitle(title or "PPO")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
