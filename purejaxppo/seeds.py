@@ -414,12 +414,12 @@ def train_seeds(
         )
     if diverged and verbose:
         details = "; ".join(
-            f"seed {seeds[k]} at update {update} ({what})"
+            f"seed {seeds[k]} at update {update} ({what}; "
+            + (f"last finite state: update {saved_step[k]})" if saved_step[k] else "no checkpoint)")
             for k, (update, what) in sorted(diverged.items())
         )
         print(
-            f"train: {len(diverged)} of {num_seeds} seeds diverged (NaN / Inf): {details}; "
-            "their newest checkpoint is their last finite state",
+            f"train: {len(diverged)} of {num_seeds} seeds diverged (NaN / Inf): {details}",
             file=sys.stderr,
         )
     return SeedsResult(
