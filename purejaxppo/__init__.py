@@ -27,6 +27,7 @@ _EXPORTS = {
     "purejaxppo.population": ("PBTResult", "pbt"),
     "purejaxppo.policy": ("EvalResult", "Policy", "evaluate"),
     "purejaxppo.sweeps": ("SweepResult", "log_sweep", "sweep"),
+    "purejaxppo.seeds": ("SeedsResult", "train_seeds"),
     "purejaxppo.train": ("METRICS", "TrainFns", "make_train", "make_train_fns"),
     "purejaxppo.metrics": ("UpdateMetrics",),
     "purejaxppo.sinks": ("Sink", "make_sinks"),

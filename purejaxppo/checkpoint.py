@@ -150,6 +150,13 @@ def load_checkpoint(
     """
     directory = _directory(run_dir, kind)
     if not directory.is_dir():
+        if (Path(run_dir) / "seeds.yaml").is_file():  # `purejaxppo train --num-seeds N`
+            seeds = sorted(p.name for p in Path(run_dir).glob("seed_*"))
+            raise ValueError(
+                f"{run_dir} holds several seeds (purejaxppo train --num-seeds), not one run: "
+                f"use one of its seed directories ({', '.join(seeds[:4])}"
+                f"{', ...' if len(seeds) > 4 else ''})"
+            )
         raise ValueError(f"no complete checkpoint under {directory}")
     with _manager(directory) as manager:
         steps = sorted(manager.all_steps(), reverse=True)

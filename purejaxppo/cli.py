@@ -91,6 +91,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument(
+        "--num-seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train the seeds --seed, ..., --seed + N-1 as one program, vmapped and split "
+        "over the devices, into one run directory: a single-run directory seed_<s>/ per "
+        "seed, plus metrics.csv (all seeds), summary.csv, seeds.yaml and a plot of the "
+        "mean with bands (default 1: one run)",
+    )
+    train.add_argument(
+        "--devices",
+        type=int,
+        metavar="N",
+        help="with --num-seeds: split the seeds over the first N local devices (default: "
+        "one CPU device per usable core, at most one per seed)",
+    )
+    train.add_argument(
         "--logger",
         action="append",
         dest="logger_names",
@@ -441,6 +458,13 @@ def _train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
     resume = args.pop("resume")
     overwrite = args.pop("overwrite")
     extra_loggers = args.pop("logger_names") or []
+    num_seeds, devices = args.pop("num_seeds"), args.pop("devices")
+    if resume is not None and num_seeds != 1:
+        _error(
+            parser,
+            f"--resume cannot be combined with --num-seeds {num_seeds}: every seed directory "
+            "is a single run, resume them one at a time (--resume RUN_DIR/seed_<s>)",
+        )
     if resume is not None:
         if config_path is not None or run_dir is not None:
             _error(parser, "--resume takes the run's own config and dir")
@@ -462,6 +486,10 @@ def _train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
             f"of num_envs*num_steps = {config.batch_size}: the run does {config.num_updates} "
             f"update(s) = {config.num_updates * config.batch_size} env steps",
             file=sys.stderr,
+        )
+    if num_seeds != 1 or devices is not None:
+        return _train_seeds_command(
+            parser, config, run_dir, num_seeds, devices, progress, overwrite
         )
     from purejaxppo import rundir
     from purejaxppo.guards import TrainingDiverged
@@ -488,6 +516,62 @@ def _train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
         f"final mean episode_return (last 10 updates): {final_text}\n"
         f"run directory: {result.run_dir}"
     )
+    return 0
+
+
+def _train_seeds_command(
+    parser: argparse.ArgumentParser,
+    config: PPOConfig,
+    run_dir: Path | None,
+    num_seeds: int,
+    devices: int | None,
+    progress: bool,
+    overwrite: bool,
+) -> int:
+    """`purejaxppo train --num-seeds N`: validated before the CPU device count is set (and
+    JAX started), trained by `seeds.train_seeds`."""
+    from purejaxppo import rundir
+    from purejaxppo.seeds import check_seeds
+
+    try:
+        check_seeds(config, num_seeds, devices=devices)
+        if run_dir is not None:
+            rundir.check_fresh(run_dir, overwrite)
+    except ValueError as err:
+        _error(parser, err)
+    # Every core by default, as `sweep` and `pbt`: one CPU device per core.
+    from purejaxppo.platform import configure_cpu_devices
+
+    count = configure_cpu_devices(devices)
+    if count is not None and devices is None:
+        devices = min(count, num_seeds)
+    from purejaxppo.seeds import train_seeds  # imports JAX; keep --help fast
+
+    try:
+        result = train_seeds(
+            config, run_dir, num_seeds, devices=devices, progress=progress, overwrite=overwrite
+        )
+    except (ValueError, ImportError) as err:
+        _error(parser, err)
+    lines = ["final mean episode_return (last 10 updates) per seed:"]
+    for seed, value in zip(result.seeds, result.final_returns, strict=True):
+        mark = f" (diverged at update {result.diverged[seed]})" if seed in result.diverged else ""
+        lines.append(f"  seed {seed}: {value:.2f}{mark}")
+    stats = result.summary.set_index("seed")["final_return"]
+    lines.append(
+        f"mean ± std over {num_seeds} seeds: {stats['mean']:.2f} ± {stats['std']:.2f} "
+        f"(IQM {stats['iqm']:.2f}, min {stats['min']:.2f}, max {stats['max']:.2f})"
+    )
+    lines.append(f"run directory: {result.run_dir} (seeds in seed_<s>/)")
+    print("\n".join(lines))
+    if result.diverged:
+        _error(
+            parser,
+            f"{len(result.diverged)} of {num_seeds} seeds diverged (NaN / Inf): seeds "
+            f"{sorted(result.diverged)}; see the 'diverged' column of "
+            f"{result.run_dir / 'summary.csv'}",
+            EXIT_DIVERGED,
+        )
     return 0
 
 
