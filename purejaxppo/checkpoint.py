@@ -151,7 +151,8 @@ def load_checkpoint(
     directory = _directory(run_dir, kind)
     if not directory.is_dir():
         if (Path(run_dir) / "seeds.yaml").is_file():  # `purejaxppo train --num-seeds N`
-            seeds = sorted(p.name for p in Path(run_dir).glob("seed_*"))
+            found = [p.name for p in Path(run_dir).glob("seed_*") if p.name[5:].isdigit()]
+            seeds = sorted(found, key=lambda name: int(name[5:]))
             raise ValueError(
                 f"{run_dir} holds several seeds (purejaxppo train --num-seeds), not one run: "
                 f"use one of its seed directories ({', '.join(seeds[:4])}"
