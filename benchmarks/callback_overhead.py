@@ -118,7 +118,7 @@ def main() -> None:
     if args.video_freq:
         import tempfile
 
-        from purejaxppo.runner import train_and_log
+        from purejaxppo.drivers.single import train_and_log
 
         times = {0: [], args.video_freq: []}
         for repeat in range(args.repeats + 1):  # the first round compiles

@@ -73,7 +73,7 @@ cells = [
     new_code_cell(
         "import tempfile\n"
         "from pathlib import Path\n\n"
-        "from purejaxppo.population import write_pbt\n\n"
+        "from purejaxppo.drivers.population import write_pbt\n\n"
         "out = Path(tempfile.mkdtemp())\n"
         "write_pbt(result, out)\n"
         "policy = pjp.Policy.load(out / 'best')\n"

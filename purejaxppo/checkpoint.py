@@ -36,13 +36,16 @@ class Checkpoint(NamedTuple):
     eval_history: dict[str, list]  # split -> [[update, mean return], ...] so far
 
 
-def _manager(directory: Path, keep: int | None = None):
+def make_manager(directory: str | Path, keep: int | None = None) -> Any:
+    """The orbax `CheckpointManager` of every purejaxppo checkpoint (runs and PBT
+    populations): synchronous writes, at most `keep` steps kept (None: all), leftovers of
+    an interrupted write removed. Use it as a context manager."""
     import orbax.checkpoint as ocp
 
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep, enable_async_checkpointing=False, cleanup_tmp_directories=True
     )
-    return ocp.CheckpointManager(directory.resolve(), options=options)
+    return ocp.CheckpointManager(Path(directory).resolve(), options=options)
 
 
 def _to_saveable(runner: RunnerState) -> RunnerState:
@@ -87,7 +90,7 @@ def save_checkpoint(
     directory = _directory(run_dir, kind)
     check_finite_params(runner_state.train_state.params, f"save_checkpoint (update {step})")
     keep = config.keep_checkpoints if keep is None else keep
-    with _manager(directory, keep) as manager:
+    with make_manager(directory, keep) as manager:
         manager.save(
             step,
             args=ocp.args.Composite(
@@ -113,7 +116,7 @@ def latest_checkpoint_step(run_dir: str | Path, kind: str = "last") -> int | Non
     directory = _directory(run_dir, kind)
     if not directory.is_dir():
         return None
-    with _manager(directory) as manager:
+    with make_manager(directory) as manager:
         return manager.latest_step()
 
 
@@ -159,7 +162,7 @@ def load_checkpoint(
                 f"{', ...' if len(seeds) > 4 else ''})"
             )
         raise ValueError(f"no complete checkpoint under {directory}")
-    with _manager(directory) as manager:
+    with make_manager(directory) as manager:
         steps = sorted(manager.all_steps(), reverse=True)
         if not steps:
             raise ValueError(f"no complete checkpoint under {directory}")

@@ -51,14 +51,28 @@ def first_nonfinite_update(
     return first_update + step, names[int(np.argmax(bad[:, step]))]
 
 
-@jax.jit
-def _all_finite(tree: Any) -> jax.Array:
-    leaves = [
-        jnp.all(jnp.isfinite(x))
-        for x in jax.tree.leaves(tree)
-        if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
-    ]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
+def all_finite(tree: Any, batched: bool = False) -> jax.Array:
+    """Whether every floating-point leaf of `tree` is finite (no NaN / Inf); traceable.
+
+    Args:
+      tree: a pytree of arrays (e.g. the parameters).
+      batched: the leaves have a leading axis `[P]` of members (runs); the answer is then
+        per member.
+
+    Returns:
+      bool `[]` (or `[P]` when `batched`); True for a tree without floating leaves.
+    """
+    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    if not batched:
+        flags = [jnp.all(jnp.isfinite(x)) for x in leaves]
+        return jnp.all(jnp.stack(flags)) if flags else jnp.bool_(True)
+    ok = jnp.ones(leaves[0].shape[0], bool) if leaves else jnp.ones((), bool)
+    for x in leaves:
+        ok = ok & jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+    return ok
+
+
+_all_finite = jax.jit(all_finite, static_argnames="batched")
 
 
 def nonfinite_leaf(params: Any) -> str | None:

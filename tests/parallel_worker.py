@@ -55,7 +55,7 @@ def devices_mode(out: Path) -> None:
     jax.config.update("jax_num_cpu_devices", 4)
     import purejaxppo as pjp
     from purejaxppo import parallel
-    from purejaxppo.sweeps import sweep
+    from purejaxppo.drivers.sweeps import sweep
     from purejaxppo.update import Batch, make_minibatch_grads
 
     assert jax.device_count() == 4, jax.devices()

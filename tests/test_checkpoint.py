@@ -16,7 +16,7 @@ import pytest
 
 import purejaxppo as pjp
 from purejaxppo.checkpoint import latest_checkpoint_step, load_checkpoint
-from purejaxppo.runner import train_and_log
+from purejaxppo.drivers.single import train_and_log
 
 EXE = os.path.join(os.path.dirname(sys.executable), "purejaxppo")
 # 40 updates of 4 envs x 32 steps, a checkpoint after every update.

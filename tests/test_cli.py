@@ -12,7 +12,7 @@ import yaml
 
 import purejaxppo as pjp
 from purejaxppo.cli import main
-from purejaxppo.runner import train_and_log
+from purejaxppo.drivers.single import train_and_log
 
 CONFIG = pjp.PPOConfig(total_timesteps=7 * 512, log_freq=3, seed=5)  # 7 updates: 3 + 3 + 1
 

@@ -90,7 +90,7 @@ def test_bad_input_raises_before_compiling():
     with pytest.raises(ValueError, match=r"gymnasium:CartPole-v1.*make_data_parallel_train"):
         pjp.make_data_parallel_train(config)
     with pytest.raises(ValueError, match="eval_freq"):
-        from purejaxppo.runner import train_and_log
+        from purejaxppo.drivers.single import train_and_log
 
         train_and_log(config.replace(eval_freq=1), "/nonexistent/never-created")
 

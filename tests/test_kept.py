@@ -23,9 +23,10 @@ import pytest
 
 import purejaxppo as pjp
 from purejaxppo import checkpoint as ckpt
-from purejaxppo import guards, rundir, sweeps
+from purejaxppo import guards, rundir
 from purejaxppo.cli import main
-from purejaxppo.runner import train_and_log
+from purejaxppo.drivers.single import train_and_log
+from purejaxppo.drivers.sweeps import driver as sweeps
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = os.path.join(os.path.dirname(sys.executable), "purejaxppo")

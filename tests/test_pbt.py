@@ -24,8 +24,11 @@ from flax import struct
 from nbclient import NotebookClient
 
 import purejaxppo as pjp
-import purejaxppo.population as pbt_module
-from purejaxppo.population import (
+from purejaxppo.drivers.population import options as pbt_options
+from purejaxppo.drivers.population import program as pbt_program
+from purejaxppo.drivers.population import search as pbt_search
+from purejaxppo.drivers.population import storage as pbt_storage
+from purejaxppo.drivers.population.search import (
     SearchSpace,
     copy_members,
     perturb,
@@ -252,8 +255,8 @@ def test_bad_input_raises_before_compiling(kwargs, needle, monkeypatch):
     def no_compile(*args, **kwargs):
         raise AssertionError("compiled before validating")
 
-    monkeypatch.setattr(pbt_module, "make_generation_program", no_compile)
-    monkeypatch.setattr(pbt_module, "_PROGRAM_CACHE", {})
+    monkeypatch.setattr(pbt_program, "make_generation_program", no_compile)
+    monkeypatch.setattr(pbt_program, "PROGRAM_CACHE", {})
     with pytest.raises(ValueError) as err:
         pjp.pbt(CONFIG, **{**KW, **kwargs})
     assert needle in str(err.value), str(err.value)
@@ -302,11 +305,11 @@ def test_lineage_table_and_summary(reference):
 
 
 def test_exploit_copies_parent_state_bitwise_and_diverged_members_are_replaced():
-    space = pbt_module.parse_search(SEARCH, CONFIG)
-    options = pbt_module.PBTOptions(population=4, ready_every=4, seed=3)
-    mesh = pbt_module.parallel.make_mesh(None, pbt_module.parallel.RUNS_AXIS)
-    init, run_generations = pbt_module._programs(CONFIG, space, options, mesh, None, None)
-    state = pbt_module.initial_state(init, CONFIG, space, options, mesh)
+    space = pbt_search.parse_search(SEARCH, CONFIG)
+    options = pbt_options.PBTOptions(population=4, ready_every=4, seed=3)
+    mesh = pbt_program.parallel.make_mesh(None, pbt_program.parallel.RUNS_AXIS)
+    init, run_generations = pbt_program.cached_programs(CONFIG, space, options, mesh, None, None)
+    state = pbt_program.initial_state(init, CONFIG, space, options, mesh)
     # Member 2 diverges: NaN weights stay NaN through training.
     params = jax.tree.map(lambda x: x.at[2].set(jnp.nan), state.runner.train_state.params)
     state = state._replace(
@@ -354,7 +357,7 @@ def test_population_of_one_is_the_plain_run_bitwise():
         learning_rate=jnp.float32(result.lineage["learning_rate"].iloc[0]),
         ent_coef=jnp.float32(result.lineage["ent_coef"].iloc[0]),
     )
-    out = jax.jit(pjp.make_train(config))(pbt_module.member_keys(3, 1)[0], hparams)
+    out = jax.jit(pjp.make_train(config))(pbt_options.member_keys(3, 1)[0], hparams)
     for got, want in zip(
         leaves(result.best_runner_state.train_state), leaves(out.train_state), strict=True
     ):
@@ -365,14 +368,14 @@ def test_population_of_one_is_the_plain_run_bitwise():
 
 def test_resume_after_a_crash_is_bitwise_equal(reference, tmp_path, monkeypatch):
     result, _ = reference
-    real_save = pbt_module.save_population
+    real_save = pbt_storage.save_population
 
     def crash_after_second_generation(directory, state, generation, history, meta):
         real_save(directory, state, generation, history, meta)
         if generation == 2:
             raise KeyboardInterrupt("killed")
 
-    monkeypatch.setattr(pbt_module, "save_population", crash_after_second_generation)
+    monkeypatch.setattr(pbt_storage, "save_population", crash_after_second_generation)
     with pytest.raises(KeyboardInterrupt):
         pjp.pbt(CONFIG, **KW, checkpoint_dir=tmp_path, verbose=False)
     monkeypatch.undo()

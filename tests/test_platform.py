@@ -79,7 +79,8 @@ def test_sweep_warns_once_when_many_runs_share_one_cpu_device_of_a_multicore_mac
 
     import jax
 
-    from purejaxppo import parallel, platform, sweeps
+    from purejaxppo import parallel, platform
+    from purejaxppo.drivers.sweeps import driver as sweeps
 
     mesh = parallel.make_mesh(jax.devices("cpu")[:1], parallel.RUNS_AXIS)
     monkeypatch.setattr(platform, "usable_cores", lambda: 4)

@@ -9,8 +9,8 @@ import pytest
 import purejaxppo as pjp
 from purejaxppo.checkpoint import load_checkpoint
 from purejaxppo.cli import main
+from purejaxppo.drivers.single import train_and_log
 from purejaxppo.policy import make_act
-from purejaxppo.runner import train_and_log
 
 # Enough CartPole training that greedy play clearly beats random (~20).
 CONFIG = pjp.PPOConfig(total_timesteps=60 * 512, log_freq=30)

@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 
 import purejaxppo as pjp
-from purejaxppo import parallel, sweeps
+from purejaxppo import parallel
 from purejaxppo.cli import main, parse_grid, parse_random
+from purejaxppo.drivers import report, settings, sweeps
+from purejaxppo.drivers.sweeps import driver as sweep_driver
 from purejaxppo.train import METRICS
 
 # 12 updates of 4 envs x 16 steps: a few seconds per compile.
@@ -119,21 +121,21 @@ def test_summary_statistics(grid_sweep):
 
 def test_iqm_golden_values():
     # sorted [1..8]: drop 2 from each end -> mean(3, 4, 5, 6) = 4.5
-    assert sweeps.iqm(np.arange(1.0, 9.0)) == 4.5
+    assert report.iqm(np.arange(1.0, 9.0)) == 4.5
     # [0, 0, 10, 100, NaN]: NaN dropped, n=4 -> middle [0, 10] -> 5
-    assert sweeps.iqm(np.array([100.0, 0.0, 10.0, 0.0, np.nan])) == 5.0
-    assert math.isnan(sweeps.iqm(np.array([np.nan])))
+    assert report.iqm(np.array([100.0, 0.0, 10.0, 0.0, np.nan])) == 5.0
+    assert math.isnan(report.iqm(np.array([np.nan])))
 
 
 def test_random_search_settings():
     random = {"learning_rate": ("log_uniform", 1e-5, 1e-3), "num_envs": ("choice", [2, 4])}
-    draws = sweeps.sample_random(random, 50, seed=3)
-    assert draws == sweeps.sample_random(random, 50, seed=3)  # reproducible
+    draws = settings.sample_random(random, 50, seed=3)
+    assert draws == settings.sample_random(random, 50, seed=3)  # reproducible
     rates = np.array([d["learning_rate"] for d in draws])
     assert (rates >= 1e-5).all() and (rates <= 1e-3).all()
     assert rates.min() < 1e-4 < rates.max()  # log-uniform covers the decades
     assert {d["num_envs"] for d in draws} == {2, 4}
-    ints = sweeps.sample_random({"update_epochs": ("int_uniform", 1, 3)}, 40)
+    ints = settings.sample_random({"update_epochs": ("int_uniform", 1, 3)}, 40)
     assert {d["update_epochs"] for d in ints} == {1, 2, 3}
 
 
@@ -154,7 +156,7 @@ def test_bad_sweeps_fail_before_compiling(kwargs, message, monkeypatch):
     def no_compile(*args, **kw):
         raise AssertionError("compiled before validating")
 
-    monkeypatch.setattr(sweeps, "make_train_fns", no_compile)
+    monkeypatch.setattr(sweep_driver, "make_train_fns", no_compile)
     with pytest.raises(ValueError, match=None) as err:
         pjp.sweep(CONFIG, **{"seeds": 2, **kwargs})
     assert message in str(err.value)

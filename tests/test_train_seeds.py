@@ -20,8 +20,7 @@ import yaml
 
 import purejaxppo as pjp
 from purejaxppo.cli import main
-from purejaxppo.runner import final_return
-from purejaxppo.sweeps import iqm
+from purejaxppo.drivers.report import final_return, iqm
 
 SEEDS = (4, 5, 6)
 #: 6 updates of 4 envs x 16 steps, in segments of 3: one compile of the segment program.

@@ -1,6 +1,6 @@
 """The settings of a sweep: grid expansion, random draws, validation (no JAX programs).
 
-Kept apart from `sweeps.py` so that the command line can validate a sweep before it
+Kept apart from `drivers.sweeps` so that the command line can validate a sweep before it
 starts JAX's backend (which must wait for `jax.distributed.initialize` and CPU device
 settings).
 """

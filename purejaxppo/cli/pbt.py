@@ -1,0 +1,87 @@
+"""`purejaxppo pbt`: population-based training (`drivers.population`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from purejaxppo.cli.values import (
+    load_config,
+    parse_random,
+)
+
+
+def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
+    options = {
+        name: args.pop(name)
+        for name in (
+            "config", "population", "ready_every", "search", "exploit", "explore",
+            "truncation_fraction", "tournament_size", "resample_probability",
+            "fitness_window", "devices", "checkpoint_every", "resume", "out", "no_progress",
+        )
+    }  # fmt: skip
+    try:
+        config = load_config(options["config"], args)
+        search = parse_random(options["search"])
+        for name, spec in search.items():
+            if spec[0] == "choice":
+                raise ValueError(
+                    f"--search {name}={spec}: pbt needs a range (uniform:LOW:HIGH or "
+                    "log_uniform:LOW:HIGH), not a choice"
+                )
+        if options["resume"] and options["out"] is None:
+            raise ValueError("--resume needs --out DIR (the interrupted run's directory)")
+    except ValueError as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
+    out = options["out"]
+    if out is None:
+        out = Path("pbt") / f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    devices = options["devices"]
+    if devices is None:
+        # Every core by default, on as many CPU devices as divide the population.
+        from purejaxppo.platform import configure_cpu_devices
+
+        count = configure_cpu_devices()
+        if count is not None:
+            devices = max(d for d in range(1, count + 1) if options["population"] % d == 0)
+            if not options["no_progress"]:
+                print(
+                    f"purejaxppo: population split over {devices} CPU devices (--devices N or "
+                    "JAX_NUM_CPU_DEVICES to change)",
+                    file=sys.stderr,
+                )
+    from purejaxppo.drivers.population import pbt, write_pbt  # imports JAX; keep --help fast
+
+    every = options["checkpoint_every"]
+    try:
+        result = pbt(
+            config,
+            population=options["population"],
+            ready_every=options["ready_every"],
+            search=search,
+            exploit=options["exploit"],
+            explore=options["explore"],
+            seed=config.seed,
+            devices=devices,
+            truncation_fraction=options["truncation_fraction"],
+            tournament_size=options["tournament_size"],
+            resample_probability=options["resample_probability"],
+            fitness_window=options["fitness_window"],
+            checkpoint_dir=out / "checkpoints" if every else None,
+            checkpoint_every=max(every, 1),
+            resume=options["resume"],
+            progress=not options["no_progress"],
+        )
+    except ValueError as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
+    written = write_pbt(result, out)
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(result.summary.head(10).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"best member {result.best_member}: {result.best_hparams_text()}")
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0

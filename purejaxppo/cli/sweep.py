@@ -1,0 +1,209 @@
+"""`purejaxppo sweep`: a grid / random search as one program (`drivers.sweeps`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+import yaml
+
+from purejaxppo.cli.values import (
+    error,
+    load_config,
+    parse_grid,
+    parse_random,
+)
+from purejaxppo.config import PPOConfig, load_yaml
+
+#: Sweep options saved in `<out>/request.yaml` for `purejaxppo sweep --resume`.
+_SWEEP_REQUEST = (
+    "seeds", "num_samples", "random_seed", "max_runs_per_chunk", "devices", "log_every",
+    "format",
+)  # fmt: skip
+
+
+def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
+    """`purejaxppo sweep`: validate, write the request, set the devices, sweep, report."""
+    options = {
+        name: args.pop(name)
+        for name in (
+            "config", "seeds", "grid", "random", "num_samples", "random_seed",
+            "max_runs_per_chunk", "devices", "log_every", "format", "out", "no_progress",
+            "coordinator", "num_processes", "process_id", "local_devices", "resume",
+            "overwrite",
+        )
+    }  # fmt: skip
+
+    try:
+        config, grid, random, out = _request(options, args)
+    except (ValueError, ImportError) as err:
+        error(parser, err)
+    if options["process_id"] == 0:  # one process writes the directory and the request
+        out = _write_request(options, config, grid, random, out)
+    _set_devices(parser, options)
+    from purejaxppo.drivers.sweeps import sweep, write_sweep
+
+    try:
+        result = sweep(
+            config,
+            seeds=options["seeds"],
+            grid=grid,
+            random=random,
+            num_samples=options["num_samples"],
+            random_seed=options["random_seed"],
+            devices=options["devices"],
+            max_runs_per_chunk=options["max_runs_per_chunk"],
+            progress=not options["no_progress"],
+            log_every=options["log_every"],
+            progress_dir=out / "chunks",
+        )
+    except ValueError as err:
+        error(parser, err)
+    written = write_sweep(result, out, config, fmt=options["format"])
+    from purejaxppo.drivers.sweeps import log_sweep
+
+    logged = log_sweep(result, out, config, config.loggers)
+    if logged:
+        print(f"logged {len(logged)} runs to {', '.join(config.loggers)} under {out / 'runs'}")
+    if jax_process_index() == 0:
+        _print_results(result)
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
+
+
+def _request(options: dict[str, Any], args: dict[str, Any]) -> tuple:
+    """(config, grid, random, out) of a new sweep, or of the sweep `--resume` continues;
+    validated (settings, loggers, output directory) without starting JAX's backend."""
+    from purejaxppo import rundir
+
+    resume, out = options["resume"], options["out"]
+    if resume is not None:
+        given = [
+            flag
+            for flag, value in (
+                ("--config", options["config"]),
+                ("--grid", options["grid"]),
+                ("--random", options["random"]),
+                ("--out", out),
+                ("--overwrite", options["overwrite"]),
+            )
+            if value
+        ] + ["--" + name.replace("_", "-") for name in args]
+        if given:
+            raise ValueError(
+                f"--resume takes the sweep's own arguments from {resume}/request.yaml; "
+                f"drop {', '.join(given)}"
+            )
+        request_path = resume / "request.yaml"
+        if not request_path.is_file():
+            raise ValueError(f"--resume {resume}: no sweep there (no request.yaml)")
+        request = load_yaml(request_path.read_text(), source=str(request_path))
+        config = PPOConfig.from_dict(request["config"])
+        options.update({name: request[name] for name in _SWEEP_REQUEST})
+        grid, random, out = request["grid"], request["random"], resume
+    else:
+        config = load_config(options["config"], args)
+        grid = parse_grid(options["grid"])
+        random = parse_random(options["random"])
+        if out is not None and options["process_id"] == 0:
+            rundir.check_fresh(out, options["overwrite"], what="sweep")
+    if options["coordinator"] is None and options["num_processes"] != 1:
+        raise ValueError("--num-processes > 1 needs --coordinator HOST:PORT")
+    if options["num_processes"] > 1 and out is None:
+        raise ValueError("a sweep over several processes needs --out (a shared directory)")
+    # Validate the settings now (without starting JAX's backend, which must wait for
+    # the device settings below): the output directory is created only after this.
+    from purejaxppo.drivers.settings import make_settings
+
+    make_settings(config, grid, random, options["num_samples"], options["random_seed"])
+    from purejaxppo.sinks import check_sinks
+
+    check_sinks(config.loggers)  # `--loggers tensorboard,wandb`: one run per run
+    return config, grid, random, out
+
+
+def _write_request(options: dict[str, Any], config: Any, grid: Any, random: Any, out: Any) -> Any:
+    """Creates the output directory (process 0) and writes `request.yaml` atomically."""
+    from purejaxppo import rundir
+
+    resume = options["resume"]
+    if out is None:
+        out = rundir.make_unique_dir(
+            "sweeps", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
+    elif resume is None:
+        if options["overwrite"]:
+            rundir.clear(out)
+        out.mkdir(parents=True, exist_ok=True)
+    request = {
+        "config": config.to_dict(),
+        "grid": grid,
+        "random": {name: list(spec) for name, spec in random.items()},
+    }
+    request.update({name: options[name] for name in _SWEEP_REQUEST})
+    partial = out / "request.yaml.partial"
+    partial.write_text(yaml.safe_dump(request, sort_keys=False))
+    partial.replace(out / "request.yaml")
+    return out
+
+
+def _set_devices(parser: argparse.ArgumentParser, options: dict[str, Any]) -> None:
+    """Starts the multi-process runtime, or sets the CPU device count (one per core)."""
+    if options["coordinator"] is not None:
+        from purejaxppo.parallel import initialize_distributed
+
+        try:
+            initialize_distributed(
+                options["coordinator"],
+                options["num_processes"],
+                options["process_id"],
+                local_device_count=options["local_devices"],
+            )
+        except ValueError as err:
+            parser.exit(2, f"purejaxppo: error: {err}\n")
+    elif options["local_devices"] is not None:
+        import jax
+
+        jax.config.update("jax_num_cpu_devices", options["local_devices"])
+    else:
+        # Every core by default: the runs are split over one CPU device per core.
+        from purejaxppo.platform import configure_cpu_devices
+
+        count = configure_cpu_devices()
+        chunk = options["max_runs_per_chunk"]
+        if count is not None and options["devices"] is None and chunk:
+            # Chunks are multiples of the device count: keep the user's chunk size.
+            options["devices"] = max(d for d in range(1, count + 1) if chunk % d == 0)
+        if count is not None and not options["no_progress"]:
+            print(
+                f"purejaxppo: {options['devices'] or count} CPU devices (one per core; "
+                "--devices N, --local-devices N or JAX_NUM_CPU_DEVICES to change)",
+                file=sys.stderr,
+            )
+
+
+def _print_results(result: Any) -> None:
+    """Warns about diverged runs; prints the ten best settings by IQM."""
+    import pandas as pd
+
+    diverged = result.runs[result.runs["diverged"] > 0]
+    if len(diverged):
+        print(
+            f"purejaxppo: warning: {len(diverged)} of {len(result.runs)} runs diverged "
+            f"(NaN / Inf losses; runs {diverged['run'].tolist()}, first non-finite "
+            f"updates {diverged['diverged'].tolist()}): see the 'diverged' column of "
+            "runs.csv",
+            file=sys.stderr,
+        )
+
+    best = result.summary.sort_values("final_return_iqm", ascending=False)
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(best.head(10).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+def jax_process_index() -> int:
+    import jax
+
+    return jax.process_index()

@@ -1,0 +1,139 @@
+"""`purejaxppo train`: one run (`drivers.single`) or several seeds (`drivers.seeds`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from purejaxppo.cli.values import (
+    EXIT_DIVERGED,
+    error,
+    load_config,
+)
+from purejaxppo.config import PPOConfig
+
+
+def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
+    config_path = args.pop("config")
+    run_dir = args.pop("run_dir")
+    progress = not args.pop("no_progress")
+    resume = args.pop("resume")
+    overwrite = args.pop("overwrite")
+    extra_loggers = args.pop("logger_names") or []
+    num_seeds, devices = args.pop("num_seeds"), args.pop("devices")
+    if resume is not None and num_seeds != 1:
+        error(
+            parser,
+            f"--resume cannot be combined with --num-seeds {num_seeds}: every seed directory "
+            "is a single run, resume them one at a time (--resume RUN_DIR/seed_<s>)",
+        )
+    if resume is not None:
+        if config_path is not None or run_dir is not None:
+            error(parser, "--resume takes the run's own config and dir")
+        if overwrite:
+            error(parser, "--resume and --overwrite exclude each other")
+        if not (resume / "config.yaml").is_file():
+            error(parser, f"--resume {resume}: no run directory there (no config.yaml)")
+        config_path, run_dir = resume / "config.yaml", resume
+    try:
+        config = load_config(config_path, args)
+        if extra_loggers:
+            loggers = [*config.loggers, *extra_loggers]
+            config = config.replace(loggers=list(dict.fromkeys(loggers)))
+    except ValueError as err:
+        error(parser, err)
+    if config.total_timesteps % config.batch_size:
+        print(
+            f"purejaxppo: warning: total_timesteps={config.total_timesteps} is not a multiple "
+            f"of num_envs*num_steps = {config.batch_size}: the run does {config.num_updates} "
+            f"update(s) = {config.num_updates * config.batch_size} env steps",
+            file=sys.stderr,
+        )
+    if num_seeds != 1 or devices is not None:
+        return _train_seeds_command(
+            parser, config, run_dir, num_seeds, devices, progress, overwrite
+        )
+    from purejaxppo import rundir
+    from purejaxppo.drivers.single import train_and_log  # imports JAX; keep --help fast
+    from purejaxppo.guards import TrainingDiverged
+
+    created = None
+    if run_dir is None:  # a fresh, unique directory: never shared with another launch
+        run_dir = created = rundir.default_run_dir(config.env_name, config.seed)
+    try:
+        result = train_and_log(
+            config, run_dir, progress=progress, resume=resume is not None, overwrite=overwrite
+        )
+    except (ValueError, ImportError) as err:
+        if created is not None and not rundir.is_nonempty(created):
+            created.rmdir()
+        error(parser, err)
+    except TrainingDiverged as err:
+        error(parser, err, EXIT_DIVERGED)
+    final = result.final_return
+    final_text = (
+        f"{final:.2f}" if final == final else "n/a (no episode ended in the last 10 updates)"
+    )
+    print(
+        f"final mean episode_return (last 10 updates): {final_text}\n"
+        f"run directory: {result.run_dir}"
+    )
+    return 0
+
+
+def _train_seeds_command(
+    parser: argparse.ArgumentParser,
+    config: PPOConfig,
+    run_dir: Path | None,
+    num_seeds: int,
+    devices: int | None,
+    progress: bool,
+    overwrite: bool,
+) -> int:
+    """`purejaxppo train --num-seeds N`: validated before the CPU device count is set (and
+    JAX started), trained by `seeds.train_seeds`."""
+    from purejaxppo import rundir
+    from purejaxppo.drivers.seeds import check_seeds
+
+    try:
+        check_seeds(config, num_seeds, devices=devices)
+        if run_dir is not None:
+            rundir.check_fresh(run_dir, overwrite)
+    except ValueError as err:
+        error(parser, err)
+    # Every core by default, as `sweep` and `pbt`: one CPU device per core.
+    from purejaxppo.platform import configure_cpu_devices
+
+    count = configure_cpu_devices(devices)
+    if count is not None and devices is None:
+        devices = min(count, num_seeds)
+    from purejaxppo.drivers.seeds import train_seeds  # imports JAX; keep --help fast
+
+    try:
+        result = train_seeds(
+            config, run_dir, num_seeds, devices=devices, progress=progress, overwrite=overwrite
+        )
+    except (ValueError, ImportError) as err:
+        error(parser, err)
+    lines = ["final mean episode_return (last 10 updates) per seed:"]
+    for seed, value in zip(result.seeds, result.final_returns, strict=True):
+        mark = f" (diverged at update {result.diverged[seed]})" if seed in result.diverged else ""
+        lines.append(f"  seed {seed}: {value:.2f}{mark}")
+    stats = result.summary.set_index("seed")["final_return"]
+    lines.append(
+        f"mean ± std over {num_seeds} seeds: {stats['mean']:.2f} ± {stats['std']:.2f} "
+        f"(IQM {stats['iqm']:.2f}, min {stats['min']:.2f}, max {stats['max']:.2f})"
+    )
+    lines.append(f"run directory: {result.run_dir} (seeds in seed_<s>/)")
+    print("\n".join(lines))
+    if result.diverged:
+        error(
+            parser,
+            f"{len(result.diverged)} of {num_seeds} seeds diverged (NaN / Inf): seeds "
+            f"{sorted(result.diverged)}; see the 'diverged' column of "
+            f"{result.run_dir / 'summary.csv'}",
+            EXIT_DIVERGED,
+        )
+    return 0

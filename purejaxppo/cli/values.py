@@ -1,0 +1,85 @@
+"""Command-line values: scalars, grids, random-search specs and the config they build.
+
+Imports nothing heavy: the command line validates a request before it starts JAX.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from purejaxppo.config import DuplicateKeyError, PPOConfig, load_yaml
+
+#: Exit code of a run whose losses or parameters became NaN / Inf.
+EXIT_DIVERGED = 3
+
+
+def _parse_value(text: str) -> Any:
+    """Command-line value -> Python: YAML scalars/lists/mappings, plus `1e6` and `64,64`."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    if "," in text and not text.lstrip().startswith(("[", "{")):
+        return [_parse_value(part.strip()) for part in text.split(",") if part.strip()]
+    try:
+        return load_yaml(text, source=repr(text))
+    except DuplicateKeyError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    except ValueError:
+        return text
+
+
+def _split_assignment(text: str, flag: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise ValueError(f"{flag} {text!r}: expected FIELD=VALUES")
+    return name.strip().replace("-", "_"), value.strip()
+
+
+def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
+    """['learning_rate=1e-4,3e-4', 'hidden_sizes=64,64;128,128'] -> grid dict."""
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        name, text = _split_assignment(item, "--grid")
+        if name in grid:
+            raise ValueError(f"--grid {item!r}: field {name!r} given twice")
+        if ";" in text:
+            grid[name] = [_parse_value(part.strip()) for part in text.split(";") if part.strip()]
+        else:
+            grid[name] = [_parse_value(part.strip()) for part in text.split(",") if part.strip()]
+    return grid
+
+
+def parse_random(items: Sequence[str]) -> dict[str, tuple]:
+    """['learning_rate=log_uniform:1e-5:1e-3', 'num_envs=choice:4,8'] -> random dict."""
+    random: dict[str, tuple] = {}
+    for item in items:
+        name, text = _split_assignment(item, "--random")
+        kind, _, rest = text.partition(":")
+        if kind == "choice":
+            values = _parse_value(rest)
+            random[name] = (kind, values if isinstance(values, list) else [values])
+        else:
+            random[name] = (kind, *(_parse_value(part) for part in rest.split(":") if part))
+    return random
+
+
+def load_config(path: Path | None, overrides: dict[str, Any]) -> PPOConfig:
+    """Defaults <- YAML file <- overrides; raises ValueError naming a bad field."""
+    if path is None:
+        return PPOConfig.from_dict(overrides)
+    if not path.is_file():
+        raise ValueError(f"--config {path}: no such file")
+    return PPOConfig.from_yaml(path, **overrides)
+
+
+def error(parser: argparse.ArgumentParser, message: Any, code: int = 2) -> None:
+    """Exits with `code` (2: bad input) and "purejaxppo: error: <message>"."""
+    parser.exit(code, f"purejaxppo: error: {message}\n")

@@ -1,0 +1,77 @@
+"""PBT checkpoints: the whole population, saved and restored with orbax (atomic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from purejaxppo import parallel
+from purejaxppo.checkpoint import make_manager
+from purejaxppo.drivers.population.program import PopulationState
+
+
+def saveable(state: PopulationState) -> dict[str, Any]:
+    host = parallel.to_host(
+        (state.runner.replace(key=jax.random.key_data(state.runner.key)), state.hparams)
+    )
+    return {
+        "runner": host[0],
+        "hparams": host[1],
+        "key": np.asarray(jax.random.key_data(state.key)),
+    }
+
+
+def save_population(
+    directory: str | Path,
+    state: PopulationState,
+    generation: int,
+    history: dict[str, np.ndarray],
+    meta: dict[str, Any],
+) -> None:
+    """Saves the whole population after `generation` generations (orbax, atomic: a crash
+    during the write leaves the previous checkpoint the newest complete one)."""
+    import orbax.checkpoint as ocp
+
+    arrays = saveable(state)
+    if jax.process_index() != 0:
+        return
+    with make_manager(directory, keep=1) as manager:
+        manager.save(
+            generation,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(arrays),
+                history=ocp.args.StandardSave(history),
+                meta=ocp.args.JsonSave({**meta, "generation": generation}),
+            ),
+            force=True,
+        )
+        manager.wait_until_finished()
+
+
+def load_population(directory: str | Path, abstract: dict[str, Any]) -> tuple:
+    """(generation, state dict of host arrays, history, meta) of the newest checkpoint.
+
+    Raises:
+      ValueError: no complete checkpoint under `directory`.
+    """
+    import orbax.checkpoint as ocp
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ValueError(f"resume: no population checkpoint under {directory}")
+    with make_manager(directory, keep=1) as manager:
+        step = manager.latest_step()
+        if step is None:
+            raise ValueError(f"resume: no complete population checkpoint under {directory}")
+        restored = manager.restore(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(abstract),
+                history=ocp.args.StandardRestore(),
+                meta=ocp.args.JsonRestore(),
+            ),
+        )
+    return step, restored["state"], restored["history"], restored["meta"]

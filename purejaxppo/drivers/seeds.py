@@ -1,0 +1,475 @@
+"""Several seeds of one config in one program: `purejaxppo train --num-seeds N`.
+
+`train_seeds(config, run_dir, num_seeds=8)` trains the seeds `config.seed + k`, k in
+[0, N), as ONE compiled program: `vmap` over the `[S]` runs, split over the devices along
+`parallel.RUNS_AXIS` (`parallel.make_runs_program`, as `pjp.sweep` does), in jitted
+segments of `log_freq` updates so that a progress bar advances. Seed s starts from
+`jax.random.key(s)` and computes what `purejaxppo train --seed s` computes (to float
+tolerance: batching may change the order of float sums; tests/test_train_seeds.py).
+
+The run directory:
+
+    <run_dir>/
+      config.yaml          the config (its `seed` is the first seed)
+      seeds.yaml           the seeds, their number, the devices they were split over
+      metrics.csv          every seed's rows (long format): seed, update, every metric
+      summary.csv          final return per seed (and its first non-finite update,
+                           0 for none); then rows mean, std, iqm, min, max over seeds
+      learning_curve.png   mean episode return over the seeds, a ±1 std band and a
+                           lighter min-max band, against env steps (and the same for
+                           value loss, entropy, approx KL: `drivers.plots.plot_seeds`)
+      seed_<s>/            a single-run directory per seed, as `purejaxppo train --seed s`
+                           writes it: config.yaml (seed s), metrics.csv,
+                           checkpoints/last/<update>/ (for `purejaxppo eval`,
+                           `pjp.Policy.load`, `export`, and `purejaxppo train --resume
+                           <run_dir>/seed_<s>`); its learning_curve.png only with
+                           `seed_plots=True` (one plot costs ~0.5 s)
+
+The driver features of one run that work per update outside the program (evaluation,
+videos, datasets, logging sinks other than csv, resuming) and host envs (which cannot
+run under `vmap`) are refused for N > 1 before anything is computed (`check_seeds`).
+
+This module imports JAX's heavy parts (envs, networks) only inside `train_seeds`, so
+that the command line can validate a request before it sets the CPU device count.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from purejaxppo import rundir
+from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.drivers.report import (
+    AGGREGATES,  # noqa: F401 - the rows of summary.csv, documented here
+    final_return,
+    summarize_seeds,
+    write_atomic,
+    write_csv,
+    write_yaml,
+)
+from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments, segment_length
+
+__all__ = ["SeedsResult", "check_seeds", "train_seeds"]
+
+
+class SeedsResult(NamedTuple):
+    """What `train_seeds` returns.
+
+    Attributes:
+      run_dir: the run directory written.
+      seeds: the seeds, `[S]`, in run order.
+      metrics: one row per seed x update: columns `seed`, `update`, every metric.
+      summary: one row per seed (`seed`, `final_return`, `diverged`), then the rows
+        `AGGREGATES` (the `seed` column holds their names), as in `summary.csv`.
+      final_returns: float64 `[S]`, mean episode return of each seed's last 10 updates
+        (NaN-aware, as `purejaxppo train` prints).
+      diverged: seed -> first update (1-based) with a NaN / Inf loss or parameter, for
+        the seeds that diverged only.
+      runner_state: the final `RunnerState` of every seed, numpy leaves with a leading
+        `[S]` axis (and a typed key `[S]`); a diverged seed's holds its non-finite values.
+      num_devices: devices the seeds were split over.
+    """
+
+    run_dir: Path
+    seeds: tuple[int, ...]
+    metrics: pd.DataFrame
+    summary: pd.DataFrame
+    final_returns: np.ndarray
+    diverged: dict[int, int]
+    runner_state: Any
+    num_devices: int
+
+
+def check_seeds(
+    config: PPOConfig,
+    num_seeds: int,
+    *,
+    devices: int | None = None,
+    resume: bool = False,
+) -> list[int]:
+    """Returns the seeds `config.seed + k`, k in [0, num_seeds), after checking that
+    the request can run as one program; imports nothing heavy and starts no JAX backend.
+
+    Raises:
+      ValueError: naming the command-line flag and its value, for `num_seeds` < 1, seeds
+        outside [0, 2**32), `devices` < 1, more devices than seeds, `devices` with a
+        single seed, and for N > 1 together with `resume`, `eval_freq`, `video_freq`,
+        `collect_freq` or a logger other than csv. (Host envs are refused by
+        `train_seeds`, which knows the env suites.)
+    """
+    if isinstance(num_seeds, bool) or not isinstance(num_seeds, (int, np.integer)):
+        raise ValueError(f"--num-seeds {num_seeds!r}: must be an integer >= 1")
+    if num_seeds < 1:
+        raise ValueError(f"--num-seeds {num_seeds}: must be >= 1")
+    if devices is not None:
+        if devices < 1:
+            raise ValueError(f"--devices {devices}: must be >= 1")
+        if num_seeds == 1:
+            raise ValueError(
+                f"--devices {devices}: splits the seeds of --num-seeds N > 1 over devices; "
+                "a single run uses one device"
+            )
+        if devices > num_seeds:
+            raise ValueError(
+                f"--devices {devices} is more than --num-seeds {num_seeds}: every device "
+                "needs at least one seed"
+            )
+    seeds = [config.seed + k for k in range(num_seeds)]
+    if seeds[-1] >= 2**32:
+        raise ValueError(
+            f"--num-seeds {num_seeds} with --seed {config.seed}: the seeds "
+            f"{seeds[0]}..{seeds[-1]} must lie in [0, 2**32)"
+        )
+    if num_seeds == 1:
+        return seeds
+    flag = f"--num-seeds {num_seeds}"
+    if resume:
+        raise ValueError(
+            f"--resume cannot be combined with {flag}: every seed directory is a single "
+            "run, resume them one at a time (purejaxppo train --resume RUN_DIR/seed_<s>)"
+        )
+    afterwards = {
+        "eval_freq": ("evaluation during training", "purejaxppo eval RUN_DIR/seed_<s>"),
+        "video_freq": ("videos during training", "purejaxppo eval RUN_DIR/seed_<s> --video F"),
+        "collect_freq": ("datasets during training", "purejaxppo collect RUN_DIR/seed_<s>"),
+    }
+    for field, (what, instead) in afterwards.items():
+        value = getattr(config, field)
+        if value:
+            raise ValueError(
+                f"--{field.replace('_', '-')} {value} ({what}) is not available with {flag}; "
+                f"set it to 0 and run `{instead}` afterwards"
+            )
+    others = [name for name in config.loggers if name != "csv"]
+    if others:
+        raise ValueError(
+            f"--logger {','.join(others)} (loggers={list(config.loggers)}) is not available "
+            f"with {flag}: only csv (metrics.csv); `purejaxppo sweep` sends one run per seed "
+            "to tensorboard / wandb / mlflow / jsonl"
+        )
+    return seeds
+
+
+def default_seeds_dir(config: PPOConfig, num_seeds: int, root: str | Path = "runs") -> Path:
+    """Creates `runs/<env>-<YYYYmmdd-HHMMSS>-seeds<first>-<last>-<random>`."""
+    name = config.env_name.replace(":", "_")
+    first, last = config.seed, config.seed + num_seeds - 1
+    stem = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-seeds{first}-{last}"
+    return rundir.make_unique_dir(root, stem)
+
+
+def train_seeds(
+    config: PPOConfig,
+    run_dir: str | Path | None,
+    num_seeds: int,
+    devices: Any = None,
+    progress: bool = True,
+    overwrite: bool = False,
+    *,
+    plot: bool = True,
+    seed_plots: bool = False,
+    verbose: bool = True,
+) -> SeedsResult:
+    """Trains `num_seeds` seeds of `config` as one program and writes one run directory.
+
+    Args:
+      config: the configuration of every seed; seed k is `config.seed + k`.
+      run_dir: output directory (module docstring for its layout); None creates
+        `runs/<env>-<time>-seeds<first>-<last>-<random>` after validation. A non-empty
+        one is refused unless `overwrite` (its contents are removed after validation).
+      num_seeds: S >= 1.
+      devices: None (the first min(S, local device count) local devices), an int (the
+        first n local devices) or a list of devices. S is padded to a multiple of the
+        device count with copies of the last seed, whose results are dropped.
+      progress: show a tqdm bar (updates, env steps per seed, steps/s of all seeds,
+        mean latest return).
+      overwrite: replace the contents of a non-empty `run_dir` that holds a run.
+      plot: write the top-level `learning_curve.png` (`drivers.plots.plot_seeds`).
+      seed_plots: also write each seed's `learning_curve.png` (`drivers.plots.plot_learning_curve`,
+        ~0.5 s a seed; off by default, the top-level plot shows every seed's spread).
+      verbose: print (to stderr) how the seeds are split over the devices.
+
+    Checkpoints (per seed, as `purejaxppo train` writes them) are saved every
+    `config.save_freq` updates, every `config.save_minutes` minutes, and at the end. A
+    seed whose losses or parameters turn NaN / Inf is marked in `diverged` and
+    `summary.csv`; its last finite state is its newest checkpoint (none if no update was
+    finite), and the other seeds train on.
+
+    Returns:
+      `SeedsResult`.
+
+    Raises:
+      ValueError: before anything is compiled or written: `check_seeds`'s errors, a host
+        env ("gymnasium:<id>", which cannot run under `vmap`), a bad env / network config
+        (`make_train_fns`), more devices than there are local ones, or a non-empty
+        `run_dir` (`rundir.DirectoryNotEmpty`).
+    """
+    import jax
+
+    from purejaxppo import parallel
+    from purejaxppo.envs.host import check_jittable_env
+    from purejaxppo.train import make_train_fns
+
+    # Validate everything before anything on disk changes.
+    seeds = check_seeds(config, num_seeds, devices=devices if isinstance(devices, int) else None)
+    check_jittable_env(
+        config.env_name, f"--num-seeds {num_seeds} (the seeds vmapped in one program)"
+    )
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        rundir.check_fresh(run_dir, overwrite)
+    fns = make_train_fns(config)
+    if devices is None:
+        devices = min(num_seeds, len(jax.local_devices()))
+    mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
+    if run_dir is None:
+        run_dir = default_seeds_dir(config, num_seeds)
+    elif overwrite:
+        rundir.clear(run_dir)
+    run = _SeedsRun(config, fns, seeds, mesh, run_dir)
+    run.write_start(verbose)
+    hooks = SegmentHooks(
+        length=lambda done: segment_length(
+            done, config.num_updates, config.log_freq, config.save_freq
+        ),
+        run=run.run,
+        process=run.process,
+        save=run.save,
+    )
+    bar = progress_bar(
+        config.num_updates,
+        unit="update",
+        desc=f"{config.env_name} x{num_seeds} seeds (compiling)",
+        enabled=progress,
+    )
+    with bar:
+        run_segments(
+            config.num_updates, 0, hooks, bar=bar, save_freq=config.save_freq,
+            save_minutes=config.save_minutes, label=f"{config.env_name} x{num_seeds} seeds",
+        )  # fmt: skip
+    return run.finish(plot, seed_plots, verbose)
+
+
+class _SeedsRun:
+    """The state of one `train_seeds` and its `SegmentHooks` (run, process, save)."""
+
+    def __init__(self, config: PPOConfig, fns: Any, seeds: list[int], mesh: Any, run_dir: Path):
+        import jax
+        from jax.sharding import PartitionSpec as P
+
+        from purejaxppo import parallel
+
+        self.config, self.fns, self.seeds, self.mesh = config, fns, seeds, mesh
+        self.run_dir, self.names = run_dir, fns.metric_names
+        self.num_seeds = num_seeds = len(seeds)
+        self.num_devices = mesh.devices.size
+        self.num_runs = num_runs = parallel.pad_runs(num_seeds, self.num_devices)
+        self.seed_configs = [config.replace(seed=seed) for seed in seeds]
+        self.seed_dirs = [run_dir / f"seed_{seed}" for seed in seeds]
+        # Inputs: run r trains seed min(r, S - 1) (the padding repeats the last seed).
+        pick = np.minimum(np.arange(num_runs), num_seeds - 1)
+        key_data = np.stack([np.asarray(jax.random.key_data(jax.random.key(s))) for s in seeds])
+        hparams = jax.tree.map(
+            lambda x: np.repeat(np.asarray(x)[None], num_runs, axis=0),
+            Hyperparams.from_config(config),
+        )
+        self.key_data, self.hparams = parallel.to_global(
+            (key_data[pick], hparams), mesh, P(parallel.RUNS_AXIS)
+        )
+        self.programs: dict[int, Callable] = {}  # segment length -> compiled program
+        self.history: list[dict[str, np.ndarray]] = []  # per segment: name -> [S, length]
+        self.diverged: dict[int, tuple[int, str]] = {}  # seed index -> (update, what)
+        self.saved_step = [0] * num_seeds  # newest "last" checkpoint of each seed (0: none)
+        self.runner = self.previous = self.host = None
+        self.start = time.perf_counter()
+
+    def write_start(self, verbose: bool) -> None:
+        """Writes config.yaml, seeds.yaml and every seed's config.yaml; starts the runs."""
+        from purejaxppo import parallel
+
+        num_seeds, num_runs, num_devices = self.num_seeds, self.num_runs, self.num_devices
+        seeds = self.seeds
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_yaml(self.run_dir / "config.yaml", self.config.to_dict())
+        write_yaml(
+            self.run_dir / "seeds.yaml",
+            {
+                "seeds": seeds,
+                "num_seeds": num_seeds,
+                "num_devices": num_devices,
+                "devices": [str(d) for d in self.mesh.devices.flat],
+                "seeds_per_device": num_runs // num_devices,
+                "padding_runs": num_runs - num_seeds,
+            },
+        )
+        for seed_dir, seed_config in zip(self.seed_dirs, self.seed_configs, strict=True):
+            seed_dir.mkdir(exist_ok=True)
+            write_yaml(seed_dir / "config.yaml", seed_config.to_dict())
+        if verbose:
+            padding = f", {num_runs - num_seeds} padding run(s)" if num_runs > num_seeds else ""
+            print(
+                f"train: {num_seeds} seeds ({seeds[0]}..{seeds[-1]}) in one program on "
+                f"{num_devices} device(s), {num_runs // num_devices} per device{padding}",
+                file=sys.stderr,
+            )
+        init_program = parallel.make_runs_program(
+            parallel.batch_runs(self.fns.init, lambda runner: runner), self.mesh
+        )
+        self.runner = init_program(self.key_data)
+
+    def run_program(self, length: int) -> Callable:
+        """`(runner [R], hparams [R]) -> (runner, metrics [R, length], params finite [R])`."""
+        import jax
+
+        from purejaxppo import parallel
+        from purejaxppo.guards import all_finite
+
+        def run(runner: Any, hp: Hyperparams) -> Any:
+            runner, metrics = self.fns.run(runner, hp, length)
+            return runner, metrics, all_finite(runner.train_state.params)
+
+        if length not in self.programs:
+            self.programs[length] = parallel.make_runs_program(jax.vmap(run), self.mesh)
+        return self.programs[length]
+
+    def run(self, done: int, length: int) -> Any:
+        self.previous = self.runner  # a diverged seed keeps its last finite state
+        self.runner, metrics, finite = self.run_program(length)(self.runner, self.hparams)
+        return metrics, finite
+
+    def process(self, done: int, length: int, fetched: Any) -> dict[str, str]:
+        from purejaxppo.guards import first_nonfinite_update, nonfinite_leaf
+
+        metrics, finite = fetched
+        names, config = self.names, self.config
+        metrics = {name: metrics[name][: self.num_seeds] for name in names}
+        self.history.append(metrics)
+        for k in range(self.num_seeds):
+            if k in self.diverged:
+                continue
+            bad = first_nonfinite_update({n: metrics[n][k] for n in names}, done + 1)
+            if bad is None and not finite[k]:
+                params = _seed_state(self.to_host(self.runner), k).train_state.params
+                bad = (done + length, f"params {nonfinite_leaf(params)}")
+            if bad is not None:
+                self.diverged[k] = bad
+                if done > self.saved_step[k]:  # keep the last finite state, as train does
+                    self.save_seed(k, self.to_host(self.previous), len(self.history) - 1)
+        steps = (done + length) * config.batch_size
+        latest = metrics["episode_return"][:, -1]
+        speed = steps * self.num_seeds / (time.perf_counter() - self.start)
+        return {
+            "env_steps": f"{steps:,}",
+            "sps": f"{speed:,.0f}",
+            "ret": f"{np.nanmean(latest):.1f}" if np.isfinite(latest).any() else "n/a",
+        }
+
+    def save(self, done: int, due: bool) -> None:
+        if not due:
+            return
+        self.host = self.to_host(self.runner)
+        for k in range(self.num_seeds):
+            if k not in self.diverged:
+                self.save_seed(k, self.host)
+
+    def to_host(self, state: Any) -> Any:
+        """The runs' state as numpy arrays `[R, ...]` (one transfer; slicing a seed out of
+        the devices' arrays would compile a gather per leaf), the key as key data."""
+        import jax
+
+        from purejaxppo import parallel
+
+        return parallel.to_host(state.replace(key=jax.random.key_data(state.key)))
+
+    def seed_history(self, k: int, segments: int | None = None) -> dict[str, np.ndarray]:
+        parts = self.history[:segments]
+        return {name: np.concatenate([part[name][k] for part in parts]) for name in self.names}
+
+    def seed_table(self, k: int) -> pd.DataFrame:
+        frame = pd.DataFrame(self.seed_history(k))
+        frame.insert(0, "update", np.arange(1, len(frame) + 1))
+        return frame
+
+    def save_seed(self, k: int, host: Any, segments: int | None = None) -> None:
+        from purejaxppo.checkpoint import save_checkpoint
+
+        state = _seed_state(host, k)
+        history = self.seed_history(k, segments)
+        save_checkpoint(self.seed_dirs[k], state, history, self.seed_configs[k])
+        table = self.seed_table(k).iloc[: int(state.update_step)]
+        write_csv(self.seed_dirs[k] / "metrics.csv", table)
+        self.saved_step[k] = int(state.update_step)
+
+    def finish(self, plot: bool, seed_plots: bool, verbose: bool) -> SeedsResult:
+        """Writes each seed's table (the full one, NaN rows of a diverged seed included),
+        then the top level; returns the `SeedsResult`."""
+        import jax
+
+        from purejaxppo.drivers.plots import plot_learning_curve, plot_seeds
+
+        config, seeds, run_dir = self.config, self.seeds, self.run_dir
+        tables = [self.seed_table(k) for k in range(self.num_seeds)]
+        for k, table in enumerate(tables):
+            write_csv(self.seed_dirs[k] / "metrics.csv", table)
+            if seed_plots:
+                write_atomic(
+                    self.seed_dirs[k] / "learning_curve.png",
+                    lambda p, table=table, k=k: plot_learning_curve(
+                        table, p, title=f"{config.env_name}, seed {seeds[k]}"
+                    ),
+                )
+        metrics_table = pd.concat(
+            [table.assign(seed=seed) for seed, table in zip(seeds, tables, strict=True)],
+            ignore_index=True,
+        )
+        metrics_table = metrics_table[["seed", "update", *self.names]]
+        finals = np.array([final_return(t["episode_return"].to_numpy()) for t in tables])
+        first_bad = {seeds[k]: update for k, (update, _) in self.diverged.items()}
+        summary = summarize_seeds(seeds, finals, first_bad)
+        write_csv(run_dir / "metrics.csv", metrics_table)
+        write_csv(run_dir / "summary.csv", summary)
+        if plot:
+            write_atomic(
+                run_dir / "learning_curve.png",
+                lambda p: plot_seeds(metrics_table, p, title=f"PPO on {config.env_name}"),
+            )
+        if self.diverged and verbose:
+            self._report_diverged()
+        host = jax.tree.map(lambda x: x[: self.num_seeds], self.host)
+        return SeedsResult(
+            run_dir=run_dir,
+            seeds=tuple(seeds),
+            metrics=metrics_table,
+            summary=summary,
+            final_returns=finals,
+            diverged=first_bad,
+            runner_state=_seed_state(host, slice(None)),
+            num_devices=self.num_devices,
+        )
+
+    def _report_diverged(self) -> None:
+        saved, seeds = self.saved_step, self.seeds
+        details = "; ".join(
+            f"seed {seeds[k]} at update {update} ({what}; "
+            + (f"last finite state: update {saved[k]})" if saved[k] else "no checkpoint)")
+            for k, (update, what) in sorted(self.diverged.items())
+        )
+        print(
+            f"train: {len(self.diverged)} of {self.num_seeds} seeds diverged (NaN / Inf): "
+            f"{details}",
+            file=sys.stderr,
+        )
+
+
+def _seed_state(host: Any, k: Any) -> Any:
+    import jax
+
+    state = jax.tree.map(lambda x: x[k], host)
+    return state.replace(key=jax.random.wrap_key_data(state.key))

@@ -1,0 +1,122 @@
+"""THE loop of jitted segments that every driver runs (single run, seeds, sweeps, PBT).
+
+A driver trains in segments of updates so that a progress bar advances, metrics are
+logged and checkpoints are written between compiled calls (as rejax's
+`OnPolicyMixin.train`: one short loop, each driver adding its hooks). Per segment:
+
+1. `hooks.length(done)`: how many updates (or generations) the next segment runs; for
+   the usual case, `segment_length` caps it at the log frequency and stops it on every
+   multiple of the save / eval / video / collect frequencies;
+2. `hooks.run(done, length)`: the jitted call (device arrays out);
+3. `fetch(...)`: one transfer to the host (`parallel.to_host`: `jax.device_get`, and an
+   all-gather only for arrays split over several processes);
+4. `hooks.process(done, length, fetched)`: the driver's bookkeeping (its divergence
+   check, history, logging); returns the progress bar's postfix;
+5. `hooks.save(done, due)`: `due` is the save clock: a multiple of `save_freq`, at least
+   `save_minutes` since the last due save, or the end of the run.
+
+The segments call the same `update` as the one-call `train`, so a segmented run equals a
+one-call run for the same key (tests/test_cli.py, tests/test_train.py check bitwise).
+The progress bar (tqdm) is made here and nowhere else (`progress_bar`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+
+class SegmentHooks(NamedTuple):
+    """A driver's part of `run_segments` (see the module docstring for the order)."""
+
+    length: Callable[[int], int]  # done -> length of the next segment (>= 1)
+    run: Callable[[int, int], Any]  # (done, length) -> device results
+    process: Callable[[int, int, Any], Mapping[str, Any] | None]  # -> bar postfix
+    save: Callable[[int, bool], None] | None = None  # (done after, due) per segment
+
+
+def progress_bar(
+    total: int,
+    *,
+    unit: str,
+    desc: str,
+    initial: int = 0,
+    enabled: bool = True,
+) -> Any:
+    """The progress bar of every driver: `tqdm.auto.tqdm` (a widget in notebooks, text in
+    terminals), disabled when not `enabled`, resizing with the terminal."""
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit=unit,
+        desc=desc,
+        disable=not enabled,
+        dynamic_ncols=True,
+    )
+
+
+def segment_length(done: int, total: int, cap: int, *every: int) -> int:
+    """Updates in the next segment: at most `cap` and the `total - done` left, and ending on
+    the next multiple of every nonzero frequency in `every`.
+
+    Example: done=7, total=100, cap=10, every=(5, 0) -> 3 (the segment ends at 10).
+    """
+    length = min(cap, total - done)
+    for freq in every:
+        if freq:
+            length = min(length, freq - done % freq)
+    return length
+
+
+def run_segments(
+    total: int,
+    done: int,
+    hooks: SegmentHooks,
+    *,
+    bar: Any,
+    save_freq: int = 0,
+    save_minutes: float = 0.0,
+    scale: int = 1,
+    label: str | None = None,
+    fetch: Callable[[Any], Any] | None = None,
+) -> int:
+    """Runs segments from `done` until `total` (updates or generations); returns `total`.
+
+    Args:
+      total: where the loop stops.
+      done: where it starts (a resumed run's update step).
+      hooks: the driver's `SegmentHooks`.
+      bar: the progress bar (`progress_bar`), advanced by `length * scale` a segment.
+      save_freq, save_minutes: the save clock (0: off); the end of the run is always due.
+      scale: bar units per update (a sweep counts updates of all its runs).
+      label: the bar's description after the first segment (the first one compiles).
+      fetch: the device-to-host transfer applied to `hooks.run`'s result (default
+        `parallel.to_host`).
+
+    Raises:
+      Whatever the hooks raise (e.g. `guards.TrainingDiverged` from a single run).
+    """
+    if fetch is None:
+        from purejaxppo.parallel import to_host as fetch
+    last_save = time.monotonic()
+    while done < total:
+        length = hooks.length(done)
+        fetched = fetch(hooks.run(done, length))
+        postfix = hooks.process(done, length, fetched)
+        done += length
+        due = bool(save_freq) and done % save_freq == 0
+        due |= bool(save_minutes) and time.monotonic() - last_save >= 60 * save_minutes
+        due |= done == total
+        if hooks.save is not None:
+            hooks.save(done, due)
+        if due:
+            last_save = time.monotonic()
+        if label is not None:
+            bar.set_description(label)
+        if postfix:
+            bar.set_postfix(**postfix, refresh=False)
+        bar.update(length * scale)
+    return done

@@ -1,0 +1,305 @@
+"""The driver of one run, behind `purejaxppo train`: jitted segments, progress, run directory.
+
+The run is split into jitted segments of `config.log_freq` updates (`TrainFns.run`, driven
+by `drivers.segments.run_segments`), so that a progress bar and the metrics file advance
+while training proceeds. The segments call the same `update` function as the one-call
+`train`, so the numbers are the same as `jax.jit(make_train(config))(key)` for the same key
+(tests/test_cli.py checks bitwise).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import yaml
+
+from purejaxppo import rundir
+from purejaxppo.acting import EVAL_KEY_STREAM, make_evaluators, make_media
+from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
+from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.drivers.plots import plot_learning_curve
+from purejaxppo.drivers.report import final_return
+from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments, segment_length
+from purejaxppo.guards import TrainingDiverged, first_nonfinite_update, nonfinite_leaf
+from purejaxppo.sinks import check_sinks, make_sinks
+from purejaxppo.train import make_train_fns
+from purejaxppo.types import RunnerState
+
+
+class RunResult(NamedTuple):
+    """What `train_and_log` returns."""
+
+    run_dir: Path
+    metrics: pd.DataFrame  # one row per update; columns "update" and every metric
+    final_return: float  # mean episode_return over the last 10 updates (NaN-aware)
+    runner_state: RunnerState
+
+
+def train_and_log(
+    config: PPOConfig,
+    run_dir: str | Path,
+    *,
+    key: jax.Array | None = None,
+    progress: bool = True,
+    plot: bool = True,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> RunResult:
+    """Trains one agent in jitted segments and writes a run directory.
+
+    Writes `run_dir/config.yaml` (the resolved config), `run_dir/metrics.csv` (one row per
+    update, appended after every segment of `log_freq` updates) and
+    `run_dir/learning_curve.png`. The other `config.loggers` (`purejaxppo.sinks`: jsonl,
+    tensorboard, wandb, mlflow) get the config, every row keyed by env steps, the PNG
+    and the videos. With `config.video_freq`, a greedy episode of the current policy is
+    recorded every `video_freq` updates to `run_dir/videos/update_<n>.gif`; with
+    `config.collect_freq`, `collect_episodes` sampled episodes are written every
+    `collect_freq` updates to `run_dir/datasets/update_<n>/` (`purejaxppo.datasets`).
+
+    Everything is validated (config, env and its kwargs, networks, evaluation splits,
+    the checkpoint to resume) before anything in `run_dir` changes.
+
+    Args:
+      config: the run's configuration.
+      run_dir: output directory (created). A fresh run refuses a non-empty one unless
+        `overwrite`.
+      key: PRNG key; default `jax.random.key(config.seed)`. Training and the periodic
+        evaluations (`fold_in(key, EVAL_KEY_STREAM)`, then the update index) derive from
+        it. A resumed run uses `config.seed`'s key for its evaluations.
+      progress: show a tqdm progress bar (updates, env steps, steps/s, latest return).
+      plot: write the learning-curve PNG.
+      resume: continue from the newest checkpoint in `run_dir` (see `checkpoint.py`);
+        the continued run ends bitwise equal to an uninterrupted one on CPU.
+      overwrite: a fresh run may replace the contents of a non-empty run directory
+        (removed after validation, just before training starts).
+
+    Checkpoints (orbax, atomic) are written every `config.save_freq` updates, every
+    `config.save_minutes` minutes of wall time and at the end, under
+    `run_dir/checkpoints/last` (the newest `config.keep_checkpoints` are kept). After
+    every segment the loss metrics and the parameters are checked: a NaN / Inf stops the
+    run with `TrainingDiverged`; the last finite state is saved (if newer than the last
+    checkpoint) and a non-finite one never is.
+
+    Raises:
+      ValueError: from `make_env` / `make_networks` for a bad env id, env kwarg or action
+        space; from `load_checkpoint` when resuming from a missing / mismatched
+        checkpoint; `rundir.DirectoryNotEmpty` for a fresh run in a non-empty directory.
+      guards.TrainingDiverged: non-finite losses or parameters.
+      ImportError: naming the extra of a logger whose package is missing.
+    Also `ValueError` for `video_freq` on an env without a renderer (before anything on
+    disk changes).
+    """
+    run_dir = Path(run_dir)
+    # Validate everything before anything on disk changes.
+    if not resume:
+        rundir.check_fresh(run_dir, overwrite)
+    fns = make_train_fns(config)
+    _check_host(config, fns)
+    loggers = [name for name in config.loggers if name != "csv"]  # metrics.csv: below
+    check_sinks(loggers)
+    media = make_media(config, fns)  # checks video_freq's renderer
+    evaluators = make_evaluators(config, fns.networks)
+    key = jax.random.key(config.seed) if key is None else key
+    run = _SingleRun(config, fns, run_dir, evaluators, media, key)
+    if resume:
+        run.resume()
+    else:
+        run.start(key, overwrite)
+    run.sinks = make_sinks(loggers, run_dir, append=resume)
+    if not resume:
+        run.sinks.log_config(config.to_dict())
+    hooks = SegmentHooks(
+        length=lambda done: segment_length(
+            done, config.num_updates, config.log_freq, config.save_freq, config.eval_freq,
+            config.video_freq, config.collect_freq,
+        ),
+        run=run.run,
+        process=run.process,
+        save=run.save,
+    )  # fmt: skip
+    bar = progress_bar(
+        config.num_updates,
+        initial=run.done,
+        unit="update",
+        desc=f"{config.env_name} (compiling)",
+        enabled=progress,
+    )
+    with bar, run.sinks:
+        run_segments(
+            config.num_updates, run.done, hooks, bar=bar, save_freq=config.save_freq,
+            save_minutes=config.save_minutes, label=config.env_name, fetch=jax.device_get,
+        )  # fmt: skip
+        table = pd.concat(run.frames, ignore_index=True)
+        if plot:
+            plot_learning_curve(table, run_dir / "learning_curve.png", title=config.env_name)
+            steps = int(table["env_steps"].iloc[-1])
+            run.sinks.log_image("learning_curve", run_dir / "learning_curve.png", steps)
+    return RunResult(
+        run_dir=run_dir,
+        metrics=table,
+        final_return=final_return(table["episode_return"].to_numpy()),
+        runner_state=run.runner,
+    )
+
+
+def _check_host(config: PPOConfig, fns: Any) -> None:
+    """A host env (`TrainFns.host`) cannot evaluate, record or collect inside jit."""
+    if not fns.host:
+        return
+    for field in ("eval_freq", "video_freq", "collect_freq"):
+        if getattr(config, field):
+            raise ValueError(
+                f"{field}={getattr(config, field)}: not available for the host env "
+                f"{config.env_name!r} (evaluation, videos and datasets run the env "
+                "inside jit); set it to 0"
+            )
+
+
+class _SingleRun:
+    """The state of one `train_and_log` and its `SegmentHooks` (run, process, save)."""
+
+    def __init__(self, config, fns, run_dir, evaluators, media, key):
+        self.config, self.fns, self.run_dir = config, fns, run_dir
+        self.names = fns.metric_names  # METRICS, then action_frac/<i>, info/<key>
+        self.evaluators, self.media = evaluators, media
+        self.hparams = Hyperparams.from_config(config)
+        # Evaluation episodes draw from their own stream of the caller's key.
+        self.eval_base_key = jax.random.fold_in(key, EVAL_KEY_STREAM)
+        self.eval_columns = [f"eval/{name}/return" for name in evaluators]
+        self.eval_history: dict[str, list] = {name: [] for name in evaluators}
+        self.frames: list[pd.DataFrame] = []
+        self.done = 0
+        self.saved_step: int | None = None  # newest "last" checkpoint on disk
+        self.improved = False
+        self.sinks: Any = None
+        self.previous = self.runner = None
+        # A host env (`TrainFns.host`) steps on the host: its `run` jits its own pieces.
+        self.run_segment = fns.run if fns.host else jax.jit(fns.run, static_argnums=2)
+        self.start_time, self.start_updates = time.perf_counter(), 0
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.run_dir / "metrics.csv"
+
+    def start(self, key: jax.Array, overwrite: bool) -> None:
+        self.runner = jax.jit(self.fns.init)(key)
+        if overwrite:
+            rundir.clear(self.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        config_text = yaml.safe_dump(self.config.to_dict(), sort_keys=False)
+        (self.run_dir / "config.yaml").write_text(config_text)
+
+    def resume(self) -> None:
+        checkpoint = load_checkpoint(self.run_dir, self.config)
+        rundir.set_aside_newer_checkpoints(self.run_dir, checkpoint.update_step)
+        self.runner = checkpoint.runner_state
+        self.done = self.saved_step = self.start_updates = checkpoint.update_step
+        self.eval_history.update(checkpoint.eval_history)
+        frame = pd.DataFrame(checkpoint.metrics)[list(self.names)]
+        frame.insert(0, "update", np.arange(1, self.done + 1))
+        for name, column in zip(self.evaluators, self.eval_columns, strict=True):
+            frame[column] = np.nan
+            for update, value in self.eval_history.get(name, []):
+                frame.loc[frame["update"] == update, column] = value
+        self.frames.append(frame)
+        frame.to_csv(self.metrics_path, index=False)  # drops rows logged after the checkpoint
+        print(
+            f"resumed from update {self.done} (step {self.done * self.config.batch_size}) "
+            f"in {self.run_dir}",
+            file=sys.stderr,
+        )
+
+    def run(self, done: int, length: int) -> Any:
+        self.previous = self.runner
+        self.runner, metrics = self.run_segment(self.runner, self.hparams, length)
+        return metrics
+
+    def process(self, done: int, length: int, metrics: Any) -> dict[str, str]:
+        frame = pd.DataFrame({name: np.asarray(metrics[name]) for name in self.names})
+        frame.insert(0, "update", np.arange(done + 1, done + length + 1))
+        for column in self.eval_columns:
+            frame[column] = np.nan
+        self._check_finite(done, length, metrics, frame)
+        self.done = done + length
+        self.improved = self._evaluate(frame)
+        frame.to_csv(self.metrics_path, mode="a", header=len(self.frames) == 0, index=False)
+        self.frames.append(frame)
+        for row in frame.drop(columns="update").to_dict("records"):
+            self.sinks.log_metrics(int(row["env_steps"]), row)
+        env_steps = int(frame["env_steps"].iloc[-1])
+        self.media(self.runner, self.done, env_steps, self.run_dir, self.sinks)
+        returns = frame["episode_return"].dropna()
+        elapsed = time.perf_counter() - self.start_time
+        speed = (self.done - self.start_updates) * self.config.batch_size / elapsed
+        return {
+            "env_steps": f"{env_steps:,}",
+            "sps": f"{speed:,.0f}",
+            "ret": f"{returns.iloc[-1]:.1f}" if len(returns) else "n/a",
+        }
+
+    def _check_finite(self, done: int, length: int, metrics: Any, frame: pd.DataFrame) -> None:
+        """Raises `TrainingDiverged` for a NaN / Inf loss or parameter, after writing the
+        segment's rows (as evidence) and the last finite state (never a non-finite one)."""
+        diverged = first_nonfinite_update(metrics, done + 1)
+        if diverged is None and nonfinite_leaf(self.runner.train_state.params) is not None:
+            diverged = (done + length, "params")
+        if diverged is None:
+            return
+        frame.to_csv(self.metrics_path, mode="a", header=len(self.frames) == 0, index=False)
+        previous_step = int(self.previous.update_step)
+        if previous_step > 0 and (self.saved_step is None or previous_step > self.saved_step):
+            save_checkpoint(
+                self.run_dir, self.previous, self._history(), self.config, self.eval_history
+            )
+            self.saved_step = previous_step
+        kept = (
+            "no update finished with finite values, so there is no checkpoint"
+            if self.saved_step is None
+            else f"the last finite state (update {self.saved_step}) is kept in "
+            f"{self.run_dir / 'checkpoints' / 'last' / str(self.saved_step)}"
+        )
+        raise TrainingDiverged(
+            f"training diverged at update {diverged[0]}: {diverged[1]} is not finite "
+            f"(NaN or Inf); {kept}; nothing non-finite was saved. Try a smaller "
+            f"learning_rate or max_grad_norm.",
+            update=diverged[0],
+            what=diverged[1],
+        )
+
+    def _evaluate(self, frame: pd.DataFrame) -> bool:
+        """Runs the eval splits when due; True if the first split's return is its best."""
+        if not (self.config.eval_freq and self.done % self.config.eval_freq == 0):
+            return False
+        params = self.runner.train_state.params
+        eval_key = jax.random.fold_in(self.eval_base_key, self.done)
+        for (name, run_eval), column in zip(
+            self.evaluators.items(), self.eval_columns, strict=True
+        ):
+            returns, _ = run_eval(params, eval_key, jnp.float32(1.0))
+            value = float(np.mean(returns))
+            frame.loc[frame.index[-1], column] = value
+            self.eval_history[name].append([self.done, value])
+        first = self.eval_history[next(iter(self.evaluators))]
+        return first[-1][1] >= max(v for _, v in first)
+
+    def _history(self) -> dict[str, np.ndarray]:
+        so_far = pd.concat(self.frames, ignore_index=True)
+        return {name: so_far[name].to_numpy() for name in self.names}
+
+    def save(self, done: int, due: bool) -> None:
+        """ "last" when the save clock is due (or at the end), "best" when improved."""
+        kinds = (["last"] if due else []) + (["best"] if self.improved else [])
+        for kind in kinds:
+            save_checkpoint(
+                self.run_dir, self.runner, self._history(), self.config, self.eval_history,
+                kind=kind,
+            )  # fmt: skip
+        if due:
+            self.saved_step = done

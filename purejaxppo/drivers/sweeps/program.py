@@ -1,0 +1,92 @@
+"""The compiled side of a sweep: whole-run programs, chunk sizing, per-chunk results
+(collected where the runs live) and the chunk files of `progress_dir`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+from purejaxppo import parallel
+from purejaxppo.guards import LOSS_METRICS
+from purejaxppo.train import METRICS
+
+
+def first_true(bad: np.ndarray) -> np.ndarray:
+    """`[R, U]` bool -> `[R]`: first update (1-based) that is True, 0 where none is."""
+    return np.where(bad.any(axis=1), np.argmax(bad, axis=1) + 1, 0)
+
+
+def save_chunk(path, run_ids, local, local_index, returns, bad):
+    """Writes one chunk's results atomically (a temporary file renamed into place)."""
+    arrays = {f"metric/{name}": value for name, value in local.items()}
+    arrays.update(run_ids=run_ids, local_index=local_index, returns=returns, bad=bad)
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as file:
+        np.savez(file, **arrays)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(partial, path)
+
+
+def load_chunk(path, run_ids):
+    try:
+        with np.load(path) as data:
+            arrays = {name: data[name] for name in data.files}
+    except Exception as err:  # a damaged file: numpy raises several types
+        raise ValueError(
+            f"sweep chunk file {path} is unreadable ({err}); delete it to recompute the chunk"
+        ) from None
+    if not np.array_equal(arrays.get("run_ids"), run_ids):
+        raise ValueError(
+            f"sweep chunk file {path} holds runs {arrays.get('run_ids')}, this sweep expects "
+            f"{run_ids}: it is from a different sweep (other settings, seeds or chunking)"
+        )
+    local = {name: arrays[f"metric/{name}"] for name in METRICS}
+    return local, arrays["local_index"], arrays["returns"], arrays["bad"]
+
+
+def train_runs(fns, num_updates):
+    """Whole runs, metrics only: `(key_data [R, 2], hparams [R]) -> metrics [R, U]`."""
+    return parallel.batch_runs(fns.init, lambda runner, hp: fns.run(runner, hp, num_updates)[1])
+
+
+def collect_chunk(metrics, first, real):
+    """(this process's metric rows, their chunk-relative indices, all runs' returns, all
+    runs' non-finite loss flags `[real, U]`)."""
+    index, _ = parallel.local_rows(metrics["env_steps"])
+    keep = index < real
+    local = {name: parallel.local_rows(metrics[name])[1][keep] for name in METRICS}
+    returns = parallel.to_host(metrics["episode_return"])[:real]
+    bad = parallel.to_host(nonfinite_losses({n: metrics[n] for n in LOSS_METRICS}))[:real]
+    return local, index[keep] + first, returns, bad
+
+
+@jax.jit
+def nonfinite_losses(losses):
+    """`[R, U]` bool: any of `LOSS_METRICS` is NaN / Inf (computed where the runs live)."""
+    return functools.reduce(jnp.logical_or, [~jnp.isfinite(v) for v in losses.values()])
+
+
+def chunk_size(num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hparams):
+    if max_chunk is not None:
+        return max_chunk
+    limit = parallel.device_bytes_limit(mesh)
+    if limit is None:
+        return parallel.pad_runs(num_runs, num_devices)
+    # Measure one run per device: compile the whole-run program for D runs, read its
+    # memory, and fill `fraction` of the device with as many runs as fit.
+    program = parallel.make_runs_program(train_runs(fns, config.num_updates), mesh)
+    pick = np.zeros(num_devices, dtype=int)
+    args = parallel.to_global(
+        (key_data[pick], jax.tree.map(lambda x: x[pick], hparams)), mesh, P(parallel.RUNS_AXIS)
+    )
+    stats = program.lower(*args).compile().memory_analysis()
+    per_run = stats.temp_size_in_bytes + stats.argument_size_in_bytes + stats.output_size_in_bytes
+    chunk = parallel.runs_per_chunk_for_memory(per_run, limit, num_devices)
+    return min(chunk, parallel.pad_runs(num_runs, num_devices))
