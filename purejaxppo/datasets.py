@@ -332,7 +332,6 @@ def collect(
     temperature = jnp.float32(0.0 if greedy else 1.0)
     if chunk_runner is None:
         chunk_runner = make_chunk_runner(policy.networks, env, env_params, tuple(info_keys))
-    start, chunk = chunk_runner
 
     out.mkdir(parents=True)
     meta = {
@@ -353,29 +352,13 @@ def collect(
     while done_episodes < num_episodes:
         size = min(parallel, num_episodes - done_episodes)
         group_key = key if group == 0 else jax.random.fold_in(key, group)
-        carry, scan_key = start(group_key, size)
-        step_keys = jax.random.split(scan_key, max_steps)
-        running: list[list[dict[str, Any]]] = [[] for _ in range(size)]
-        finished = np.zeros(size, bool)
-        for begin in range(0, max_steps, chunk_steps):
-            keys = step_keys[begin : begin + chunk_steps]
-            carry, records = chunk(params, carry, keys, temperature)
-            records = jax.device_get(records)
-            for e in np.flatnonzero(~finished):
-                mask = records["active"][:, e]
-                if mask.any():
-                    running[e].append(jax.tree.map(lambda x, e=e, m=mask: x[:, e][m], records))
-                ended = bool(mask.any()) and _ended_last(records, e)
-                last_chunk = begin + chunk_steps >= max_steps
-                if ended or (last_chunk and not finished[e]):
-                    finished[e] = True
-                    episode = _join(running[e], done_episodes + e)
-                    running[e] = []
-                    returns[episode["id"]] = episode["reward"].sum()
-                    lengths[episode["id"]] = len(episode["reward"])
-                    writer.add(episode)
-            if finished.all():
-                break
+        for episode in _play_group(
+            chunk_runner, params, group_key, size, max_steps, chunk_steps, temperature,
+            done_episodes,
+        ):  # fmt: skip
+            returns[episode["id"]] = episode["reward"].sum()
+            lengths[episode["id"]] = len(episode["reward"])
+            writer.add(episode)
         done_episodes += size
         group += 1
     writer.flush()
@@ -391,6 +374,34 @@ def collect(
         files=writer.files,
         minari_id=minari_id,
     )
+
+
+def _play_group(
+    chunk_runner, params, group_key, size, max_steps, chunk_steps, temperature, first_id
+) -> Iterator[dict[str, Any]]:
+    """Plays `size` episodes at once (ids `first_id`..) in jitted chunks of `chunk_steps`
+    steps; yields each episode (`_join`) as it ends, or truncated at `max_steps`."""
+    start, chunk = chunk_runner
+    carry, scan_key = start(group_key, size)
+    step_keys = jax.random.split(scan_key, max_steps)
+    running: list[list[dict[str, Any]]] = [[] for _ in range(size)]
+    finished = np.zeros(size, bool)
+    for begin in range(0, max_steps, chunk_steps):
+        keys = step_keys[begin : begin + chunk_steps]
+        carry, records = chunk(params, carry, keys, temperature)
+        records = jax.device_get(records)
+        for e in np.flatnonzero(~finished):
+            mask = records["active"][:, e]
+            if mask.any():
+                running[e].append(jax.tree.map(lambda x, e=e, m=mask: x[:, e][m], records))
+            ended = bool(mask.any()) and _ended_last(records, e)
+            last_chunk = begin + chunk_steps >= max_steps
+            if ended or (last_chunk and not finished[e]):
+                finished[e] = True
+                yield _join(running[e], first_id + e)
+                running[e] = []
+        if finished.all():
+            break
 
 
 def _ended_last(records: dict[str, Any], e: int) -> bool:

@@ -1,6 +1,7 @@
 """`purejaxppo train`: run directory, progress, errors, and equality with one-call `train`."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -111,3 +112,43 @@ def test_console_script_default_style_run(tmp_path):
     assert "final mean episode_return" in proc.stdout
     assert "update" in proc.stderr  # the tqdm bar
     assert (tmp_path / "cli" / "learning_curve.png").exists()
+
+
+@pytest.mark.parametrize(
+    "flag, suggestion",
+    [
+        ("--learnig-rate", "--learning-rate"),  # a typo
+        ("--learning-rat", "--learning-rate"),  # a prefix: no abbreviations (allow_abbrev)
+        ("--num-env", "--num-envs"),
+    ],
+)
+def test_mistyped_flag_exits_2_with_a_suggestion_and_the_subcommand_usage(flag, suggestion, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", flag, "1e-3"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"did you mean {suggestion}" in err
+    assert "usage: purejaxppo train" in err  # the subcommand's usage, not the top level's
+    assert f"unrecognized arguments: {flag} 1e-3" in err
+
+
+def test_sweep_and_pbt_refuse_abbreviations_too(capsys):
+    for argv in (["sweep", "--num-sampl", "3"], ["pbt", "--populatio", "4"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert f"usage: purejaxppo {argv[0]}" in err and "did you mean --" in err
+
+
+def test_resume_says_where_it_resumed(tmp_path, capsys):
+    run_dir = tmp_path / "r"
+    argv = ["train", "--total-timesteps", "2048", "--save-freq", "2", "--log-freq", "2"]
+    assert main([*argv, "--run-dir", str(run_dir), "--no-progress"]) == 0
+    # Keep the checkpoint of update 2 only, as if the run had been killed after it.
+    shutil.rmtree(run_dir / "checkpoints" / "last" / "4")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert f"resumed from update 2 (step 1024) in {run_dir}" in captured.err
+    assert len(pd.read_csv(run_dir / "metrics.csv")) == 4  # updates 3 and 4 ran again

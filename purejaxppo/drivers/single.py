@@ -115,15 +115,6 @@ def train_and_log(
     run.sinks = make_sinks(loggers, run_dir, append=resume)
     if not resume:
         run.sinks.log_config(config.to_dict())
-    hooks = SegmentHooks(
-        length=lambda done: segment_length(
-            done, config.num_updates, config.log_freq, config.save_freq, config.eval_freq,
-            config.video_freq, config.collect_freq,
-        ),
-        run=run.run,
-        process=run.process,
-        save=run.save,
-    )  # fmt: skip
     bar = progress_bar(
         config.num_updates,
         initial=run.done,
@@ -133,7 +124,7 @@ def train_and_log(
     )
     with bar, run.sinks:
         run_segments(
-            config.num_updates, run.done, hooks, bar=bar, save_freq=config.save_freq,
+            config.num_updates, run.done, run.hooks(), bar=bar, save_freq=config.save_freq,
             save_minutes=config.save_minutes, label=config.env_name, fetch=jax.device_get,
         )  # fmt: skip
         table = pd.concat(run.frames, ignore_index=True)
@@ -183,6 +174,17 @@ class _SingleRun:
         # A host env (`TrainFns.host`) steps on the host: its `run` jits its own pieces.
         self.run_segment = fns.run if fns.host else jax.jit(fns.run, static_argnums=2)
         self.start_time, self.start_updates = time.perf_counter(), 0
+
+    def hooks(self) -> SegmentHooks:
+        """Segments of `log_freq` updates, ending on every save / eval / video / collect."""
+        c = self.config
+        every = (c.save_freq, c.eval_freq, c.video_freq, c.collect_freq)
+        return SegmentHooks(
+            length=lambda done: segment_length(done, c.num_updates, c.log_freq, *every),
+            run=self.run,
+            process=self.process,
+            save=self.save,
+        )
 
     @property
     def metrics_path(self) -> Path:

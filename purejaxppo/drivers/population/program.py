@@ -15,6 +15,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from purejaxppo import parallel
+from purejaxppo.acting import make_evaluators
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.drivers.population.options import (
     PBTOptions,
@@ -67,48 +68,19 @@ def make_generation_program(
     """
     fns = make_train_fns(config, env, env_params)
     members = NamedSharding(mesh, P(parallel.RUNS_AXIS))
-    low = jnp.asarray(space.lows, jnp.float32)
-    high = jnp.asarray(space.highs, jnp.float32)
-    evaluator = None
-    if config.eval_freq:
-        from purejaxppo.acting import make_evaluators
-
-        evaluator = next(iter(make_evaluators(config).values()))
+    evaluator = next(iter(make_evaluators(config).values())) if config.eval_freq else None
 
     def init_members(key_data: jax.Array) -> RunnerState:
         # lax.map, not vmap: see `parallel.batch_runs` (batched QR deadlock on CPU).
         return jax.lax.map(lambda kd: fns.init(jax.random.wrap_key_data(kd)), key_data)
 
     init = parallel.make_runs_program(init_members, mesh)
-    train_programs: dict[int, Callable] = {}
-
-    def train_members(length: int) -> Callable:
-        if length in train_programs:
-            return train_programs[length]
-        if options.population == mesh.devices.size:
-            # One member per device: no vmap, so that the member's numbers are those of
-            # the plain run bit for bit (a vmapped batch may change XLA's last bits).
-            def batched(runner, hp):
-                first = jax.tree.map(lambda x: x[0], (runner, hp))
-                out = fns.run(*first, length)
-                return jax.tree.map(lambda x: x[None], out)
-        else:
-            batched = jax.vmap(lambda runner, hp: fns.run(runner, hp, length))
-        train_programs[length] = parallel.make_runs_program(batched, mesh)
-        return train_programs[length]
+    train_members = make_member_trainer(fns, options, mesh)
 
     def constrain(tree):
         return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, members), tree)
 
-    def select(fitness, key):
-        if options.exploit == "truncation":
-            return truncation_parents(fitness, key, options.truncation_fraction)
-        return tournament_parents(fitness, key, options.tournament_size, options.elitism)
-
-    def explore(values, key):
-        if options.explore == "perturb":
-            return perturb(values, key, low, high, options.perturb_factors)
-        return resample(values, key, space, options.resample_probability)
+    select, explore = make_operators(space, options)
 
     def generation(state: PopulationState, index, length: int, last: jax.Array):
         runner, metrics = train_members(length)(state.runner, state.hparams)
@@ -171,6 +143,48 @@ def make_generation_program(
 
     run_generations.programs = programs  # type: ignore[attr-defined]
     return init, run_generations
+
+
+def make_member_trainer(fns: Any, options: PBTOptions, mesh: Any) -> Callable:
+    """`train_members(length) -> program (runner [P], hparams [P]) -> (runner, metrics)`,
+    one compiled program per generation length, split over the mesh."""
+    train_programs: dict[int, Callable] = {}
+
+    def train_members(length: int) -> Callable:
+        if length in train_programs:
+            return train_programs[length]
+        if options.population == mesh.devices.size:
+            # One member per device: no vmap, so that the member's numbers are those of
+            # the plain run bit for bit (a vmapped batch may change XLA's last bits).
+            def batched(runner, hp):
+                first = jax.tree.map(lambda x: x[0], (runner, hp))
+                out = fns.run(*first, length)
+                return jax.tree.map(lambda x: x[None], out)
+        else:
+            batched = jax.vmap(lambda runner, hp: fns.run(runner, hp, length))
+        train_programs[length] = parallel.make_runs_program(batched, mesh)
+        return train_programs[length]
+
+    return train_members
+
+
+def make_operators(space: SearchSpace, options: PBTOptions) -> tuple[Callable, Callable]:
+    """(select(fitness, key) -> (parents, replaced), explore(values, key) -> values) of
+    the options' exploit and explore strategies."""
+    low = jnp.asarray(space.lows, jnp.float32)
+    high = jnp.asarray(space.highs, jnp.float32)
+
+    def select(fitness, key):
+        if options.exploit == "truncation":
+            return truncation_parents(fitness, key, options.truncation_fraction)
+        return tournament_parents(fitness, key, options.tournament_size, options.elitism)
+
+    def explore(values, key):
+        if options.explore == "perturb":
+            return perturb(values, key, low, high, options.perturb_factors)
+        return resample(values, key, space, options.resample_probability)
+
+    return select, explore
 
 
 #: Recently built programs, so that repeated `pbt` calls with the same static settings

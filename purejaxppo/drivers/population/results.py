@@ -14,7 +14,7 @@ import pandas as pd
 from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers.plots import plot_pbt
 from purejaxppo.drivers.population.options import PBTOptions
-from purejaxppo.drivers.population.search import get_values
+from purejaxppo.drivers.population.search import SearchSpace, get_values
 from purejaxppo.drivers.report import final_return
 from purejaxppo.train import METRICS
 from purejaxppo.types import RunnerState
@@ -77,7 +77,8 @@ class PBTResult:
         return self.config.replace(**{k: self.best_hparams[k] for k in self.search})
 
 
-def build_result(config, space, options, records, metrics, final_state, num_compiles, devices):
+def _lineage(records: dict[str, np.ndarray], space: SearchSpace, batch_size: int) -> pd.DataFrame:
+    """One row per generation x member (`LINEAGE_COLUMNS` and the searched values)."""
     num_gens, population = records["fitness"].shape
     lineage_rows = []
     prev_parents = np.arange(population)
@@ -90,7 +91,7 @@ def build_result(config, space, options, records, metrics, final_state, num_comp
                 "parent": int(prev_parents[m]),
                 "replaced": bool(prev_replaced[m]),
                 "update": int(records["update_step"][g, m]),
-                "env_steps": int(records["update_step"][g, m]) * config.batch_size,
+                "env_steps": int(records["update_step"][g, m]) * batch_size,
             }
             row.update({n: float(records["values"][g, m, i]) for i, n in enumerate(space.names)})
             row.update(
@@ -100,7 +101,13 @@ def build_result(config, space, options, records, metrics, final_state, num_comp
             )
             lineage_rows.append(row)
         prev_parents, prev_replaced = records["parents"][g], records["replaced"][g]
-    lineage = pd.DataFrame(lineage_rows)
+    return pd.DataFrame(lineage_rows)
+
+
+def build_result(config, space, options, records, metrics, final_state, num_compiles, devices):
+    """The `PBTResult` of a finished run from its records and metrics (numpy)."""
+    num_gens, population = records["fitness"].shape
+    lineage = _lineage(records, space, config.batch_size)
 
     returns = metrics["episode_return"]  # [P, U]
     num_updates = returns.shape[1]

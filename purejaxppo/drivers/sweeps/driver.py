@@ -139,36 +139,42 @@ def sweep(
     seed_list = _seed_list(seeds)
     if log_every < 1:
         raise ValueError(f"log_every={log_every}: must be >= 1")
-    mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
-    num_devices = mesh.devices.size
-    if max_runs_per_chunk is not None and (
-        max_runs_per_chunk < 1 or max_runs_per_chunk % num_devices
-    ):
-        raise ValueError(
-            f"max_runs_per_chunk={max_runs_per_chunk}: must be a positive multiple of the "
-            f"number of devices ({num_devices}) so that every device gets the same runs"
-        )
+    mesh = _runs_mesh(devices, max_runs_per_chunk)
     swept = list(dict.fromkeys(name for s in settings for name in s))
-
-    # Group runs by the static part of their configuration: one compile per group.
-    groups: dict[tuple, list[int]] = {}
-    for index, cfg in enumerate(run_configs):
-        static = tuple(
-            (f.name, repr(getattr(cfg, f.name)))
-            for f in dataclasses.fields(PPOConfig)
-            if f.name not in TRACED_FIELDS
-        )
-        groups.setdefault(static, []).append(index)
+    groups = _static_groups(run_configs)
     num_runs = len(settings) * len(seed_list)
     _warn_one_cpu_device(mesh, num_runs)
     if verbose and jax.process_index() == 0:
         print(
             f"sweep: {num_runs} runs = {len(settings)} setting(s) x {len(seed_list)} seed(s) "
             f"in {len(groups)} static group(s) -> {len(groups)} compile(s) of the training "
-            f"program, on {num_devices} device(s)",
+            f"program, on {mesh.devices.size} device(s)",
             file=sys.stderr,
         )
+    tables, curves, diverged = _run_groups(
+        groups, run_configs, seed_list, settings, swept, mesh, networks, max_runs_per_chunk,
+        progress, log_every, verbose, progress_dir,
+    )  # fmt: skip
+    table = pd.concat(tables, ignore_index=True).sort_values(["run", "update"], kind="stable")
+    curves = pd.concat(curves, ignore_index=True).sort_values(["run", "update"], kind="stable")
+    runs = runs_frame(curves, settings, seed_list, swept, diverged)
+    return SweepResult(
+        table=table.reset_index(drop=True),
+        runs=runs,
+        summary=summarize(runs, swept),
+        curves=curves.reset_index(drop=True),
+        settings=settings,
+        num_compiles=len(groups),
+        num_devices=mesh.devices.size,
+    )
 
+
+def _run_groups(
+    groups, run_configs, seed_list, settings, swept, mesh, networks, max_runs_per_chunk,
+    progress, log_every, verbose, progress_dir,
+):  # fmt: skip
+    """Trains every static group (`_run_group`) under one progress bar; returns the
+    per-group tables, curves and {run id: diverged update}."""
     total = sum(run_configs[g[0]].num_updates * len(g) * len(seed_list) for g in groups.values())
     bar = progress_bar(
         total, unit="update", desc="sweep", enabled=progress and jax.process_index() == 0
@@ -205,18 +211,35 @@ def sweep(
             curves.append(curve)
             diverged.update(group_diverged)
 
-    table = pd.concat(tables, ignore_index=True).sort_values(["run", "update"], kind="stable")
-    curves = pd.concat(curves, ignore_index=True).sort_values(["run", "update"], kind="stable")
-    runs = runs_frame(curves, settings, seed_list, swept, diverged)
-    return SweepResult(
-        table=table.reset_index(drop=True),
-        runs=runs,
-        summary=summarize(runs, swept),
-        curves=curves.reset_index(drop=True),
-        settings=settings,
-        num_compiles=len(groups),
-        num_devices=num_devices,
-    )
+    return tables, curves, diverged
+
+
+def _runs_mesh(devices: Any, max_runs_per_chunk: int | None) -> Any:
+    """The runs' mesh; checks that `max_runs_per_chunk` splits evenly over it."""
+    mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
+    num_devices = mesh.devices.size
+    if max_runs_per_chunk is not None and (
+        max_runs_per_chunk < 1 or max_runs_per_chunk % num_devices
+    ):
+        raise ValueError(
+            f"max_runs_per_chunk={max_runs_per_chunk}: must be a positive multiple of the "
+            f"number of devices ({num_devices}) so that every device gets the same runs"
+        )
+    return mesh
+
+
+def _static_groups(run_configs: Sequence[PPOConfig]) -> dict[tuple, list[int]]:
+    """Setting indices grouped by the static part of their configuration: one compile
+    per group (the traced fields, `TRACED_FIELDS`, vary inside a group)."""
+    groups: dict[tuple, list[int]] = {}
+    for index, cfg in enumerate(run_configs):
+        static = tuple(
+            (f.name, repr(getattr(cfg, f.name)))
+            for f in dataclasses.fields(PPOConfig)
+            if f.name not in TRACED_FIELDS
+        )
+        groups.setdefault(static, []).append(index)
+    return groups
 
 
 _WARNED_ONE_CPU_DEVICE = False

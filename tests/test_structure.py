@@ -1,0 +1,60 @@
+"""tools/structure.py (#23): the package's size, import and single-home rules hold, and
+the checker finds each kind of offence in a small synthetic package."""
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = ROOT / "tools" / "structure.py"
+
+
+def load_tool():
+    spec = importlib.util.spec_from_file_location("structure", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_package_passes():
+    done = subprocess.run([sys.executable, str(TOOL)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("structure: ok")
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+
+
+def test_each_offence_is_found(tmp_path):
+    tool = load_tool()
+    write(tmp_path, "purejaxppo/__init__.py", "")
+    # A cycle through an import inside a function: a -> b (module level), b -> a (inside).
+    write(tmp_path, "purejaxppo/a.py", "from purejaxppo import b\n")
+    write(tmp_path, "purejaxppo/b.py", "def f():\n    from purejaxppo.a import x\n")
+    # tqdm and matplotlib in two modules each.
+    write(tmp_path, "purejaxppo/bars.py", "from tqdm.auto import tqdm\nimport matplotlib\n")
+    write(tmp_path, "purejaxppo/more_bars.py", "import tqdm\nimport matplotlib.pyplot\n")
+    # A 101-line function and a 501-line module.
+    body = "".join(f"    x{i} = {i}\n" for i in range(100))
+    write(tmp_path, "purejaxppo/long.py", "def long():\n" + body + "\n" * 400)
+    found = [line for _, line in tool.offences(tmp_path)]
+    assert "purejaxppo/long.py: 501 lines (> 500)" in found
+    assert "purejaxppo/long.py:1 long: 101 lines (> 100)" in found
+    assert "import cycle: purejaxppo.a -> purejaxppo.b -> purejaxppo.a" in found
+    assert any(line.startswith("progress bar (tqdm) in 2 modules") for line in found)
+    assert any(line.startswith("matplotlib in 2 modules") for line in found)
+    assert len(found) == 5, found
+
+
+def test_a_package_importing_its_own_submodules_is_no_cycle(tmp_path):
+    tool = load_tool()
+    write(tmp_path, "purejaxppo/__init__.py", "")
+    write(tmp_path, "purejaxppo/pkg/__init__.py", "from purejaxppo.pkg.driver import run\n")
+    write(tmp_path, "purejaxppo/pkg/driver.py", "from purejaxppo.pkg import storage\n")
+    write(tmp_path, "purejaxppo/pkg/storage.py", "import numpy\n")
+    assert tool.offences(tmp_path) == []
