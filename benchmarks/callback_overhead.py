@@ -12,7 +12,7 @@ per repeat so that load from other processes hits them alike.
     python benchmarks/callback_overhead.py --total-timesteps 100000   # shorter runs
     python benchmarks/callback_overhead.py --agents --video-freq 244   # videos only
 
-`--video-freq N` also times `purejaxppo train`'s driver (`runner.train_and_log`, log_freq
+`--video-freq N` also times `purejaxppo train`'s driver (`drivers.single.train_and_log`, log_freq
 10, no plot) with `video_freq=0` and `video_freq=N` (a greedy episode recorded and rendered
 to a GIF every N updates), best of `--repeats` after a warm-up run of each.
 

@@ -2,7 +2,7 @@
 
 A fresh run refuses a directory that already holds files unless told to `--resume` it or
 to `--overwrite` it; `--overwrite` removes the old contents only after the new run's
-configuration, environment and seed were validated (`runner.train_and_log`), and only in
+configuration, environment and seed were validated (`drivers.single.train_and_log`), and only in
 a directory that looks like a run directory. Default names get a random suffix and are
 created with `exist_ok=False`, so two launches in the same second never share one.
 """

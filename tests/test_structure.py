@@ -58,3 +58,21 @@ def test_a_package_importing_its_own_submodules_is_no_cycle(tmp_path):
     write(tmp_path, "purejaxppo/pkg/driver.py", "from purejaxppo.pkg import storage\n")
     write(tmp_path, "purejaxppo/pkg/storage.py", "import numpy\n")
     assert tool.offences(tmp_path) == []
+
+
+def test_a_driver_importing_another_driver_is_found(tmp_path):
+    tool = load_tool()
+    write(tmp_path, "purejaxppo/__init__.py", "")
+    write(tmp_path, "purejaxppo/drivers/__init__.py", "")
+    write(tmp_path, "purejaxppo/drivers/report.py", "")
+    write(tmp_path, "purejaxppo/drivers/seeds.py", "from purejaxppo.drivers import report\n")
+    write(tmp_path, "purejaxppo/drivers/sweeps/__init__.py", "")
+    write(
+        tmp_path,
+        "purejaxppo/drivers/sweeps/driver.py",
+        "def f():\n    import purejaxppo.drivers.seeds\n",
+    )
+    found = [line for _, line in tool.offences(tmp_path)]
+    assert found == [
+        "driver imports another driver: purejaxppo.drivers.sweeps.driver -> purejaxppo.drivers.seeds"
+    ]

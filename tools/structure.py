@@ -7,7 +7,8 @@ Rules, for every module under purejaxppo/:
   * no function (or method) over MAX_FUNCTION_LINES lines, from `def` to its last line;
   * no import cycle between purejaxppo modules, counting imports inside functions (an
     import of `a.b.c` is an edge to `a.b.c` only, not to the packages above it);
-  * the progress bar (tqdm) is constructed in one module, matplotlib imported in one.
+  * the progress bar (tqdm) is constructed in one module, matplotlib imported in one;
+  * the drivers (DRIVERS, under purejaxppo/drivers/) never import each other.
 
 PENDING_CORE lists offences in files of the core side of #23 (config, train, host_train,
 envs, export, networks) being reworked in parallel; they are reported as pending and do not
@@ -26,6 +27,9 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 100
 #: Modules allowed over MAX_MODULE_LINES while they still are (self-contained files).
 LONG_MODULES = {"purejaxppo/export/torch_modules.py"}
+#: The drivers, side by side over drivers/segments, report, plots, settings: none imports
+#: another (a package driver counts with all its modules).
+DRIVERS = ("single", "seeds", "sweeps", "population")
 #: Where the progress bar and the figures live (each in exactly one module).
 ONE_MODULE_IMPORTS = {"tqdm": "progress bar (tqdm)", "matplotlib": "matplotlib"}
 
@@ -136,6 +140,13 @@ def _path_through(component: list[str], graph: dict[str, set[str]]) -> list[str]
     return [*component, start]  # pragma: no cover - a component always has a cycle
 
 
+def _driver_of(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) > 2 and parts[:2] == [PACKAGE, "drivers"] and parts[2] in DRIVERS:
+        return parts[2]
+    return None
+
+
 def offences(root: Path = ROOT) -> list[tuple[list[str], str]]:
     """Every rule broken under `root / purejaxppo`: (the files involved, one line)."""
     files = sorted((root / PACKAGE).rglob("*.py"))
@@ -172,6 +183,13 @@ def offences(root: Path = ROOT) -> list[tuple[list[str], str]]:
             text = f"{ONE_MODULE_IMPORTS[key]} in {len(modules)} modules: {modules}"
             found.append((modules, text))
     files = {name: path.relative_to(root).as_posix() for path, name in names.items()}
+    for module, imported in sorted(graph.items()):
+        mine = _driver_of(module)
+        for other in sorted(imported):
+            theirs = _driver_of(other)
+            if mine and theirs and mine != theirs:
+                text = f"driver imports another driver: {module} -> {other}"
+                found.append(([files[module]], text))
     for cycle in cycles(graph):
         found.append(([files[m] for m in cycle], "import cycle: " + " -> ".join(cycle)))
     return found

@@ -93,7 +93,7 @@ def _train_seeds_command(
     overwrite: bool,
 ) -> int:
     """`purejaxppo train --num-seeds N`: validated before the CPU device count is set (and
-    JAX started), trained by `seeds.train_seeds`."""
+    JAX started), trained by `drivers.seeds.train_seeds`."""
     from purejaxppo import rundir
     from purejaxppo.drivers.seeds import check_seeds
 

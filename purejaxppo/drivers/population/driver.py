@@ -111,7 +111,7 @@ def pbt(
         population is exploited and explored. If K does not divide `num_updates`, the
         last generation is shorter (one more compiled program).
       search: traced field -> `("uniform" | "log_uniform", low, high)`: initial
-        distribution (numpy draws seeded with `seed`, `sweeps.sample_random`) and range.
+        distribution (numpy draws seeded with `seed`, `drivers.settings.sample_random`) and range.
       exploit: "truncation" or "tournament" (see the module docstring).
       explore: "perturb" or "resample".
       seed: member m starts from `member_keys(seed, P)[m]`; selection and mutation use

@@ -99,7 +99,7 @@ def initial_hparams(
     config: PPOConfig, space: SearchSpace, population: int, seed: int
 ) -> Hyperparams:
     """`[P]` Hyperparams: the config's values, searched fields drawn (numpy, seeded with
-    `seed`) by `sweeps.sample_random` from `search`'s distributions."""
+    `seed`) by `drivers.settings.sample_random` from `search`'s distributions."""
     base = Hyperparams.from_config(config)
     draws = sample_random(space.spec, population, seed) if space.names else [{}] * population
     members = [
