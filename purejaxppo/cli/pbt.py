@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from purejaxppo.cli.options import PbtOptions, pop_options
 from purejaxppo.cli.values import (
     load_config,
     parse_random,
@@ -15,39 +16,33 @@ from purejaxppo.cli.values import (
 
 
 def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
-    options = {
-        name: args.pop(name)
-        for name in (
-            "config", "population", "ready_every", "search", "exploit", "explore",
-            "truncation_fraction", "tournament_size", "resample_probability",
-            "fitness_window", "devices", "checkpoint_every", "resume", "out", "no_progress",
-        )
-    }  # fmt: skip
+    """`purejaxppo pbt`: validate, split the population over the devices, train, write."""
+    o = pop_options(PbtOptions, args)
     try:
-        config = load_config(options["config"], args)
-        search = parse_random(options["search"])
+        config = load_config(o.config, args)
+        search = parse_random(o.search)
         for name, spec in search.items():
             if spec[0] == "choice":
                 raise ValueError(
                     f"--search {name}={spec}: pbt needs a range (uniform:LOW:HIGH or "
                     "log_uniform:LOW:HIGH), not a choice"
                 )
-        if options["resume"] and options["out"] is None:
+        if o.resume and o.out is None:
             raise ValueError("--resume needs --out DIR (the interrupted run's directory)")
     except ValueError as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
-    out = options["out"]
+    out = o.out
     if out is None:
         out = Path("pbt") / f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    devices = options["devices"]
+    devices = o.devices
     if devices is None:
         # Every core by default, on as many CPU devices as divide the population.
         from purejaxppo.platform import configure_cpu_devices
 
         count = configure_cpu_devices()
         if count is not None:
-            devices = max(d for d in range(1, count + 1) if options["population"] % d == 0)
-            if not options["no_progress"]:
+            devices = max(d for d in range(1, count + 1) if o.population % d == 0)
+            if not o.no_progress:
                 print(
                     f"purejaxppo: population split over {devices} CPU devices (--devices N or "
                     "JAX_NUM_CPU_DEVICES to change)",
@@ -55,25 +50,25 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
                 )
     from purejaxppo.drivers.population import pbt, write_pbt  # imports JAX; keep --help fast
 
-    every = options["checkpoint_every"]
+    every = o.checkpoint_every
     try:
         result = pbt(
             config,
-            population=options["population"],
-            ready_every=options["ready_every"],
+            population=o.population,
+            ready_every=o.ready_every,
             search=search,
-            exploit=options["exploit"],
-            explore=options["explore"],
+            exploit=o.exploit,
+            explore=o.explore,
             seed=config.seed,
             devices=devices,
-            truncation_fraction=options["truncation_fraction"],
-            tournament_size=options["tournament_size"],
-            resample_probability=options["resample_probability"],
-            fitness_window=options["fitness_window"],
+            truncation_fraction=o.truncation_fraction,
+            tournament_size=o.tournament_size,
+            resample_probability=o.resample_probability,
+            fitness_window=o.fitness_window,
             checkpoint_dir=out / "checkpoints" if every else None,
             checkpoint_every=max(every, 1),
-            resume=options["resume"],
-            progress=not options["no_progress"],
+            resume=o.resume,
+            progress=not o.no_progress,
         )
     except ValueError as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")

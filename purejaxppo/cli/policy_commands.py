@@ -5,69 +5,71 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from purejaxppo.cli.options import CollectOptions, EvalOptions, ExportOptions, pop_options
+
 
 def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     """`purejaxppo eval RUN_DIR`: episodes of a run's policy; mean, std, IQM."""
+    o = pop_options(EvalOptions, args)
     import jax
 
     from purejaxppo.guards import check_finite_params
     from purejaxppo.policy import Policy, evaluate
 
     try:
-        policy = Policy.load(args["run_dir"])
-        check_finite_params(policy.get_params(), f"run {args['run_dir']}")
-        if args["video"] is not None:  # check before anything runs
+        policy = Policy.load(o.run_dir)
+        check_finite_params(policy.get_params(), f"run {o.run_dir}")
+        if o.video is not None:  # check before anything runs
             from purejaxppo.video import check_video_path, make_renderer
 
-            check_video_path(args["video"])
+            check_video_path(o.video)
             make_renderer(policy.env, policy.env_params)
         result = evaluate(
             policy,
-            args["env_name"],
-            args["episodes"],
-            jax.random.key(args["seed"]),
-            greedy=args["greedy"],
+            o.env_name,
+            o.episodes,
+            jax.random.key(o.seed),
+            greedy=o.greedy,
         )
-        if args["video"] is not None:
+        if o.video is not None:
             from purejaxppo.video import save_episode_video
 
             _, episode = save_episode_video(
-                policy, args["video"], jax.random.key(args["seed"]), greedy=args["greedy"]
+                policy, o.video, jax.random.key(o.seed), greedy=o.greedy
             )
     except (ValueError, ImportError) as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
     stats = result.summary()
-    env_name = args["env_name"] or policy.config.env_name
+    env_name = o.env_name or policy.config.env_name
     print(
-        f"{env_name}: {args['episodes']} episodes ({'greedy' if args['greedy'] else 'sampled'})"
+        f"{env_name}: {o.episodes} episodes ({'greedy' if o.greedy else 'sampled'})"
         f"  mean {stats['mean']:.2f}  std {stats['std']:.2f}  IQM {stats['iqm']:.2f}"
         f"  mean length {result.lengths.mean():.1f}"
     )
-    if args["video"] is not None:
-        print(
-            f"wrote {args['video']} ({episode.length} frames, return {episode.episode_return:.2f})"
-        )
+    if o.video is not None:
+        print(f"wrote {o.video} ({episode.length} frames, return {episode.episode_return:.2f})")
     return 0
 
 
 def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     """`purejaxppo collect RUN_DIR`: a run's episodes as a dataset."""
+    o = pop_options(CollectOptions, args)
     import jax
 
     from purejaxppo.datasets import check_output, collect
     from purejaxppo.policy import Policy
 
-    info_keys = [k.strip() for k in args["info_keys"].split(",") if k.strip()]
+    info_keys = [k.strip() for k in o.info_keys.split(",") if k.strip()]
     try:
-        check_output(args["out"], args["minari_id"], args["episodes"])
-        policy = Policy.load(args["run_dir"])
+        check_output(o.out, o.minari_id, o.episodes)
+        policy = Policy.load(o.run_dir)
         result = collect(
             policy,
-            args["episodes"],
-            args["out"],
-            jax.random.key(args["seed"]),
-            greedy=args["greedy"],
-            minari_id=args["minari_id"],
+            o.episodes,
+            o.out,
+            jax.random.key(o.seed),
+            greedy=o.greedy,
+            minari_id=o.minari_id,
             info_keys=info_keys,
         )
     except (ValueError, ImportError) as err:
@@ -82,20 +84,21 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
 
 def export_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     """`purejaxppo export RUN_DIR --to FILE`: PyTorch or ONNX files."""
+    o = pop_options(ExportOptions, args)
     from purejaxppo.checkpoint import load_checkpoint
     from purejaxppo.export import export_onnx, export_torch
     from purejaxppo.guards import check_finite_params
 
-    onnx = args["to"].suffix == ".onnx"
+    onnx = o.to.suffix == ".onnx"
     try:
-        checkpoint = load_checkpoint(args["run_dir"])
-        check_finite_params(checkpoint.runner_state.train_state.params, f"run {args['run_dir']}")
+        checkpoint = load_checkpoint(o.run_dir)
+        check_finite_params(checkpoint.runner_state.train_state.params, f"run {o.run_dir}")
         export = export_onnx if onnx else export_torch
         path = export(
             checkpoint.runner_state,
             checkpoint.config,
-            args["to"],
-            overwrite=args["overwrite"],
+            o.to,
+            overwrite=o.overwrite,
         )
     except (ValueError, ImportError, FileExistsError) as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")

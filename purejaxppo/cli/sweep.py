@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from typing import Any
 
 import yaml
 
+from purejaxppo.cli.options import SweepOptions, pop_options
 from purejaxppo.cli.values import (
     error,
     load_config,
@@ -26,15 +28,7 @@ _SWEEP_REQUEST = (
 
 def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     """`purejaxppo sweep`: validate, write the request, set the devices, sweep, report."""
-    options = {
-        name: args.pop(name)
-        for name in (
-            "config", "seeds", "grid", "random", "num_samples", "random_seed",
-            "max_runs_per_chunk", "devices", "log_every", "format", "out", "no_progress",
-            "coordinator", "num_processes", "process_id", "local_devices", "resume",
-            "overwrite",
-        )
-    }  # fmt: skip
+    options = dataclasses.asdict(pop_options(SweepOptions, args))
 
     try:
         config, grid, random, out = _request(options, args)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from purejaxppo.cli.options import TrainOptions, pop_options
 from purejaxppo.cli.values import (
     EXIT_DIVERGED,
     error,
@@ -16,13 +17,11 @@ from purejaxppo.config import PPOConfig
 
 
 def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
-    config_path = args.pop("config")
-    run_dir = args.pop("run_dir")
-    progress = not args.pop("no_progress")
-    resume = args.pop("resume")
-    overwrite = args.pop("overwrite")
-    extra_loggers = args.pop("logger_names") or []
-    num_seeds, devices = args.pop("num_seeds"), args.pop("devices")
+    """`purejaxppo train`: validate, then one run (or `--num-seeds N` runs); print the result."""
+    o = pop_options(TrainOptions, args)
+    config_path, run_dir, resume, overwrite = o.config, o.run_dir, o.resume, o.overwrite
+    progress, extra_loggers = not o.no_progress, o.logger_names
+    num_seeds, devices = o.num_seeds, o.devices
     if resume is not None and num_seeds != 1:
         error(
             parser,
