@@ -54,7 +54,13 @@ from purejaxppo.drivers.report import (
     write_csv,
     write_yaml,
 )
-from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments, segment_length
+from purejaxppo.drivers.segments import (
+    SegmentHooks,
+    first_divergence,
+    progress_bar,
+    run_segments,
+    segment_length,
+)
 
 __all__ = ["SeedsResult", "check_seeds", "train_seeds"]
 
@@ -345,8 +351,6 @@ class _SeedsRun:
         return metrics, finite
 
     def process(self, done: int, length: int, fetched: Any) -> dict[str, str]:
-        from purejaxppo.guards import first_nonfinite_update, nonfinite_leaf
-
         metrics, finite = fetched
         names, config = self.names, self.config
         metrics = {name: metrics[name][: self.num_seeds] for name in names}
@@ -354,10 +358,10 @@ class _SeedsRun:
         for k in range(self.num_seeds):
             if k in self.diverged:
                 continue
-            bad = first_nonfinite_update({n: metrics[n][k] for n in names}, done + 1)
-            if bad is None and not finite[k]:
-                params = _seed_state(self.to_host(self.runner), k).train_state.params
-                bad = (done + length, f"params {nonfinite_leaf(params)}")
+            bad = first_divergence(
+                {n: metrics[n][k] for n in names}, done, length,
+                lambda k=k: None if finite[k] else f"params {self.nonfinite_leaf(k)}",
+            )  # fmt: skip
             if bad is not None:
                 self.diverged[k] = bad
                 if done > self.saved_step[k]:  # keep the last finite state, as train does
@@ -370,6 +374,12 @@ class _SeedsRun:
             "sps": f"{speed:,.0f}",
             "ret": f"{np.nanmean(latest):.1f}" if np.isfinite(latest).any() else "n/a",
         }
+
+    def nonfinite_leaf(self, k: int) -> str | None:
+        """Path of seed k's first non-finite parameter array (`guards.nonfinite_leaf`)."""
+        from purejaxppo.guards import nonfinite_leaf
+
+        return nonfinite_leaf(_seed_state(self.to_host(self.runner), k).train_state.params)
 
     def save(self, done: int, due: bool) -> None:
         if not due:

@@ -10,8 +10,9 @@ logged and checkpoints are written between compiled calls (as rejax's
 2. `hooks.run(done, length)`: the jitted call (device arrays out);
 3. `fetch(...)`: one transfer to the host (`parallel.to_host`: `jax.device_get`, and an
    all-gather only for arrays split over several processes);
-4. `hooks.process(done, length, fetched)`: the driver's bookkeeping (its divergence
-   check, history, logging); returns the progress bar's postfix;
+4. `hooks.process(done, length, fetched)`: the driver's bookkeeping: the divergence
+   check (`first_divergence`; a single run stops, a seed or a sweep run is marked),
+   history, logging; returns the progress bar's postfix;
 5. `hooks.save(done, due)`: `due` is the save clock: a multiple of `save_freq`, at least
    `save_minutes` since the last due save, or the end of the run.
 
@@ -69,6 +70,26 @@ def segment_length(done: int, total: int, cap: int, *every: int) -> int:
         if freq:
             length = min(length, freq - done % freq)
     return length
+
+
+def first_divergence(
+    metrics: Mapping[str, Any],
+    done: int,
+    length: int,
+    nonfinite_params: Callable[[], str | None],
+) -> tuple[int, str] | None:
+    """The divergence check after a segment of `length` updates that started at `done`:
+    (first update with a NaN / Inf loss, its metric) (`guards.first_nonfinite_update`);
+    else, if `nonfinite_params()` names something non-finite in the parameters (called
+    only then), (the segment's last update, that name); else None."""
+    from purejaxppo.guards import first_nonfinite_update
+
+    bad = first_nonfinite_update(metrics, done + 1)
+    if bad is None:
+        what = nonfinite_params()
+        if what is not None:
+            bad = (done + length, what)
+    return bad
 
 
 def run_segments(

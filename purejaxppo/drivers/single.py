@@ -26,8 +26,14 @@ from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.drivers.plots import plot_learning_curve
 from purejaxppo.drivers.report import final_return
-from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments, segment_length
-from purejaxppo.guards import TrainingDiverged, first_nonfinite_update, nonfinite_leaf
+from purejaxppo.drivers.segments import (
+    SegmentHooks,
+    first_divergence,
+    progress_bar,
+    run_segments,
+    segment_length,
+)
+from purejaxppo.guards import TrainingDiverged, nonfinite_leaf
 from purejaxppo.sinks import check_sinks, make_sinks
 from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState
@@ -249,9 +255,10 @@ class _SingleRun:
     def _check_finite(self, done: int, length: int, metrics: Any, frame: pd.DataFrame) -> None:
         """Raises `TrainingDiverged` for a NaN / Inf loss or parameter, after writing the
         segment's rows (as evidence) and the last finite state (never a non-finite one)."""
-        diverged = first_nonfinite_update(metrics, done + 1)
-        if diverged is None and nonfinite_leaf(self.runner.train_state.params) is not None:
-            diverged = (done + length, "params")
+        params = self.runner.train_state.params
+        diverged = first_divergence(
+            metrics, done, length, lambda: None if nonfinite_leaf(params) is None else "params"
+        )
         if diverged is None:
             return
         frame.to_csv(self.metrics_path, mode="a", header=len(self.frames) == 0, index=False)
