@@ -27,10 +27,9 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from purejaxppo.export import export_onnx
 from purejaxppo.export.request import ExportRequest, refuse_existing
 
-__all__ = ["export_onnx", "write_onnx"]
+__all__ = ["write_onnx"]
 
 OPSET = 17
 FORMAT = "purejaxppo-onnx-export"

@@ -1,6 +1,7 @@
 """PyTorch export of a purejaxppo actor-critic (the built-in `ActorCritic`, every kind).
 
-`export_torch(source, config, "policy.pt")` writes, beside `policy.pt`:
+`purejaxppo.export.export_torch(source, config, "policy.pt")` (`write_torch`) writes,
+beside `policy.pt`:
 
 - `policy.module.py`: a verbatim copy of `purejaxppo/export/torch_modules.py` (imports
   torch only) and `policy.state_dict.pt`: the primary route. Plain PyTorch builds
@@ -39,14 +40,15 @@ import jax
 import numpy as np
 import torch
 
-from purejaxppo.export import export_torch, param_map, torch_modules
+import purejaxppo.export.param_map as param_map
+import purejaxppo.export.torch_modules as torch_modules
 from purejaxppo.export.request import ExportRequest, params_from_source, parent, refuse_existing
 from purejaxppo.networks import ActionSpec, Networks, make_networks, state_size
 from purejaxppo.networks.actor_critic import ActorCritic
 from purejaxppo.networks.layers import ACTIVATIONS
 from purejaxppo.train_setup import resolve_env
 
-__all__ = ["Prepared", "export_paths", "export_torch", "prepare", "write_torch"]
+__all__ = ["Prepared", "export_paths", "prepare", "write_torch"]
 
 FORMAT = "purejaxppo-torch-export"
 FORMAT_VERSION = 2
