@@ -364,7 +364,8 @@ class PPOConfig:
         return PPOConfig.from_dict({**self.to_dict(), **changes})
 
 
-_FIELD_NAMES: list[str] = [f.name for f in dataclasses.fields(PPOConfig)]
+_FIELDS = {f.name: f for f in dataclasses.fields(PPOConfig)}
+_FIELD_NAMES: list[str] = list(_FIELDS)
 
 
 def is_traced(name: str) -> bool:
@@ -376,8 +377,6 @@ def field_group(name: str) -> str:
     """The group of the `PPOConfig` field `name` (a key of `FIELD_GROUPS`)."""
     return _FIELDS[name].metadata["group"]
 
-
-_FIELDS = {f.name: f for f in dataclasses.fields(PPOConfig)}
 
 #: Fields of `PPOConfig` that are traced (live in `Hyperparams`); all others are static.
 TRACED_FIELDS: tuple[str, ...] = tuple(n for n in _FIELD_NAMES if is_traced(n))
