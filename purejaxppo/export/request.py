@@ -66,7 +66,11 @@ def exporter(name: str, module: str, function: str, missing: str, doc: str) -> C
     """
 
     def export(*args: Any, **kwargs: Any) -> Path:
-        request = ExportRequest(*args, **kwargs)
+        try:
+            bound = SIGNATURE.bind(*args, **kwargs)
+        except TypeError as err:
+            raise TypeError(f"{name}(): {err}") from None
+        request = ExportRequest(*bound.args, **bound.kwargs)
         try:
             implementation = getattr(importlib.import_module(module), function)
         except ImportError as err:
