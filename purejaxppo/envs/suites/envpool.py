@@ -173,7 +173,7 @@ class _Pools:
         return self._obs(obs)
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Steps the N envs; ended ones are reset at once (`pool.reset(env_ids)`).
+        """Steps the N envs; ended games are reset at once (`pool.reset(env_ids)`).
 
         Returns obs (reset where done), reward, terminated, truncated, final obs, elapsed
         step, raw reward and game-over flag, all `[N, ...]`.
@@ -189,19 +189,19 @@ class _Pools:
         final_obs = self._obs(obs)
         next_obs = final_obs
         elapsed = np.asarray(info["elapsed_step"], np.int32)
-        done = terminated | truncated
         if self.atari:
+            # Under episodic_life a lost life is `terminated` but the game goes on (EnvPool
+            # resets only where the game ended: its info["terminated"], or the time limit).
             raw_reward = np.asarray(info["reward"], np.float32)
-            game_over = truncated | (np.asarray(info["terminated"]) != 0) | (info["lives"] == 0)
-            game_over &= done
+            game_over = truncated | (np.asarray(info["terminated"]) != 0)
         else:
             raw_reward = np.asarray(reward, np.float32)
-            game_over = done
-        if done.any():
-            reset_obs, reset_info = pool.reset(np.flatnonzero(done).astype(np.int32))
+            game_over = terminated | truncated
+        if game_over.any():
+            reset_obs, reset_info = pool.reset(np.flatnonzero(game_over).astype(np.int32))
             next_obs = final_obs.copy()
             next_obs[reset_info["env_id"]] = self._obs(reset_obs)
-            elapsed = np.where(done, 0, elapsed).astype(np.int32)
+            elapsed = np.where(game_over, 0, elapsed).astype(np.int32)
         return (
             next_obs,
             np.asarray(reward, np.float32),
@@ -343,9 +343,9 @@ class EnvPoolEnv(SuiteEnv):
         if self.atari:
             info["game_return"] = game_return
             info["game_over"] = game_over.astype(jnp.float32)
-            info["game_over_return"] = jnp.where(game_over, game_return, 0.0)
+            info["game_over_return"] = jnp.where(game_over, game_return, jnp.float32(0))
         state = EnvPoolState(
-            elapsed_step=elapsed, game_return=jnp.where(game_over, 0.0, game_return)
+            elapsed_step=elapsed, game_return=jnp.where(game_over, jnp.float32(0), game_return)
         )
         return obs, state, reward, terminated, truncated, info
 
