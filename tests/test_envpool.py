@@ -20,6 +20,7 @@ import pytest
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs.registry import make_env
 from purejaxppo.envs.suites._common import raw_key
+from purejaxppo.envs.suites.envpool import check_unbatched
 from purejaxppo.networks import make_networks
 from purejaxppo.rollout import make_rollout, reset_envs
 from purejaxppo.train import make_train
@@ -186,8 +187,11 @@ def test_missing_envpool_names_the_extra(monkeypatch):
 def test_vmap_over_runs_is_refused_while_tracing():
     config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8)
     train = make_train(config.replace(total_timesteps=16, num_minibatches=2))
-    with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*vmapped over runs"):
+    with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*vmap over runs"):
         jax.eval_shape(jax.vmap(train), jax.random.split(jax.random.key(0), 2))
+    with pytest.raises(ValueError, match=r"envpool:Hopper-v4.*--num-seeds 2"):
+        check_unbatched("envpool:Hopper-v4", "--num-seeds 2")
+    check_unbatched("brax:hopper", "--num-seeds 2")  # other suites pass
 
 
 def test_inverted_pendulum_learns():

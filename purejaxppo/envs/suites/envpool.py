@@ -58,7 +58,15 @@ from purejaxppo.envs.suites._common import (
     unknown_name,
 )
 
-__all__ = ["ATARI_OPTIONS", "EXTRA", "EnvPoolEnv", "EnvPoolState", "make"]
+__all__ = [
+    "ATARI_OPTIONS",
+    "EXTRA",
+    "EnvPoolEnv",
+    "EnvPoolState",
+    "batched_runs_error",
+    "check_unbatched",
+    "make",
+]
 
 #: The pip extra that installs EnvPool.
 EXTRA = "envpool"
@@ -214,6 +222,23 @@ class _Pools:
         )
 
 
+def batched_runs_error(env_id: str, operation: str) -> ValueError:
+    """The ValueError for `operation` (vmapped runs, sweeps, PBT, devices) on an EnvPool id."""
+    return ValueError(
+        f"env_name={env_id!r}: an EnvPool pool is stateful and steps on the host; {operation} "
+        "batches runs (or devices) in one program and cannot use it. Train envpool envs one "
+        "run per program."
+    )
+
+
+def check_unbatched(env_id: str, operation: str) -> None:
+    """Raises `batched_runs_error` when `env_id` is an "envpool:" id (nothing imported or
+    compiled: call it before touching disk, as `envs.host.check_jittable_env` does for
+    host envs)."""
+    if env_id.startswith("envpool:"):
+        raise batched_runs_error(env_id, operation)
+
+
 def _batched_call(env_id: str, host_fn: Any, result_shapes: Any) -> Any:
     """`call(*args)` on one env's arrays whose `jax.vmap` over N envs makes one host
     call `host_fn(*args [N, ...])` (an unordered `io_callback`); `result_shapes(n)` gives
@@ -228,11 +253,7 @@ def _batched_call(env_id: str, host_fn: Any, result_shapes: Any) -> Any:
 
     @call_pool.def_vmap
     def _refuse(axis_size: int, in_batched: Any, *args: Any) -> Any:
-        raise ValueError(
-            f"env_name={env_id!r}: an EnvPool pool is stateful and steps on the host; it "
-            "cannot be vmapped over runs (--num-seeds, sweep, pbt, vmap of train) or split "
-            "over devices. Train envpool envs one run per program."
-        )
+        raise batched_runs_error(env_id, "a vmap over runs (--num-seeds, sweep, pbt)")
 
     @jax.custom_batching.custom_vmap
     def call(*args: Any) -> Any:
