@@ -105,6 +105,55 @@ def train_env(config_path: Path, env: str, total_timesteps: int, seeds: int) -> 
     }
 
 
+def env_only(env: str, num_envs: int, steps: int) -> dict:
+    """Env-only speed: EnvPool stepped directly from Python (`pool.step`, zero actions)
+    against the adapter stepped inside one jitted `lax.scan` (vmapped `env.step`, the
+    `io_callback` path training uses), env steps/s each (compile excluded)."""
+    import envpool
+    import jax
+    import jax.numpy as jnp
+
+    import purejaxppo  # noqa: F401
+    from purejaxppo.envs import make_env
+
+    pool = envpool.make(env, env_type="gymnasium", num_envs=num_envs)
+    pool.reset()
+    action = np.zeros((num_envs, *pool.action_space.shape), pool.action_space.dtype)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        pool.step(action)
+    direct_s = time.perf_counter() - t0
+    adapter, params = make_env(f"envpool:{env}")
+    space = adapter.action_space(params)
+    zero = jnp.zeros((num_envs, *space.shape), space.dtype)
+
+    @jax.jit
+    def run(key):
+        _, state = jax.vmap(adapter.reset, in_axes=(0, None))(
+            jax.random.split(key, num_envs), params
+        )
+
+        def body(state, key):
+            out = jax.vmap(adapter.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(key, num_envs), state, zero, params
+            )
+            return out[1], out[2]
+
+        return jax.lax.scan(body, state, jax.random.split(key, steps))[1].sum()
+
+    jax.block_until_ready(run(jax.random.key(0)))  # compile + one run
+    t0 = time.perf_counter()
+    jax.block_until_ready(run(jax.random.key(1)))
+    jit_s = time.perf_counter() - t0
+    return {
+        "env": f"envpool:{env}",
+        "num_envs": num_envs,
+        "direct_steps_per_s": round(steps * num_envs / direct_s),
+        "adapter_in_jit_steps_per_s": round(steps * num_envs / jit_s),
+        "adapter_fraction": round(direct_s / jit_s, 2),
+    }
+
+
 def atomic_write(path: Path, write) -> None:
     """Writes through a temporary file in the same folder, then renames it into place."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
@@ -162,7 +211,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--note", default="", help="a line for the .md (machine load, ...)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument(
+        "--env-only",
+        type=int,
+        nargs="*",
+        metavar="N",
+        help="measure env-only speed at these num_envs (direct EnvPool vs the adapter in jit)",
+    )
     args = parser.parse_args()
+    if args.env_only:
+        import pandas as pd
+
+        table = pd.DataFrame([env_only(e, n, 2000) for e in args.env for n in args.env_only])
+        path = args.out / f"reference-envonly-cpu-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+        atomic_write(path, lambda p: table.to_csv(p, index=False))
+        print(table.to_string(index=False), "\nwrote", path)
+        return
     if args.seeds < 1 or args.total_timesteps < 1:
         parser.error("--seeds and --total-timesteps must be >= 1")
     if not args.config.is_file():

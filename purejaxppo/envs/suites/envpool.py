@@ -305,18 +305,25 @@ class EnvPoolEnv(SuiteEnv):
         def reset_shapes(n: int) -> jax.ShapeDtypeStruct:
             return jax.ShapeDtypeStruct((n, *obs_shape), obs_dtype)
 
+        # Two packed results (each callback result is one more transfer): the obs pair
+        # [N, 2, ...] (next obs, final obs) and the scalars [N, 6] float32 (reward,
+        # terminated, truncated, elapsed step, raw reward, game over; all exact in float32).
         def step_shapes(n: int) -> tuple[jax.ShapeDtypeStruct, ...]:
-            obs = jax.ShapeDtypeStruct((n, *obs_shape), obs_dtype)
-            f32, flag = jax.ShapeDtypeStruct((n,), jnp.float32), jax.ShapeDtypeStruct((n,), bool)
-            elapsed = jax.ShapeDtypeStruct((n,), jnp.int32)
-            return obs, f32, flag, flag, obs, elapsed, f32, flag
+            return (
+                jax.ShapeDtypeStruct((n, 2, *obs_shape), obs_dtype),
+                jax.ShapeDtypeStruct((n, 6), jnp.float32),
+            )
 
         def host_reset(seeds: np.ndarray) -> np.ndarray:
             return self._pools.reset(np.asarray(seeds))
 
-        def host_step(action: np.ndarray, elapsed: np.ndarray) -> tuple[np.ndarray, ...]:
-            del elapsed  # only orders the calls
-            return self._pools.step(np.asarray(action))
+        def host_step(action: np.ndarray, elapsed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            del elapsed  # an input only to order the call after the previous one / the reset
+            obs, reward, term, trunc, final_obs, elapsed, raw, over = self._pools.step(
+                np.asarray(action)
+            )
+            scalars = np.stack([reward, term, trunc, elapsed, raw, over], axis=1)
+            return np.stack([obs, final_obs], axis=1), scalars.astype(np.float32)
 
         self._reset_call = _batched_call(self.name, host_reset, reset_shapes)
         self._step_call = _batched_call(self.name, host_step, step_shapes)
@@ -351,9 +358,11 @@ class EnvPoolEnv(SuiteEnv):
             action = jnp.asarray(action, jnp.int32)
         else:
             action = jnp.asarray(action, jnp.float32)
-        obs, reward, terminated, truncated, final_obs, elapsed, raw_reward, game_over = (
-            self._step_call(action, state.elapsed_step)
-        )
+        obs_pair, scalars = self._step_call(action, state.elapsed_step)
+        obs, final_obs = obs_pair[0], obs_pair[1]
+        reward, raw_reward = scalars[0], scalars[4]
+        terminated, truncated, game_over = scalars[1] > 0, scalars[2] > 0, scalars[5] > 0
+        elapsed = scalars[3].astype(jnp.int32)
         game_return = state.game_return + raw_reward
         info = {
             "final_observation": final_obs,
