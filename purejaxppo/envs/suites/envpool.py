@@ -141,7 +141,7 @@ class EnvPoolState:
     Attributes:
       elapsed_step: steps of the current episode (EnvPool's `elapsed_step`); int32 `[]`.
         It also orders the host calls (each step consumes the previous one's).
-    game_return: unclipped return of the current game so far (all lives); float32 `[]`.
+      game_return: unclipped return of the current game so far (all lives); float32 `[]`.
     """
 
     elapsed_step: jax.Array  # shape=(), dtype=int32
