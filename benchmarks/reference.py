@@ -15,9 +15,9 @@ included, and separately), and env steps/s of the steady-state runs (compile exc
     python benchmarks/reference.py --env Hopper-v4 Walker2d-v4 --seeds 3
     python benchmarks/reference.py --total-timesteps 200000          # a shorter budget
 
-Writes `benchmarks/results/reference-<device>-<time>.{csv,md,png}` (the PNG: one panel per
-env, each seed's learning curve and the published mean +- std as a band) and prints the
-table. Not a test: nothing is asserted. Timings on a shared machine vary: say so with them.
+Writes `benchmarks/results/reference-<device>-<time>.{csv,md,png}` and `...-curves.csv`
+(per-update returns; the PNG: one panel per env, each seed's learning curve and the
+published mean +- std as a band) and prints the table. Not a test: nothing is asserted. Timings on a shared machine vary: say so with them.
 """
 
 from __future__ import annotations
@@ -180,6 +180,16 @@ def write_results(rows: list[dict], out: Path, stamp: str, note: str) -> list[Pa
     base = out / f"reference-{jax.default_backend()}-{stamp}"
     csv, md, png = (base.with_suffix(s) for s in (".csv", ".md", ".png"))
     atomic_write(csv, lambda p: table.to_csv(p, index=False))
+    curves = pd.DataFrame(
+        [
+            {"env": r["env"], "seed": seed, "env_steps": x, "episode_return": y}
+            for r in rows
+            for seed, (steps, returns) in enumerate(r["curves"])
+            for x, y in zip(steps, returns, strict=True)
+        ]
+    )
+    curves_csv = base.with_name(base.name + "-curves.csv")
+    atomic_write(curves_csv, lambda p: curves.to_csv(p, index=False))
     cells = [list(table.columns)] + [[str(v) for v in r] for r in table.itertuples(index=False)]
     lines = ["| " + " | ".join(c) + " |" for c in cells]
     lines.insert(1, "|" + "---|" * len(table.columns))
@@ -188,7 +198,8 @@ def write_results(rows: list[dict], out: Path, stamp: str, note: str) -> list[Pa
     fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6), squeeze=False)
     for ax, row in zip(axes[0], rows, strict=True):
         for seed, (steps, returns) in enumerate(row["curves"]):
-            ax.plot(steps, returns, lw=1, label=f"seed {seed}")
+            ended = ~np.isnan(returns)  # updates where no episode ended are NaN: skip them
+            ax.plot(steps[ended], returns[ended], lw=1, label=f"seed {seed}")
         published = PUBLISHED.get(row["env"].split(":", 1)[1])
         if published:
             mean, std, source = published
@@ -200,7 +211,7 @@ def write_results(rows: list[dict], out: Path, stamp: str, note: str) -> list[Pa
         ax.legend(fontsize=7)
     fig.tight_layout()
     atomic_write(png, lambda p: fig.savefig(p, dpi=100, format="png"))
-    return [csv, md, png]
+    return [csv, curves_csv, md, png]
 
 
 def main() -> None:
