@@ -1,0 +1,257 @@
+"""Reference results (issue #22): a reference config on the simulators the field benchmarks
+on (EnvPool MuJoCo / Atari), against the published numbers.
+
+For each `--env` (an EnvPool id; default HalfCheetah-v4) train `--config` (default
+configs/mujoco.yaml) for `--total-timesteps` with `--seeds` seeds. EnvPool pools are
+stateful, so the seeds of an envpool env cannot be vmapped into one program: they run one
+after the other through ONE compiled program (the second seed reuses the first's
+compilation). Reported per env: env steps, seeds, mean +- std and IQM (across seeds) of
+the final return (mean training-episode return over the last 5% of updates, at least 3;
+sampled actions, like CleanRL's logged episodic returns), the published number and its
+source, wall time (launch of the first seed's call to the end of the last; compile
+included, and separately), and env steps/s of the steady-state runs (compile excluded).
+
+    python benchmarks/reference.py                                   # HalfCheetah-v4, 1M, 1 seed
+    python benchmarks/reference.py --env Hopper-v4 Walker2d-v4 --seeds 3
+    python benchmarks/reference.py --total-timesteps 200000          # a shorter budget
+
+Writes `benchmarks/results/reference-<device>-<time>.{csv,md,png}` and `...-curves.csv`
+(per-update returns; the PNG: one panel per env, each seed's learning curve and the
+published mean +- std as a band) and prints the table. Not a test: nothing is asserted. Timings on a shared machine vary: say so with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+#: EnvPool id -> (published mean, std, source) of the final return at 1M (MuJoCo) / 10M
+#: (Atari) steps.
+PUBLISHED = {
+    "HalfCheetah-v4": (1442.64, 46.03, "CleanRL ppo_continuous_action.py, 1M steps"),
+    "Hopper-v4": (2382.86, 271.74, "CleanRL ppo_continuous_action.py, 1M steps"),
+    "Walker2d-v4": (2287.95, 571.78, "CleanRL ppo_continuous_action.py, 1M steps"),
+    "Breakout-v5": (414.66, 28.09, "CleanRL ppo_atari.py, 10M steps"),
+    "Pong-v5": (20.36, 0.20, "CleanRL ppo_atari.py, 10M steps"),
+    "BeamRider-v5": (1915.93, 484.58, "CleanRL ppo_atari.py, 10M steps"),
+}
+
+
+def final_return(returns: np.ndarray) -> float:
+    """Mean of the per-update episode returns over the last 5% of updates (at least 3),
+    ignoring updates where no episode ended (NaN)."""
+    tail = max(3, int(np.ceil(0.05 * len(returns))))
+    return float(np.nanmean(returns[-tail:]))
+
+
+def train_env(config_path: Path, env: str, total_timesteps: int, seeds: int) -> dict:
+    """Trains `seeds` seeds of the config on `envpool:<env>` with one compiled program."""
+    import jax
+
+    import purejaxppo  # noqa: F401  (before jax runs: XLA flags)
+    from purejaxppo.config import PPOConfig
+    from purejaxppo.sweeps import iqm
+    from purejaxppo.train import make_train
+
+    config = PPOConfig.from_yaml(
+        config_path, env_name=f"envpool:{env}", total_timesteps=total_timesteps
+    )
+    train = jax.jit(make_train(config))
+    start = time.perf_counter()
+    compiled = train.lower(jax.random.key(0)).compile()
+    compile_s = time.perf_counter() - start
+    curves, finals, run_s = [], [], []
+    for seed in range(seeds):
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(compiled(jax.random.key(seed)))
+        run_s.append(time.perf_counter() - t0)
+        returns = np.asarray(out.metrics["episode_return"], np.float64)
+        if "info/game_over_return" in out.metrics:  # Atari: full-game returns
+            games = np.asarray(out.metrics["info/game_over"], np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                returns = np.asarray(out.metrics["info/game_over_return"]) / games
+            returns[games == 0] = np.nan
+        steps = np.asarray(out.metrics["env_steps"], np.float64)
+        curves.append((steps, returns))
+        finals.append(final_return(returns))
+        print(f"  {env} seed {seed}: final return {finals[-1]:.1f} in {run_s[-1]:.0f} s")
+    wall = time.perf_counter() - start
+    steps_done = float(curves[0][0][-1])
+    published = PUBLISHED.get(env)
+    return {
+        "env": f"envpool:{env}",
+        "config": config_path.name,
+        "env_steps": int(steps_done),
+        "seeds": seeds,
+        "final_mean": round(float(np.mean(finals)), 1),
+        "final_std": round(float(np.std(finals)), 1),
+        "final_iqm": round(float(iqm(np.asarray(finals))), 1),
+        "finals": " ".join(f"{f:.1f}" for f in finals),
+        "published": (
+            f"{published[0]:.2f} ± {published[1]:.2f} ({published[2]})" if published else ""
+        ),
+        "wall_s": round(wall, 1),
+        "compile_s": round(compile_s, 1),
+        "env_steps_per_s": round(steps_done * seeds / sum(run_s)),
+        "curves": curves,
+    }
+
+
+def env_only(env: str, num_envs: int, steps: int) -> dict:
+    """Env-only speed: EnvPool stepped directly from Python (`pool.step`, zero actions)
+    against the adapter stepped inside one jitted `lax.scan` (vmapped `env.step`, the
+    `io_callback` path training uses), env steps/s each (compile excluded)."""
+    import envpool
+    import jax
+    import jax.numpy as jnp
+
+    import purejaxppo  # noqa: F401
+    from purejaxppo.envs import make_env
+
+    pool = envpool.make(env, env_type="gymnasium", num_envs=num_envs)
+    pool.reset()
+    action = np.zeros((num_envs, *pool.action_space.shape), pool.action_space.dtype)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        pool.step(action)
+    direct_s = time.perf_counter() - t0
+    adapter, params = make_env(f"envpool:{env}")
+    space = adapter.action_space(params)
+    zero = jnp.zeros((num_envs, *space.shape), space.dtype)
+
+    @jax.jit
+    def run(key):
+        _, state = jax.vmap(adapter.reset, in_axes=(0, None))(
+            jax.random.split(key, num_envs), params
+        )
+
+        def body(state, key):
+            out = jax.vmap(adapter.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(key, num_envs), state, zero, params
+            )
+            return out[1], out[2]
+
+        return jax.lax.scan(body, state, jax.random.split(key, steps))[1].sum()
+
+    jax.block_until_ready(run(jax.random.key(0)))  # compile + one run
+    t0 = time.perf_counter()
+    jax.block_until_ready(run(jax.random.key(1)))
+    jit_s = time.perf_counter() - t0
+    return {
+        "env": f"envpool:{env}",
+        "num_envs": num_envs,
+        "direct_steps_per_s": round(steps * num_envs / direct_s),
+        "adapter_in_jit_steps_per_s": round(steps * num_envs / jit_s),
+        "adapter_fraction": round(direct_s / jit_s, 2),
+    }
+
+
+def atomic_write(path: Path, write) -> None:
+    """Writes through a temporary file in the same folder, then renames it into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_results(rows: list[dict], out: Path, stamp: str, note: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    out.mkdir(parents=True, exist_ok=True)
+    table = pd.DataFrame([{k: v for k, v in r.items() if k != "curves"} for r in rows])
+    import jax
+
+    base = out / f"reference-{jax.default_backend()}-{stamp}"
+    csv, md, png = (base.with_suffix(s) for s in (".csv", ".md", ".png"))
+    atomic_write(csv, lambda p: table.to_csv(p, index=False))
+    curves = pd.DataFrame(
+        [
+            {"env": r["env"], "seed": seed, "env_steps": x, "episode_return": y}
+            for r in rows
+            for seed, (steps, returns) in enumerate(r["curves"])
+            for x, y in zip(steps, returns, strict=True)
+        ]
+    )
+    curves_csv = base.with_name(base.name + "-curves.csv")
+    atomic_write(curves_csv, lambda p: curves.to_csv(p, index=False))
+    cells = [list(table.columns)] + [[str(v) for v in r] for r in table.itertuples(index=False)]
+    lines = ["| " + " | ".join(c) + " |" for c in cells]
+    lines.insert(1, "|" + "---|" * len(table.columns))
+    text = f"# Reference results ({stamp})\n\n{note}\n\n" + "\n".join(lines) + "\n"
+    atomic_write(md, lambda p: Path(p).write_text(text))
+    fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6), squeeze=False)
+    for ax, row in zip(axes[0], rows, strict=True):
+        for seed, (steps, returns) in enumerate(row["curves"]):
+            ended = ~np.isnan(returns)  # updates where no episode ended are NaN: skip them
+            ax.plot(steps[ended], returns[ended], lw=1, label=f"seed {seed}")
+        published = PUBLISHED.get(row["env"].split(":", 1)[1])
+        if published:
+            mean, std, source = published
+            ax.axhline(mean, color="k", ls="--", lw=1, label=f"{source.split(',')[0]}")
+            ax.axhspan(mean - std, mean + std, color="k", alpha=0.1)
+        ax.set_title(f"{row['env']} ({row['config']})")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("episode return")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    atomic_write(png, lambda p: fig.savefig(p, dpi=100, format="png"))
+    return [csv, curves_csv, md, png]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "mujoco.yaml")
+    parser.add_argument("--env", nargs="+", default=["HalfCheetah-v4"], help="EnvPool ids")
+    parser.add_argument("--total-timesteps", type=int, default=1_000_000)
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--note", default="", help="a line for the .md (machine load, ...)")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument(
+        "--env-only",
+        type=int,
+        nargs="*",
+        metavar="N",
+        help="measure env-only speed at these num_envs (direct EnvPool vs the adapter in jit)",
+    )
+    args = parser.parse_args()
+    if args.env_only:
+        import pandas as pd
+
+        table = pd.DataFrame([env_only(e, n, 2000) for e in args.env for n in args.env_only])
+        path = args.out / f"reference-envonly-cpu-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+        atomic_write(path, lambda p: table.to_csv(p, index=False))
+        print(table.to_string(index=False), "\nwrote", path)
+        return
+    if args.seeds < 1 or args.total_timesteps < 1:
+        parser.error("--seeds and --total-timesteps must be >= 1")
+    if not args.config.is_file():
+        parser.error(f"--config {args.config}: no such file")
+    launch = time.perf_counter()
+    rows = [train_env(args.config, env, args.total_timesteps, args.seeds) for env in args.env]
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    note = args.note + f" Launch to exit: {time.perf_counter() - launch:.0f} s."
+    paths = write_results(rows, args.out, stamp, note.strip())
+    import pandas as pd
+
+    print(pd.DataFrame([{k: v for k, v in r.items() if k != "curves"} for r in rows]))
+    print("wrote", *paths)
+
+
+if __name__ == "__main__":
+    main()
