@@ -78,10 +78,13 @@ cells = [
         "states; the frames are rendered afterwards in numpy, outside the jit."
     ),
     new_code_cell(
+        "from pathlib import Path\n\n"
         "from purejaxppo.video import save_episode_video\n\n"
         "params = jax.tree.map(lambda x: x[0], outs.train_state.params)  # seed 0\n"
         "policy = pjp.Policy(params, config)\n"
-        "path, episode = save_episode_video(policy, 'episode.gif', overwrite=True)\n"
+        "run_dir = Path('runs') / 'watch_a_run'  # the notebook writes only here\n"
+        "run_dir.mkdir(parents=True, exist_ok=True)\n"
+        "path, episode = save_episode_video(policy, run_dir / 'episode.gif', overwrite=True)\n"
         "print(f'{episode.length} frames, return {episode.episode_return:.0f}')\n"
         "display(Image(filename=str(path)))"
     ),

@@ -49,4 +49,4 @@ def test_watch_a_run_notebook_runs(tmp_path, monkeypatch):
     text = "".join(out.get("text", "") for out in outputs)
     assert "callbacks per seed" in text and "frames, return" in text
     assert any("image/gif" in out.get("data", {}) for out in outputs)
-    assert (tmp_path / "episode.gif").exists()
+    assert (tmp_path / "runs" / "watch_a_run" / "episode.gif").exists()  # only there

@@ -49,6 +49,8 @@ def test_probe4_picks_the_rewarded_action():
     for p in params:
         dist, _ = apply(p, jnp.array([[0.0]]))
         assert float(dist.probs[0, 1]) > 0.95
+    # Measured (8 seeds, 2-core x86 CPU, 2026-11-25): last 10 updates 0.998 .. 1.0, greedy
+    # evaluation 1.0 on every seed; 0.9 leaves a ~0.1 margin (random play: ~0).
     assert np.nanmean(out.metrics["episode_return"][:, -10:]) > 0.9
 
 

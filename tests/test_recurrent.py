@@ -158,8 +158,16 @@ def test_probe7_is_solved_by_the_lstm(probe7_lstm):
     config, out = probe7_lstm
     final = final_return(out)
     print("Probe7 LSTM, mean return of the last 10 updates per seed:", final)
-    assert (final > 0.95).all(), final  # feed-forward: 0.5 (tests/test_probes.py)
-    assert np.nanmean(out.metrics["episode_return"][:, :3]) < 0.7
+    # Measured (6 seeds, 2-core x86 CPU, 2026-11-25): sampled 0.9625 .. 1.0, greedy 1.0 on
+    # every seed; first 3 updates 0.45 .. 0.58. Sampled returns still explore, so they get
+    # a margin of ~0.06 below the lowest seed; the greedy policy is the claim (1.0 or, if
+    # the cue is ignored, ~0.5: a wide gap). Feed-forward: 0.5 (tests/test_probes.py).
+    assert (final > 0.9).all(), final
+    assert np.nanmean(out.metrics["episode_return"][:, :3]) < 0.7  # seen <= 0.58
+    for seed in range(final.shape[0]):
+        params = jax.tree.map(lambda x, s=seed: x[s], out.train_state.params)
+        greedy = pjp.evaluate(pjp.Policy(params, config), num_episodes=64, greedy=True)
+        assert greedy.returns.mean() > 0.9, (seed, greedy.returns.mean())  # seen 1.0
 
 
 def test_probe7_policy_act_carries_the_state(probe7_lstm):
@@ -204,10 +212,13 @@ def test_memory_chain_is_solved_by_the_gru():
     out = train(config)
     final = final_return(out)
     print("MemoryChain (memory 10) GRU, mean return of the last 10 updates:", final)
-    assert final[0] > 0.9  # random / feed-forward: ~0 (rewards +-1)
+    # Measured (6 seeds, 2-core x86 CPU, 2026-11-25): sampled 0.944 .. 1.0, greedy 1.0 on
+    # every seed. Random / feed-forward: ~0 (rewards +-1), so the sampled check keeps a
+    # margin of ~0.14 below the lowest seed and the greedy one (the claim) of 0.1.
+    assert final[0] > 0.8
     params = jax.tree.map(lambda x: x[0], out.train_state.params)
     result = pjp.evaluate(pjp.Policy(params, config), num_episodes=64, greedy=True)
-    assert result.returns.mean() > 0.9 and (result.lengths == 11).all()
+    assert result.returns.mean() > 0.9 and (result.lengths == 11).all()  # seen 1.0
 
 
 def test_probe7_is_solved_by_the_transformer():
@@ -217,11 +228,17 @@ def test_probe7_is_solved_by_the_transformer():
     out = train(config, seeds=2)
     final = final_return(out)
     print("Probe7 transformer, mean return of the last 10 updates per seed:", final)
-    assert (final > 0.95).all(), final  # feed-forward: 0.5
-    assert np.nanmean(out.metrics["episode_return"][:, :3]) < 0.7
-    params = jax.tree.map(lambda x: x[0], out.train_state.params)
-    result = pjp.evaluate(pjp.Policy(params, config), num_episodes=64, greedy=True)
-    assert result.returns.mean() == 1.0
+    # The claim is on the greedy evaluation of every seed. Measured (6 seeds, 2-core x86
+    # CPU, 2026-11-25): greedy 1.0 on every seed (a policy ignoring the cue: ~0.5);
+    # sampled 0.998 .. 1.0 here, but 0.947 for the 2nd seed on an AVX-512 CPU (XLA's CPU
+    # numerics differ), so the sampled check keeps a 0.1 margin below that; first 3
+    # updates 0.46 .. 0.58. Feed-forward: 0.5.
+    for seed in range(final.shape[0]):
+        params = jax.tree.map(lambda x, s=seed: x[s], out.train_state.params)
+        result = pjp.evaluate(pjp.Policy(params, config), num_episodes=64, greedy=True)
+        assert result.returns.mean() > 0.9, (seed, result.returns.mean())  # seen 1.0
+    assert (final > 0.85).all(), final
+    assert np.nanmean(out.metrics["episode_return"][:, :3]) < 0.7  # seen <= 0.58
 
 
 def test_memory_chain_is_solved_by_the_transformer():

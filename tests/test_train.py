@@ -24,6 +24,9 @@ def test_cartpole_default_config_learns(cartpole_4_seeds):
     assert returns.shape == (4, config.num_updates) and returns.dtype == np.float32
     per_seed = np.nanmean(returns[:, -10:], axis=1)
     print("CartPole mean return over the last 10 updates, per seed:", per_seed)
+    # Measured: 500.0 (the maximum) for every one of 8 seeds on two 2-core x86 machines
+    # (benchmarks/results/cartpole-cpu-20261123-104016.csv and -20261124-024842.csv,
+    # final_return_min_agent of the 8-agent rows); 475 leaves a 25 (5%) margin.
     assert per_seed.mean() >= 475.0, per_seed
     # The policy really improved from the random policy's ~20.
     assert np.nanmean(returns[:, :5]) < 60.0
