@@ -24,6 +24,7 @@ SUITES = {
     "navix": "navix",
     "xminigrid": "xminigrid",
     "gymnasium": "gymnasium",
+    "metabbo": "metabbo",
 }
 
 
