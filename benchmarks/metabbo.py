@@ -255,7 +255,7 @@ def main() -> None:
         for name, costs in curves.items():
             row[name] = float(log_cost(costs[j][..., -1]).mean())
         rows.append(row)
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows).astype({"function": object})
     score = {name: gap_score(costs) for name, costs in curves.items()}
     table.loc[len(table)] = {"function": "gap_score", **score}
     k = int(sum(r["learned"] < r["default"] for r in rows))

@@ -173,3 +173,21 @@ def test_splits_and_other_envs():
         rtol=1e-6,
     )
     assert raw_key(jax.random.key(0)).shape == (2,)
+
+
+@pytest.mark.parametrize("name", ["DE-operator", "PSO"])
+def test_operator_and_pso_envs_run_and_improve(name):
+    """Each env, driven by its default action for 6 generations on f1 (sphere): the
+    best-so-far cost is finite, never increases, and improves on average over the 4 runs
+    (a single run of 6 generations with P = 10 may not improve); the
+    default DE-operator action is best/1/bin, i.e. evosax's default DE (elitism)."""
+    from purejaxppo.envs.suites.metabbo.rollout import constant_controller, make_run_instances
+
+    env, params = make_env(f"metabbo:{name}", KWARGS)
+    run = make_run_instances(env, params, constant_controller(env.default_action()), [1], 2, 2)
+    costs = np.asarray(jax.jit(run)(jax.random.PRNGKey(0)))
+    assert costs.shape == (1, 2, 2, 7)
+    assert np.all(np.isfinite(costs)) and np.all(np.diff(costs, axis=-1) <= 0.0)
+    assert costs[..., -1].mean() < costs[..., 0].mean()
+    if name == "DE-operator":
+        assert bool(env.algo_params(env.default_action()).elitism)
