@@ -25,6 +25,7 @@ SUITES = {
     "xminigrid": "xminigrid",
     "gymnasium": "gymnasium",
     "envpool": "envpool",
+    "metabbo": "metabbo",
 }
 
 

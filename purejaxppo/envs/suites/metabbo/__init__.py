@@ -1,0 +1,112 @@
+"""MetaBBO environments (`"metabbo:<optimiser>"`): PPO configures an evosax black-box
+optimiser while it runs on BBOB problems, MetaBox's setting (Ma et al. NeurIPS 2023).
+
+- `metabbo:DE`: continuous float32 `[2]` in [-1, 1]: F and CR of the next generation
+  of differential evolution (LDE, Sun et al. 2021);
+- `metabbo:DE-operator`: `Discrete(4)`: the DE mutation strategy of the next generation
+  (DE-DDQN, Sharma et al. 2019);
+- `metabbo:PSO`: continuous float32 `[3]` in [-1, 1]: PSO's inertia weight and cognitive /
+  social coefficients (RLEPSO, Yin et al. 2021).
+
+Observations float32 `[8]`, rewards float32; episodes end by truncation only (`truncated`
+at the budget of `max_steps_in_episode` generations; `terminated` is always False). The
+state, reward and episode are documented in `purejaxppo.envs.suites.metabbo.envs`.
+`EnvParams.split` ("train" / "test", static) selects the functions (and instances) reset
+samples, so a config's `eval_splits: {test: {split: test}}` reports the held-out split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from purejaxppo.envs.suites._common import check_kwargs, unknown_name
+from purejaxppo.envs.suites.metabbo.problems import (
+    FUNCTION_NAMES,
+    PARTITIONS,
+    check_num_dims,
+    function_ids,
+)
+
+EXTRA = "metabbo"
+NAMES = ("DE", "DE-operator", "PSO")
+DEFAULTS = {
+    "partition": "easy",
+    "train_functions": None,
+    "test_functions": None,
+    "num_dims": 10,
+    "population_size": 20,
+    "num_test_instances": 5,
+    "reward": "log",
+    "max_steps_in_episode": 50,
+}
+REWARDS = ("log", "relative")
+
+
+def _positive_int(name: str, env_id: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"env_kwargs of {env_id}: {name}={value!r} must be an int >= {minimum}")
+    return value
+
+
+def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """Builds `"metabbo:<name>"` (name one of "DE", "DE-operator", "PSO").
+
+    env_kwargs (all optional):
+      partition: MetaBox's "easy" (default) or "difficult" split of BBOB f1..f24 in train
+        and test functions (`problems.PARTITIONS`).
+      train_functions, test_functions: BBOB ids 1..24 or evosax names; each replaces the
+        partition's list (e.g. a two-function training set `[1, 3]`).
+      num_dims: D, the problem dimension (default 10; an int >= 2).
+      population_size: P (default 20; >= 4 for DE's mutation).
+      num_test_instances: fixed instances per test function (default 5).
+      reward: "log" (default) or "relative" (MetaBox's), see `envs`.
+      max_steps_in_episode: the budget in generations (default 50; an EnvParams field).
+
+    Returns `(env, env_params)`; `env_params.split` is "train".
+
+    Raises:
+      ImportError: evosax is not installed (names the extra `metabbo`).
+      ValueError: an unknown optimiser (close matches), unknown kwargs, function ids
+        outside 1..24 or unknown names (naming them), an unsupported dimension (one
+        line), or a bad partition / reward / size.
+    """
+    if name not in NAMES:
+        raise unknown_name("metabbo", name, NAMES)
+    env_id = f"metabbo:{name}"
+    check_kwargs("metabbo", name, env_kwargs, DEFAULTS)
+    kw = {**DEFAULTS, **env_kwargs}
+    if kw["partition"] not in PARTITIONS:
+        raise ValueError(
+            f"env_kwargs of {env_id}: partition={kw['partition']!r} is not one of "
+            f"{sorted(PARTITIONS)}"
+        )
+    if kw["reward"] not in REWARDS:
+        raise ValueError(f"env_kwargs of {env_id}: reward={kw['reward']!r} is not one of {REWARDS}")
+    train, test = PARTITIONS[kw["partition"]]
+    if kw["train_functions"] is not None:
+        train = function_ids(f"env_kwargs of {env_id}: train_functions", kw["train_functions"])
+    if kw["test_functions"] is not None:
+        test = function_ids(f"env_kwargs of {env_id}: test_functions", kw["test_functions"])
+    try:
+        num_dims = check_num_dims(kw["num_dims"])
+    except ValueError as err:
+        raise ValueError(f"env_kwargs of {env_id}: {err}") from None
+    population_size = _positive_int("population_size", env_id, kw["population_size"], 4)
+    instances = _positive_int("num_test_instances", env_id, kw["num_test_instances"], 1)
+    budget = _positive_int("max_steps_in_episode", env_id, kw["max_steps_in_episode"], 1)
+    try:
+        import evosax  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            f"{env_id} needs the optional extra: pip install 'purejaxppo[{EXTRA}]' ({err})"
+        ) from None
+    from purejaxppo.envs.suites.metabbo.envs import ENVS
+
+    env = ENVS[name](
+        env_id, train, test, num_dims, population_size, instances, kw["reward"], budget
+    )
+    return env, env.default_params
+
+
+__all__ = ["EXTRA", "FUNCTION_NAMES", "NAMES", "PARTITIONS", "make"]
