@@ -58,7 +58,7 @@ def train_env(config_path: Path, env: str, total_timesteps: int, seeds: int) -> 
 
     import purejaxppo  # noqa: F401  (before jax runs: XLA flags)
     from purejaxppo.config import PPOConfig
-    from purejaxppo.sweeps import iqm
+    from purejaxppo.drivers.report import iqm
     from purejaxppo.train import make_train
 
     config = PPOConfig.from_yaml(

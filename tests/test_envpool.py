@@ -194,6 +194,16 @@ def test_vmap_over_runs_is_refused_while_tracing():
     check_unbatched("brax:hopper", "--num-seeds 2")  # other suites pass
 
 
+def test_batched_drivers_refuse_before_touching_disk(tmp_path):
+    from purejaxppo.drivers.seeds import train_seeds
+
+    config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8)
+    run_dir = tmp_path / "seeds"
+    with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*--num-seeds 2"):
+        train_seeds(config, run_dir, 2)
+    assert not run_dir.exists()
+
+
 def test_inverted_pendulum_learns():
     # Measured (2 shared CPU cores): the untrained policy's episodes (first update) return
     # 8.5 / 8.5 / 8.0 (seeds 0 / 1 / 2); after 20,480 steps the mean return of the last

@@ -116,13 +116,17 @@ def is_host_env_id(env_id: str) -> bool:
 
 
 def check_jittable_env(env_id: str, operation: str, env: Any = None) -> None:
-    """Raises `ValueError` when `operation` needs a jittable env and gets a host env.
+    """Raises `ValueError` when `operation` needs a jittable env and gets a host env, or
+    batches runs over an "envpool:" id (a stateful pool steps one run's envs).
 
     Args:
       env_id: the config's `env_name`.
       operation: what needs the env inside a compiled program (named in the message).
       env: the env object the operation was given, if any.
     """
+    from purejaxppo.envs.suites.envpool import check_unbatched
+
+    check_unbatched(env_id, operation)  # an EnvPool pool is stateful: one run per program
     if is_host_env_id(env_id) or (env is not None and is_host_env(env)):
         raise ValueError(
             f"env_name={env_id!r} steps on the host (not a JAX env): {operation} runs the "
