@@ -12,7 +12,7 @@ Where each writes (under `run_dir`) and how to open it:
 | sink | files | open with |
 | --- | --- | --- |
 | csv | `metrics.csv` | pandas, a spreadsheet |
-| jsonl | `metrics.jsonl` (one JSON object per row) | `pandas.read_json(..., lines=True)` |
+| jsonl | `metrics.jsonl` (one JSON object per update), `events.jsonl` (config, media) | `pandas.read_json(..., lines=True)` |
 | tensorboard | `tensorboard/events.out.tfevents.*` | `tensorboard --logdir RUN_DIR/tensorboard` |
 | wandb | `wandb/offline-run-*` (offline unless `WANDB_MODE=online`) | `wandb sync RUN_DIR/wandb/offline-run-*` |
 | mlflow | `mlruns/` (file store) | `mlflow ui --backend-store-uri file:RUN_DIR/mlruns` |
@@ -142,32 +142,39 @@ class CSVSink(Sink):
 
 
 class JSONLSink(Sink):
-    """`path` (default `run_dir/metrics.jsonl`): one JSON object per row (`null` for NaN),
-    plus `{"config": ...}` and `{"image"/"video": path}` records."""
+    """`path` (default `run_dir/metrics.jsonl`): one JSON object per update (`null` for
+    NaN), nothing else, so `pandas.read_json(path, lines=True)` is the metrics table. The
+    config (`{"config": ...}`) and media (`{"image" / "video": name, "path": ...}`) records
+    go to `events.jsonl` beside it (the config is also in `config.yaml`)."""
 
     def __init__(self, path: str | Path, append: bool = False):
         self.path = Path(path)
-        self._file = self.path.open("a" if append else "w")
+        self.events_path = self.path.with_name("events.jsonl")
+        mode = "a" if append else "w"
+        self._file = self.path.open(mode)
+        self._events = self.events_path.open(mode)
 
-    def _write(self, record: Mapping[str, Any]) -> None:
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+    @staticmethod
+    def _write(file: Any, record: Mapping[str, Any]) -> None:
+        file.write(json.dumps(record) + "\n")
+        file.flush()
 
     def log_config(self, config: Mapping[str, Any]) -> None:
-        self._write({"config": dict(config)})
+        self._write(self._events, {"config": dict(config)})
 
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         values = {k: (None if math.isnan(float(v)) else float(v)) for k, v in metrics.items()}
-        self._write({"env_steps": step, **values})
+        self._write(self._file, {"env_steps": step, **values})
 
     def log_image(self, name: str, path: str | Path, step: int) -> None:
-        self._write({"env_steps": step, "image": name, "path": str(path)})
+        self._write(self._events, {"env_steps": step, "image": name, "path": str(path)})
 
     def log_video(self, name: str, path: str | Path, step: int) -> None:
-        self._write({"env_steps": step, "video": name, "path": str(path)})
+        self._write(self._events, {"env_steps": step, "video": name, "path": str(path)})
 
     def close(self) -> None:
         self._file.close()
+        self._events.close()
 
 
 class TensorBoardSink(Sink):

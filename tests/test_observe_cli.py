@@ -55,8 +55,9 @@ def test_train_logs_videos_and_datasets(run_dir):
         rows = table[~table[name].isna()]
         assert list(logged["step"]) == list(rows["env_steps"].astype(int)), name
         np.testing.assert_allclose(logged["value"], rows[name], rtol=1e-6)
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["config"]["video_freq"] == 2
+    assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == len(table)
     videos = [r["env_steps"] for r in map(json.loads, lines) if r.get("video") == "video"]
     assert videos == [128, 256]  # updates 2 and 4 of 64 env steps
     for update in (2, 4):

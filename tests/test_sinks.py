@@ -97,10 +97,14 @@ def test_csv_and_jsonl(logged):
     assert list(table["env_steps"]) == STEPS
     for name in ROWS[0]:
         np.testing.assert_array_equal(table[name].to_numpy(), [r[name] for r in ROWS])
+    # metrics.jsonl is the metrics table: one record per update, nothing else.
+    jsonl = pd.read_json(run_dir / "metrics.jsonl", lines=True)
+    assert list(jsonl["env_steps"]) == STEPS and list(jsonl.columns) == list(table.columns)
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert records[0] == {"config": CONFIG}
-    assert records[2]["episode_return"] is None and records[3]["eval/train/return"] == 4.5
-    assert records[-1]["image"] == "learning_curve"
+    assert records[1]["episode_return"] is None and records[2]["eval/train/return"] == 4.5
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert events[0] == {"config": CONFIG}
+    assert events[-1]["image"] == "learning_curve"
 
 
 def test_tensorboard_scalars_equal_the_csv(logged):
@@ -186,7 +190,7 @@ def test_sweep_logs_one_run_per_setting_and_seed(tmp_path):
     for run_id, run_dir in enumerate(runs):
         rows = table[table["run"] == run_id]
         records = [
-            json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+            json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()
         ]
         config = next(r for r in records if "config" in r)["config"]
         assert config["ent_coef"] == rows["config/ent_coef"].iloc[0]
