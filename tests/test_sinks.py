@@ -189,9 +189,7 @@ def test_sweep_logs_one_run_per_setting_and_seed(tmp_path):
     assert [p.name for p in runs] == [f"run_{k:04d}" for k in range(4)]
     for run_id, run_dir in enumerate(runs):
         rows = table[table["run"] == run_id]
-        records = [
-            json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()
-        ]
+        records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
         config = next(r for r in records if "config" in r)["config"]
         assert config["ent_coef"] == rows["config/ent_coef"].iloc[0]
         assert config["seed"] == rows["seed"].iloc[0]
