@@ -204,6 +204,16 @@ def test_batched_drivers_refuse_before_touching_disk(tmp_path):
     assert not run_dir.exists()
 
 
+def test_resume_is_refused_before_touching_disk(tmp_path):
+    from purejaxppo.drivers.single import train_and_log
+
+    config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8)
+    (tmp_path / "kept.txt").write_text("a run's file")
+    with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*resuming"):
+        train_and_log(config, tmp_path, resume=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["kept.txt"]
+
+
 def test_inverted_pendulum_learns():
     # Measured (2 shared CPU cores): the untrained policy's episodes (first update) return
     # 8.5 / 8.5 / 8.0 (seeds 0 / 1 / 2); after 20,480 steps the mean return of the last

@@ -33,6 +33,7 @@ from purejaxppo.drivers.segments import (
     run_segments,
     segment_length,
 )
+from purejaxppo.envs.suites.envpool import check_resumable
 from purejaxppo.guards import TrainingDiverged, nonfinite_leaf
 from purejaxppo.sinks import check_sinks, make_sinks
 from purejaxppo.train import make_train_fns
@@ -104,7 +105,9 @@ def train_and_log(
     """
     run_dir = Path(run_dir)
     # Validate everything before anything on disk changes.
-    if not resume:
+    if resume:
+        check_resumable(config.env_name)
+    else:
         rundir.check_fresh(run_dir, overwrite)
     fns = make_train_fns(config)
     _check_host(config, fns)

@@ -43,8 +43,9 @@ Semantics:
     split over devices. Tracing such a program raises `ValueError` (naming the id and the
     operation) before anything compiles; `check_unbatched(env_id, operation)` raises the
     same error with nothing traced, for drivers to call before they touch disk.
-  * Not yet supported: resuming a checkpoint (the pool lives on the host and is rebuilt
-    only by `reset`, so a resumed program's first step fails with "step before reset").
+  * Not supported: resuming a checkpoint (the pool lives on the host and is rebuilt only
+    by `reset`): `check_resumable` refuses it, and `purejaxppo train --resume` calls it
+    before anything on disk changes.
 """
 
 from __future__ import annotations
@@ -246,6 +247,18 @@ def check_unbatched(env_id: str, operation: str) -> None:
     host envs)."""
     if env_id.startswith("envpool:"):
         raise batched_runs_error(env_id, operation)
+
+
+def check_resumable(env_id: str) -> None:
+    """Raises `ValueError` for resuming a run on an "envpool:" id: the pool's state lives on
+    the host, outside the checkpoint, so a resumed program could not continue the episodes
+    it was in (nothing imported or compiled: drivers call it before touching disk)."""
+    if env_id.startswith("envpool:"):
+        raise ValueError(
+            f"env_name={env_id!r}: resuming is not supported for EnvPool envs (the pool's "
+            "state lives on the host, not in the checkpoint). Start a new run, or fine-tune "
+            "from the checkpoint with pjp.Policy.load."
+        )
 
 
 def _batched_call(env_id: str, host_fn: Any, result_shapes: Any) -> Any:
