@@ -6,6 +6,12 @@ lengths, network shape, env id) plus the default values of the traced hyperparam
 (learning rate, coefficients, discounting): `train(key, hparams)` under `jax.vmap` over a
 batch of `Hyperparams` compiles once.
 
+Traced or static is declared once, on the field (`traced(...)` / `static(...)`, as
+rejax's `algorithm.py` does), together with the field's group (Stoix's config groups:
+env / system / loss / optim / network / recurrent / normalize / metrics / driver).
+`TRACED_FIELDS`, `Hyperparams`, `DRIVER_FIELDS`, `FIELD_GROUPS` and the validation
+(`config_checks.VALIDATORS`, one validator per group) are derived from it.
+
 Field names follow CleanRL's `ppo.py` (Huang et al. 2022, "The 37 Implementation Details
 of PPO") and the PPO paper (Schulman et al. 2017, arXiv:1707.06347).
 """
@@ -13,9 +19,7 @@ of PPO") and the PPO paper (Schulman et al. 2017, arXiv:1707.06347).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
-import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,54 +27,56 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
-ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu", "leaky_relu")
-
-#: Observation encoders (`PPOConfig.encoder`), see `purejaxppo.networks`.
-ENCODERS = ("mlp", "cnn", "impala")
-
-#: Recurrent cores (`PPOConfig.recurrent`), see `purejaxppo.networks`.
-RECURRENT_CORES = ("lstm", "gru", "transformer")
-
-#: Convolution implementations (`PPOConfig.conv_impl`), see `purejaxppo.networks.layers`.
-CONV_IMPLS = ("auto", "im2col", "xla")
-
-#: Logging sinks (`PPOConfig.loggers`), see `purejaxppo.sinks`.
-LOGGERS = ("csv", "jsonl", "tensorboard", "wandb", "mlflow")
-
-#: Fields that steer only the driver around the training program (logging, saving,
-#: evaluation, videos, datasets): a resumed run may change them, and sweeping them makes
-#: no sense.
-DRIVER_FIELDS = (
-    "log_freq",
-    "save_freq",
-    "save_minutes",
-    "keep_checkpoints",
-    "eval_freq",
-    "eval_episodes",
-    "eval_splits",
-    "loggers",
-    "video_freq",
-    "collect_freq",
-    "collect_episodes",
+from purejaxppo.config_checks import (
+    ACTIVATIONS,
+    CONV_IMPLS,
+    ENCODERS,
+    LOGGERS,
+    RECURRENT_CORES,
+    VALIDATORS,
+    coerce,
+    did_you_mean,
 )
+from purejaxppo.config_yaml import DuplicateKeyError, load_yaml
 
-#: Fields of `PPOConfig` that are traced (live in `Hyperparams`); all others are static.
-TRACED_FIELDS = (
-    "learning_rate",
-    "actor_learning_rate",
-    "critic_learning_rate",
-    "end_learning_rate",
-    "ent_coef",
-    "vf_coef",
-    "clip_coef",
-    "gamma",
-    "gae_lambda",
-    "max_grad_norm",
-    "target_kl",
-)
+__all__ = [
+    "ACTIVATIONS",
+    "CONV_IMPLS",
+    "DRIVER_FIELDS",
+    "ENCODERS",
+    "FIELD_GROUPS",
+    "LOGGERS",
+    "RECURRENT_CORES",
+    "TRACED_FIELDS",
+    "DuplicateKeyError",
+    "Hyperparams",
+    "PPOConfig",
+    "field_group",
+    "is_traced",
+    "load_yaml",
+    "static",
+    "traced",
+]
+
+
+def static(default: Any = dataclasses.MISSING, group: str = "", *, factory: Any = None) -> Any:
+    """A static `PPOConfig` field (it fixes the compiled program) of `group`."""
+    if group not in VALIDATORS:
+        raise ValueError(f"group={group!r}: must be one of {tuple(VALIDATORS)}")
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata={"group": group})
+    return dataclasses.field(default=default, metadata={"group": group})
+
+
+def traced(default: float | None, group: str, *, none_as: float | None = None) -> Any:
+    """A traced `PPOConfig` field: a float32 leaf of `Hyperparams`, sweepable without a
+    recompile. `none_as` is its traced value when the config holds None (off / unset)."""
+    if group not in VALIDATORS:
+        raise ValueError(f"group={group!r}: must be one of {tuple(VALIDATORS)}")
+    meta = {"group": group, "traced": True, "none_as": none_as}
+    return dataclasses.field(default=default, metadata=meta)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,71 +216,81 @@ class PPOConfig:
         or impossible sizes (e.g. num_envs*num_steps not divisible by num_minibatches).
     """
 
-    env_name: str = "CartPole-v1"
-    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    num_envs: int = 4
-    num_steps: int = 128
-    total_timesteps: int = 500_000
-    update_epochs: int = 4
-    num_minibatches: int = 4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_coef: float = 0.2
-    norm_adv: bool = True
-    clip_vloss: bool = True
-    vf_coef: float = 0.5
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.5
-    learning_rate: float = 2.5e-4
-    actor_learning_rate: float | None = None
-    critic_learning_rate: float | None = None
-    anneal_lr: bool = True
-    end_learning_rate: float = 0.0
-    target_kl: float | None = None
-    critic_pretrain_steps: int = 0
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    encoder: str = "mlp"
-    cnn_channels: tuple[int, ...] = (32, 64, 64)
-    cnn_kernel_sizes: tuple[int, ...] = (8, 4, 3)
-    cnn_strides: tuple[int, ...] = (4, 2, 1)
-    impala_channels: tuple[int, ...] = (16, 32, 32)
-    conv_impl: str = "auto"
-    share_encoder: bool | None = None
-    squash_actions: bool = False
-    action_mask_key: str | None = "action_mask"
-    recurrent: str | None = None
-    recurrent_size: int = 64
-    transformer_layers: int = 2
-    transformer_heads: int = 2
-    transformer_dim: int = 64
-    memory_len: int = 10
-    max_seq_len: int | None = None
-    adam_eps: float = 1e-5
-    normalize_observations: bool = False
-    normalize_rewards: bool = False
-    obs_clip: float = 10.0
-    reward_clip: float = 10.0
-    log_freq: int = 10
-    save_freq: int = 0
-    save_minutes: float = 10.0
-    keep_checkpoints: int = 3
-    eval_freq: int = 0
-    eval_episodes: int = 32
-    eval_splits: dict[str, Any] = dataclasses.field(default_factory=dict)
-    seed: int = 0
-    info_metrics: tuple[str, ...] = ()
-    action_histogram: bool = False
-    loggers: tuple[str, ...] = ("csv",)
-    video_freq: int = 0
-    collect_freq: int = 0
-    collect_episodes: int = 10
+    env_name: str = static("CartPole-v1", "env")
+    env_kwargs: dict[str, Any] = static(group="env", factory=dict)
+    num_envs: int = static(4, "system")
+    num_steps: int = static(128, "system")
+    total_timesteps: int = static(512_000, "system")
+    update_epochs: int = static(4, "system")
+    num_minibatches: int = static(4, "system")
+    gamma: float = traced(0.99, "loss")
+    gae_lambda: float = traced(0.95, "loss")
+    clip_coef: float = traced(0.2, "loss")
+    norm_adv: bool = static(True, "loss")
+    clip_vloss: bool = static(True, "loss")
+    vf_coef: float = traced(0.5, "loss")
+    ent_coef: float = traced(0.01, "loss")
+    max_grad_norm: float = traced(0.5, "optim")
+    learning_rate: float = traced(2.5e-4, "optim")
+    actor_learning_rate: float | None = traced(None, "optim", none_as=math.nan)
+    critic_learning_rate: float | None = traced(None, "optim", none_as=math.nan)
+    anneal_lr: bool = static(True, "optim")
+    end_learning_rate: float = traced(0.0, "optim")
+    target_kl: float | None = traced(None, "loss", none_as=math.inf)
+    critic_pretrain_steps: int = static(0, "loss")
+    hidden_sizes: tuple[int, ...] = static((64, 64), "network")
+    activation: str = static("tanh", "network")
+    encoder: str = static("mlp", "network")
+    cnn_channels: tuple[int, ...] = static((32, 64, 64), "network")
+    cnn_kernel_sizes: tuple[int, ...] = static((8, 4, 3), "network")
+    cnn_strides: tuple[int, ...] = static((4, 2, 1), "network")
+    impala_channels: tuple[int, ...] = static((16, 32, 32), "network")
+    conv_impl: str = static("auto", "network")
+    share_encoder: bool | None = static(None, "network")
+    squash_actions: bool = static(False, "network")
+    action_mask_key: str | None = static("action_mask", "network")
+    recurrent: str | None = static(None, "recurrent")
+    recurrent_size: int = static(64, "recurrent")
+    transformer_layers: int = static(2, "recurrent")
+    transformer_heads: int = static(2, "recurrent")
+    transformer_dim: int = static(64, "recurrent")
+    memory_len: int = static(10, "recurrent")
+    max_seq_len: int | None = static(None, "recurrent")
+    adam_eps: float = static(1e-5, "optim")
+    normalize_observations: bool = static(False, "normalize")
+    normalize_rewards: bool = static(False, "normalize")
+    obs_clip: float = static(10.0, "normalize")
+    reward_clip: float = static(10.0, "normalize")
+    log_freq: int = static(10, "driver")
+    save_freq: int = static(0, "driver")
+    save_minutes: float = static(10.0, "driver")
+    keep_checkpoints: int = static(3, "driver")
+    eval_freq: int = static(0, "driver")
+    eval_episodes: int = static(32, "driver")
+    eval_splits: dict[str, Any] = static(group="driver", factory=dict)
+    seed: int = static(0, "system")
+    info_metrics: tuple[str, ...] = static((), "metrics")
+    action_histogram: bool = static(False, "metrics")
+    loggers: tuple[str, ...] = static(("csv",), "driver")
+    video_freq: int = static(0, "driver")
+    collect_freq: int = static(0, "driver")
+    collect_episodes: int = static(10, "driver")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> PPOConfig:
+        # A mistyped keyword gets the closest field names, not a bare TypeError.
+        names = _FIELD_NAMES or [f.name for f in dataclasses.fields(cls)]
+        for key in kwargs:
+            if key not in names:
+                raise TypeError(f"PPOConfig got an unknown field {key!r}{did_you_mean(key, names)}")
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
+        hints = typing.get_type_hints(PPOConfig)
         for field in dataclasses.fields(self):
-            value = _coerce(field.name, _resolved_type(field), getattr(self, field.name))
+            value = coerce(field.name, hints[field.name], getattr(self, field.name))
             object.__setattr__(self, field.name, value)
-        _validate(self)
+        for check in VALIDATORS.values():
+            check(self)
 
     def __hash__(self) -> int:
         # The dict fields make the generated hash fail; hash the canonical YAML form.
@@ -324,9 +340,7 @@ class PPOConfig:
         names = [f.name for f in dataclasses.fields(cls)]
         for key in values:
             if key not in names:
-                close = difflib.get_close_matches(str(key), names, n=3)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise ValueError(f"unknown config field {key!r}{hint}")
+                raise ValueError(f"unknown config field {key!r}{did_you_mean(key, names)}")
         return cls(**dict(values))
 
     @classmethod
@@ -350,36 +364,44 @@ class PPOConfig:
         return PPOConfig.from_dict({**self.to_dict(), **changes})
 
 
-@struct.dataclass
-class Hyperparams:
-    """Traced hyperparameters: a pytree of float32 scalars (or `[S]` batches under vmap).
+_FIELDS = {f.name: f for f in dataclasses.fields(PPOConfig)}
+_FIELD_NAMES: list[str] = list(_FIELDS)
 
-    `target_kl` is `inf` when early stopping is off; `actor_learning_rate` /
-    `critic_learning_rate` are NaN when unset (then `learning_rate` applies). Build one with `from_config`, change
-    values with `.replace(...)`, and stack several with `Hyperparams.stack`.
-    """
 
-    learning_rate: jax.Array
-    actor_learning_rate: jax.Array
-    critic_learning_rate: jax.Array
-    end_learning_rate: jax.Array
-    ent_coef: jax.Array
-    vf_coef: jax.Array
-    clip_coef: jax.Array
-    gamma: jax.Array
-    gae_lambda: jax.Array
-    max_grad_norm: jax.Array
-    target_kl: jax.Array
+def is_traced(name: str) -> bool:
+    """Whether the `PPOConfig` field `name` is traced (a `Hyperparams` leaf)."""
+    return bool(_FIELDS[name].metadata.get("traced", False))
+
+
+def field_group(name: str) -> str:
+    """The group of the `PPOConfig` field `name` (a key of `FIELD_GROUPS`)."""
+    return _FIELDS[name].metadata["group"]
+
+
+#: Fields of `PPOConfig` that are traced (live in `Hyperparams`); all others are static.
+TRACED_FIELDS: tuple[str, ...] = tuple(n for n in _FIELD_NAMES if is_traced(n))
+
+#: Field names of each group, in declaration order (the group declared on each field).
+FIELD_GROUPS: dict[str, tuple[str, ...]] = {
+    group: tuple(n for n in _FIELD_NAMES if field_group(n) == group) for group in VALIDATORS
+}
+
+#: Fields that steer only the driver around the training program (logging, saving,
+#: evaluation, videos, datasets): a resumed run may change them, and sweeping them makes
+#: no sense. The "driver" group.
+DRIVER_FIELDS: tuple[str, ...] = FIELD_GROUPS["driver"]
+
+
+class _HyperparamsMethods:
+    """The methods of `Hyperparams` (its fields come from `TRACED_FIELDS`)."""
 
     @classmethod
     def from_config(cls, config: PPOConfig) -> Hyperparams:
-        """The config's traced fields as float32 scalars."""
-        values = {name: getattr(config, name) for name in TRACED_FIELDS}
-        if values["target_kl"] is None:
-            values["target_kl"] = math.inf
-        for name in ("actor_learning_rate", "critic_learning_rate"):
-            if values[name] is None:
-                values[name] = math.nan
+        """The config's traced fields as float32 scalars (None as the field's `none_as`)."""
+        values = {}
+        for name in TRACED_FIELDS:
+            value = getattr(config, name)
+            values[name] = _FIELDS[name].metadata["none_as"] if value is None else value
         return cls(**{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
 
     @staticmethod
@@ -388,244 +410,21 @@ class Hyperparams:
         return jax.tree.map(lambda *xs: jnp.stack(xs), *hparams)
 
 
-# --------------------------------------------------------------------- YAML
-class DuplicateKeyError(ValueError):
-    """A YAML mapping gives the same key twice."""
+def _make_hyperparams() -> type:
+    namespace = {
+        "__module__": __name__,
+        "__qualname__": "Hyperparams",
+        "__annotations__": {name: "jax.Array" for name in TRACED_FIELDS},
+        "__doc__": f"""Traced hyperparameters: a pytree of float32 scalars (or `[S]` batches
+    under vmap), one leaf per traced `PPOConfig` field: {", ".join(TRACED_FIELDS)}.
+
+    `target_kl` is `inf` when early stopping is off; `actor_learning_rate` /
+    `critic_learning_rate` are NaN when unset (then `learning_rate` applies). Build one
+    with `from_config`, change values with `.replace(...)`, and stack several with
+    `Hyperparams.stack`.
+    """,
+    }
+    return struct.dataclass(type("Hyperparams", (_HyperparamsMethods,), namespace))
 
 
-def load_yaml(text: str, source: str = "<string>") -> Any:
-    """Parses YAML like `yaml.safe_load`, but strictly: a mapping with a key given twice
-    is an error (PyYAML silently keeps the last value).
-
-    Raises:
-      ValueError: naming `source` and the line (1-based) of a syntax error or of the
-        duplicate key.
-    """
-    import yaml
-
-    class StrictLoader(yaml.SafeLoader):
-        pass
-
-    def construct_mapping(loader, node, deep=False):
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: let PyYAML report it
-                continue
-            if first is not None:
-                raise DuplicateKeyError(
-                    f"{source}, line {line}: duplicate key {key!r} (first given on line {first})"
-                )
-            seen[key] = line
-        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    try:
-        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = " ".join(str(p) for p in (err.context, err.problem) if p)
-        raise ValueError(f"{source}{where}: invalid YAML: {what}") from None
-    except yaml.YAMLError as err:
-        raise ValueError(f"{source}: invalid YAML: {err}") from None
-
-
-# --------------------------------------------------------------------- validation
-def _resolved_type(field: dataclasses.Field) -> Any:
-    hints = typing.get_type_hints(PPOConfig)
-    return hints[field.name]
-
-
-def _coerce(name: str, annotation: Any, value: Any) -> Any:
-    """Checks `value` against the field's annotation; converts lossless cases."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):  # Optional[float]
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(name, inner[0], value)
-    if annotation is bool:
-        if isinstance(value, (bool, np.bool_)):
-            return bool(value)
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    if annotation is int:
-        if isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
-        if isinstance(value, (int, np.integer)):
-            return int(value)
-        if isinstance(value, (float, np.floating)) and float(value).is_integer():
-            return int(value)  # accepts 1e6 from YAML / the command line
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if annotation is float:
-        if isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{name} must be a number, got {value!r}")
-        if isinstance(value, (int, float, np.integer, np.floating)):
-            if not math.isfinite(float(value)):
-                raise ValueError(f"{name} must be finite, got {value!r}")
-            return float(value)
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    if annotation is str:
-        if isinstance(value, str):
-            return value
-        raise ValueError(f"{name} must be a string, got {value!r}")
-    if origin is tuple:  # tuple[int, ...], tuple[str, ...]
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = (value,)
-        if isinstance(value, str) and args[0] is str:
-            value = (value,)
-        if not isinstance(value, (list, tuple)):
-            kind = "strings" if args[0] is str else "integers"
-            raise ValueError(f"{name} must be a list of {kind}, got {value!r}")
-        return tuple(_coerce(f"{name}[{i}]", args[0], v) for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{name} must be a mapping, got {value!r}")
-        return dict(value)
-    raise TypeError(f"unhandled annotation {annotation!r} for {name}")  # programming error
-
-
-def _validate(c: PPOConfig) -> None:
-    def bad(field: str, value: Any, why: str) -> ValueError:
-        return ValueError(f"{field}={value!r}: {why}")
-
-    for name in ("num_envs", "num_steps", "total_timesteps", "update_epochs"):
-        if getattr(c, name) < 1:
-            raise bad(name, getattr(c, name), "must be >= 1")
-    if c.num_minibatches < 1:
-        raise bad("num_minibatches", c.num_minibatches, "must be >= 1")
-    if c.batch_size % c.num_minibatches:
-        raise bad(
-            "num_minibatches",
-            c.num_minibatches,
-            f"must divide num_envs*num_steps = {c.num_envs}*{c.num_steps} = {c.batch_size}",
-        )
-    if c.total_timesteps < c.batch_size:
-        raise bad(
-            "total_timesteps",
-            c.total_timesteps,
-            f"must be at least num_envs*num_steps = {c.batch_size} (one update)",
-        )
-    for name in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(c, name) <= 1.0:
-            raise bad(name, getattr(c, name), "must be in [0, 1]")
-    for name in ("clip_coef", "learning_rate", "max_grad_norm", "adam_eps"):
-        if getattr(c, name) <= 0:
-            raise bad(name, getattr(c, name), "must be > 0")
-    for name in ("vf_coef", "ent_coef", "end_learning_rate"):
-        if getattr(c, name) < 0:
-            raise bad(name, getattr(c, name), "must be >= 0")
-    for name in ("actor_learning_rate", "critic_learning_rate"):
-        if getattr(c, name) is not None and getattr(c, name) <= 0:
-            raise bad(name, getattr(c, name), "must be > 0 or None (use learning_rate)")
-    if c.target_kl is not None and c.target_kl <= 0:
-        raise bad("target_kl", c.target_kl, "must be > 0 or None (off)")
-    if not 0 <= c.critic_pretrain_steps < c.num_updates:
-        raise bad(
-            "critic_pretrain_steps",
-            c.critic_pretrain_steps,
-            f"must be in [0, num_updates={c.num_updates})",
-        )
-    if not c.hidden_sizes or any(h < 1 for h in c.hidden_sizes):
-        raise bad("hidden_sizes", list(c.hidden_sizes), "must be a non-empty list of sizes >= 1")
-    if c.activation not in ACTIVATIONS:
-        close = difflib.get_close_matches(c.activation, ACTIVATIONS, n=2)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise bad("activation", c.activation, f"must be one of {ACTIVATIONS}{hint}")
-    if c.encoder not in ENCODERS:
-        close = difflib.get_close_matches(c.encoder, ENCODERS, n=2)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise bad("encoder", c.encoder, f"must be one of {ENCODERS}{hint}")
-    for name in ("cnn_channels", "cnn_kernel_sizes", "cnn_strides", "impala_channels"):
-        sizes = getattr(c, name)
-        if not sizes or any(s < 1 for s in sizes):
-            raise bad(name, list(sizes), "must be a non-empty list of integers >= 1")
-    for name in ("cnn_kernel_sizes", "cnn_strides"):
-        if len(getattr(c, name)) != len(c.cnn_channels):
-            raise bad(
-                name,
-                list(getattr(c, name)),
-                f"must have one entry per conv layer, like cnn_channels={list(c.cnn_channels)}",
-            )
-    if c.action_mask_key is not None and not c.action_mask_key:
-        raise bad("action_mask_key", c.action_mask_key, "must be a non-empty key or null (off)")
-    if c.recurrent is not None and c.recurrent not in RECURRENT_CORES:
-        close = difflib.get_close_matches(c.recurrent, RECURRENT_CORES, n=2)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise bad("recurrent", c.recurrent, f"must be null or one of {RECURRENT_CORES}{hint}")
-    if c.conv_impl not in CONV_IMPLS:
-        raise bad("conv_impl", c.conv_impl, f"must be one of {CONV_IMPLS}")
-    for name in ("transformer_layers", "transformer_heads", "transformer_dim", "memory_len"):
-        if getattr(c, name) < 1:
-            raise bad(name, getattr(c, name), "must be >= 1")
-    if c.transformer_dim % c.transformer_heads:
-        raise bad(
-            "transformer_dim",
-            c.transformer_dim,
-            f"must be divisible by transformer_heads={c.transformer_heads}",
-        )
-    if c.recurrent_size < 1:
-        raise bad("recurrent_size", c.recurrent_size, "must be >= 1")
-    if c.max_seq_len is not None:
-        if c.max_seq_len < 1 or c.num_steps % c.max_seq_len:
-            raise bad(
-                "max_seq_len", c.max_seq_len, f"must be >= 1 and divide num_steps={c.num_steps}"
-            )
-        if c.recurrent is None:
-            raise bad(
-                "max_seq_len",
-                c.max_seq_len,
-                f"needs a recurrent core (recurrent: one of {RECURRENT_CORES})",
-            )
-    if c.recurrent is not None and c.num_sequences % c.num_minibatches:
-        raise bad(
-            "num_minibatches",
-            c.num_minibatches,
-            f"must divide the number of sequences of a recurrent rollout, num_envs*num_steps/"
-            f"max_seq_len = {c.num_envs}*{c.num_steps}/{c.seq_len} = {c.num_sequences}",
-        )
-    for name in ("obs_clip", "reward_clip"):
-        if not getattr(c, name) > 0:
-            raise bad(name, getattr(c, name), "must be > 0 (inf: no clipping)")
-    if c.log_freq < 1:
-        raise bad("log_freq", c.log_freq, "must be >= 1")
-    if c.save_freq < 0:
-        raise bad("save_freq", c.save_freq, "must be >= 0 (0: only by time and at the end)")
-    if c.save_minutes < 0:
-        raise bad("save_minutes", c.save_minutes, "must be >= 0 (0: off)")
-    if c.keep_checkpoints < 1:
-        raise bad("keep_checkpoints", c.keep_checkpoints, "must be >= 1")
-    if not 0 <= c.seed < 2**32:
-        raise bad("seed", c.seed, "must be in [0, 2**32) = [0, 4294967295]")
-    if c.eval_freq < 0:
-        raise bad("eval_freq", c.eval_freq, "must be >= 0 (0: off)")
-    if c.eval_episodes < 1:
-        raise bad("eval_episodes", c.eval_episodes, "must be >= 1")
-    for name, overrides in c.eval_splits.items():
-        if not isinstance(name, str) or not name or "/" in name:
-            raise bad("eval_splits", c.eval_splits, f"split name {name!r} must be a plain string")
-        if not isinstance(overrides, Mapping):
-            raise bad(
-                "eval_splits", c.eval_splits, f"split {name!r} must map to EnvParams overrides"
-            )
-    if not c.env_name:
-        raise bad("env_name", c.env_name, "must not be empty")
-    for name in c.loggers:
-        if name not in LOGGERS:
-            close = difflib.get_close_matches(name, LOGGERS, n=2)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise bad("loggers", list(c.loggers), f"{name!r} is not one of {LOGGERS}{hint}")
-    if len(set(c.info_metrics)) != len(c.info_metrics) or not all(c.info_metrics):
-        raise bad("info_metrics", list(c.info_metrics), "must be distinct non-empty keys")
-    for name in ("video_freq", "collect_freq"):
-        if getattr(c, name) < 0:
-            raise bad(name, getattr(c, name), "must be >= 0 (0: off)")
-    if c.collect_episodes < 1:
-        raise bad("collect_episodes", c.collect_episodes, "must be >= 1")
-    for key in c.env_kwargs:
-        if not isinstance(key, str):
-            raise bad("env_kwargs", c.env_kwargs, "keys must be strings")
+Hyperparams = _make_hyperparams()

@@ -25,8 +25,8 @@ from purejaxppo.callback import MetricsCallback
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.envs.host import HostEnv, HostVecEnv
 from purejaxppo.learning import LEARN_METRICS, make_learn
-from purejaxppo.metrics import METRICS, extra_metric_names
-from purejaxppo.networks import Networks, ensure_normalization, make_networks, to_env_action
+from purejaxppo.networks import Networks, to_env_action
+from purejaxppo.train_setup import TrainFns, TrainSetup, make_init, prepare
 from purejaxppo.types import EnvCarry, RunnerState, TrainOutput, Transition
 
 __all__ = ["make_host_train_fns"]
@@ -42,7 +42,8 @@ def make_host_train_fns(
     networks: Networks | None = None,
     callback: MetricsCallback | None = None,
     callback_every: int = 1,
-):
+    setup: TrainSetup | None = None,
+) -> TrainFns:
     """`TrainFns` for a host env (see `make_train_fns`; `host` is True).
 
     `init(key)` is pure and jittable (the carry's observations are zeros until the envs
@@ -52,147 +53,20 @@ def make_host_train_fns(
     fresh `init`, a restored checkpoint: a resumed run restarts its episodes); otherwise
     they continue where the last call left them.
 
+    `setup`: what `train_setup.prepare` returned for this run (`make_train_fns` passes
+    it); None prepares it here.
+
     Raises:
       ValueError: `info_metrics` (host envs have no traced info dict), `num_minibatches`
-        that does not divide the batch, `callback_every < 1`.
+        that does not divide the batch, `callback_every < 1` (`train_setup.prepare`).
     """
-    from purejaxppo.train import TrainFns, make_init
-
-    if callback_every < 1:
-        raise ValueError(f"callback_every={callback_every!r}: must be >= 1")
-    if config.info_metrics:
-        raise ValueError(
-            f"info_metrics={list(config.info_metrics)}: not available for the host env "
-            f"{config.env_name!r}"
-        )
-    num_envs, num_steps = config.num_envs, config.num_steps
-    if networks is None:
-        networks = make_networks(config, env, None)
-    networks = ensure_normalization(networks, config, env, None)
-    seq_len = config.seq_len if networks.stateful else 1
-    if (num_envs * (num_steps // seq_len)) % config.num_minibatches:
-        raise ValueError(
-            f"num_minibatches={config.num_minibatches} must divide the number of sequences "
-            f"num_envs*num_steps/seq_len = {num_envs}*{num_steps}/{seq_len}"
-        )
-    num_actions = None
-    if config.action_histogram:
-        if networks.action_spec.kind != "discrete":
-            raise ValueError(
-                f"action_histogram=True: needs Discrete actions, {config.env_name} has "
-                f"{networks.action_spec.kind} actions"
-            )
-        num_actions = networks.action_spec.num_actions
-    metric_names = METRICS + extra_metric_names(num_actions, ())
-    init = make_init(config, env, None, networks=networks)
-    learn_fn = jax.jit(make_learn(config, networks, num_actions=num_actions))
-
-    @jax.jit
-    def policy_step(params, policy_state, obs, reset, key_data):
-        # Raw key data: slicing a NumPy array per step costs nothing, indexing a JAX
-        # array of keys one dispatch each.
-        key = jax.random.wrap_key_data(key_data)
-        policy_state, dist, value = networks.step(params, policy_state, obs, reset)
-        action, log_prob = dist.sample_and_log_prob(seed=key)
-        return policy_state, action, to_env_action(networks.action_spec, action), log_prob, value
-
-    @jax.jit
-    def split_keys(key):
-        key, rollout_key, epochs_key = jax.random.split(key, 3)
-        return key, jax.random.key_data(jax.random.split(rollout_key, num_steps)), epochs_key
-
-    @jax.jit
-    def env_seed(key):
-        return jax.random.randint(
-            jax.random.fold_in(key, ENV_SEED_STREAM), (), 0, 2**31 - num_envs, jnp.int32
-        )
-
-    live: dict[str, Any] = {"vec": None, "runner": None}
-
-    def start_envs(runner: RunnerState) -> RunnerState:
-        """Creates (once) and resets the N envs; the carry restarts every episode."""
-        if live["vec"] is None:
-            live["vec"] = env.make_vec(num_envs)
-        vec: HostVecEnv = live["vec"]
-        obs = vec.reset(int(env_seed(runner.key)))
-        carry = runner.env.replace(
-            obs=jax.tree.map(jnp.asarray, obs),
-            episode_return=jnp.zeros((num_envs,), jnp.float32),
-            episode_length=jnp.zeros((num_envs,), jnp.int32),
-            policy_state=networks.initial_state(num_envs),
-            reset=jnp.ones((num_envs,), bool),
-        )
-        return runner.replace(env=carry)
-
-    def update(
-        runner: RunnerState, hparams: Hyperparams
-    ) -> tuple[RunnerState, dict[str, jax.Array]]:
-        if runner is not live["runner"]:
-            runner = start_envs(runner)
-        vec: HostVecEnv = live["vec"]
-        key, step_keys, epochs_key = split_keys(runner.key)
-        step_keys = np.asarray(step_keys)
-        params = runner.train_state.params
-        carry = runner.env
-        obs, policy_state, reset = carry.obs, carry.policy_state, carry.reset
-        episode_return = np.asarray(carry.episode_return)
-        episode_length = np.asarray(carry.episode_length)
-        return_sum = length_sum = count = 0.0
-        steps = []
-        for t in range(num_steps):
-            next_state, action, env_action, log_prob, value = jax.device_get(
-                policy_step(params, policy_state, obs, reset, step_keys[t])
-            )
-            next_obs, reward, terminated, truncated, final_obs = vec.step(np.asarray(env_action))
-            done = terminated | truncated
-            episode_return = episode_return + reward
-            episode_length = episode_length + 1
-            return_sum += float(episode_return[done].sum())
-            length_sum += float(episode_length[done].sum())
-            count += float(done.sum())
-            steps.append(
-                (obs, action, log_prob, value, reward, terminated, truncated, final_obs)
-                + (policy_state, reset)
-            )
-            episode_return = np.where(done, 0.0, episode_return).astype(np.float32)
-            episode_length = np.where(done, 0, episode_length).astype(np.int32)
-            obs, policy_state, reset = next_obs, next_state, done
-        traj = Transition(*jax.tree.map(lambda *xs: np.stack(xs), *steps))
-        train_state, learned, discounted = learn_fn(
-            runner.train_state,
-            traj,
-            policy_state,
-            epochs_key,
-            hparams,
-            runner.update_step,
-            runner.env.discounted_return,
-        )
-        nan = np.float32(np.nan)
-        metrics = {
-            "episode_return": np.float32(return_sum / count) if count else nan,
-            "episode_length": np.float32(length_sum / count) if count else nan,
-            **{name: learned[name] for name in LEARN_METRICS},
-            "env_steps": np.float32((int(runner.update_step) + 1) * num_envs * num_steps),
-        }
-        metrics = {
-            name: metrics[name] if name in metrics else learned[name] for name in metric_names
-        }
-        new_runner = RunnerState(
-            train_state=train_state,
-            env=EnvCarry(
-                env_state=(),
-                obs=jax.tree.map(jnp.asarray, obs),
-                episode_return=jnp.asarray(episode_return),
-                episode_length=jnp.asarray(episode_length),
-                policy_state=policy_state,
-                reset=jnp.asarray(reset),
-                discounted_return=discounted,
-            ),
-            key=key,
-            update_step=runner.update_step + 1,
-        )
-        live["runner"] = new_runner
-        return new_runner, metrics
+    if setup is None:
+        setup = prepare(config, env, networks=networks, callback_every=callback_every)
+    if not setup.host:
+        raise ValueError(f"env_name={config.env_name!r}: not a host env (use make_train_fns)")
+    networks, metric_names = setup.networks, setup.metric_names
+    init = make_init(config, setup.env, None, networks=networks)
+    update = _make_host_update(config, setup)
 
     def run(
         runner: RunnerState, hparams: Hyperparams, num_updates: int, emit=None
@@ -212,11 +86,8 @@ def make_host_train_fns(
     def train(
         key: jax.Array, hparams: Hyperparams | None = None, run_index: Any = None
     ) -> TrainOutput:
-        if (
-            isinstance(key, jax.core.Tracer)
-            or isinstance(hparams, jax.core.Tracer)
-            or any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(hparams))
-        ):
+        leaves = [key, hparams, *jax.tree.leaves(hparams)]
+        if any(isinstance(x, jax.core.Tracer) for x in leaves):
             raise ValueError(
                 f"env_name={config.env_name!r} steps on the host (not a JAX env): its train "
                 "function cannot be traced (jax.jit / jax.vmap over seeds or "
@@ -246,3 +117,131 @@ def make_host_train_fns(
         metric_names=metric_names,
         host=True,
     )
+
+
+def _make_policy_fns(networks: Networks, num_envs: int, num_steps: int) -> tuple[Any, ...]:
+    """The compiled pieces of a host rollout: `policy_step`, `split_keys`, `env_seed`."""
+
+    @jax.jit
+    def policy_step(params, policy_state, obs, reset, key_data):
+        # Raw key data: slicing a NumPy array per step costs nothing, indexing a JAX
+        # array of keys one dispatch each.
+        key = jax.random.wrap_key_data(key_data)
+        policy_state, dist, value = networks.step(params, policy_state, obs, reset)
+        action, log_prob = dist.sample_and_log_prob(seed=key)
+        return policy_state, action, to_env_action(networks.action_spec, action), log_prob, value
+
+    @jax.jit
+    def split_keys(key):
+        key, rollout_key, epochs_key = jax.random.split(key, 3)
+        return key, jax.random.key_data(jax.random.split(rollout_key, num_steps)), epochs_key
+
+    @jax.jit
+    def env_seed(key):
+        return jax.random.randint(
+            jax.random.fold_in(key, ENV_SEED_STREAM), (), 0, 2**31 - num_envs, jnp.int32
+        )
+
+    return policy_step, split_keys, env_seed
+
+
+def _host_rollout(
+    vec: HostVecEnv, policy_step: Any, params: Any, carry: EnvCarry, step_keys: np.ndarray
+) -> tuple[Transition, EnvCarry, tuple[float, float, float]]:
+    """Steps the N host envs `len(step_keys)` times from `carry`: the trajectory
+    (`[T, N]` leaves), the carry after it (its `discounted_return` unchanged) and the
+    sums (return, length, count) over the episodes that ended."""
+    obs, policy_state, reset = carry.obs, carry.policy_state, carry.reset
+    episode_return = np.asarray(carry.episode_return)
+    episode_length = np.asarray(carry.episode_length)
+    return_sum = length_sum = count = 0.0
+    steps = []
+    for step_key in step_keys:
+        next_state, action, env_action, log_prob, value = jax.device_get(
+            policy_step(params, policy_state, obs, reset, step_key)
+        )
+        next_obs, reward, terminated, truncated, final_obs = vec.step(np.asarray(env_action))
+        done = terminated | truncated
+        episode_return = episode_return + reward
+        episode_length = episode_length + 1
+        return_sum += float(episode_return[done].sum())
+        length_sum += float(episode_length[done].sum())
+        count += float(done.sum())
+        steps.append(
+            (obs, action, log_prob, value, reward, terminated, truncated, final_obs)
+            + (policy_state, reset)
+        )
+        episode_return = np.where(done, 0.0, episode_return).astype(np.float32)
+        episode_length = np.where(done, 0, episode_length).astype(np.int32)
+        obs, policy_state, reset = next_obs, next_state, done
+    traj = Transition(*jax.tree.map(lambda *xs: np.stack(xs), *steps))
+    carry = EnvCarry(
+        env_state=(),
+        obs=jax.tree.map(jnp.asarray, obs),
+        episode_return=jnp.asarray(episode_return),
+        episode_length=jnp.asarray(episode_length),
+        policy_state=policy_state,
+        reset=jnp.asarray(reset),
+        discounted_return=carry.discounted_return,
+    )
+    return traj, carry, (return_sum, length_sum, count)
+
+
+def _make_host_update(config: PPOConfig, setup: TrainSetup) -> Any:
+    """`update(runner, hparams) -> (runner, metrics)` stepping the envs on the host."""
+    networks, num_envs, num_steps = setup.networks, setup.num_envs, setup.num_steps
+    learn_fn = jax.jit(make_learn(config, networks, num_actions=setup.num_actions))
+    policy_step, split_keys, env_seed = _make_policy_fns(networks, num_envs, num_steps)
+    live: dict[str, Any] = {"vec": None, "runner": None}
+
+    def start_envs(runner: RunnerState) -> RunnerState:
+        """Creates (once) and resets the N envs; the carry restarts every episode."""
+        if live["vec"] is None:
+            live["vec"] = setup.env.make_vec(num_envs)
+        obs = live["vec"].reset(int(env_seed(runner.key)))
+        carry = runner.env.replace(
+            obs=jax.tree.map(jnp.asarray, obs),
+            episode_return=jnp.zeros((num_envs,), jnp.float32),
+            episode_length=jnp.zeros((num_envs,), jnp.int32),
+            policy_state=networks.initial_state(num_envs),
+            reset=jnp.ones((num_envs,), bool),
+        )
+        return runner.replace(env=carry)
+
+    def update(
+        runner: RunnerState, hparams: Hyperparams
+    ) -> tuple[RunnerState, dict[str, jax.Array]]:
+        if runner is not live["runner"]:
+            runner = start_envs(runner)
+        key, step_keys, epochs_key = split_keys(runner.key)
+        params = runner.train_state.params
+        traj, carry, (return_sum, length_sum, count) = _host_rollout(
+            live["vec"], policy_step, params, runner.env, np.asarray(step_keys)
+        )
+        train_state, learned, discounted = learn_fn(
+            runner.train_state,
+            traj,
+            carry.policy_state,
+            epochs_key,
+            hparams,
+            runner.update_step,
+            runner.env.discounted_return,
+        )
+        nan = np.float32(np.nan)
+        metrics = {
+            "episode_return": np.float32(return_sum / count) if count else nan,
+            "episode_length": np.float32(length_sum / count) if count else nan,
+            **{name: learned[name] for name in LEARN_METRICS},
+            "env_steps": np.float32((int(runner.update_step) + 1) * num_envs * num_steps),
+        }
+        metrics = {name: metrics.get(name, learned.get(name)) for name in setup.metric_names}
+        new_runner = RunnerState(
+            train_state=train_state,
+            env=carry.replace(discounted_return=discounted),
+            key=key,
+            update_step=runner.update_step + 1,
+        )
+        live["runner"] = new_runner
+        return new_runner, metrics
+
+    return update

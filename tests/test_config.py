@@ -32,7 +32,7 @@ def test_defaults_are_the_cleanrl_cartpole_ones():
         "tanh",
     )
     assert c.adam_eps == 1e-5 and c.end_learning_rate == 0.0 and c.target_kl is None
-    assert c.batch_size == 512 and c.minibatch_size == 128 and c.num_updates == 976
+    assert c.batch_size == 512 and c.minibatch_size == 128 and c.num_updates == 1000
 
 
 @pytest.mark.parametrize(
@@ -127,3 +127,33 @@ def test_env_kwargs_split_between_params_and_constructor():
     assert env.num_bits == 2 and params.memory_length == 7
     with pytest.raises(ValueError, match="bogus"):
         pjp.make_env("CartPole-v1", {"bogus": 1})
+
+
+def test_traced_is_declared_once_on_the_field():
+    import dataclasses
+
+    from purejaxppo.config import DRIVER_FIELDS, FIELD_GROUPS, field_group, is_traced
+
+    traced = [f.name for f in dataclasses.fields(pjp.PPOConfig) if f.metadata.get("traced")]
+    assert pjp.TRACED_FIELDS == tuple(traced) and len(traced) == 11
+    assert [f.name for f in dataclasses.fields(pjp.Hyperparams)] == traced
+    assert is_traced("learning_rate") and not is_traced("num_envs")
+    assert field_group("log_freq") == "driver" and "log_freq" in DRIVER_FIELDS
+    grouped = [name for names in FIELD_GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(f.name for f in dataclasses.fields(pjp.PPOConfig))
+    hparams = pjp.Hyperparams.from_config(pjp.PPOConfig(target_kl=None))
+    assert np.isinf(hparams.target_kl) and np.isnan(hparams.actor_learning_rate)
+
+
+def test_unknown_keyword_names_the_closest_fields():
+    with pytest.raises(TypeError, match="'learning_rat'; did you mean learning_rate"):
+        pjp.PPOConfig(learning_rat=1e-3)
+    with pytest.raises(TypeError, match="did you mean num_envs"):
+        pjp.PPOConfig(num_env=8)
+
+
+def test_default_total_timesteps_is_whole_updates():
+    """`purejaxppo train` with no arguments: no partial update, so no warning and no
+    second compiled program for a tail (512,000 = 1000 updates of 4*128 steps)."""
+    c = pjp.PPOConfig()
+    assert c.total_timesteps == 512_000 and c.total_timesteps % c.batch_size == 0

@@ -34,3 +34,19 @@ def test_train_runs_on_image_and_multidim_continuous_envs(env_id):
     out = jax.jit(pjp.make_train(TINY.replace(env_name=env_id)))(jax.random.key(0))
     for name in ("pg_loss", "v_loss", "entropy", "grad_norm"):
         assert np.all(np.isfinite(out.metrics[name])), name
+
+
+@pytest.mark.parametrize(
+    "typo, first, absent",
+    [
+        ("CartPol-v1", "CartPole-v1", "Probe"),  # no unrelated probe ids
+        ("Acrobot-v0", "Acrobot-v1", "Probe"),
+        ("breakout-minatar", "Breakout-MinAtar", "-v"),  # MinAtar ids only
+        ("Probe8-v0", "Probe1-v0", "CartPole"),
+    ],
+)
+def test_env_suggestions_rank_by_similarity_within_the_family(typo, first, absent):
+    with pytest.raises(ValueError, match="Close matches") as err:
+        pjp.make_env(typo)
+    close = str(err.value).split("Close matches: ")[1].rstrip(".").split(", ")
+    assert close[0] == first and not any(absent in name for name in close), close

@@ -28,6 +28,35 @@ def registered_env_ids() -> list[str]:
     return list(gymnax.registered_envs)
 
 
+def env_family(env_id: str) -> str:
+    """The family of an id without a prefix, for suggestions: "probe" (Probe*), the
+    suffix of a gymnax group ("minatar", "bsuite", "misc"), else "classic" (classic
+    control, "<Name>-v<N>"). Case-insensitive."""
+    lowered = env_id.lower()
+    if lowered.startswith("probe"):
+        return "probe"
+    _, sep, suffix = lowered.rpartition("-")
+    if sep and suffix and not (suffix[0] == "v" and suffix[1:].isdigit()):
+        return suffix
+    return "classic"
+
+
+def close_env_ids(env_id: str, ids: list[str], n: int = 5, cutoff: float = 0.5) -> list[str]:
+    """Up to `n` ids like `env_id`, most similar first (difflib ratio, case-insensitive):
+    those of `env_id`'s family (`env_family`) when any is close enough, else any close id.
+    So "CartPol-v1" gets "CartPole-v1", not probe ids."""
+
+    def ranked(candidates: list[str]) -> list[str]:
+        scores = {
+            i: difflib.SequenceMatcher(None, env_id.lower(), i.lower()).ratio() for i in candidates
+        }
+        close = [i for i in candidates if scores[i] >= cutoff]
+        return sorted(close, key=lambda i: -scores[i])[:n]
+
+    family = env_family(env_id)
+    return ranked([i for i in ids if env_family(i) == family]) or ranked(ids)
+
+
 def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[Any, Any]:
     """Builds a gymnax 1.0 environment and its params.
 
@@ -65,7 +94,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
         return make_suite_env(env_id, env_kwargs)
     if env_id not in gymnax.registered_envs:
         ids = registered_env_ids()
-        close = difflib.get_close_matches(env_id, ids, n=5, cutoff=0.5)
+        close = close_env_ids(env_id, ids)
         hint = f" Close matches: {', '.join(close)}." if close else f" Known ids: {', '.join(ids)}."
         raise ValueError(f"env_name={env_id!r} is not a known environment id.{hint}")
 

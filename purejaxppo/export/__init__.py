@@ -2,69 +2,33 @@
 
 `export_torch` writes a PyTorch copy of the actor-critic (module source + state_dict,
 a `torch.export` program, TorchScript where it scripts; see `purejaxppo.export.torch`);
-`export_onnx` writes an ONNX graph (see `purejaxppo.export.onnx`). Importing this package
-does not import torch or onnx: the wrappers below load the exporters on first use, so
-purejaxppo works without them installed.
+`export_onnx` writes an ONNX graph (see `purejaxppo.export.onnx`). Both take the one
+export signature, `ExportRequest`'s. Importing this package does not import torch or
+onnx: the exporters load them on first use, so purejaxppo works without them installed.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from purejaxppo.export.request import ExportRequest, exporter
 
-if TYPE_CHECKING:
-    from purejaxppo.config import PPOConfig
+__all__ = ["ExportRequest", "export_onnx", "export_torch"]
 
-__all__ = ["export_onnx", "export_torch"]
+export_torch = exporter(
+    "export_torch",
+    "purejaxppo.export.torch",
+    "write_torch",
+    "purejaxppo.export.export_torch needs PyTorch: pip install torch==2.13.0",
+    """Writes a PyTorch copy of a trained actor-critic (needs `pip install torch==2.13.0`):
+    `policy.module.py` + `policy.state_dict.pt`, `policy.pt2`, `policy.pt` (TorchScript,
+    where it scripts) and `policy.json` (see `purejaxppo.export.torch`). Returns `path`.""",
+)
 
-
-def export_torch(
-    source: Any,
-    config: PPOConfig,
-    path: str | Path,
-    env: Any = None,
-    env_params: Any = None,
-    *,
-    index: int | None = None,
-    overwrite: bool = False,
-    networks: Any = None,
-) -> Path:
-    """Writes a PyTorch copy of a trained actor-critic (needs `pip install torch==2.13.0`).
-
-    See `purejaxppo.export.torch.export_torch` for the arguments and the files written.
-    """
-    try:
-        from purejaxppo.export.torch import export_torch as _export_torch
-    except ImportError as err:  # torch missing
-        if getattr(err, "name", None) == "torch":
-            raise ImportError(
-                "purejaxppo.export.export_torch needs PyTorch: pip install torch==2.13.0"
-            ) from err
-        raise
-    return _export_torch(
-        source, config, path, env=env, env_params=env_params, index=index,
-        overwrite=overwrite, networks=networks,
-    )  # fmt: skip
-
-
-def export_onnx(
-    source: Any,
-    config: PPOConfig,
-    path: str | Path,
-    env: Any = None,
-    env_params: Any = None,
-    *,
-    index: int | None = None,
-    overwrite: bool = False,
-    networks: Any = None,
-) -> Path:
-    """Writes an ONNX copy of a trained actor-critic (needs `pip install "purejaxppo[onnx]"`).
-
-    See `purejaxppo.export.onnx.export_onnx` for the arguments, inputs and outputs.
-    """
-    from purejaxppo.export.onnx import export_onnx as _export_onnx
-
-    return _export_onnx(
-        source, config, path, env=env, env_params=env_params, index=index,
-        overwrite=overwrite, networks=networks,
-    )  # fmt: skip
+export_onnx = exporter(
+    "export_onnx",
+    "purejaxppo.export.onnx",
+    "write_onnx",
+    'export_onnx needs onnx and torch: pip install "purejaxppo[onnx]"',
+    """Writes an ONNX copy of a trained actor-critic (needs `pip install
+    "purejaxppo[onnx]"`): `path` (suffix .onnx) and `<path>.json` (metadata); see
+    `purejaxppo.export.onnx` for the graph's inputs and outputs. Returns `path`.""",
+)

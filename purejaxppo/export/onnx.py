@@ -26,34 +26,23 @@ import os
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any
 
-from purejaxppo.config import PPOConfig
+from purejaxppo.export.request import ExportRequest, refuse_existing
+
+__all__ = ["write_onnx"]
 
 OPSET = 17
 FORMAT = "purejaxppo-onnx-export"
 
 
-def export_onnx(
-    source: Any,
-    config: PPOConfig,
-    path: str | Path,
-    env: Any = None,
-    env_params: Any = None,
-    *,
-    index: int | None = None,
-    overwrite: bool = False,
-    networks: Any = None,
-) -> Path:
-    """Writes `path` (ONNX) and `<path>.json`, e.g. `policy.onnx.json` (metadata).
-
-    Args and errors as `purejaxppo.export.torch.export_torch` (source, config, env,
-    env_params, index, overwrite, networks); see the module docstring for the graph's
+def write_onnx(request: ExportRequest) -> Path:
+    """Writes `path` (ONNX) and `<path>.json`, e.g. `policy.onnx.json` (metadata), for
+    `export_onnx` (arguments: `ExportRequest`); see the module docstring for the graph's
     inputs and outputs.
 
     Raises:
       ImportError: naming `pip install "purejaxppo[onnx]"` when onnx is missing.
-      ValueError, FileExistsError: as `export_torch`.
+      ValueError, FileExistsError: as `export_torch`; a path without the suffix .onnx.
     """
     try:
         import onnx  # noqa: F401
@@ -63,14 +52,14 @@ def export_onnx(
             f"export_onnx needs onnx and torch ({err.name} is missing): "
             'pip install "purejaxppo[onnx]"'
         ) from err
-    from purejaxppo.export.torch import FlatPolicy, _refuse_existing, flat_inputs, prepare
+    from purejaxppo.export.torch import FlatPolicy, flat_inputs, prepare
 
-    path = Path(path)
+    path = Path(request.path)
     meta_path = path.with_name(path.name + ".json")
     if path.suffix != ".onnx":
         raise ValueError(f"path {str(path)!r}: an ONNX export needs the suffix .onnx")
-    _refuse_existing([path, meta_path], overwrite)
-    prepared = prepare(source, config, env, env_params, index=index, networks=networks)
+    refuse_existing([path, meta_path], request.overwrite)
+    prepared = prepare(request)
     names, example = flat_inputs(prepared)
     outputs = list(prepared.meta["outputs"])
     dynamic = {name: {0: "batch"} for name in names + outputs}

@@ -1,6 +1,7 @@
 """PyTorch export of a purejaxppo actor-critic (the built-in `ActorCritic`, every kind).
 
-`export_torch(source, config, "policy.pt")` writes, beside `policy.pt`:
+`purejaxppo.export.export_torch(source, config, "policy.pt")` (`write_torch`) writes,
+beside `policy.pt`:
 
 - `policy.module.py`: a verbatim copy of `purejaxppo/export/torch_modules.py` (imports
   torch only) and `policy.state_dict.pt`: the primary route. Plain PyTorch builds
@@ -39,11 +40,15 @@ import jax
 import numpy as np
 import torch
 
-from purejaxppo.config import PPOConfig
-from purejaxppo.export import param_map, torch_modules
+import purejaxppo.export.param_map as param_map
+import purejaxppo.export.torch_modules as torch_modules
+from purejaxppo.export.request import ExportRequest, params_from_source, parent, refuse_existing
 from purejaxppo.networks import ActionSpec, Networks, make_networks, state_size
 from purejaxppo.networks.actor_critic import ActorCritic
 from purejaxppo.networks.layers import ACTIVATIONS
+from purejaxppo.train_setup import resolve_env
+
+__all__ = ["Prepared", "export_paths", "prepare", "write_torch"]
 
 FORMAT = "purejaxppo-torch-export"
 FORMAT_VERSION = 2
@@ -75,49 +80,20 @@ def export_paths(path: str | Path) -> dict[str, Path]:
     }
 
 
-def export_torch(
-    source: Any,
-    config: PPOConfig,
-    path: str | Path,
-    env: Any = None,
-    env_params: Any = None,
-    *,
-    index: int | None = None,
-    overwrite: bool = False,
-    networks: Networks | None = None,
-) -> Path:
-    """Writes a PyTorch copy of a trained actor-critic (see the module docstring).
-
-    Args:
-      source: a `TrainOutput`, `TrainState`, `RunnerState`, a flax params dict (as
-        `make_networks(...).init` returns) or a run directory (its newest checkpoint).
-      config: the run's config (network fields; `env_name` / `env_kwargs` when `env` is
-        not given).
-      path: the TorchScript file (e.g. "policy.pt"); the other files replace its suffix
-        (`export_paths`). Parent folders are made.
-      env, env_params: the gymnax environment; default `make_env(config.env_name,
-        config.env_kwargs)`; `env_params` defaults to `env.default_params`.
-      index: for params trained under `jax.vmap` (leading `[S]` axis), the agent to export.
-      overwrite: replace existing files (default: refuse).
-      networks: the `Networks` the params belong to, when not `make_networks(config, env)`;
-        only the built-in `ActorCritic` exports.
+def write_torch(request: ExportRequest) -> Path:
+    """Writes the files of `export_torch` (see the module docstring and `ExportRequest`).
 
     Returns:
-      `path` as a `Path` (written or not: see `meta["torchscript"]`).
-
-    Raises:
-      ValueError: custom networks; settings that do not fit the env (as `make_networks`);
-        a source without params; a param tree that does not match the config and env
-        (naming the missing, unexpected or mis-shaped entries); non-finite params.
-      FileExistsError: naming an existing target file, without `overwrite`.
+      `request.path` as a `Path` (written or not: see `meta["torchscript"]`).
     """
+    path = request.path
     paths = export_paths(path)
     if len({p.resolve() for p in paths.values()}) != len(paths):
         raise ValueError(f"path {str(path)!r} clashes with its side files")
-    _refuse_existing(paths.values(), overwrite)
-    prepared = prepare(source, config, env, env_params, index=index, networks=networks)
+    refuse_existing(paths.values(), request.overwrite)
+    prepared = prepare(request)
     net, meta = prepared.net, prepared.meta
-    with tempfile.TemporaryDirectory(dir=_parent(paths["metadata"])) as tmp:
+    with tempfile.TemporaryDirectory(dir=parent(paths["metadata"])) as tmp:
         staged: dict[str, Path] = {}
         staged["module_source"] = Path(tmp, "module.py")
         staged["module_source"].write_bytes(MODULE_SOURCE.read_bytes())
@@ -140,23 +116,11 @@ def export_torch(
 # --------------------------------------------------------------------- preparation
 
 
-def prepare(
-    source: Any,
-    config: PPOConfig,
-    env: Any = None,
-    env_params: Any = None,
-    *,
-    index: int | None = None,
-    networks: Networks | None = None,
-) -> Prepared:
+def prepare(request: ExportRequest) -> Prepared:
     """Checks the params against the network and builds the torch module with them."""
-    if env is None:
-        from purejaxppo.envs import make_env
-
-        env, default_params = make_env(config.env_name, config.env_kwargs)
-        env_params = default_params if env_params is None else env_params
-    elif env_params is None:
-        env_params = env.default_params
+    config, index = request.config, request.index
+    env, env_params = resolve_env(config, request.env, request.env_params)
+    networks = request.networks
     if networks is None:
         networks = make_networks(config, env, env_params)
     module = networks.module
@@ -178,7 +142,9 @@ def prepare(
             jax.eval_shape(networks.init, jax.random.key(0))
         ).items()
     }
-    flat = param_map.check_params(param_map.flatten(params_from_source(source)), expected, index)
+    flat = param_map.check_params(
+        param_map.flatten(params_from_source(request.source)), expected, index
+    )
     param_map.check_finite(flat)
     names = [spec.name for spec in module.inputs]
     core = module.core_settings
@@ -188,7 +154,8 @@ def prepare(
     obs_space = env.observation_space(env_params)
     mask_key = config.action_mask_key if _has_key(obs_space, config.action_mask_key) else None
     constructor = _constructor(module, spec, config.squash_actions, mask_key)
-    arrays.update(_normalization(networks, params_from_source(source), constructor, index))
+    params = params_from_source(request.source)
+    arrays.update(_normalization(networks, params, constructor, index))
     class_name = "RecurrentActorCritic" if core.kind else "ActorCritic"
     net = getattr(torch_modules, class_name)(**constructor)
     state_dict = {k: torch.from_numpy(v.copy()) for k, v in arrays.items()}
@@ -232,26 +199,6 @@ def prepare(
         stateful=core.kind is not None,
         obs_names=tuple(n for _, n, _, _ in obs_leaves),
         obs_paths=tuple(p for p, _, _, _ in obs_leaves),
-    )
-
-
-def params_from_source(source: Any) -> Any:
-    """The flax params tree of a TrainOutput, TrainState, RunnerState, dict or run dir."""
-    from purejaxppo.types import RunnerState, TrainOutput, TrainState
-
-    if isinstance(source, (TrainOutput, RunnerState)):
-        return source.train_state.params
-    if isinstance(source, TrainState):
-        return source.params
-    if isinstance(source, Mapping):
-        return source
-    if isinstance(source, (str, os.PathLike)):
-        from purejaxppo.checkpoint import load_checkpoint
-
-        return load_checkpoint(source).runner_state.train_state.params
-    raise ValueError(
-        f"cannot export from a {type(source).__name__}: pass a TrainOutput, TrainState, "
-        "RunnerState, flax params dict or run directory"
     )
 
 
@@ -458,21 +405,6 @@ def _write_torchscript(net: torch.nn.Module, prepared: Prepared, path: Path) -> 
 
 
 # --------------------------------------------------------------------- files
-
-
-def _parent(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path.parent
-
-
-def _refuse_existing(paths: Any, overwrite: bool) -> None:
-    if overwrite:
-        return
-    for path in paths:
-        if Path(path).exists():
-            raise FileExistsError(
-                f"{path} exists; pass overwrite=True (CLI: --overwrite) to replace it"
-            )
 
 
 def _json_floats(values: Any) -> Any:

@@ -80,16 +80,7 @@ def networks_from_modules(
             params["log_std"] = jnp.zeros((spec.num_actions,), jnp.float32)
         actor_out = jax.eval_shape(actor.apply, {"params": params["actor"]}, obs)
         value = jax.eval_shape(critic.apply, {"params": params["critic"]}, obs)
-        if actor_out.shape != (2, spec.num_actions):
-            raise ValueError(
-                f"actor module outputs {actor_out.shape} for a batch of 2 observations; the "
-                f"{spec.kind} actions of {getattr(env, 'name', env)} need [B, {spec.num_actions}]"
-            )
-        if value.shape not in ((2,), (2, 1)):
-            raise ValueError(
-                f"critic module outputs {value.shape} for a batch of 2 observations; "
-                "values must be [B] or [B, 1]"
-            )
+        _check_output_shapes(actor_out.shape, value.shape, spec, env)
         return {"params": params}
 
     def apply(params: Params, obs: Any):
@@ -127,6 +118,20 @@ def networks_from_modules(
         module=None,
         stateful=False,
     )
+
+
+def _check_output_shapes(actor_shape: tuple, value_shape: tuple, spec: Any, env: Any) -> None:
+    """ValueError unless the modules map a batch of 2 observations to `[2, A]` / `[2]`."""
+    if actor_shape != (2, spec.num_actions):
+        raise ValueError(
+            f"actor module outputs {actor_shape} for a batch of 2 observations; the "
+            f"{spec.kind} actions of {getattr(env, 'name', env)} need [B, {spec.num_actions}]"
+        )
+    if value_shape not in ((2,), (2, 1)):
+        raise ValueError(
+            f"critic module outputs {value_shape} for a batch of 2 observations; "
+            "values must be [B] or [B, 1]"
+        )
 
 
 def param_labels(params: Params) -> Any:

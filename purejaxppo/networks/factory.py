@@ -164,6 +164,30 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
         state, actor_out, value, log_std = module.apply(params, as_module_state(state), obs)
         return as_state(state), distribution(actor_out, log_std, obs), value
 
+    unroll = _make_unroll(module, stateful, initial_state, distribution)
+
+    def apply(params: Params, obs: Any):
+        batch = batch_size_of(obs)
+        _, dist, value = step(params, initial_state(batch), obs, jnp.ones((batch,), bool))
+        return dist, value
+
+    networks = Networks(
+        init=init,
+        initial_state=initial_state,
+        step=step,
+        unroll=unroll,
+        apply=apply,
+        action_spec=spec,
+        module=module,
+        stateful=stateful,
+    )
+    return ensure_normalization(networks, config, env, env_params)
+
+
+def _make_unroll(module: ActorCritic, stateful: bool, initial_state: Any, distribution: Any):
+    """`Networks.unroll` of `make_networks`: encodes `[T, B]` observations in one batch,
+    scans the recurrent core (if any) over T with resets, then applies the heads."""
+
     def unroll(params: Params, state: State, obs: Any, resets: jax.Array):
         steps, batch = resets.shape
 
@@ -186,22 +210,7 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
         actor_out = actor_out.reshape((steps, batch, actor_out.shape[-1]))
         return state, distribution(actor_out, log_std, obs), value.reshape((steps, batch))
 
-    def apply(params: Params, obs: Any):
-        batch = batch_size_of(obs)
-        _, dist, value = step(params, initial_state(batch), obs, jnp.ones((batch,), bool))
-        return dist, value
-
-    networks = Networks(
-        init=init,
-        initial_state=initial_state,
-        step=step,
-        unroll=unroll,
-        apply=apply,
-        action_spec=spec,
-        module=module,
-        stateful=stateful,
-    )
-    return ensure_normalization(networks, config, env, env_params)
+    return unroll
 
 
 def ensure_normalization(

@@ -39,7 +39,8 @@ class SuiteEnv:
 
     Subclasses define `reset_env(key, params)` and `step_env(key, state, action, params)
     -> (obs, state, reward, terminated, truncated, info)` (no reset; keys are raw uint32
-    `[2]`), `observation_space`, `action_space`, `default_params` and `name`. `step`
+    `[2]`), and pass `name`, the spaces and `default_params` to `SuiteEnv.__init__`
+    (or override `observation_space` / `action_space` where they depend on the params). `step`
     splits the key as gymnax does (step, reset), and where `terminated | truncated`
     returns the reset's observation and state; `info["final_observation"]` is the
     observation the step led to, `info["terminated"]` / `info["truncated"]` repeat the
@@ -47,6 +48,38 @@ class SuiteEnv:
     """
 
     name: str = "SuiteEnv"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        obs_space: Any = None,
+        action_space: Any = None,
+        default_params: Any = None,
+    ):
+        """`name` ("<suite>:<id>"); fixed spaces (a subclass whose spaces depend on the
+        params overrides `observation_space` / `action_space` instead); `default_params`
+        (default `SuiteParams()`: settings fixed when the env is built)."""
+        self.name = name
+        self._obs_space = obs_space
+        self._action_space = action_space
+        self._default_params = SuiteParams() if default_params is None else default_params
+
+    @property
+    def default_params(self) -> Any:
+        return self._default_params
+
+    def observation_space(self, params: Any = None) -> Any:
+        return self._obs_space
+
+    def action_space(self, params: Any = None) -> Any:
+        return self._action_space
+
+    @property
+    def num_actions(self) -> int:
+        """Discrete: the number of actions; Box: the action size."""
+        space = self.action_space(self.default_params)
+        return int(space.n) if hasattr(space, "n") else int(np.prod(space.shape))
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[Any, Any]:
         raise NotImplementedError

@@ -39,14 +39,9 @@ class EpisodeEnv(SuiteEnv):
     `SuiteEnv`. Also used for MuJoCo Playground envs."""
 
     def __init__(self, name: str, wrapped: Any, obs_space: Any, action_size: int):
-        self.name = name
+        action_space = box(-1.0, 1.0, (int(action_size),), jnp.float32)
+        super().__init__(name, obs_space=obs_space, action_space=action_space)
         self.wrapped = wrapped  # EpisodeWrapper(env, episode_length, action_repeat)
-        self._obs_space = obs_space
-        self._action_size = int(action_size)
-
-    @property
-    def default_params(self) -> SuiteParams:
-        return SuiteParams()
 
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[Any, Any]:
         state = self.wrapped.reset(key)
@@ -58,16 +53,6 @@ class EpisodeEnv(SuiteEnv):
         truncation = state.info["truncation"].astype(bool)
         terminated = state.done.astype(bool) & ~truncation
         return state.obs, state, state.reward, terminated, truncation, {}
-
-    def observation_space(self, params: SuiteParams) -> Any:
-        return self._obs_space
-
-    def action_space(self, params: SuiteParams) -> Any:
-        return box(-1.0, 1.0, (self._action_size,), jnp.float32)
-
-    @property
-    def num_actions(self) -> int:
-        return self._action_size
 
 
 def split_episode_kwargs(env_kwargs: Mapping[str, Any], where: str) -> tuple[int, int, dict]:
@@ -110,4 +95,5 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[EpisodeEnv, SuitePar
         ) from err
     obs_space = box(-np.inf, np.inf, (int(env.observation_size),), jnp.float32)
     wrapped = EpisodeWrapper(env, episode_length, action_repeat)
-    return EpisodeEnv(f"brax:{name}", wrapped, obs_space, env.action_size), SuiteParams()
+    suite_env = EpisodeEnv(f"brax:{name}", wrapped, obs_space, env.action_size)
+    return suite_env, suite_env.default_params

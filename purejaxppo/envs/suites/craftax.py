@@ -53,12 +53,8 @@ class CraftaxEnv(SuiteEnv):
     """A Craftax no-auto-reset env with the gymnax 1.0 API; see the module docstring."""
 
     def __init__(self, name: str, env: Any):
-        self.name = name
+        super().__init__(name, default_params=env.default_params)
         self.env = env
-
-    @property
-    def default_params(self) -> Any:
-        return self.env.default_params
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
         return self.env.reset_env(key, params)
@@ -74,10 +70,6 @@ class CraftaxEnv(SuiteEnv):
 
     def action_space(self, params: Any) -> Any:
         return _space(self.env.action_space(params))
-
-    @property
-    def num_actions(self) -> int:
-        return int(self.env.num_actions)
 
 
 def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[CraftaxEnv, Any]:

@@ -74,17 +74,12 @@ class JumanjiEnv(SuiteEnv):
     """
 
     def __init__(self, name: str, env: Any, obs_keys: tuple[str, ...] | None):
-        self.name = name
+        obs_space = _obs_space(env.observation_spec)
+        if obs_keys is not None:
+            obs_space = spaces.Dict({k: obs_space.spaces[k] for k in obs_keys})
+        super().__init__(name, obs_space=obs_space, action_space=_action_space(env.action_spec))
         self.env = env
         self.obs_keys = obs_keys
-        self._obs_space = _obs_space(env.observation_spec)
-        self._action_space = _action_space(env.action_spec)
-        if obs_keys is not None:
-            self._obs_space = spaces.Dict({k: self._obs_space.spaces[k] for k in obs_keys})
-
-    @property
-    def default_params(self) -> SuiteParams:
-        return SuiteParams()
 
     def _observe(self, timestep: Any) -> Any:
         obs = _as_dict(timestep.observation)
@@ -112,12 +107,6 @@ class JumanjiEnv(SuiteEnv):
             truncated,
             info,
         )
-
-    def observation_space(self, params: SuiteParams) -> Any:
-        return self._obs_space
-
-    def action_space(self, params: SuiteParams) -> Any:
-        return self._action_space
 
 
 def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JumanjiEnv, SuiteParams]:
@@ -156,4 +145,5 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JumanjiEnv, SuitePar
                 f"env_kwargs of jumanji:{name}: obs_keys={list(obs_keys)} must be a non-empty "
                 f"list of observation fields {fields}"
             )
-    return JumanjiEnv(f"jumanji:{name}", env, obs_keys), SuiteParams()
+    suite_env = JumanjiEnv(f"jumanji:{name}", env, obs_keys)
+    return suite_env, suite_env.default_params

@@ -32,12 +32,13 @@ class NavixEnv(SuiteEnv):
     """A Navix `Environment` with the gymnax 1.0 API; the env state is Navix's `Timestep`."""
 
     def __init__(self, name: str, env: Any):
-        self.name = name
+        space = env.observation_space
+        obs_space = box(
+            np.asarray(space.minimum), np.asarray(space.maximum), space.shape, space.dtype
+        )
+        action_space = spaces.Discrete(int(env.action_space.maximum) + 1)
+        super().__init__(name, obs_space=obs_space, action_space=action_space)
         self.env = env
-
-    @property
-    def default_params(self) -> SuiteParams:
-        return SuiteParams()
 
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[jax.Array, Any]:
         timestep = self.env.reset(key)
@@ -54,17 +55,6 @@ class NavixEnv(SuiteEnv):
             timestep.is_truncation(),
             {},
         )
-
-    def observation_space(self, params: SuiteParams) -> spaces.Box:
-        space = self.env.observation_space
-        return box(np.asarray(space.minimum), np.asarray(space.maximum), space.shape, space.dtype)
-
-    def action_space(self, params: SuiteParams) -> spaces.Discrete:
-        return spaces.Discrete(int(self.env.action_space.maximum) + 1)
-
-    @property
-    def num_actions(self) -> int:
-        return int(self.env.action_space.maximum) + 1
 
 
 def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[NavixEnv, SuiteParams]:
@@ -100,4 +90,5 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[NavixEnv, SuiteParam
         env = navix.make(name, **kwargs)
     except (TypeError, ValueError) as err:
         raise bad_kwargs("navix", name, env_kwargs, ["max_steps", "observation", "..."]) from err
-    return NavixEnv(f"navix:{name}", env), SuiteParams()
+    suite_env = NavixEnv(f"navix:{name}", env)
+    return suite_env, suite_env.default_params

@@ -79,4 +79,5 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[EpisodeEnv, SuitePar
     else:
         obs_space = space(obs)
     wrapped = EpisodeWrapper(env, episode_length, action_repeat)
-    return EpisodeEnv(f"playground:{name}", wrapped, obs_space, env.action_size), SuiteParams()
+    suite_env = EpisodeEnv(f"playground:{name}", wrapped, obs_space, env.action_size)
+    return suite_env, suite_env.default_params

@@ -33,13 +33,8 @@ class XMiniGridEnv(SuiteEnv):
     """An XLand-MiniGrid env with the gymnax 1.0 API; the env state is its `TimeStep`."""
 
     def __init__(self, name: str, env: Any, params: Any):
-        self.name = name
+        super().__init__(name, default_params=params)
         self.env = env
-        self._default_params = params
-
-    @property
-    def default_params(self) -> Any:
-        return self._default_params
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
         timestep = self.env.reset(params, key)
@@ -67,10 +62,6 @@ class XMiniGridEnv(SuiteEnv):
 
     def action_space(self, params: Any) -> spaces.Discrete:
         return spaces.Discrete(int(self.env.num_actions(params)))
-
-    @property
-    def num_actions(self) -> int:
-        return int(self.env.num_actions(self._default_params))
 
 
 def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[XMiniGridEnv, Any]:

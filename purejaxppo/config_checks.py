@@ -1,0 +1,292 @@
+"""Checks of `PPOConfig` values: type coercion per field annotation, then one validator
+per field group (the `group` declared on each field, see `config.FIELD_GROUPS`).
+
+Every error is a `ValueError` naming the field and the offending value, raised by
+`PPOConfig.__post_init__` before anything is traced.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu", "leaky_relu")
+
+#: Observation encoders (`PPOConfig.encoder`), see `purejaxppo.networks`.
+ENCODERS = ("mlp", "cnn", "impala")
+
+#: Recurrent cores (`PPOConfig.recurrent`), see `purejaxppo.networks`.
+RECURRENT_CORES = ("lstm", "gru", "transformer")
+
+#: Convolution implementations (`PPOConfig.conv_impl`), see `purejaxppo.networks.layers`.
+CONV_IMPLS = ("auto", "im2col", "xla")
+
+#: Logging sinks (`PPOConfig.loggers`), see `purejaxppo.sinks`.
+LOGGERS = ("csv", "jsonl", "tensorboard", "wandb", "mlflow")
+
+
+def did_you_mean(word: str, choices: Sequence[str], n: int = 3) -> str:
+    """`"; did you mean a, b?"` for the choices closest to `word` (difflib), or ``""``."""
+    close = difflib.get_close_matches(str(word), list(choices), n=n)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def coerce(name: str, annotation: Any, value: Any) -> Any:
+    """Checks `value` against the field's annotation; converts lossless cases
+    (1e6 -> 1000000 for an int field, a scalar -> a 1-tuple, numpy scalars -> Python).
+
+    Raises:
+      ValueError: naming `name` and `value` when the value has the wrong type.
+    """
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):  # Optional[float]
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return coerce(name, inner[0], value)
+    if annotation in _SCALARS:
+        return _SCALARS[annotation](name, value)
+    if origin is tuple:  # tuple[int, ...], tuple[str, ...]
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = (value,)
+        if isinstance(value, str) and args[0] is str:
+            value = (value,)
+        if not isinstance(value, (list, tuple)):
+            kind = "strings" if args[0] is str else "integers"
+            raise ValueError(f"{name} must be a list of {kind}, got {value!r}")
+        return tuple(coerce(f"{name}[{i}]", args[0], v) for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{name} must be a mapping, got {value!r}")
+        return dict(value)
+    raise TypeError(f"unhandled annotation {annotation!r} for {name}")  # programming error
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)  # accepts 1e6 from YAML / the command line
+    raise ValueError(f"{name} must be an integer, got {value!r}")
+
+
+def _as_float(name: str, value: Any) -> float:
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        if not math.isfinite(float(value)):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+        return float(value)
+    raise ValueError(f"{name} must be a number, got {value!r}")
+
+
+def _as_str(name: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"{name} must be a string, got {value!r}")
+
+
+_SCALARS: dict[Any, Callable[[str, Any], Any]] = {
+    bool: _as_bool,
+    int: _as_int,
+    float: _as_float,
+    str: _as_str,
+}
+
+
+# --------------------------------------------------------------------- validators
+def bad(field: str, value: Any, why: str) -> ValueError:
+    """The error for a field's value: `"<field>=<value!r>: <why>"`."""
+    return ValueError(f"{field}={value!r}: {why}")
+
+
+def _at_least(c: Any, names: Sequence[str], low: float, why: str) -> None:
+    for name in names:
+        if getattr(c, name) < low:
+            raise bad(name, getattr(c, name), why)
+
+
+def _one_of(name: str, value: Any, choices: Sequence[str], prefix: str = "") -> None:
+    if value not in choices:
+        hint = did_you_mean(value, choices, n=2)
+        raise bad(name, value, f"must be {prefix}one of {tuple(choices)}{hint}")
+
+
+def check_env(c: Any) -> None:
+    """env_name, env_kwargs."""
+    if not c.env_name:
+        raise bad("env_name", c.env_name, "must not be empty")
+    for key in c.env_kwargs:
+        if not isinstance(key, str):
+            raise bad("env_kwargs", c.env_kwargs, "keys must be strings")
+
+
+def check_system(c: Any) -> None:
+    """Sizes and loop lengths (num_envs, num_steps, total_timesteps, ...), seed."""
+    _at_least(c, ("num_envs", "num_steps", "total_timesteps", "update_epochs"), 1, "must be >= 1")
+    _at_least(c, ("num_minibatches",), 1, "must be >= 1")
+    if c.batch_size % c.num_minibatches:
+        raise bad(
+            "num_minibatches",
+            c.num_minibatches,
+            f"must divide num_envs*num_steps = {c.num_envs}*{c.num_steps} = {c.batch_size}",
+        )
+    if c.total_timesteps < c.batch_size:
+        raise bad(
+            "total_timesteps",
+            c.total_timesteps,
+            f"must be at least num_envs*num_steps = {c.batch_size} (one update)",
+        )
+    if not 0 <= c.seed < 2**32:
+        raise bad("seed", c.seed, "must be in [0, 2**32) = [0, 4294967295]")
+
+
+def check_loss(c: Any) -> None:
+    """Discounting, clipping and loss weights; critic pre-training."""
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(c, name) <= 1.0:
+            raise bad(name, getattr(c, name), "must be in [0, 1]")
+    for name in ("clip_coef",):
+        if getattr(c, name) <= 0:
+            raise bad(name, getattr(c, name), "must be > 0")
+    _at_least(c, ("vf_coef", "ent_coef"), 0, "must be >= 0")
+    if c.target_kl is not None and c.target_kl <= 0:
+        raise bad("target_kl", c.target_kl, "must be > 0 or None (off)")
+    if not 0 <= c.critic_pretrain_steps < c.num_updates:
+        raise bad(
+            "critic_pretrain_steps",
+            c.critic_pretrain_steps,
+            f"must be in [0, num_updates={c.num_updates})",
+        )
+
+
+def check_optim(c: Any) -> None:
+    """Step sizes, their annealing, gradient clipping, Adam epsilon."""
+    for name in ("learning_rate", "max_grad_norm", "adam_eps"):
+        if getattr(c, name) <= 0:
+            raise bad(name, getattr(c, name), "must be > 0")
+    _at_least(c, ("end_learning_rate",), 0, "must be >= 0")
+    for name in ("actor_learning_rate", "critic_learning_rate"):
+        if getattr(c, name) is not None and getattr(c, name) <= 0:
+            raise bad(name, getattr(c, name), "must be > 0 or None (use learning_rate)")
+
+
+def check_network(c: Any) -> None:
+    """Layer sizes, activation, encoder, conv stacks, action masking."""
+    if not c.hidden_sizes or any(h < 1 for h in c.hidden_sizes):
+        raise bad("hidden_sizes", list(c.hidden_sizes), "must be a non-empty list of sizes >= 1")
+    _one_of("activation", c.activation, ACTIVATIONS)
+    _one_of("encoder", c.encoder, ENCODERS)
+    for name in ("cnn_channels", "cnn_kernel_sizes", "cnn_strides", "impala_channels"):
+        sizes = getattr(c, name)
+        if not sizes or any(s < 1 for s in sizes):
+            raise bad(name, list(sizes), "must be a non-empty list of integers >= 1")
+    for name in ("cnn_kernel_sizes", "cnn_strides"):
+        if len(getattr(c, name)) != len(c.cnn_channels):
+            raise bad(
+                name,
+                list(getattr(c, name)),
+                f"must have one entry per conv layer, like cnn_channels={list(c.cnn_channels)}",
+            )
+    if c.conv_impl not in CONV_IMPLS:
+        raise bad("conv_impl", c.conv_impl, f"must be one of {CONV_IMPLS}")
+    if c.action_mask_key is not None and not c.action_mask_key:
+        raise bad("action_mask_key", c.action_mask_key, "must be a non-empty key or null (off)")
+
+
+def check_recurrent(c: Any) -> None:
+    """The recurrent core and its sequence lengths."""
+    if c.recurrent is not None:
+        _one_of("recurrent", c.recurrent, RECURRENT_CORES, prefix="null or ")
+    names = ("transformer_layers", "transformer_heads", "transformer_dim", "memory_len")
+    _at_least(c, names, 1, "must be >= 1")
+    if c.transformer_dim % c.transformer_heads:
+        raise bad(
+            "transformer_dim",
+            c.transformer_dim,
+            f"must be divisible by transformer_heads={c.transformer_heads}",
+        )
+    _at_least(c, ("recurrent_size",), 1, "must be >= 1")
+    if c.max_seq_len is not None:
+        if c.max_seq_len < 1 or c.num_steps % c.max_seq_len:
+            raise bad(
+                "max_seq_len", c.max_seq_len, f"must be >= 1 and divide num_steps={c.num_steps}"
+            )
+        if c.recurrent is None:
+            raise bad(
+                "max_seq_len",
+                c.max_seq_len,
+                f"needs a recurrent core (recurrent: one of {RECURRENT_CORES})",
+            )
+    if c.recurrent is not None and c.num_sequences % c.num_minibatches:
+        raise bad(
+            "num_minibatches",
+            c.num_minibatches,
+            f"must divide the number of sequences of a recurrent rollout, num_envs*num_steps/"
+            f"max_seq_len = {c.num_envs}*{c.num_steps}/{c.seq_len} = {c.num_sequences}",
+        )
+
+
+def check_normalize(c: Any) -> None:
+    """Observation / reward normalisation clip bounds."""
+    for name in ("obs_clip", "reward_clip"):
+        if not getattr(c, name) > 0:
+            raise bad(name, getattr(c, name), "must be > 0 (inf: no clipping)")
+
+
+def check_metrics(c: Any) -> None:
+    """Extra metrics of the compiled program (info keys, action histogram)."""
+    if len(set(c.info_metrics)) != len(c.info_metrics) or not all(c.info_metrics):
+        raise bad("info_metrics", list(c.info_metrics), "must be distinct non-empty keys")
+
+
+def check_driver(c: Any) -> None:
+    """Logging, saving, evaluation, videos and datasets of the driver."""
+    _at_least(c, ("log_freq",), 1, "must be >= 1")
+    if c.save_freq < 0:
+        raise bad("save_freq", c.save_freq, "must be >= 0 (0: only by time and at the end)")
+    _at_least(c, ("save_minutes", "eval_freq"), 0, "must be >= 0 (0: off)")
+    _at_least(c, ("keep_checkpoints", "eval_episodes"), 1, "must be >= 1")
+    for name, overrides in c.eval_splits.items():
+        if not isinstance(name, str) or not name or "/" in name:
+            raise bad("eval_splits", c.eval_splits, f"split name {name!r} must be a plain string")
+        if not isinstance(overrides, Mapping):
+            raise bad(
+                "eval_splits", c.eval_splits, f"split {name!r} must map to EnvParams overrides"
+            )
+    for name in c.loggers:
+        if name not in LOGGERS:
+            hint = did_you_mean(name, LOGGERS, n=2)
+            raise bad("loggers", list(c.loggers), f"{name!r} is not one of {LOGGERS}{hint}")
+    _at_least(c, ("video_freq", "collect_freq"), 0, "must be >= 0 (0: off)")
+    _at_least(c, ("collect_episodes",), 1, "must be >= 1")
+
+
+#: The validator of each field group, in the order they run (sizes first: later checks
+#: use `batch_size`, `num_updates`, `num_sequences`).
+VALIDATORS: dict[str, Callable[[Any], None]] = {
+    "system": check_system,
+    "env": check_env,
+    "loss": check_loss,
+    "optim": check_optim,
+    "network": check_network,
+    "recurrent": check_recurrent,
+    "normalize": check_normalize,
+    "metrics": check_metrics,
+    "driver": check_driver,
+}

@@ -1,0 +1,52 @@
+"""Strict YAML reading for config files: a key given twice is an error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DuplicateKeyError", "load_yaml"]
+
+
+class DuplicateKeyError(ValueError):
+    """A YAML mapping gives the same key twice."""
+
+
+def load_yaml(text: str, source: str = "<string>") -> Any:
+    """Parses YAML like `yaml.safe_load`, but strictly: a mapping with a key given twice
+    is an error (PyYAML silently keeps the last value).
+
+    Raises:
+      ValueError: naming `source` and the line (1-based) of a syntax error or of the
+        duplicate key.
+    """
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: let PyYAML report it
+                continue
+            if first is not None:
+                raise DuplicateKeyError(
+                    f"{source}, line {line}: duplicate key {key!r} (first given on line {first})"
+                )
+            seen[key] = line
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = " ".join(str(p) for p in (err.context, err.problem) if p)
+        raise ValueError(f"{source}{where}: invalid YAML: {what}") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"{source}: invalid YAML: {err}") from None

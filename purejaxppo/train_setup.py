@@ -1,0 +1,244 @@
+"""The setup shared by `train.make_train_fns` (JAX envs, one compiled program) and
+`host_train.make_host_train_fns` (host envs, a Python loop): the `TrainFns` tuple, the
+env and networks a run trains, `make_init`, and every check of a run's settings against
+its env, done once, before anything compiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.envs import make_env
+from purejaxppo.envs.host import is_host_env
+from purejaxppo.metrics import METRICS, extra_metric_names
+from purejaxppo.networks import Networks, ensure_normalization, make_networks
+from purejaxppo.networks.custom import param_labels
+from purejaxppo.rollout import host_env_carry, info_keys_of, reset_envs
+from purejaxppo.types import RunnerState, TrainOutput, TrainState
+from purejaxppo.update import make_optimizer
+
+__all__ = ["TrainFns", "TrainSetup", "initial_learning_rates", "make_init", "prepare"]
+
+
+class TrainFns(NamedTuple):
+    """The pieces of a training run; all pure and jittable.
+
+    init(key) -> RunnerState
+    update(runner_state, hparams) -> (runner_state, metrics of one update, scalars)
+    run(runner_state, hparams, num_updates) -> (runner_state, metrics [num_updates])
+        (`num_updates` is static: jit with `static_argnums=2`)
+    train(key, hparams=None, run_index=None) -> TrainOutput
+    apply(params, obs [B, ...]) -> (distrax distribution, value [B])
+        (`networks.apply`: for recurrent policies one step from the initial state)
+    networks: the `Networks` trained
+    metric_names: the keys of the metrics dicts, in table-column order: `METRICS`, then
+        the env-dependent `action_frac/<i>` and `info/<key>` (see `UpdateMetrics`)
+    """
+
+    init: Callable[[jax.Array], RunnerState]
+    update: Callable[[RunnerState, Hyperparams], tuple[RunnerState, dict[str, jax.Array]]]
+    run: Callable[[RunnerState, Hyperparams, int], tuple[RunnerState, dict[str, jax.Array]]]
+    train: Callable[..., TrainOutput]
+    apply: Callable[..., Any]
+    networks: Networks
+    metric_names: tuple[str, ...] = METRICS
+    # True for a host env (`envs.host.HostEnv`): `init` is jittable, but `run`, `update`
+    # and `train` step the env on the host and must not be wrapped in jit / vmap.
+    host: bool = False
+
+
+class TrainSetup(NamedTuple):
+    """What `prepare` resolved and checked for one run."""
+
+    env: Any
+    env_params: Any  # None for a host env
+    networks: Networks
+    num_envs: int  # per device
+    num_steps: int
+    info_keys: tuple[str, ...]
+    num_actions: int | None  # Discrete action count with `action_histogram`, else None
+    metric_names: tuple[str, ...]
+    host: bool
+
+
+def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> tuple[Any, Any]:
+    """`(env, env_params)`: the given env, or `make_env(config.env_name, config.env_kwargs)`;
+    a given `env_params` is kept either way (default: the env's own / the config's)."""
+    if env is None:
+        env, default_params = make_env(config.env_name, config.env_kwargs)
+    else:
+        default_params = env.default_params
+    return env, default_params if env_params is None else env_params
+
+
+def _check_sizes(config: PPOConfig, num_shards: int, axis_name: str | None) -> int:
+    """The per-device env count, after checking the data-parallel split."""
+    if num_shards < 1 or config.num_envs % num_shards:
+        raise ValueError(
+            f"num_envs={config.num_envs} must be divisible by the number of devices "
+            f"{num_shards} for data-parallel training"
+        )
+    num_envs, num_steps = config.num_envs // num_shards, config.num_steps
+    if (num_envs * num_steps) % config.num_minibatches:
+        raise ValueError(
+            f"num_minibatches={config.num_minibatches} must divide the per-device batch "
+            f"num_envs/devices*num_steps = {num_envs}*{num_steps} = {num_envs * num_steps}"
+        )
+    if axis_name is None and num_shards != 1:
+        raise ValueError(f"num_shards={num_shards} needs an axis_name")
+    return num_envs
+
+
+def _check_host(config: PPOConfig, num_shards: int, axis_name: str | None) -> None:
+    if axis_name is not None or num_shards != 1:
+        raise ValueError(
+            f"env_name={config.env_name!r} steps on the host (not a JAX env): "
+            "data-parallel training runs the env inside one compiled program and "
+            "cannot use it"
+        )
+    if config.info_metrics:
+        raise ValueError(
+            f"info_metrics={list(config.info_metrics)}: not available for the host env "
+            f"{config.env_name!r}"
+        )
+
+
+def _check_info_keys(config: PPOConfig, env: Any, env_params: Any) -> tuple[str, ...]:
+    info_keys = tuple(config.info_metrics)
+    if info_keys:
+        available = info_keys_of(env, env_params)
+        unknown = [k for k in info_keys if k not in available]
+        if unknown:
+            raise ValueError(
+                f"info_metrics={list(info_keys)}: {unknown} not in the info dict of "
+                f"{config.env_name} (keys: {list(available)})"
+            )
+    return info_keys
+
+
+def _num_actions(config: PPOConfig, networks: Networks) -> int | None:
+    if not config.action_histogram:
+        return None
+    if networks.action_spec.kind != "discrete":
+        raise ValueError(
+            f"action_histogram=True: needs Discrete actions, {config.env_name} has "
+            f"{networks.action_spec.kind} actions (their action_mean / action_std are "
+            "logged)"
+        )
+    return networks.action_spec.num_actions
+
+
+def prepare(
+    config: PPOConfig,
+    env: Any = None,
+    env_params: Any = None,
+    *,
+    networks: Networks | None = None,
+    callback_every: int = 1,
+    num_shards: int = 1,
+    axis_name: str | None = None,
+) -> TrainSetup:
+    """Resolves the env and networks of a run and checks its settings against them.
+
+    Raises:
+      ValueError: `callback_every < 1`; `num_shards` that does not divide `num_envs`, or a
+        per-device batch / number of sequences that `num_minibatches` does not divide; a
+        host env with data-parallel training or `info_metrics`; an `info_metrics` key the
+        env's info does not have; `action_histogram` with non-Discrete actions.
+    """
+    if callback_every < 1:
+        raise ValueError(f"callback_every={callback_every!r}: must be >= 1")
+    num_envs = _check_sizes(config, num_shards, axis_name)
+    env, env_params = resolve_env(config, env, env_params)
+    host = is_host_env(env)
+    if host:
+        _check_host(config, num_shards, axis_name)
+        env_params = None
+    if networks is None:
+        networks = make_networks(config, env, env_params)
+    networks = ensure_normalization(networks, config, env, env_params)
+    # Feed-forward policies train on single transitions, recurrent ones on sequences.
+    seq_len = config.seq_len if networks.stateful else 1
+    num_sequences = num_envs * (config.num_steps // seq_len)
+    if num_sequences % config.num_minibatches:
+        raise ValueError(
+            f"num_minibatches={config.num_minibatches} must divide the per-device number "
+            f"of sequences num_envs/devices*num_steps/max_seq_len = {num_envs}*"
+            f"{config.num_steps}/{seq_len} = {num_sequences} (recurrent={config.recurrent!r})"
+        )
+    info_keys = () if host else _check_info_keys(config, env, env_params)
+    num_actions = _num_actions(config, networks)
+    return TrainSetup(
+        env=env,
+        env_params=env_params,
+        networks=networks,
+        num_envs=num_envs,
+        num_steps=config.num_steps,
+        info_keys=info_keys,
+        num_actions=num_actions,
+        metric_names=METRICS + extra_metric_names(num_actions, info_keys),
+        host=host,
+    )
+
+
+def make_init(
+    config: PPOConfig,
+    env: Any = None,
+    env_params: Any = None,
+    *,
+    networks: Networks | None = None,
+    num_envs: int | None = None,
+    shard_key: Callable[[jax.Array], jax.Array] | None = None,
+) -> Callable[[jax.Array], RunnerState]:
+    """Builds `init(key) -> RunnerState` alone (what `jax.eval_shape` needs to learn the
+    state's shapes, e.g. to restore a checkpoint), without the rollout and the update.
+
+    `num_envs` defaults to `config.num_envs`; `shard_key` (data-parallel runs) maps the
+    env key to this device's.
+    """
+    env, env_params = resolve_env(config, env, env_params)
+    if networks is None:
+        networks = make_networks(config, env, env_params)
+    networks = ensure_normalization(networks, config, env, env_params)
+    num_envs = config.num_envs if num_envs is None else num_envs
+
+    def init(key: jax.Array) -> RunnerState:
+        param_key, env_key, runner_key = jax.random.split(key, 3)
+        params = networks.init(param_key)
+        tx = make_optimizer(
+            config.max_grad_norm,
+            initial_learning_rates(config),
+            config.adam_eps,
+            param_labels(params),
+        )
+        if shard_key is not None:
+            env_key = shard_key(env_key)
+        if is_host_env(env):
+            env_carry = host_env_carry(env, num_envs, networks)
+        else:
+            env_carry = reset_envs(env, env_params, env_key, num_envs, networks)
+        if config.normalize_rewards:
+            env_carry = env_carry.replace(discounted_return=jnp.zeros((num_envs,), jnp.float32))
+        return RunnerState(
+            train_state=TrainState(params=params, opt_state=tx.init(params)),
+            env=env_carry,
+            key=runner_key,
+            update_step=jnp.zeros((), jnp.int32),
+        )
+
+    return init
+
+
+def initial_learning_rates(config: PPOConfig) -> dict[str, float]:
+    """The step sizes of the optimizer's groups at update 0 (for building its state)."""
+    base = config.learning_rate
+    return {
+        "shared": base,
+        "actor": base if config.actor_learning_rate is None else config.actor_learning_rate,
+        "critic": base if config.critic_learning_rate is None else config.critic_learning_rate,
+    }
