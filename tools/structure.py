@@ -37,16 +37,7 @@ ONE_MODULE_IMPORTS = {"tqdm": "progress bar (tqdm)", "matplotlib": "matplotlib"}
 # offence in them (an import cycle: when all its modules are here) is reported as pending
 # and does not fail the check. The integrator empties this after merging "core"; the
 # drivers / CLI files need no entry.
-PENDING_CORE: dict[str, str] = {
-    "purejaxppo/config.py": "core: traced/static field metadata, _validate by field group",
-    "purejaxppo/envs/probes.py": "core: envs",
-    "purejaxppo/export/__init__.py": "core: one export signature",
-    "purejaxppo/export/torch.py": "core: one export signature",
-    "purejaxppo/train.py": "core: shared training setup (train <-> host_train circle)",
-    "purejaxppo/host_train.py": "core: shared training setup (train <-> host_train circle)",
-    "purejaxppo/networks/factory.py": "core: networks",
-    "purejaxppo/networks/custom.py": "core: networks",
-}
+PENDING_CORE: dict[str, str] = {}
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
