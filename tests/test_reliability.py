@@ -7,15 +7,21 @@ non-empty `--out` and crashed resuming a finished run.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import pytest
 
+import purejaxppo as pjp
 from purejaxppo import rundir
 from purejaxppo.cli import main
 
@@ -174,3 +180,95 @@ def test_pbt_refuses_a_non_empty_out_and_resumes_a_finished_run_quietly(tmp_path
         main([*PBT, "--out", str(notes), "--overwrite"])
     assert "not a purejaxppo pbt directory" in capsys.readouterr().err
     assert (notes / "todo.md").read_text() == "keep"
+
+
+# ---------------------------------------------------------------- 5: YAML
+BILLION_LAUGHS = """\
+env_name: CartPole-v1
+a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+env_kwargs: {gravity: [*c, *c, *c, *c, *c, *c, *c, *c, *c]}
+"""
+
+
+def test_yaml_aliases_are_refused_and_messages_quote_short_values(tmp_path, capsys):
+    path = tmp_path / "laughs.yaml"
+    path.write_text(BILLION_LAUGHS)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--config", str(path), "--run-dir", str(tmp_path / "run"), *TINY])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert f"{path}, line 3: YAML aliases (*a) are not accepted" in err, err
+    assert not (tmp_path / "run").exists()
+    # A huge literal value is quoted shortened (at most 200 characters).
+    with pytest.raises(ValueError) as info:
+        pjp.PPOConfig(hidden_sizes=["x" * 100_000])
+    assert len(str(info.value)) < 250 and "..." in str(info.value)
+
+
+# ---------------------------------------------------------------- 6: traced hyperparameters
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"learning_rate": -1e-3}, "learning_rate=-0.001: must be > 0"),
+        ({"gamma": 1.5}, "gamma=1.5: must be in [0, 1]"),
+        ({"clip_coef": -0.2}, "clip_coef=-0.2: must be > 0"),
+        ({"learning_rate": math.nan}, "learning_rate must be finite, got nan"),
+    ],
+)
+def test_hyperparams_are_validated_like_the_config(change, message):
+    hparams = pjp.Hyperparams.from_config(pjp.PPOConfig())
+    with pytest.raises(ValueError, match=re.escape(f"Hyperparams: {message}")):
+        hparams.replace(**change)
+    # The same message from PPOConfig itself.
+    with pytest.raises(ValueError, match=re.escape(message)):
+        pjp.PPOConfig(**change)
+    bad = dataclasses.replace(hparams, **{k: jnp.float32(v) for k, v in change.items()})
+    with pytest.raises(ValueError, match=re.escape(f"Hyperparams.stack: item 1: {message}")):
+        pjp.Hyperparams.stack([hparams, bad])
+    # Unset values (None as NaN / inf) and a traced replace stay accepted.
+    assert hparams.replace(learning_rate=1e-3).learning_rate == pytest.approx(1e-3)
+    doubled = jax.jit(lambda h: h.replace(learning_rate=h.learning_rate * 2))(hparams)
+    assert doubled.learning_rate == pytest.approx(2 * hparams.learning_rate)
+
+
+def test_make_train_checks_concrete_hparams_before_compiling():
+    config = pjp.PPOConfig(num_envs=4, num_steps=8, hidden_sizes=(8,), total_timesteps=64)
+    hparams = pjp.Hyperparams.from_config(config)
+    bad = dataclasses.replace(hparams, gamma=jnp.float32(1.5))
+    with pytest.raises(ValueError, match=re.escape("train: hparams: gamma=1.5: must be in [0, 1]")):
+        pjp.make_train(config)(jax.random.key(0), bad)
+
+
+# ---------------------------------------------------------------- 7: NaN observations
+class NanObservations:
+    """CartPole whose observations turn NaN at random (1 step in 20)."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def step(self, key, state, action, params=None):
+        out = self._env.step(key, state, action, params)
+        obs = jnp.where(jax.random.uniform(key) < 0.05, jnp.nan, out[0])
+        return (obs, *out[1:])
+
+
+def test_a_nan_observation_is_reported_as_divergence_and_policy_refuses_nan_params():
+    from purejaxppo import guards
+    from purejaxppo.envs import make_env
+
+    env, env_params = make_env("CartPole-v1")
+    config = pjp.PPOConfig(
+        num_envs=4, num_steps=16, hidden_sizes=(8,), total_timesteps=4 * 16 * 4,
+        normalize_observations=True,
+    )  # fmt: skip
+    out = jax.jit(pjp.make_train(config, NanObservations(env), env_params))(jax.random.key(0))
+    # The metric the drivers act on (exit 3, no NaN checkpoint) reports it.
+    assert guards.first_nonfinite_update(out.metrics) is not None
+    params = out.runner_state.train_state.params
+    with pytest.raises(ValueError, match="Policy: parameters are not finite"):
+        pjp.Policy(params, config)
