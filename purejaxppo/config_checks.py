@@ -165,6 +165,13 @@ def check_system(c: Any) -> None:
             c.total_timesteps,
             f"must be at least num_envs*num_steps = {c.batch_size} (one update)",
         )
+    if c.total_timesteps // c.batch_size >= 2**31:
+        raise bad(
+            "total_timesteps",
+            c.total_timesteps,
+            f"gives {c.total_timesteps // c.batch_size:.3g} updates of {c.batch_size} steps; "
+            "must be < 2**31 updates (the int32 update counter)",
+        )
     if not 0 <= c.seed < 2**32:
         raise bad("seed", c.seed, "must be in [0, 2**32) = [0, 4294967295]")
 

@@ -272,3 +272,30 @@ def test_a_nan_observation_is_reported_as_divergence_and_policy_refuses_nan_para
     params = out.runner_state.train_state.params
     with pytest.raises(ValueError, match="Policy: parameters are not finite"):
         pjp.Policy(params, config)
+
+
+# ---------------------------------------------------------------- ugly: one-line errors
+def test_nothing_to_resume_is_one_line_without_orbax_thread_tracebacks(tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints" / "last" / "3.orbax-checkpoint-tmp-123").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("env_name: CartPole-v1\nnum_envs: 4\nnum_steps: 16\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "purejaxppo.cli", "train", "--resume", str(run_dir)],
+        capture_output=True, text=True, timeout=300, env=ENV,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("purejaxppo: error: nothing to resume: no complete checkpoint")
+    assert "rerun without --resume, or with --overwrite" in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr  # no background-thread traceback
+
+
+def test_bounds_and_suffixes_are_checked_before_anything_is_written(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--run-dir", str(run_dir), "--total-timesteps", "1e30", "--no-progress"])
+    assert exit_info.value.code == 2 and not run_dir.exists()
+    assert "must be < 2**31 updates" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", str(run_dir), "--to", str(tmp_path / "q.txt")])
+    assert exit_info.value.code == 2 and not (tmp_path / "q.txt").exists()
+    assert "unknown suffix '.txt'; use .pt" in capsys.readouterr().err
