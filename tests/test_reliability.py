@@ -299,3 +299,37 @@ def test_bounds_and_suffixes_are_checked_before_anything_is_written(tmp_path, ca
         main(["export", str(run_dir), "--to", str(tmp_path / "q.txt")])
     assert exit_info.value.code == 2 and not (tmp_path / "q.txt").exists()
     assert "unknown suffix '.txt'; use .pt" in capsys.readouterr().err
+
+
+def test_pbt_options_and_collect_seed_are_checked(tmp_path, capsys):
+    from purejaxppo.drivers.population.options import PBTOptions, check_options
+
+    config = pjp.PPOConfig(num_envs=4, num_steps=8, total_timesteps=4 * 8 * 8)
+    for change, message in [
+        ({"perturb_factors": (math.inf, 1.2)}, "must be two finite positive factors"),
+        ({"perturb_factors": ("a", 1.2)}, "must be two finite positive factors"),
+        ({"tournament_size": math.nan}, "tournament_size=nan: must be an integer in [1, "),
+        ({"exploit": "tournament", "tournament_size": 9}, "in [1, population=4]"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check_options(PBTOptions(population=4, ready_every=2, **change), config, 1)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*PBT, "--out", str(tmp_path / "p"), "--checkpoint-every", "-1"])
+    assert exit_info.value.code == 2 and not (tmp_path / "p").exists()
+    assert "--checkpoint-every -1: must be >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "collect",
+                str(tmp_path / "run"),
+                "--episodes",
+                "1",
+                "--out",
+                str(tmp_path / "ds"),
+                "--seed",
+                "-1",
+            ]
+        )
+    assert (
+        exit_info.value.code == 2 and "--seed -1: must be in [0, 2**32)" in capsys.readouterr().err
+    )

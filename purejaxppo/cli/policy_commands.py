@@ -61,6 +61,8 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
 
     info_keys = [k.strip() for k in o.info_keys.split(",") if k.strip()]
     try:
+        if not 0 <= o.seed < 2**32:
+            raise ValueError(f"collect: --seed {o.seed}: must be in [0, 2**32)")
         check_output(o.out, o.minari_id, o.episodes)
         policy = Policy.load(o.run_dir)
         result = collect(
