@@ -14,6 +14,7 @@ from purejaxppo.cli.values import (
     load_config,
     parse_random,
 )
+from purejaxppo.config import TRACED_FIELDS
 
 
 def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
@@ -23,6 +24,10 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         config = load_config(o.config, args)
         search = parse_random(o.search)
         for name, spec in search.items():
+            if name not in TRACED_FIELDS:  # checked before --out, as every bad input
+                raise ValueError(
+                    f"--search {name}: pbt searches traced fields only ({', '.join(TRACED_FIELDS)})"
+                )
             if spec[0] == "choice":
                 raise ValueError(
                     f"--search {name}={spec}: pbt needs a range (uniform:LOW:HIGH or "
