@@ -15,6 +15,7 @@ reads back; when that is not the newest on disk (a damaged file), it warns namin
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -36,16 +37,30 @@ class Checkpoint(NamedTuple):
     eval_history: dict[str, list]  # split -> [[update, mean return], ...] so far
 
 
+@contextlib.contextmanager
 def make_manager(directory: str | Path, keep: int | None = None) -> Any:
     """The orbax `CheckpointManager` of every purejaxppo checkpoint (runs and PBT
     populations): synchronous writes, at most `keep` steps kept (None: all), leftovers of
-    an interrupted write removed. Use it as a context manager."""
+    an interrupted write removed. A context manager: waits for orbax's background
+    threads and closes the manager on exit."""
     import orbax.checkpoint as ocp
 
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep, enable_async_checkpointing=False, cleanup_tmp_directories=True
     )
-    return ocp.CheckpointManager(Path(directory).resolve(), options=options)
+    manager = ocp.CheckpointManager(Path(directory).resolve(), options=options)
+    try:
+        yield manager
+    finally:
+        # Its background threads (tmp-directory cleanup) finish here, not at interpreter
+        # exit, where they print tracebacks ("cannot schedule new futures ...").
+        # (`_maybe_await_cleanup_tmp_directory`: orbax's own wait, called before a save.)
+        await_cleanup = getattr(manager, "_maybe_await_cleanup_tmp_directory", None)
+        with contextlib.suppress(Exception):
+            if await_cleanup is not None:
+                await_cleanup()
+            manager.wait_until_finished()
+        manager.close()
 
 
 def _to_saveable(runner: RunnerState) -> RunnerState:
@@ -165,7 +180,10 @@ def load_checkpoint(
     with make_manager(directory) as manager:
         steps = sorted(manager.all_steps(), reverse=True)
         if not steps:
-            raise ValueError(f"no complete checkpoint under {directory}")
+            raise ValueError(
+                f"nothing to resume: no complete checkpoint under {directory} (none finished "
+                "writing); rerun without --resume, or with --overwrite"
+            )
         first_error = None
         for step in steps:
             try:

@@ -27,6 +27,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from purejaxppo.config_checks import (
@@ -38,6 +39,7 @@ from purejaxppo.config_checks import (
     VALIDATORS,
     coerce,
     did_you_mean,
+    short,
 )
 from purejaxppo.config_yaml import DuplicateKeyError, load_yaml
 
@@ -336,7 +338,7 @@ class PPOConfig:
     def from_dict(cls, values: Mapping[str, Any]) -> PPOConfig:
         """Builds a config from a mapping; unknown keys raise ValueError with close names."""
         if not isinstance(values, Mapping):
-            raise ValueError(f"config must be a mapping of field names, got {values!r}")
+            raise ValueError(f"config must be a mapping of field names, got {short(values)}")
         names = [f.name for f in dataclasses.fields(cls)]
         for key in values:
             if key not in names:
@@ -348,7 +350,7 @@ class PPOConfig:
         """Reads a YAML mapping of field names (see `configs/`), then applies overrides."""
         values = load_yaml(Path(path).read_text(), source=str(path)) or {}
         if not isinstance(values, dict):
-            raise ValueError(f"config file {path} must hold a mapping, got {values!r}")
+            raise ValueError(f"config file {path} must hold a mapping, got {short(values)}")
         return cls.from_dict({**values, **overrides})
 
     def to_dict(self) -> dict[str, Any]:
@@ -404,10 +406,58 @@ class _HyperparamsMethods:
             values[name] = _FIELDS[name].metadata["none_as"] if value is None else value
         return cls(**{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
 
+    def replace(self, **changes: Any) -> Hyperparams:
+        """A copy with leaves changed; concrete values are validated like `PPOConfig`'s
+        (`check_hyperparams`). Raises ValueError naming the field and value."""
+        out = dataclasses.replace(self, **changes)
+        check_hyperparams(out)
+        return out
+
     @staticmethod
     def stack(hparams: typing.Sequence[Hyperparams]) -> Hyperparams:
-        """Stacks S scalar `Hyperparams` into one with `[S]` leaves (for `jax.vmap`)."""
+        """Stacks S scalar `Hyperparams` into one with `[S]` leaves (for `jax.vmap`);
+        each is validated first (`check_hyperparams`)."""
+        for index, h in enumerate(hparams):
+            check_hyperparams(h, where=f"Hyperparams.stack: item {index}: ")
         return jax.tree.map(lambda *xs: jnp.stack(xs), *hparams)
+
+
+def check_hyperparams(
+    hparams: Any, config: PPOConfig | None = None, where: str = "Hyperparams: "
+) -> None:
+    """Validates the concrete values of `hparams` (scalar or `[S]` leaves) with the rules
+    and messages of `PPOConfig` (`config`'s static fields, default `PPOConfig()`), so that
+    a negative learning rate, gamma 1.5 or a NaN never trains silently.
+
+    Traced leaves (inside `jit` / `vmap`) cannot be checked and are skipped: validate
+    before tracing (`make_train(config)(key, hparams)` called outside `jit` checks them).
+    A leaf equal to its field's `none_as` (NaN / inf) means None (off / unset).
+
+    Raises:
+      ValueError: `where` + PPOConfig's message for the first bad value (with its index
+        for `[S]` leaves).
+    """
+    leaves = {name: getattr(hparams, name) for name in TRACED_FIELDS}
+    if any(isinstance(v, jax.core.Tracer) for v in leaves.values()):
+        return
+    arrays = {name: np.asarray(v, np.float32) for name, v in leaves.items()}
+    shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
+    base = PPOConfig() if config is None else config
+    for index in np.ndindex(shape):
+        values = {}
+        for name, array in arrays.items():
+            # The shortest decimal of the float32 (-0.001, not -0.0010000000474974513).
+            value = float(str(np.broadcast_to(array, shape)[index]))
+            none_as = _FIELDS[name].metadata["none_as"]
+            off = none_as is not None and (
+                value == none_as or (math.isnan(none_as) and math.isnan(value))
+            )
+            values[name] = None if off else value
+        try:
+            base.replace(**values)
+        except ValueError as err:
+            at = f"[{', '.join(map(str, index))}] " if index else ""
+            raise ValueError(f"{where}{at}{err}") from None
 
 
 def _make_hyperparams() -> type:
@@ -424,7 +474,9 @@ def _make_hyperparams() -> type:
     `Hyperparams.stack`.
     """,
     }
-    return struct.dataclass(type("Hyperparams", (_HyperparamsMethods,), namespace))
+    cls = struct.dataclass(type("Hyperparams", (_HyperparamsMethods,), namespace))
+    cls.replace = _HyperparamsMethods.replace  # struct.dataclass sets its own, unchecked
+    return cls
 
 
 Hyperparams = _make_hyperparams()

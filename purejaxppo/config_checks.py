@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import reprlib
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -60,11 +61,11 @@ def coerce(name: str, annotation: Any, value: Any) -> Any:
             value = (value,)
         if not isinstance(value, (list, tuple)):
             kind = "strings" if args[0] is str else "integers"
-            raise ValueError(f"{name} must be a list of {kind}, got {value!r}")
+            raise ValueError(f"{name} must be a list of {kind}, got {short(value)}")
         return tuple(coerce(f"{name}[{i}]", args[0], v) for i, v in enumerate(value))
     if origin is dict:
         if not isinstance(value, Mapping):
-            raise ValueError(f"{name} must be a mapping, got {value!r}")
+            raise ValueError(f"{name} must be a mapping, got {short(value)}")
         return dict(value)
     raise TypeError(f"unhandled annotation {annotation!r} for {name}")  # programming error
 
@@ -72,33 +73,33 @@ def coerce(name: str, annotation: Any, value: Any) -> Any:
 def _as_bool(name: str, value: Any) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    raise ValueError(f"{name} must be true or false, got {value!r}")
+    raise ValueError(f"{name} must be true or false, got {short(value)}")
 
 
 def _as_int(name: str, value: Any) -> int:
     if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be an integer, got {short(value)}")
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return int(value)  # accepts 1e6 from YAML / the command line
-    raise ValueError(f"{name} must be an integer, got {value!r}")
+    raise ValueError(f"{name} must be an integer, got {short(value)}")
 
 
 def _as_float(name: str, value: Any) -> float:
     if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise ValueError(f"{name} must be a number, got {short(value)}")
     if isinstance(value, (int, float, np.integer, np.floating)):
         if not math.isfinite(float(value)):
-            raise ValueError(f"{name} must be finite, got {value!r}")
+            raise ValueError(f"{name} must be finite, got {short(value)}")
         return float(value)
-    raise ValueError(f"{name} must be a number, got {value!r}")
+    raise ValueError(f"{name} must be a number, got {short(value)}")
 
 
 def _as_str(name: str, value: Any) -> str:
     if isinstance(value, str):
         return value
-    raise ValueError(f"{name} must be a string, got {value!r}")
+    raise ValueError(f"{name} must be a string, got {short(value)}")
 
 
 _SCALARS: dict[Any, Callable[[str, Any], Any]] = {
@@ -110,9 +111,21 @@ _SCALARS: dict[Any, Callable[[str, Any], Any]] = {
 
 
 # --------------------------------------------------------------------- validators
+_SHORT = reprlib.Repr()  # keyword arguments need Python 3.12
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 8, 8, 8
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
+def short(value: Any, limit: int = 200) -> str:
+    """`repr(value)`, shortened (nested containers and long strings elided, at most `limit`
+    characters): error messages never quote a huge value in full."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def bad(field: str, value: Any, why: str) -> ValueError:
-    """The error for a field's value: `"<field>=<value!r>: <why>"`."""
-    return ValueError(f"{field}={value!r}: {why}")
+    """The error for a field's value: `"<field>=<short(value)>: <why>"`."""
+    return ValueError(f"{field}={short(value)}: {why}")
 
 
 def _at_least(c: Any, names: Sequence[str], low: float, why: str) -> None:
@@ -151,6 +164,13 @@ def check_system(c: Any) -> None:
             "total_timesteps",
             c.total_timesteps,
             f"must be at least num_envs*num_steps = {c.batch_size} (one update)",
+        )
+    if c.total_timesteps // c.batch_size >= 2**31:
+        raise bad(
+            "total_timesteps",
+            c.total_timesteps,
+            f"gives {c.total_timesteps // c.batch_size:.3g} updates of {c.batch_size} steps; "
+            "must be < 2**31 updates (the int32 update counter)",
         )
     if not 0 <= c.seed < 2**32:
         raise bad("seed", c.seed, "must be in [0, 2**32) = [0, 4294967295]")

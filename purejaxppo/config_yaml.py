@@ -1,4 +1,6 @@
-"""Strict YAML reading for config files: a key given twice is an error."""
+"""Strict YAML reading for config files: a key given twice is an error, and aliases
+(`*name`, also in `<<: *name` merges) are refused: a few hundred bytes of nested aliases
+(a "billion laughs" file) expand to gigabytes."""
 
 from __future__ import annotations
 
@@ -16,13 +18,21 @@ def load_yaml(text: str, source: str = "<string>") -> Any:
     is an error (PyYAML silently keeps the last value).
 
     Raises:
-      ValueError: naming `source` and the line (1-based) of a syntax error or of the
-        duplicate key.
+      ValueError: naming `source` and the line (1-based) of a syntax error, of the
+        duplicate key, or of an alias.
     """
     import yaml
 
     class StrictLoader(yaml.SafeLoader):
-        pass
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise ValueError(
+                    f"{source}, line {event.start_mark.line + 1}: YAML aliases "
+                    f"(*{str(event.anchor)[:40]}) are not accepted in config files; write "
+                    "the value out"
+                )
+            return super().compose_node(parent, index)
 
     def construct_mapping(loader, node, deep=False):
         seen: dict[Any, int] = {}

@@ -17,6 +17,7 @@ from gymnax.environments import spaces
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
+from purejaxppo.guards import check_finite_params
 from purejaxppo.networks import Networks, State, make_networks, reset_state, select_action
 from purejaxppo.types import Params, TrainOutput, TrainState
 
@@ -87,6 +88,12 @@ def make_act(networks: Networks) -> Any:
     return act
 
 
+def _check_finite(params: Params, what: str) -> None:
+    """A policy never acts with NaN / Inf params (it would return action 0 silently)."""
+    if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(params)):
+        check_finite_params(params, what)
+
+
 class Policy:
     """A PPO policy: params plus the config that fixes its network.
 
@@ -103,6 +110,9 @@ class Policy:
         config.env_kwargs)`. Only its spaces are used. A given `env_params` is used either
         way.
       networks: optional `Networks` (default `make_networks(config, env, env_params)`).
+
+    Raises:
+      ValueError: `params` hold a NaN or Inf (a diverged run), naming the leaf.
     """
 
     def __init__(
@@ -125,6 +135,7 @@ class Policy:
         self.apply = self.networks.apply
         self.recurrent = self.networks.stateful
         self._state: State | None = None  # [B, S] for recurrent policies
+        _check_finite(params, "Policy")
         self._params = params
         self._act = jax.jit(make_act(self.networks))
 
@@ -159,6 +170,7 @@ class Policy:
         got = jax.tree.map(np.shape, params)
         if want != got:
             raise ValueError(f"set_params: param shapes {got} do not match the policy's {want}")
+        _check_finite(params, "Policy.set_params")
         self._params = params
 
     def reset(self, done: Any = None) -> None:

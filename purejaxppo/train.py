@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from purejaxppo.callback import MetricsCallback, make_emitter
-from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.config import Hyperparams, PPOConfig, check_hyperparams
 from purejaxppo.host_train import make_host_train_fns
 from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
 from purejaxppo.metrics import METRICS, UpdateMetrics
@@ -117,6 +117,8 @@ def make_train_fns(
             # train(key) computes bitwise what train(key, Hyperparams.from_config(config))
             # and the segmented driver (runner.py) compute.
             hparams = jax.lax.optimization_barrier(Hyperparams.from_config(config))
+        else:
+            check_hyperparams(hparams, config, where="train: hparams: ")  # concrete only
         runner = init(key)
         if run_and_emit is None:  # the program of a run without a callback
             runner, metrics = run(runner, hparams, config.num_updates)

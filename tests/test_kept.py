@@ -84,7 +84,7 @@ def test_existing_run_dir_keeps_every_file_whatever_fails(tmp_path, capsys):
     (other / "thesis.tex").write_text("precious")
     with pytest.raises(SystemExit):
         main(["train", "--run-dir", str(other), "--overwrite", *TINY])
-    assert "does not look like a run directory" in capsys.readouterr().err
+    assert "is not a purejaxppo run directory" in capsys.readouterr().err
     assert (other / "thesis.tex").read_text() == "precious"
     # A valid --overwrite replaces the old run (after validation) and warns about the
     # dropped remainder of total_timesteps (160 = 2 updates of 64 + 32).

@@ -188,7 +188,10 @@ class PbtOptions:
         1, type=int, help="generations between population checkpoints in OUT/checkpoints (0: none)"
     )
     resume: bool = _flag("continue from OUT/checkpoints (same arguments)")
-    out: Path | None = option(type=Path, help="output directory (default: pbt/<env>-<time>)")
+    overwrite: bool = _flag("replace the contents of a non-empty --out written by pbt")
+    out: Path | None = option(
+        type=Path, help="output directory (default: pbt/<env>-<time>-<random>)"
+    )
     no_progress: bool = _flag(NO_PROGRESS)
 
 

@@ -8,11 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from purejaxppo import rundir
 from purejaxppo.cli.options import PbtOptions, pop_options
 from purejaxppo.cli.values import (
     load_config,
     parse_random,
 )
+from purejaxppo.config import TRACED_FIELDS
 
 
 def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
@@ -22,6 +24,10 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         config = load_config(o.config, args)
         search = parse_random(o.search)
         for name, spec in search.items():
+            if name not in TRACED_FIELDS:  # checked before --out, as every bad input
+                raise ValueError(
+                    f"--search {name}: pbt searches traced fields only ({', '.join(TRACED_FIELDS)})"
+                )
             if spec[0] == "choice":
                 raise ValueError(
                     f"--search {name}={spec}: pbt needs a range (uniform:LOW:HIGH or "
@@ -29,11 +35,31 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
                 )
         if o.resume and o.out is None:
             raise ValueError("--resume needs --out DIR (the interrupted run's directory)")
+        if o.resume and o.overwrite:
+            raise ValueError("--resume and --overwrite exclude each other")
+        if o.checkpoint_every < 0:
+            raise ValueError(f"--checkpoint-every {o.checkpoint_every}: must be >= 0 (0: none)")
+        if o.out is not None and not o.resume:
+            rundir.check_fresh(o.out, o.overwrite, what="pbt")
     except ValueError as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
+    if o.resume and (o.out / "pbt.yaml").is_file():
+        print(f"pbt: {o.out} is finished (it holds pbt.yaml): nothing to resume")
+        return 0
     out = o.out
-    if out is None:
-        out = Path("pbt") / f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if out is None:  # unique: two launches in one second never share it
+        out = rundir.make_unique_dir("pbt", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        with rundir.claim(out, "pbt", resume=o.resume, overwrite=o.overwrite):
+            return _run_pbt(parser, o, config, search, out)
+    except ValueError as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
+
+
+def _run_pbt(
+    parser: argparse.ArgumentParser, o: PbtOptions, config: Any, search: Any, out: Path
+) -> int:
+    """Sets the devices, trains the population into `out` (claimed), writes, prints."""
     devices = o.devices
     if devices is None:
         # Every core by default, on as many CPU devices as divide the population.

@@ -61,6 +61,8 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
 
     info_keys = [k.strip() for k in o.info_keys.split(",") if k.strip()]
     try:
+        if not 0 <= o.seed < 2**32:
+            raise ValueError(f"collect: --seed {o.seed}: must be in [0, 2**32)")
         check_output(o.out, o.minari_id, o.episodes)
         policy = Policy.load(o.run_dir)
         result = collect(
@@ -74,12 +76,18 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
         )
     except (ValueError, ImportError) as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
+    except FileExistsError:  # another writer created it since check_output
+        parser.exit(2, f"purejaxppo: error: collect: {o.out} exists; nothing overwritten\n")
     print(
         f"wrote {result.num_episodes} episodes ({result.num_steps} steps, mean return "
         f"{result.returns.mean():.2f}) to {result.out}"
         + (f" and Minari dataset {result.minari_id}" if result.minari_id else "")
     )
     return 0
+
+
+#: `export --to` suffixes: PyTorch files (`export_torch`) or ONNX (`export_onnx`).
+EXPORT_SUFFIXES = (".pt", ".pth", ".onnx")
 
 
 def export_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
@@ -90,6 +98,12 @@ def export_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
     from purejaxppo.guards import check_finite_params
 
     onnx = o.to.suffix == ".onnx"
+    if o.to.suffix not in EXPORT_SUFFIXES:
+        parser.exit(
+            2,
+            f"purejaxppo: error: --to {o.to}: unknown suffix {o.to.suffix!r}; use .pt (PyTorch: "
+            "TorchScript, .pt2, .state_dict.pt, .module.py) or .onnx\n",
+        )
     try:
         checkpoint = load_checkpoint(o.run_dir)
         check_finite_params(checkpoint.runner_state.train_state.params, f"run {o.run_dir}")

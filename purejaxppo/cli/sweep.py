@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import time
@@ -34,8 +35,18 @@ def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         config, grid, random, out = _request(options, args)
     except (ValueError, ImportError) as err:
         error(parser, err)
-    if options["process_id"] == 0:  # one process writes the directory and the request
-        out = _write_request(options, config, grid, random, out)
+    with contextlib.ExitStack() as stack:
+        if options["process_id"] == 0:  # one process writes the directory and the request
+            out = _claim(parser, stack, options, config, out)
+            _write_request(options, config, grid, random, out)
+        return _run_sweep(parser, options, config, grid, random, out)
+
+
+def _run_sweep(
+    parser: argparse.ArgumentParser, options: dict[str, Any], config: Any, grid: Any,
+    random: Any, out: Any,
+) -> int:  # fmt: skip
+    """Sets the devices, sweeps, writes and prints the results."""
     _set_devices(parser, options)
     from purejaxppo.drivers.sweeps import sweep, write_sweep
 
@@ -118,19 +129,30 @@ def _request(options: dict[str, Any], args: dict[str, Any]) -> tuple:
     return config, grid, random, out
 
 
-def _write_request(options: dict[str, Any], config: Any, grid: Any, random: Any, out: Any) -> Any:
-    """Creates the output directory (process 0) and writes `request.yaml` atomically."""
+def _claim(
+    parser: argparse.ArgumentParser, stack: contextlib.ExitStack, options: dict[str, Any],
+    config: Any, out: Any,
+) -> Any:  # fmt: skip
+    """Creates the output directory (default: a unique one) and holds it as its only writer
+    (`rundir.claim`) until the sweep ends; the old contents go under the lock."""
     from purejaxppo import rundir
 
-    resume = options["resume"]
     if out is None:
         out = rundir.make_unique_dir(
             "sweeps", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
         )
-    elif resume is None:
-        if options["overwrite"]:
-            rundir.clear(out)
-        out.mkdir(parents=True, exist_ok=True)
+    try:
+        claim = rundir.claim(
+            out, "sweep", resume=options["resume"] is not None, overwrite=options["overwrite"]
+        )
+        stack.enter_context(claim)
+    except ValueError as err:
+        error(parser, err)
+    return out
+
+
+def _write_request(options: dict[str, Any], config: Any, grid: Any, random: Any, out: Any) -> None:
+    """Writes `request.yaml` atomically (process 0)."""
     request = {
         "config": config.to_dict(),
         "grid": grid,
@@ -140,7 +162,6 @@ def _write_request(options: dict[str, Any], config: Any, grid: Any, random: Any,
     partial = out / "request.yaml.partial"
     partial.write_text(yaml.safe_dump(request, sort_keys=False))
     partial.replace(out / "request.yaml")
-    return out
 
 
 def _set_devices(parser: argparse.ArgumentParser, options: dict[str, Any]) -> None:

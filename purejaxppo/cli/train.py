@@ -66,8 +66,8 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             config, run_dir, progress=progress, resume=resume is not None, overwrite=overwrite
         )
     except (ValueError, ImportError) as err:
-        if created is not None and not rundir.is_nonempty(created):
-            created.rmdir()
+        if created is not None:
+            rundir.remove_if_empty(created)
         error(parser, err)
     except TrainingDiverged as err:
         error(parser, err, EXIT_DIVERGED)

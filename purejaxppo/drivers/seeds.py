@@ -165,7 +165,7 @@ def check_seeds(
 
 def default_seeds_dir(config: PPOConfig, num_seeds: int, root: str | Path = "runs") -> Path:
     """Creates `runs/<env>-<YYYYmmdd-HHMMSS>-seeds<first>-<last>-<random>`."""
-    name = config.env_name.replace(":", "_")
+    name = config.env_name
     first, last = config.seed, config.seed + num_seeds - 1
     stem = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-seeds{first}-{last}"
     return rundir.make_unique_dir(root, stem)
@@ -237,30 +237,30 @@ def train_seeds(
     mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
     if run_dir is None:
         run_dir = default_seeds_dir(config, num_seeds)
-    elif overwrite:
-        rundir.clear(run_dir)
-    run = _SeedsRun(config, fns, seeds, mesh, run_dir)
-    run.write_start(verbose)
-    hooks = SegmentHooks(
-        length=lambda done: segment_length(
-            done, config.num_updates, config.log_freq, config.save_freq
-        ),
-        run=run.run,
-        process=run.process,
-        save=run.save,
-    )
-    bar = progress_bar(
-        config.num_updates,
-        unit="update",
-        desc=f"{config.env_name} x{num_seeds} seeds (compiling)",
-        enabled=progress,
-    )
-    with bar:
-        run_segments(
-            config.num_updates, 0, hooks, bar=bar, save_freq=config.save_freq,
-            save_minutes=config.save_minutes, label=f"{config.env_name} x{num_seeds} seeds",
-        )  # fmt: skip
-    return run.finish(plot, seed_plots, verbose)
+    # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
+    with rundir.claim(run_dir, "run", overwrite=overwrite):
+        run = _SeedsRun(config, fns, seeds, mesh, run_dir)
+        run.write_start(verbose)
+        hooks = SegmentHooks(
+            length=lambda done: segment_length(
+                done, config.num_updates, config.log_freq, config.save_freq
+            ),
+            run=run.run,
+            process=run.process,
+            save=run.save,
+        )
+        bar = progress_bar(
+            config.num_updates,
+            unit="update",
+            desc=f"{config.env_name} x{num_seeds} seeds (compiling)",
+            enabled=progress,
+        )
+        with bar:
+            run_segments(
+                config.num_updates, 0, hooks, bar=bar, save_freq=config.save_freq,
+                save_minutes=config.save_minutes, label=f"{config.env_name} x{num_seeds} seeds",
+            )  # fmt: skip
+        return run.finish(plot, seed_plots, verbose)
 
 
 class _SeedsRun:

@@ -97,7 +97,8 @@ def train_and_log(
     Raises:
       ValueError: from `make_env` / `make_networks` for a bad env id, env kwarg or action
         space; from `load_checkpoint` when resuming from a missing / mismatched
-        checkpoint; `rundir.DirectoryNotEmpty` for a fresh run in a non-empty directory.
+        checkpoint; `rundir.DirectoryNotEmpty` for a fresh run in a non-empty directory;
+        `rundir.DirectoryLocked` while another process writes to `run_dir`.
       guards.TrainingDiverged: non-finite losses or parameters.
       ImportError: naming the extra of a logger whose package is missing.
     Also `ValueError` for `video_freq` on an env without a renderer (before anything on
@@ -117,36 +118,44 @@ def train_and_log(
     evaluators = make_evaluators(config, fns.networks)
     key = jax.random.key(config.seed) if key is None else key
     run = _SingleRun(config, fns, run_dir, evaluators, media, key)
-    if resume:
-        run.resume()
-    else:
-        run.start(key, overwrite)
-    run.sinks = make_sinks(loggers, run_dir, append=resume)
-    if not resume:
-        run.sinks.log_config(config.to_dict())
-    bar = progress_bar(
-        config.num_updates,
-        initial=run.done,
-        unit="update",
-        desc=f"{config.env_name} (compiling)",
-        enabled=progress,
-    )
-    with bar, run.sinks:
-        run_segments(
-            config.num_updates, run.done, run.hooks(), bar=bar, save_freq=config.save_freq,
-            save_minutes=config.save_minutes, label=config.env_name, fetch=jax.device_get,
-        )  # fmt: skip
-        table = pd.concat(run.frames, ignore_index=True)
-        if plot:
-            plot_learning_curve(table, run_dir / "learning_curve.png", title=config.env_name)
-            steps = int(table["env_steps"].iloc[-1])
-            run.sinks.log_image("learning_curve", run_dir / "learning_curve.png", steps)
+    # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
+    with rundir.claim(run_dir, "run", resume=resume, overwrite=overwrite):
+        table = _train_claimed(run, key, loggers, resume, progress, plot)
     return RunResult(
         run_dir=run_dir,
         metrics=table,
         final_return=final_return(table["episode_return"].to_numpy()),
         runner_state=run.runner,
     )
+
+
+def _train_claimed(
+    run: _SingleRun, key: jax.Array, loggers: list[str], resume: bool, progress: bool, plot: bool
+) -> pd.DataFrame:
+    """`train_and_log`'s part under the directory lock: start or resume, train, plot."""
+    c, run_dir = run.config, run.run_dir
+    if resume:
+        run.resume()
+    else:
+        run.start(key)
+    run.sinks = make_sinks(loggers, run_dir, append=resume)
+    if not resume:
+        run.sinks.log_config(c.to_dict())
+    bar = progress_bar(
+        c.num_updates, initial=run.done, unit="update", desc=f"{c.env_name} (compiling)",
+        enabled=progress,
+    )  # fmt: skip
+    with bar, run.sinks:
+        run_segments(
+            c.num_updates, run.done, run.hooks(), bar=bar, save_freq=c.save_freq,
+            save_minutes=c.save_minutes, label=c.env_name, fetch=jax.device_get,
+        )  # fmt: skip
+        table = pd.concat(run.frames, ignore_index=True)
+        if plot:
+            plot_learning_curve(table, run_dir / "learning_curve.png", title=c.env_name)
+            steps = int(table["env_steps"].iloc[-1])
+            run.sinks.log_image("learning_curve", run_dir / "learning_curve.png", steps)
+    return table
 
 
 def _check_host(config: PPOConfig, fns: Any) -> None:
@@ -199,10 +208,8 @@ class _SingleRun:
     def metrics_path(self) -> Path:
         return self.run_dir / "metrics.csv"
 
-    def start(self, key: jax.Array, overwrite: bool) -> None:
+    def start(self, key: jax.Array) -> None:
         self.runner = jax.jit(self.fns.init)(key)
-        if overwrite:
-            rundir.clear(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config_text = yaml.safe_dump(self.config.to_dict(), sort_keys=False)
         (self.run_dir / "config.yaml").write_text(config_text)

@@ -12,6 +12,7 @@ from typing import Any
 
 import gymnax
 
+from purejaxppo.config_checks import short
 from purejaxppo.envs.pomdp import POMDP_ENVS
 from purejaxppo.envs.probes import PROBE_ENVS, PROBE_VARIANT_ENVS
 
@@ -119,7 +120,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
             env, _ = gymnax.make(env_id, **ctor_kwargs)
         except TypeError as err:
             raise ValueError(
-                f"env_kwargs={env_kwargs!r} for {env_id}: {sorted(ctor_kwargs)} are neither "
+                f"env_kwargs={short(env_kwargs)} for {env_id}: {sorted(ctor_kwargs)} are neither "
                 f"EnvParams fields ({sorted(param_fields)}) nor constructor arguments ({err})"
             ) from None
     else:
@@ -159,7 +160,7 @@ def _check_values(
         default = defaults[name]
         if hasattr(default, "ndim") and getattr(default, "ndim", 0) == 0:
             default = default.item()  # a 0-d array default
-        bad = f"{where}: {name}={value!r}"
+        bad = f"{where}: {name}={short(value)}"
         is_bool = isinstance(value, bool)
         if isinstance(default, bool):
             if not is_bool:

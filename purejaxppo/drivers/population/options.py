@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import jax
@@ -46,6 +47,14 @@ class PBTOptions:
         return out
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+
+
 def check_options(options: PBTOptions, config: PPOConfig, num_devices: int) -> None:
     o = options
     if isinstance(o.population, bool) or not isinstance(o.population, (int, np.integer)):
@@ -71,10 +80,16 @@ def check_options(options: PBTOptions, config: PPOConfig, num_devices: int) -> N
         raise ValueError(f"explore={o.explore!r}: must be one of {EXPLORES}")
     if not 0 < o.truncation_fraction <= 0.5:
         raise ValueError(f"truncation_fraction={o.truncation_fraction}: must be in (0, 0.5]")
-    if o.tournament_size < 1:
-        raise ValueError(f"tournament_size={o.tournament_size}: must be >= 1")
-    if len(o.perturb_factors) != 2 or not all(f > 0 for f in o.perturb_factors):
-        raise ValueError(f"perturb_factors={o.perturb_factors}: must be two positive factors")
+    size = o.tournament_size
+    most = o.population if o.exploit == "tournament" else math.inf  # used by tournament only
+    if not _is_int(size) or not 1 <= size <= most:
+        raise ValueError(
+            f"tournament_size={size!r}: must be an integer in [1, population={o.population}] "
+            f"(exploit={o.exploit!r})"
+        )
+    factors = o.perturb_factors
+    if len(factors) != 2 or not all(_is_number(f) and 0 < f < math.inf for f in factors):
+        raise ValueError(f"perturb_factors={factors!r}: must be two finite positive factors")
     if not 0 <= o.resample_probability <= 1:
         raise ValueError(f"resample_probability={o.resample_probability}: must be in [0, 1]")
     if o.fitness_window is not None and not 1 <= o.fitness_window <= o.ready_every:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -259,5 +260,14 @@ def write_pbt(result: PBTResult, out: str | Path) -> list[Path]:
         }
     )
     (out / "pbt.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    best_dir = write_best_run(result, out / "best")
+    # Written aside, then swapped in: a resumed run that had written `best/` before it
+    # was killed replaces it whole (it is derived from the population checkpoint).
+    partial = out / "best.partial"
+    if partial.exists():
+        shutil.rmtree(partial)
+    write_best_run(result, partial)
+    best_dir = out / "best"
+    if best_dir.exists():
+        shutil.rmtree(best_dir)
+    partial.rename(best_dir)
     return [out / n for n in ("lineage.csv", "summary.csv", "pbt.png", "pbt.yaml")] + [best_dir]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,10 @@ import numpy as np
 from purejaxppo import parallel
 from purejaxppo.checkpoint import make_manager
 from purejaxppo.drivers.population.program import PopulationState
+
+#: Population checkpoints kept: the newest, and the one before it in case the newest is
+#: damaged (`load_population` falls back to it).
+KEEP = 2
 
 
 def saveable(state: PopulationState) -> dict[str, Any]:
@@ -38,7 +43,9 @@ def save_population(
     arrays = saveable(state)
     if jax.process_index() != 0:
         return
-    with make_manager(directory, keep=1) as manager:
+    with make_manager(directory, keep=KEEP) as manager:
+        if generation in manager.all_steps():  # a resumed run that had saved it already
+            return
         manager.save(
             generation,
             args=ocp.args.Composite(
@@ -62,16 +69,33 @@ def load_population(directory: str | Path, abstract: dict[str, Any]) -> tuple:
     directory = Path(directory)
     if not directory.is_dir():
         raise ValueError(f"resume: no population checkpoint under {directory}")
-    with make_manager(directory, keep=1) as manager:
-        step = manager.latest_step()
-        if step is None:
-            raise ValueError(f"resume: no complete population checkpoint under {directory}")
-        restored = manager.restore(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(abstract),
-                history=ocp.args.StandardRestore(),
-                meta=ocp.args.JsonRestore(),
-            ),
+    with make_manager(directory, keep=KEEP) as manager:
+        steps = sorted(manager.all_steps(), reverse=True)
+        if not steps:
+            raise ValueError(
+                f"resume: no complete population checkpoint under {directory}; rerun "
+                "without --resume, or with --overwrite"
+            )
+        args = ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract),
+            history=ocp.args.StandardRestore(),
+            meta=ocp.args.JsonRestore(),
         )
-    return step, restored["state"], restored["history"], restored["meta"]
+        for index, step in enumerate(steps):
+            try:
+                restored = manager.restore(step, args=args)
+            except Exception as err:  # orbax raises several types for unreadable files
+                if index + 1 == len(steps):
+                    raise ValueError(
+                        f"resume: the population checkpoint {directory / str(step)} is "
+                        f"damaged ({type(err).__name__}: {str(err)[:200]})"
+                    ) from None
+                print(
+                    f"purejaxppo: warning: the population checkpoint {directory / str(step)} "
+                    f"is damaged ({type(err).__name__}); resuming from generation "
+                    f"{steps[index + 1]}",
+                    file=sys.stderr,
+                )
+                continue
+            return step, restored["state"], restored["history"], restored["meta"]
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,335 @@
+"""One writer per output directory, nothing deleted that purejaxppo did not write (issue #24).
+
+Each test fails on the code before issue #24: `--overwrite` deleted any directory holding a
+`config.yaml`; two writers on one directory were not locked out; `pbt` wrote into a
+non-empty `--out` and crashed resuming a finished run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import purejaxppo as pjp
+from purejaxppo import rundir
+from purejaxppo.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+TINY = ["--num-envs", "4", "--num-steps", "16", "--hidden-sizes", "8", "--no-progress"]
+TINY += ["--total-timesteps", "128"]
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+# ---------------------------------------------------------------- 4: the marker
+def test_overwrite_refuses_a_project_with_a_config_yaml(tmp_path, capsys):
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (project / "src").mkdir()
+    (project / "src" / "model.py").write_text("precious = 1\n")
+    (project / "config.yaml").write_text("env_name: CartPole-v1\n")
+    before = snapshot(project)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--run-dir", str(project), "--overwrite", *TINY])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert "holds entries purejaxppo does not write (.git, src)" in err, err
+    assert snapshot(project) == before
+
+
+def test_a_run_writes_the_marker_and_overwrite_keeps_foreign_dirs_safe(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main(["train", "--run-dir", str(run_dir), *TINY]) == 0
+    assert rundir.read_marker(run_dir) == {"format": str(rundir.FORMAT_VERSION), "kind": "run"}
+    assert not (run_dir / rundir.LOCK_PID).exists()  # released at the end
+    # Marked: --overwrite replaces it.
+    (run_dir / "notes.txt").write_text("the user's notes, inside a run dir")
+    assert main(["train", "--run-dir", str(run_dir), "--overwrite", *TINY]) == 0
+    assert "removing the previous contents" in capsys.readouterr().err
+    assert not (run_dir / "notes.txt").exists() and (run_dir / "metrics.csv").is_file()
+    # A directory without the marker is refused, naming what it holds.
+    other = tmp_path / "data"
+    other.mkdir()
+    (other / "a.npz").write_bytes(b"x")
+    with pytest.raises(
+        rundir.DirectoryNotEmpty, match=r"no \.purejaxppo-run marker; it holds a\.npz"
+    ):
+        rundir.check_fresh(other, overwrite=True)
+    # A sweep directory is not a run directory.
+    rundir.write_marker(other, "sweep")
+    with pytest.raises(rundir.DirectoryNotEmpty, match="holds a purejaxppo 'sweep' output"):
+        rundir.check_fresh(other, overwrite=True, what="run")
+    assert (other / "a.npz").is_file()
+
+
+def test_default_names_are_sanitised(tmp_path):
+    path = rundir.default_run_dir("gymnasium:phys2d/CartPole-v1", 0, root=tmp_path)
+    assert path.parent == tmp_path and path.name.startswith("gymnasium_phys2d_CartPole-v1-")
+
+
+# ---------------------------------------------------------------- 3: one writer
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from purejaxppo import rundir
+    with rundir.claim(sys.argv[1], "run"):
+        print("claimed", flush=True)
+        time.sleep(120)
+    """
+)
+
+
+def test_a_second_writer_is_refused_and_a_killed_writer_does_not_block_resume(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(run_dir)], stdout=subprocess.PIPE, text=True, env=ENV
+    )
+    try:
+        assert holder.stdout.readline().strip() == "claimed"
+        assert (run_dir / rundir.LOCK_PID).read_text().strip() == str(holder.pid)
+        with pytest.raises(rundir.DirectoryLocked, match=f"in use by process {holder.pid}"):
+            with rundir.claim(run_dir, "run", resume=True):
+                pass
+        # The CLI: a one-line error naming the directory and the process id.
+        (run_dir / "config.yaml").write_text("env_name: CartPole-v1\n")
+        with pytest.raises(SystemExit) as exit_info:
+            main(["train", "--resume", str(run_dir), "--no-progress"])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and err.count("\n") == 1, err
+        assert f"{run_dir} is in use by process {holder.pid}" in err
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    # The lock file and the pid file are left behind, but the OS lock died with it.
+    assert (run_dir / rundir.LOCK).exists() and (run_dir / rundir.LOCK_PID).exists()
+    with rundir.claim(run_dir, "run", resume=True):
+        assert (run_dir / rundir.LOCK_PID).read_text().strip() == str(os.getpid())
+
+
+def test_two_fresh_writers_never_share_a_directory(tmp_path):
+    run_dir = tmp_path / "run"
+    with rundir.claim(run_dir, "run"):
+        (run_dir / "metrics.csv").write_text("update\n1\n")
+    # The first finished: a second fresh claim sees its files (re-checked under the lock).
+    with pytest.raises(rundir.DirectoryNotEmpty, match="--resume"):
+        with rundir.claim(run_dir, "run"):
+            pass
+    # Resuming a directory purejaxppo did not write is refused.
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    with pytest.raises(rundir.DirectoryNotEmpty, match="not a purejaxppo run directory"):
+        with rundir.claim(foreign, "run", resume=True):
+            pass
+
+
+# ---------------------------------------------------------------- 1, 2: pbt --out
+PBT = ["pbt", "--population", "2", "--ready-every", "2", "--devices", "1", "--no-progress"]
+PBT += ["--search", "learning_rate=log_uniform:1e-4:1e-2"]
+PBT += ["--num-envs", "4", "--num-steps", "8", "--hidden-sizes", "8"]
+PBT += ["--total-timesteps", str(4 * 8 * 6)]
+
+
+def test_pbt_refuses_a_non_empty_out_and_resumes_a_finished_run_quietly(tmp_path, capsys):
+    out = tmp_path / "pbt"
+    assert main([*PBT, "--out", str(out)]) == 0
+    assert rundir.read_marker(out)["kind"] == "pbt"
+    population = out / "checkpoints" / "population"
+    assert sorted(int(p.name) for p in population.iterdir() if p.name.isdigit()) == [2, 3]
+    before = snapshot(out)
+    capsys.readouterr()
+    # Another seed into the finished --out: refused before anything is computed.
+    with pytest.raises(SystemExit) as exit_info:
+        main([*PBT, "--out", str(out), "--seed", "3"])
+    assert exit_info.value.code == 2
+    assert "pbt directory" in capsys.readouterr().err and snapshot(out) == before
+    # --resume of a finished run: says so, exit 0, nothing rewritten.
+    assert main([*PBT, "--out", str(out), "--resume"]) == 0
+    assert "is finished" in capsys.readouterr().out and snapshot(out) == before
+    # Killed after the last checkpoint, before the tables: --resume finishes it (the last
+    # generation is not saved twice: no StepAlreadyExistsError).
+    (out / "pbt.yaml").unlink()
+    assert main([*PBT, "--out", str(out), "--resume"]) == 0
+    assert (out / "pbt.yaml").is_file()
+    # The newest population checkpoint damaged: resume falls back to the older one.
+    (out / "pbt.yaml").unlink()
+    for path in (population / "3").rglob("*"):
+        if path.is_file() and path.stat().st_size > 0:
+            path.write_bytes(b"damaged")
+    assert main([*PBT, "--out", str(out), "--resume"]) == 0
+    assert "resuming from generation 2" in capsys.readouterr().err
+    # --overwrite of a directory pbt did not write is refused.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.md").write_text("keep")
+    with pytest.raises(SystemExit):
+        main([*PBT, "--out", str(notes), "--overwrite"])
+    assert "not a purejaxppo pbt directory" in capsys.readouterr().err
+    assert (notes / "todo.md").read_text() == "keep"
+
+
+# ---------------------------------------------------------------- 5: YAML
+BILLION_LAUGHS = """\
+env_name: CartPole-v1
+a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+env_kwargs: {gravity: [*c, *c, *c, *c, *c, *c, *c, *c, *c]}
+"""
+
+
+def test_yaml_aliases_are_refused_and_messages_quote_short_values(tmp_path, capsys):
+    path = tmp_path / "laughs.yaml"
+    path.write_text(BILLION_LAUGHS)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--config", str(path), "--run-dir", str(tmp_path / "run"), *TINY])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert f"{path}, line 3: YAML aliases (*a) are not accepted" in err, err
+    assert not (tmp_path / "run").exists()
+    # A huge literal value is quoted shortened (at most 200 characters).
+    with pytest.raises(ValueError) as info:
+        pjp.PPOConfig(hidden_sizes=["x" * 100_000])
+    assert len(str(info.value)) < 250 and "..." in str(info.value)
+
+
+# ---------------------------------------------------------------- 6: traced hyperparameters
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"learning_rate": -1e-3}, "learning_rate=-0.001: must be > 0"),
+        ({"gamma": 1.5}, "gamma=1.5: must be in [0, 1]"),
+        ({"clip_coef": -0.2}, "clip_coef=-0.2: must be > 0"),
+        ({"learning_rate": math.nan}, "learning_rate must be finite, got nan"),
+    ],
+)
+def test_hyperparams_are_validated_like_the_config(change, message):
+    hparams = pjp.Hyperparams.from_config(pjp.PPOConfig())
+    with pytest.raises(ValueError, match=re.escape(f"Hyperparams: {message}")):
+        hparams.replace(**change)
+    # The same message from PPOConfig itself.
+    with pytest.raises(ValueError, match=re.escape(message)):
+        pjp.PPOConfig(**change)
+    bad = dataclasses.replace(hparams, **{k: jnp.float32(v) for k, v in change.items()})
+    with pytest.raises(ValueError, match=re.escape(f"Hyperparams.stack: item 1: {message}")):
+        pjp.Hyperparams.stack([hparams, bad])
+    # Unset values (None as NaN / inf) and a traced replace stay accepted.
+    assert hparams.replace(learning_rate=1e-3).learning_rate == pytest.approx(1e-3)
+    doubled = jax.jit(lambda h: h.replace(learning_rate=h.learning_rate * 2))(hparams)
+    assert doubled.learning_rate == pytest.approx(2 * hparams.learning_rate)
+
+
+def test_make_train_checks_concrete_hparams_before_compiling():
+    config = pjp.PPOConfig(num_envs=4, num_steps=8, hidden_sizes=(8,), total_timesteps=64)
+    hparams = pjp.Hyperparams.from_config(config)
+    bad = dataclasses.replace(hparams, gamma=jnp.float32(1.5))
+    with pytest.raises(ValueError, match=re.escape("train: hparams: gamma=1.5: must be in [0, 1]")):
+        pjp.make_train(config)(jax.random.key(0), bad)
+
+
+# ---------------------------------------------------------------- 7: NaN observations
+class NanObservations:
+    """CartPole whose observations turn NaN at random (1 step in 20)."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def step(self, key, state, action, params=None):
+        out = self._env.step(key, state, action, params)
+        obs = jnp.where(jax.random.uniform(key) < 0.05, jnp.nan, out[0])
+        return (obs, *out[1:])
+
+
+def test_a_nan_observation_is_reported_as_divergence_and_policy_refuses_nan_params():
+    from purejaxppo import guards
+    from purejaxppo.envs import make_env
+
+    env, env_params = make_env("CartPole-v1")
+    config = pjp.PPOConfig(
+        num_envs=4, num_steps=16, hidden_sizes=(8,), total_timesteps=4 * 16 * 4,
+        normalize_observations=True,
+    )  # fmt: skip
+    out = jax.jit(pjp.make_train(config, NanObservations(env), env_params))(jax.random.key(0))
+    # The metric the drivers act on (exit 3, no NaN checkpoint) reports it.
+    assert guards.first_nonfinite_update(out.metrics) is not None
+    params = out.runner_state.train_state.params
+    with pytest.raises(ValueError, match="Policy: parameters are not finite"):
+        pjp.Policy(params, config)
+
+
+# ---------------------------------------------------------------- ugly: one-line errors
+def test_nothing_to_resume_is_one_line_without_orbax_thread_tracebacks(tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints" / "last" / "3.orbax-checkpoint-tmp-123").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("env_name: CartPole-v1\nnum_envs: 4\nnum_steps: 16\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "purejaxppo.cli", "train", "--resume", str(run_dir)],
+        capture_output=True, text=True, timeout=300, env=ENV,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("purejaxppo: error: nothing to resume: no complete checkpoint")
+    assert "rerun without --resume, or with --overwrite" in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr  # no background-thread traceback
+
+
+def test_bounds_and_suffixes_are_checked_before_anything_is_written(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--run-dir", str(run_dir), "--total-timesteps", "1e30", "--no-progress"])
+    assert exit_info.value.code == 2 and not run_dir.exists()
+    assert "must be < 2**31 updates" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", str(run_dir), "--to", str(tmp_path / "q.txt")])
+    assert exit_info.value.code == 2 and not (tmp_path / "q.txt").exists()
+    assert "unknown suffix '.txt'; use .pt" in capsys.readouterr().err
+
+
+def test_pbt_options_and_collect_seed_are_checked(tmp_path, capsys):
+    from purejaxppo.drivers.population.options import PBTOptions, check_options
+
+    config = pjp.PPOConfig(num_envs=4, num_steps=8, total_timesteps=4 * 8 * 8)
+    for change, message in [
+        ({"perturb_factors": (math.inf, 1.2)}, "must be two finite positive factors"),
+        ({"perturb_factors": ("a", 1.2)}, "must be two finite positive factors"),
+        ({"tournament_size": math.nan}, "tournament_size=nan: must be an integer in [1, "),
+        ({"exploit": "tournament", "tournament_size": 9}, "in [1, population=4]"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check_options(PBTOptions(population=4, ready_every=2, **change), config, 1)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*PBT, "--out", str(tmp_path / "p"), "--checkpoint-every", "-1"])
+    assert exit_info.value.code == 2 and not (tmp_path / "p").exists()
+    assert "--checkpoint-every -1: must be >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "collect",
+                str(tmp_path / "run"),
+                "--episodes",
+                "1",
+                "--out",
+                str(tmp_path / "ds"),
+                "--seed",
+                "-1",
+            ]
+        )
+    assert (
+        exit_info.value.code == 2 and "--seed -1: must be in [0, 2**32)" in capsys.readouterr().err
+    )
