@@ -78,7 +78,7 @@ def test_layout_and_per_seed_run_directories(seeds_run):
     names = {p.name for p in run_dir.iterdir()}
     assert names == {
         "config.yaml", "seeds.yaml", "metrics.csv", "summary.csv", "learning_curve.png",
-        "seed_4", "seed_5", "seed_6",
+        "seed_4", "seed_5", "seed_6", ".purejaxppo-run", ".purejaxppo-lock",
     }  # fmt: skip
     spec = yaml.safe_load((run_dir / "seeds.yaml").read_text())
     assert spec["seeds"] == list(SEEDS) and spec["num_seeds"] == 3
