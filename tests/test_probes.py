@@ -83,4 +83,6 @@ def test_probe7_feed_forward_policy_cannot_exceed_chance():
     # (the LSTM solves it: tests/test_recurrent.py).
     _, _, _, out = train_probe(7)
     final = np.nanmean(out.metrics["episode_return"][:, -20:])
+    # Measured (as probe5): last 20 updates 0.503 / 0.473 / 0.504 / 0.508 / 0.504 / 0.486;
+    # margin 0.17 on both sides of the worst seeds, spread 0.035.
     assert 0.3 < final < 0.7
