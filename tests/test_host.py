@@ -147,4 +147,6 @@ def test_gymnasium_cartpole_learns():
     assert calls == [40, 80, 120]
     assert out.metrics["env_steps"][-1] == 16 * 32 * 120
     best = np.nanmax(np.convolve(np.nan_to_num(returns), np.ones(5) / 5, mode="valid"))
+    # Measured (2 shared CPU cores, 2026-11-25; keys 0 / 1 / 2): best 5-update mean 381 / 434 /
+    # 454, margin 231 below the worst seed (spread 73); random play ~22.
     assert best >= 150, (best, returns[-20:])
