@@ -164,6 +164,8 @@ def test_masked_probe_never_takes_a_masked_action_and_is_solved(trained):
     returns = np.asarray(out.metrics["episode_return"])  # [2, 50]
     # Every update of both seeds: no -1000 among its 128 episodes.
     assert returns.min() >= 0.0, returns.min()
+    # Measured (2 shared CPU cores, 2026-11-25; seeds split(key(k), 2) for k = 0, 1, 2): first 3
+    # updates 0.59 .. 0.64; last 10 updates 0.9977 .. 0.9984 per seed: margin 0.048, spread 0.001.
     assert np.mean(returns[:, :2]) < 0.8  # starts near random play (~0.5)
     assert np.all(returns[:, -10:].mean(1) > 0.95), returns[:, -10:].mean(1)
     env, env_params = pjp.make_env(config.env_name)

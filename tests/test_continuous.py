@@ -11,7 +11,12 @@ import purejaxppo as pjp
 CONFIG = pjp.PPOConfig.from_yaml(
     Path(__file__).resolve().parent.parent / "configs" / "pendulum.yaml", total_timesteps=300_000
 )
-THRESHOLD = -400.0  # a random policy scores about -1200; 1M steps reach about -200
+# A random policy scores about -1200; 1M steps reach about -200. Measured (2 shared CPU
+# cores, 2026-11-25; seeds split(key(k), 2) for k = 0, 1): first 5 updates -1209 / -1291 /
+# -1248 / -1178; last 10 updates -428 / -330 / -266 / -294, so the test's 2-seed mean is -379
+# (the other pair: -280). The old threshold -400 sat 21 below it, inside the per-seed spread
+# (162); -600 leaves 172 below the worst seed and is still half-way from random to solved.
+THRESHOLD = -600.0
 
 
 def test_pendulum_learns():

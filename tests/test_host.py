@@ -134,7 +134,7 @@ def test_learn_equals_the_jitted_update_bitwise():
 
 
 def test_gymnasium_cartpole_learns():
-    """PPO on gymnasium's CartPole-v1 through `make_train`: mean return >= 150 quickly."""
+    """PPO on gymnasium's CartPole-v1 through `make_train`: mean return >= 100 quickly."""
     config = pjp.PPOConfig.from_yaml("configs/gymnasium_cartpole.yaml").replace(
         total_timesteps=16 * 32 * 120, learning_rate=1e-3, anneal_lr=False
     )
@@ -147,4 +147,7 @@ def test_gymnasium_cartpole_learns():
     assert calls == [40, 80, 120]
     assert out.metrics["env_steps"][-1] == 16 * 32 * 120
     best = np.nanmax(np.convolve(np.nan_to_num(returns), np.ones(5) / 5, mode="valid"))
-    assert best >= 150, (best, returns[-20:])
+    # Measured (2 shared CPU cores, 2026-11-25; keys 0 / 1 / 2 / 3): best 5-update mean 381 /
+    # 434 / 454 / 293; random play ~22. The old threshold 150 sat 143 below the worst seed,
+    # within one spread (161); 100 leaves 193.
+    assert best >= 100, (best, returns[-20:])

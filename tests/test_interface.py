@@ -105,10 +105,14 @@ def test_custom_modules_train_act_and_evaluate():
     assert set(out.train_state.params["params"]) == {"actor", "critic"}
     final = float(np.nanmean(np.asarray(out.metrics["episode_return"])[-10:]))
     print("CartPole with user modules, last 10 updates:", final)
-    assert final > 150.0  # random ~22
+    # Measured (2 shared CPU cores, 2026-11-25; seeds key(0) .. key(4)): last 10 updates
+    # 390 / 380 / 457 / 192 / 362, greedy evaluation (16 episodes) 429 / 500 / 500 / 258 / 500.
+    # The old threshold 150 sat 42 below the worst seed, inside the spread (265); 100 (random
+    # play ~22) leaves 92 (sampled) and 158 (greedy) below the worst seed.
+    assert final > 100.0
     policy = pjp.Policy(out.train_state.params, config, networks=nets)
     assert policy.act(jnp.zeros(4), jax.random.key(0), temperature=0.0).shape == ()
-    assert pjp.evaluate(policy, num_episodes=16, greedy=True).returns.mean() > 150.0
+    assert pjp.evaluate(policy, num_episodes=16, greedy=True).returns.mean() > 100.0
     with pytest.raises(ValueError, match=r"actor module outputs \(2, 3\)"):
         networks_from_modules(_Mlp(3), _Mlp(1), env, env_params).init(jax.random.key(0))
 

@@ -82,9 +82,11 @@ def test_sweep_same_results_on_1_and_4_devices(devices):
 
 def test_data_parallel_cartpole_learns_on_4_devices(devices):
     returns = devices["learn_return"]
-    # 8 envs (2 per device) x 64 steps, 300k env steps: random play scores ~22; the run
-    # reached 492 over its last 10 updates when written. Threshold 400.
-    assert np.nanmean(returns[-10:]) >= 400, returns[-20:]
+    # 8 envs (2 per device) x 64 steps, 300k env steps: random play scores ~22. Measured
+    # (2 shared CPU cores, 2026-11-25; keys 0 / 1 / 2 / 3, 4 fake CPU devices): last 10 updates
+    # 439 / 485 / 460 / 500. The old threshold 400 sat 39 below the worst seed, inside the spread
+    # (61); 300 leaves 139 (over twice the spread).
+    assert np.nanmean(returns[-10:]) >= 300, returns[-20:]
 
 
 def test_data_parallel_on_one_device_is_the_ordinary_run(devices):

@@ -81,6 +81,8 @@ def test_evaluate_greedy_beats_random(run_dir):
     zeros = pjp.Policy(jax.tree.map(jnp.zeros_like, policy.get_params()), CONFIG)
     uniform = pjp.evaluate(zeros, "CartPole-v1", 64, jax.random.key(0))
     print("greedy", trained.summary(), "uniform", uniform.summary())
+    # Measured (2 shared CPU cores, 2026-11-25; CONFIG trained with key(0) .. key(4)): uniform
+    # 24.5; greedy 480 / 488 / 353 / 330 / 497, so the bound 2 x 24.5 = 49 is 281 below the worst.
     assert uniform.summary()["mean"] < 40
     assert trained.summary()["mean"] > 2 * uniform.summary()["mean"]
     # A validation split: the same env with another time limit.

@@ -247,6 +247,8 @@ def test_memory_chain_is_solved_by_the_transformer():
     out = train(config)
     final = final_return(out)
     print("MemoryChain (memory 10) transformer, mean return of the last 10 updates:", final)
+    # Measured (2 shared CPU cores, 2026-11-25; keys split(key(k), 1)[0], k = 0 .. 3): last 10
+    # updates 0.994 / 1.0 / 0.981 / 1.0 (margin 0.081, spread 0.019); greedy 1.0, length 11.
     assert final[0] > 0.9  # random / feed-forward: ~0 (rewards +-1)
     params = jax.tree.map(lambda x: x[0], out.train_state.params)
     result = pjp.evaluate(pjp.Policy(params, config), num_episodes=64, greedy=True)
@@ -260,6 +262,8 @@ def test_pendulum_without_velocity_learns_with_the_gru():
     out = train(config)
     final = final_return(out)
     print("PendulumNoVel-v1 GRU (max_seq_len 16), mean return of the last 10 updates:", final)
+    # Measured (as above, k = 0 / 1 / 2): last 10 updates -273 / -366 / -238 (margin 434, spread
+    # 128); first 20 updates -1240 / -1264 / -1228.
     assert final[0] > -800.0  # random ~ -1200; feed-forward ~ -1100 at this budget
     assert np.nanmean(out.metrics["episode_return"][0, :20]) < -1000.0
 

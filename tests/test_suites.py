@@ -295,5 +295,7 @@ def test_xminigrid_empty_learns():
     returns = np.asarray(out.metrics["episode_return"])
     lengths = np.asarray(out.metrics["episode_length"])
     best = 1 - 0.9 * 7 / 144
+    # Measured (2 shared CPU cores, 2026-11-25; keys 0 .. 3): last 3 updates 0.956 / 0.950 /
+    # 0.956 / 0.956 against 0.861 (margin 0.089, spread 0.006); lengths 7.0 / 8.0 / 7.0 / 7.0.
     assert returns[-3:].mean() >= 0.9 * best, returns
     assert lengths[-3:].mean() <= 12, lengths  # a random walk needs ~100 steps
