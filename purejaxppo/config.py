@@ -115,7 +115,8 @@ class PPOConfig:
       critic_learning_rate: step size of the critic's parameters; None uses
         `learning_rate`. A shared encoder / core always uses `learning_rate`. Both are
         traced (sweepable), annealed like `learning_rate`, and applied per group after
-        the global gradient clipping and Adam (`update.make_optimizer`).
+        the global gradient clipping and Adam (`update.make_optimizer`). 0 freezes that
+        tower; negative values raise `ValueError`.
       anneal_lr: anneal the step size linearly, per update, to `end_learning_rate`.
       end_learning_rate: step size the annealing reaches after the last update.
       target_kl: stop the remaining epochs of an update once the epoch's mean approx KL

@@ -202,8 +202,11 @@ def check_optim(c: Any) -> None:
             raise bad(name, getattr(c, name), "must be > 0")
     _at_least(c, ("end_learning_rate",), 0, "must be >= 0")
     for name in ("actor_learning_rate", "critic_learning_rate"):
-        if getattr(c, name) is not None and getattr(c, name) <= 0:
-            raise bad(name, getattr(c, name), "must be > 0 or None (use learning_rate)")
+        # 0 is allowed: it freezes that tower (a traced value, e.g. per sweep / PBT member).
+        if getattr(c, name) is not None and not getattr(c, name) >= 0:
+            raise bad(
+                name, getattr(c, name), "must be > 0, 0 (freezes it) or None (use learning_rate)"
+            )
 
 
 def check_network(c: Any) -> None:
