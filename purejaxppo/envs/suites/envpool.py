@@ -305,22 +305,18 @@ class EnvPoolEnv(SuiteEnv):
 
     def __init__(self, task_id: str, options: Mapping[str, Any], atari: bool, spec: Any):
         self.task_id, self.atari = task_id, atari
-        self.name = f"envpool:{task_id}"
         self.options = dict(options)
         self._pools = _Pools(task_id, options, atari)
         obs_space, act_space = spec.observation_space, spec.action_space
         if atari:
             stack, height, width = obs_space.shape
-            self._obs_space = box(0, 255, (height, width, stack), jnp.uint8)
-            self._act_space = spaces.Discrete(int(act_space.n))
+            obs_box = box(0, 255, (height, width, stack), jnp.uint8)
+            action = spaces.Discrete(int(act_space.n))
         else:
-            self._obs_space = box(
-                np.clip(obs_space.low, -np.inf, np.inf),
-                obs_space.high,
-                obs_space.shape,
-                jnp.float32,
-            )
-            self._act_space = box(act_space.low, act_space.high, act_space.shape, jnp.float32)
+            low = np.clip(obs_space.low, -np.inf, np.inf)
+            obs_box = box(low, obs_space.high, obs_space.shape, jnp.float32)
+            action = box(act_space.low, act_space.high, act_space.shape, jnp.float32)
+        super().__init__(f"envpool:{task_id}", obs_space=obs_box, action_space=action)
         self.max_steps_in_episode = int(spec.config.max_episode_steps)
         obs_shape, obs_dtype = self._obs_space.shape, self._obs_space.dtype
 
@@ -349,16 +345,6 @@ class EnvPoolEnv(SuiteEnv):
 
         self._reset_call = _batched_call(self.name, host_reset, reset_shapes)
         self._step_call = _batched_call(self.name, host_step, step_shapes)
-
-    @property
-    def default_params(self) -> SuiteParams:
-        return SuiteParams()
-
-    def observation_space(self, params: Any = None) -> spaces.Box:
-        return self._obs_space
-
-    def action_space(self, params: Any = None) -> spaces.Space:
-        return self._act_space
 
     def reset(self, key: jax.Array, params: Any = None) -> tuple[jax.Array, EnvPoolState]:
         key = raw_key(key)
