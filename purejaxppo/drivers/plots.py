@@ -18,10 +18,14 @@ from purejaxppo.drivers.report import setting_label
 
 
 def _pyplot() -> Any:
-    """matplotlib.pyplot on the Agg backend (imported on first use: it is slow)."""
+    """matplotlib.pyplot, on the Agg backend unless the user already imported pyplot (a
+    notebook's inline backend stays, so its figures still display); imported on first use."""
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg")
+    if "matplotlib.pyplot" not in sys.modules:
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
