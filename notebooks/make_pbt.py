@@ -16,6 +16,7 @@ cells = [
         "on a 2-core CPU."
     ),
     new_code_cell(
+        "%matplotlib inline\n"
         "import matplotlib.pyplot as plt\n"
         "import numpy as np\n\n"
         "import purejaxppo as pjp\n\n"

@@ -14,6 +14,7 @@ cells = [
     new_code_cell(
         "import time\n\n"
         "import jax\n"
+        "%matplotlib inline\n"
         "import matplotlib.pyplot as plt\n"
         "import numpy as np\n\n"
         "import purejaxppo as pjp\n\n"

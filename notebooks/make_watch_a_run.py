@@ -20,6 +20,7 @@ cells = [
         "import os\n"
         "import time\n\n"
         "import jax\n"
+        "%matplotlib inline\n"
         "import matplotlib.pyplot as plt\n"
         "import numpy as np\n"
         "from IPython.display import Image, display\n\n"
