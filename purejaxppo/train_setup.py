@@ -254,7 +254,8 @@ def make_init(
 
     default_init = init_params
     if init_params is not None:  # checked here, before anything compiles
-        jax.eval_shape(init, jax.random.key(0))
+        abstract = jax.eval_shape(fresh_init, jax.random.key(0))
+        check_init(abstract.train_state, source_parts(init_params, parts), parts)
     return init
 
 

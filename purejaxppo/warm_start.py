@@ -73,8 +73,8 @@ def check_init(target: TrainState, source: dict[str, Any], parts: tuple[str, ...
     got = {"params": source["params"]}
     if source["opt_state"] is not None:
         want["opt_state"], got["opt_state"] = target.opt_state, source["opt_state"]
-    want_leaves = {jax.tree_util.keystr(p): v for p, v in _leaves(want)}
-    got_leaves = {jax.tree_util.keystr(p): v for p, v in _leaves(got)}
+    want_leaves = {_name(p): v for p, v in _leaves(want)}
+    got_leaves = {_name(p): v for p, v in _leaves(got)}
     for name, leaf in want_leaves.items():
         if name not in got_leaves:
             raise ValueError(
@@ -97,6 +97,20 @@ def check_init(target: TrainState, source: dict[str, Any], parts: tuple[str, ...
 
 def _leaves(tree: Any) -> list[tuple[Any, Any]]:
     return jax.tree_util.tree_flatten_with_path(tree)[0]
+
+
+def _name(path: tuple[Any, ...]) -> str:
+    """'params/actor_encoder/obs_mlp/dense_0/bias' for a tree path (flax's own "params"
+    collection name appears once)."""
+    names = []
+    for key in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(key, attr):
+                names.append(str(getattr(key, attr)))
+                break
+    if names[:2] == ["params", "params"]:
+        names = names[1:]
+    return "/".join(names)
 
 
 def apply_init(train_state: TrainState, source: dict[str, Any]) -> TrainState:
