@@ -299,7 +299,9 @@ def check_driver(c: Any) -> None:
     unknown = [p for p in c.init_parts if p not in INIT_PARTS]
     if unknown or not c.init_parts or len(set(c.init_parts)) != len(c.init_parts):
         hint = did_you_mean(unknown[0], INIT_PARTS) if unknown else ""
-        raise bad("init_parts", list(c.init_parts), f"must be distinct of {INIT_PARTS}{hint}")
+        raise bad(
+            "init_parts", list(c.init_parts), f"must be distinct entries of {INIT_PARTS}{hint}"
+        )
     if c.init_step is not None and c.init_step < 0:
         raise bad("init_step", c.init_step, "must be >= 0 (None: the newest checkpoint)")
     for name, overrides in c.eval_splits.items():
