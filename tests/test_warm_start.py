@@ -6,6 +6,8 @@ One source run is trained once for the module: CartPole-v1, 16 envs x 64 steps, 
 mean return was 500 (the maximum) for each of seeds 0-3 (measured with this config).
 """
 
+import shutil
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -133,3 +135,14 @@ def test_init_from_a_directory_that_is_not_a_run(tmp_path, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--init-from {tmp_path}: not a run directory" in err
+
+
+def test_resume_of_a_warm_started_run_needs_not_its_source(source, tmp_path):
+    copy = tmp_path / "source-copy"
+    shutil.copytree(source, copy)
+    run_dir = tmp_path / "fine"
+    argv = ["train", "--init-from", str(copy), "--run-dir", str(run_dir), "--no-progress"]
+    assert main([*argv, "--total-timesteps", "2048", "--save-freq", "2"]) == 0
+    shutil.rmtree(copy)  # the source is gone: the resumed run uses its own checkpoints
+    assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
+    assert pjp.list_checkpoints(run_dir)[-1] == 4
