@@ -34,6 +34,8 @@ _EXPORTS = {
     "purejaxppo.video": ("record_episode", "save_episode_video"),
     "purejaxppo.datasets": ("collect", "load_episodes"),
     "purejaxppo.types": ("RunnerState", "TrainOutput", "TrainState", "Transition"),
+    "purejaxppo.checkpoint": ("list_checkpoints", "load_init_params"),
+    "purejaxppo.drivers.series": ("evaluate_series",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -105,7 +105,7 @@ def save_checkpoint(
     directory = _directory(run_dir, kind)
     check_finite_params(runner_state.train_state.params, f"save_checkpoint (update {step})")
     keep = config.keep_checkpoints if keep is None else keep
-    with make_manager(directory, keep) as manager:
+    with make_manager(directory, None if keep == "all" else keep) as manager:
         manager.save(
             step,
             args=ocp.args.Composite(
@@ -135,6 +135,21 @@ def latest_checkpoint_step(run_dir: str | Path, kind: str = "last") -> int | Non
         return manager.latest_step()
 
 
+def list_checkpoints(run_dir: str | Path, kind: str = "last") -> list[int]:
+    """The update steps of the complete checkpoints of `kind` kept in `run_dir`, oldest
+    first (`[]` when there are none). With `keep_checkpoints: all` this is the run's
+    checkpoint series; multiply by `config.batch_size` for env steps.
+
+    Raises:
+      ValueError: an unknown `kind`.
+    """
+    directory = _directory(run_dir, kind)
+    if not directory.is_dir():
+        return []
+    with make_manager(directory) as manager:
+        return sorted(int(step) for step in manager.all_steps())
+
+
 def load_checkpoint(
     run_dir: str | Path,
     config: PPOConfig | None = None,
@@ -143,8 +158,9 @@ def load_checkpoint(
     kind: str = "last",
     *,
     networks: Any = None,
+    step: int | None = None,
 ) -> Checkpoint:
-    """Restores the newest complete checkpoint of `run_dir`.
+    """Restores the newest complete checkpoint of `run_dir` (or the one of update `step`).
 
     Args:
       run_dir: a run directory written by `purejaxppo train`.
@@ -155,6 +171,7 @@ def load_checkpoint(
       kind: "last" (default) or "best" (best evaluation return, when `eval_freq` > 0).
       networks: the run's `Networks` when it trained custom ones (`make_train(config,
         networks=...)`); default the config's built-in network.
+      step: the update step of a kept checkpoint (`list_checkpoints`); None: the newest.
 
     When the newest checkpoint does not read back (damaged files, a meta file without
     `config`) but an older one does, the older one is returned with a `UserWarning`
@@ -164,7 +181,7 @@ def load_checkpoint(
       ValueError: no checkpoint in `run_dir`; a checkpoint of another format version
         (naming it); a config that differs from the saved one (naming the fields); or no checkpoint whose arrays match the network / env of
         the config (corrupt files, another network shape), naming what failed for the
-        newest.
+        newest; a `step` that was not kept (naming the kept steps).
     """
     directory = _directory(run_dir, kind)
     if not directory.is_dir():
@@ -184,6 +201,17 @@ def load_checkpoint(
                 f"nothing to resume: no complete checkpoint under {directory} (none finished "
                 "writing); rerun without --resume, or with --overwrite"
             )
+        if step is not None:
+            if step not in steps:
+                kept = ", ".join(str(s) for s in sorted(steps))
+                raise ValueError(
+                    f"step {step} was not kept in {directory}: the kept steps are {kept} "
+                    "(keep_checkpoints: all keeps every saved one)"
+                )
+            try:
+                return _restore(manager, directory, step, config, env, env_params, networks)
+            except _ConfigMismatch as err:
+                raise ValueError(str(err)) from None
         first_error = None
         for step in steps:
             try:
@@ -203,6 +231,29 @@ def load_checkpoint(
     raise first_error
 
 
+def load_init_params(
+    run_dir: str | Path, parts: Any = ("params", "normalization"), step: int | None = None
+) -> tuple[Any, int]:
+    """`(init_params, step)` for a warm start from `run_dir` (`PPOConfig.init_from`):
+    the params tree of its newest checkpoint (or of update `step`), or its `TrainState`
+    when `parts` has "optimizer", restored with the source run's own config.
+
+    Raises:
+      ValueError: one line naming `run_dir` when it is not a run directory (no
+        `config.yaml` and no `checkpoints/last`); no complete checkpoint; a `step` that
+        was not kept (naming the kept ones).
+    """
+    path = Path(run_dir)
+    if not (path / "config.yaml").is_file() and not (path / "checkpoints" / "last").is_dir():
+        raise ValueError(
+            f"init_from={str(run_dir)!r}: not a run directory (no config.yaml, no "
+            "checkpoints/last): give a directory written by purejaxppo train"
+        )
+    checkpoint = load_checkpoint(path, step=step)
+    state = jax.device_get(checkpoint.runner_state.train_state)
+    return (state if "optimizer" in parts else state.params), checkpoint.update_step
+
+
 class _ConfigMismatch(ValueError):
     """The checkpoint reads back but belongs to another config: no fallback."""
 
@@ -220,7 +271,7 @@ RESUME_MAY_CHANGE = DRIVER_FIELDS
 def _restore(manager, directory, step, config, env, env_params, networks) -> Checkpoint:
     import orbax.checkpoint as ocp
 
-    from purejaxppo.train import make_init
+    from purejaxppo.train_setup import make_init
 
     where = directory / str(step)
     try:

@@ -188,8 +188,10 @@ class PPOConfig:
       save_minutes: wall-clock minutes between checkpoints in `purejaxppo train` (checked
         after every segment of `log_freq` updates; 0 turns it off). The run also saves
         every `save_freq` updates and at the end.
-      keep_checkpoints: newest checkpoints of each kind kept on disk (>= 1); resuming
-        from a damaged newest one falls back to the one before it, with a warning.
+      keep_checkpoints: newest checkpoints of each kind kept on disk (>= 1), or "all"
+        (the run's checkpoint series: `list_checkpoints`, `Policy.load(run_dir, step=)`,
+        `purejaxppo eval RUN --all-steps`); resuming from a damaged newest one falls back
+        to the one before it, with a warning.
       eval_freq: updates between evaluations in `purejaxppo train` (0: off). Each
         evaluation runs `eval_episodes` episodes per split (sampled actions), logs the mean
         return as the column `eval/<split>/return` of metrics.csv, and keeps the checkpoint
@@ -213,6 +215,14 @@ class PPOConfig:
       collect_freq: updates between trajectory collections in `purejaxppo train`
         (`collect_episodes` episodes to `run_dir/datasets/update_<n>.npz`); 0: off.
       collect_episodes: episodes per collection with `collect_freq`.
+      init_from: warm start: a run directory whose newest checkpoint (or `init_step`)
+        gives the initial `init_parts` of every run of this config (`warm_start.py`;
+        `make_train(config, init_params=...)` from Python). None: from scratch.
+      init_parts: what `init_from` gives: any of "params" (the network's weights),
+        "normalization" (the `obs_norm` / `reward_norm` statistics) and "optimizer"
+        (Adam's moments and count); default params and normalization.
+      init_step: the update step of `init_from`'s checkpoint (None: its newest; the
+        command line records the step it took).
 
     Raises:
       ValueError: naming the field and value, for a wrong type, an out-of-range value
@@ -267,7 +277,7 @@ class PPOConfig:
     log_freq: int = static(10, "driver")
     save_freq: int = static(0, "driver")
     save_minutes: float = static(10.0, "driver")
-    keep_checkpoints: int = static(3, "driver")
+    keep_checkpoints: int | str = static(3, "driver")
     eval_freq: int = static(0, "driver")
     eval_episodes: int = static(32, "driver")
     eval_splits: dict[str, Any] = static(group="driver", factory=dict)
@@ -278,6 +288,10 @@ class PPOConfig:
     video_freq: int = static(0, "driver")
     collect_freq: int = static(0, "driver")
     collect_episodes: int = static(10, "driver")
+    # warm start (issue 26): `purejaxppo.warm_start`
+    init_from: str | None = static(None, "driver")
+    init_parts: tuple[str, ...] = static(("params", "normalization"), "driver")
+    init_step: int | None = static(None, "driver")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> PPOConfig:
         # A mistyped keyword gets the closest field names, not a bare TypeError.

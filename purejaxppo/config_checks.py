@@ -47,10 +47,13 @@ def coerce(name: str, annotation: Any, value: Any) -> Any:
     """
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):  # Optional[float]
+    if origin in (typing.Union, types.UnionType):  # Optional[float], int | str
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
+        for kind in inner[1:]:  # e.g. keep_checkpoints: 3 or "all"
+            if kind in _SCALARS and kind is not float and isinstance(value, kind):
+                return value
         return coerce(name, inner[0], value)
     if annotation in _SCALARS:
         return _SCALARS[annotation](name, value)
@@ -278,13 +281,29 @@ def check_metrics(c: Any) -> None:
         raise bad("info_metrics", list(c.info_metrics), "must be distinct non-empty keys")
 
 
+#: What a warm start (`init_from`) may take from the source run.
+INIT_PARTS = ("params", "normalization", "optimizer")
+
+
 def check_driver(c: Any) -> None:
     """Logging, saving, evaluation, videos and datasets of the driver."""
     _at_least(c, ("log_freq",), 1, "must be >= 1")
     if c.save_freq < 0:
         raise bad("save_freq", c.save_freq, "must be >= 0 (0: only by time and at the end)")
     _at_least(c, ("save_minutes", "eval_freq"), 0, "must be >= 0 (0: off)")
-    _at_least(c, ("keep_checkpoints", "eval_episodes"), 1, "must be >= 1")
+    _at_least(c, ("eval_episodes",), 1, "must be >= 1")
+    if c.keep_checkpoints != "all" and not (
+        isinstance(c.keep_checkpoints, int) and c.keep_checkpoints >= 1
+    ):
+        raise bad("keep_checkpoints", c.keep_checkpoints, 'must be >= 1 or "all"')
+    unknown = [p for p in c.init_parts if p not in INIT_PARTS]
+    if unknown or not c.init_parts or len(set(c.init_parts)) != len(c.init_parts):
+        hint = did_you_mean(unknown[0], INIT_PARTS) if unknown else ""
+        raise bad(
+            "init_parts", list(c.init_parts), f"must be distinct entries of {INIT_PARTS}{hint}"
+        )
+    if c.init_step is not None and c.init_step < 0:
+        raise bad("init_step", c.init_step, "must be >= 0 (None: the newest checkpoint)")
     for name, overrides in c.eval_splits.items():
         if not isinstance(name, str) or not name or "/" in name:
             raise bad("eval_splits", c.eval_splits, f"split name {name!r} must be a plain string")

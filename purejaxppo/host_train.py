@@ -43,6 +43,7 @@ def make_host_train_fns(
     callback: MetricsCallback | None = None,
     callback_every: int = 1,
     setup: TrainSetup | None = None,
+    init_params: Any = None,
 ) -> TrainFns:
     """`TrainFns` for a host env (see `make_train_fns`; `host` is True).
 
@@ -65,7 +66,7 @@ def make_host_train_fns(
     if not setup.host:
         raise ValueError(f"env_name={config.env_name!r}: not a host env (use make_train_fns)")
     networks, metric_names = setup.networks, setup.metric_names
-    init = make_init(config, setup.env, None, networks=networks)
+    init = make_init(config, setup.env, None, networks=networks, init_params=init_params)
     update = _make_host_update(config, setup)
 
     def run(

@@ -141,18 +141,28 @@ class Policy:
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def load(cls, path: str | Path, kind: str = "last", networks: Networks | None = None) -> Policy:
+    def load(
+        cls,
+        path: str | Path,
+        kind: str = "last",
+        networks: Networks | None = None,
+        *,
+        step: int | None = None,
+    ) -> Policy:
         """Loads the policy of a run directory's newest checkpoint (see `checkpoint.py`).
 
         `kind="best"` loads the checkpoint with the best evaluation return instead;
-        `networks` is the run's custom `Networks`, if it trained one.
+        `networks` is the run's custom `Networks`, if it trained one; `step` loads the
+        kept checkpoint of that update (`list_checkpoints(path)`; keep them all with
+        `keep_checkpoints: all`).
 
         Raises:
-          ValueError: no checkpoint, or a corrupt / mismatched one.
+          ValueError: no checkpoint, or a corrupt / mismatched one; a `step` that was
+            not kept (naming the kept steps).
         """
         from purejaxppo.checkpoint import load_checkpoint
 
-        checkpoint = load_checkpoint(path, kind=kind, networks=networks)
+        checkpoint = load_checkpoint(path, kind=kind, networks=networks, step=step)
         return cls(checkpoint.runner_state.train_state.params, checkpoint.config, networks=networks)
 
     @classmethod

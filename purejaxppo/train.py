@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from purejaxppo.callback import MetricsCallback, make_emitter
+from purejaxppo.checkpoint import load_init_params
 from purejaxppo.config import Hyperparams, PPOConfig, check_hyperparams
 from purejaxppo.host_train import make_host_train_fns
 from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
@@ -47,8 +48,12 @@ def make_train_fns(
     networks: Networks | None = None,
     callback: MetricsCallback | None = None,
     callback_every: int = 1,
+    init_params: Any = None,
 ) -> TrainFns:
     """Builds the pure functions of a PPO run for `config` (see `make_train`).
+
+    `init_params`: a warm start (see `make_train`); default: `config.init_from`'s
+    checkpoint when set (`checkpoint.load_init_params`), else none.
 
     `callback` / `callback_every`: see `make_train` (they apply to `train` only; the
     segmented `run` / `update` never call back).
@@ -77,9 +82,16 @@ def make_train_fns(
         num_shards=num_shards,
         axis_name=axis_name,
     )
+    if init_params is None and config.init_from is not None:
+        init_params, _ = load_init_params(config.init_from, config.init_parts, config.init_step)
     if setup.host:
         return make_host_train_fns(
-            config, setup.env, callback=callback, callback_every=callback_every, setup=setup
+            config,
+            setup.env,
+            callback=callback,
+            callback_every=callback_every,
+            setup=setup,
+            init_params=init_params,
         )
 
     def shard_key(key: jax.Array) -> jax.Array:
@@ -95,6 +107,7 @@ def make_train_fns(
         networks=setup.networks,
         num_envs=setup.num_envs,
         shard_key=shard_key,
+        init_params=init_params,
     )
     update = make_update(config, setup, shard_key, axis_name)
 
@@ -109,24 +122,7 @@ def make_train_fns(
             update, run, make_emitter(callback), config.num_updates, callback_every
         )
 
-    def train(
-        key: jax.Array, hparams: Hyperparams | None = None, run_index: Any = None
-    ) -> TrainOutput:
-        if hparams is None:
-            # The barrier keeps XLA from constant-folding the config's values, so that
-            # train(key) computes bitwise what train(key, Hyperparams.from_config(config))
-            # and the segmented driver (runner.py) compute.
-            hparams = jax.lax.optimization_barrier(Hyperparams.from_config(config))
-        else:
-            check_hyperparams(hparams, config, where="train: hparams: ")  # concrete only
-        runner = init(key)
-        if run_and_emit is None:  # the program of a run without a callback
-            runner, metrics = run(runner, hparams, config.num_updates)
-        else:
-            index = jnp.asarray(-1 if run_index is None else run_index, jnp.int32)
-            runner, metrics = run_and_emit(runner, hparams, index)
-        return TrainOutput(runner_state=runner, metrics=metrics)
-
+    train = _make_train_fn(config, init, run, run_and_emit)
     return TrainFns(
         init=init,
         update=update,
@@ -136,6 +132,35 @@ def make_train_fns(
         networks=setup.networks,
         metric_names=setup.metric_names,
     )
+
+
+def _make_train_fn(
+    config: PPOConfig, init: Callable[..., RunnerState], run: Callable, run_and_emit: Any
+) -> Callable[..., TrainOutput]:
+    """`train(key, hparams=None, run_index=None, init_params=None)` (see `make_train`)."""
+
+    def train(
+        key: jax.Array,
+        hparams: Hyperparams | None = None,
+        run_index: Any = None,
+        init_params: Any = None,
+    ) -> TrainOutput:
+        if hparams is None:
+            # The barrier keeps XLA from constant-folding the config's values, so that
+            # train(key) computes bitwise what train(key, Hyperparams.from_config(config))
+            # and the segmented driver (runner.py) compute.
+            hparams = jax.lax.optimization_barrier(Hyperparams.from_config(config))
+        else:
+            check_hyperparams(hparams, config, where="train: hparams: ")  # concrete only
+        runner = init(key, init_params)
+        if run_and_emit is None:  # the program of a run without a callback
+            runner, metrics = run(runner, hparams, config.num_updates)
+        else:
+            index = jnp.asarray(-1 if run_index is None else run_index, jnp.int32)
+            runner, metrics = run_and_emit(runner, hparams, index)
+        return TrainOutput(runner_state=runner, metrics=metrics)
+
+    return train
 
 
 def make_update(
@@ -232,6 +257,7 @@ def make_train(
     networks: Networks | None = None,
     callback: MetricsCallback | None = None,
     callback_every: int = 1,
+    init_params: Any = None,
 ) -> Callable[..., TrainOutput]:
     """Builds `train(key, hparams=None) -> TrainOutput`, one pure function for a whole run.
 
@@ -265,9 +291,17 @@ def make_train(
         devices or programs). Without a callback, `train` compiles to the same program
         as before callbacks existed (`run_index` is then ignored).
       callback_every: k >= 1, updates between calls.
+      init_params: warm start (fine-tuning; `warm_start.py`): a params tree (e.g.
+        `Policy.load(run_dir).get_params()` or `TrainOutput.train_state.params`, with its
+        `obs_norm` statistics), or a `TrainState` when `config.init_parts` has
+        "optimizer". The run starts from its `config.init_parts` (default params and
+        normalisation) instead of `networks.init`; default: `config.init_from`'s
+        checkpoint when set, else none. `train`'s own `init_params` argument replaces it
+        and is traced like any argument: `jax.vmap(train, in_axes=(0, None, None,
+        None))(keys, None, None, params)` starts S seeds from the same params.
 
     Returns:
-      `train(key, hparams=None, run_index=None)`: `key` a typed PRNG key
+      `train(key, hparams=None, run_index=None, init_params=None)`: `key` a typed PRNG key
       (`jax.random.key(seed)`); `hparams` a `Hyperparams` pytree (default
       `Hyperparams.from_config(config)`). It returns a `TrainOutput` with the final
       `train_state`, the final `runner_state`, and per-update `metrics` (float32
@@ -275,7 +309,9 @@ def make_train(
 
     Raises:
       ValueError: for an unknown env id or an unsupported action space, an unknown
-        `info_metrics` key, or `callback_every < 1`.
+        `info_metrics` key, or `callback_every < 1`; `init_params` (or `init_from`'s
+        checkpoint) whose layers / shapes differ from this config's network and env,
+        naming the first one; an `init_from` that is not a run directory.
     """
     fns = make_train_fns(
         config,
@@ -284,5 +320,6 @@ def make_train(
         networks=networks,
         callback=callback,
         callback_every=callback_every,
+        init_params=init_params,
     )
     return fns.train

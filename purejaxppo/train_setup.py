@@ -21,6 +21,7 @@ from purejaxppo.networks.custom import param_labels
 from purejaxppo.rollout import host_env_carry, info_keys_of, reset_envs
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
 from purejaxppo.update import make_optimizer
+from purejaxppo.warm_start import apply_init, check_init, source_parts
 
 __all__ = ["TrainFns", "TrainSetup", "initial_learning_rates", "make_init", "prepare"]
 
@@ -194,20 +195,40 @@ def make_init(
     networks: Networks | None = None,
     num_envs: int | None = None,
     shard_key: Callable[[jax.Array], jax.Array] | None = None,
-) -> Callable[[jax.Array], RunnerState]:
-    """Builds `init(key) -> RunnerState` alone (what `jax.eval_shape` needs to learn the
-    state's shapes, e.g. to restore a checkpoint), without the rollout and the update.
+    init_params: Any = None,
+) -> Callable[..., RunnerState]:
+    """Builds `init(key, init_params=None) -> RunnerState` alone (what `jax.eval_shape`
+    needs to learn the state's shapes, e.g. to restore a checkpoint), without the rollout
+    and the update.
 
     `num_envs` defaults to `config.num_envs`; `shard_key` (data-parallel runs) maps the
-    env key to this device's.
+    env key to this device's. `init_params` (a params tree, or a `TrainState` when
+    `config.init_parts` has "optimizer") is a warm start (`warm_start.py`): `init` then
+    starts from its `config.init_parts`; an `init_params` argument of `init` (traced or
+    not) replaces this default.
+
+    Raises:
+      ValueError: `init_params` whose layers / shapes differ from this config's network
+        and env (naming the first one).
     """
     env, env_params = resolve_env(config, env, env_params)
     if networks is None:
         networks = make_networks(config, env, env_params)
     networks = ensure_normalization(networks, config, env, env_params)
     num_envs = config.num_envs if num_envs is None else num_envs
+    parts = tuple(config.init_parts)
 
-    def init(key: jax.Array) -> RunnerState:
+    def init(key: jax.Array, init_params: Any = None) -> RunnerState:
+        runner = fresh_init(key)
+        if init_params is None:
+            init_params = default_init
+        if init_params is None:
+            return runner
+        source = source_parts(init_params, parts)
+        check_init(runner.train_state, source, parts)
+        return runner.replace(train_state=apply_init(runner.train_state, source))
+
+    def fresh_init(key: jax.Array) -> RunnerState:
         param_key, env_key, runner_key = jax.random.split(key, 3)
         params = networks.init(param_key)
         tx = make_optimizer(
@@ -231,6 +252,10 @@ def make_init(
             update_step=jnp.zeros((), jnp.int32),
         )
 
+    default_init = init_params
+    if init_params is not None:  # checked here, before anything compiles
+        abstract = jax.eval_shape(fresh_init, jax.random.key(0))
+        check_init(abstract.train_state, source_parts(init_params, parts), parts)
     return init
 
 

@@ -97,6 +97,15 @@ class EvalOptions:
         help="also record one episode of the policy's env (greedy with --greedy, else "
         'sampled) as FILE.gif or FILE.mp4 (mp4: pip install "purejaxppo[video]")',
     )
+    # the run's checkpoint series (issue 26; keep_checkpoints: all keeps every one)
+    step: int | None = option(
+        type=int, metavar="N", help="evaluate the kept checkpoint of update N (default: newest)"
+    )
+    all_steps: bool = _flag(
+        "evaluate every kept checkpoint; write RUN_DIR/eval_steps.csv (update, env_steps, "
+        "mean, std, iqm of the return) and eval_steps.png (return against env steps)"
+    )
+    overwrite: bool = _flag("with --all-steps: replace an existing eval_steps.csv / .png")
 
 
 @dataclasses.dataclass

@@ -11,13 +11,17 @@ from purejaxppo.cli.options import CollectOptions, EvalOptions, ExportOptions, p
 def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     """`purejaxppo eval RUN_DIR`: episodes of a run's policy; mean, std, IQM."""
     o = pop_options(EvalOptions, args)
+    if o.all_steps:
+        return _eval_all_steps(parser, o)
+    if o.overwrite:
+        parser.exit(2, "purejaxppo: error: --overwrite is for --all-steps (eval writes no file)\n")
     import jax
 
     from purejaxppo.guards import check_finite_params
     from purejaxppo.policy import Policy, evaluate
 
     try:
-        policy = Policy.load(o.run_dir)
+        policy = Policy.load(o.run_dir, step=o.step)
         check_finite_params(policy.get_params(), f"run {o.run_dir}")
         if o.video is not None:  # check before anything runs
             from purejaxppo.video import check_video_path, make_renderer
@@ -41,13 +45,35 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         parser.exit(2, f"purejaxppo: error: {err}\n")
     stats = result.summary()
     env_name = o.env_name or policy.config.env_name
+    at = "" if o.step is None else f" (update {o.step})"
     print(
-        f"{env_name}: {o.episodes} episodes ({'greedy' if o.greedy else 'sampled'})"
+        f"{env_name}{at}: {o.episodes} episodes ({'greedy' if o.greedy else 'sampled'})"
         f"  mean {stats['mean']:.2f}  std {stats['std']:.2f}  IQM {stats['iqm']:.2f}"
         f"  mean length {result.lengths.mean():.1f}"
     )
     if o.video is not None:
         print(f"wrote {o.video} ({episode.length} frames, return {episode.episode_return:.2f})")
+    return 0
+
+
+def _eval_all_steps(parser: argparse.ArgumentParser, o: EvalOptions) -> int:
+    """`purejaxppo eval RUN_DIR --all-steps`: every kept checkpoint, a table and a plot."""
+    if o.step is not None or o.video is not None:
+        parser.exit(2, "purejaxppo: error: --all-steps excludes --step and --video\n")
+    import jax
+
+    from purejaxppo.drivers.series import check_series_output, evaluate_series, write_series
+
+    try:
+        check_series_output(o.run_dir, o.overwrite)
+        table = evaluate_series(
+            o.run_dir, o.episodes, jax.random.key(o.seed), greedy=o.greedy, env_id=o.env_name
+        )
+        paths = write_series(o.run_dir, table, title=str(o.run_dir))
+    except (ValueError, ImportError) as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"wrote {paths[0]} and {paths[1]}")
     return 0
 
 

@@ -72,12 +72,42 @@ def parse_random(items: Sequence[str]) -> dict[str, tuple]:
 
 
 def load_config(path: Path | None, overrides: dict[str, Any]) -> PPOConfig:
-    """Defaults <- YAML file <- overrides; raises ValueError naming a bad field."""
+    """Defaults <- YAML file <- overrides; raises ValueError naming a bad field.
+
+    A warm start (`init_from`) without `init_step` gets its source's absolute path and
+    the step of its newest checkpoint (`resolve_init_from`), so config.yaml records them.
+    """
     if path is None:
-        return PPOConfig.from_dict(overrides)
-    if not path.is_file():
+        config = PPOConfig.from_dict(overrides)
+    elif not path.is_file():
         raise ValueError(f"--config {path}: no such file")
-    return PPOConfig.from_yaml(path, **overrides)
+    else:
+        config = PPOConfig.from_yaml(path, **overrides)
+    if config.init_from is not None and config.init_step is None:
+        config = resolve_init_from(config)
+    return config
+
+
+def resolve_init_from(config: PPOConfig) -> PPOConfig:
+    """`config` with `init_from` made absolute and `init_step` the newest complete
+    checkpoint of that run (a directory name of digits under `checkpoints/last`; orbax
+    writes elsewhere and renames when complete). Reads no arrays.
+
+    Raises:
+      ValueError: one line naming `init_from` when it is not a run directory or holds no
+        complete checkpoint.
+    """
+    source = Path(config.init_from).expanduser().resolve()
+    last = source / "checkpoints" / "last"
+    if not (source / "config.yaml").is_file() or not last.is_dir():
+        raise ValueError(
+            f"--init-from {config.init_from}: not a run directory (no config.yaml and "
+            "checkpoints/last): give a directory written by purejaxppo train"
+        )
+    steps = [int(p.name) for p in last.iterdir() if p.is_dir() and p.name.isdigit()]
+    if not steps:
+        raise ValueError(f"--init-from {config.init_from}: no complete checkpoint in {last}")
+    return config.replace(init_from=str(source), init_step=max(steps))
 
 
 def error(parser: argparse.ArgumentParser, message: Any, code: int = 2) -> None:

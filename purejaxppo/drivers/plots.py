@@ -184,3 +184,23 @@ def plot_pbt(result: Any, path: str | Path, title: str = "") -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_checkpoint_series(table: pd.DataFrame, path: str | Path, title: str = "") -> None:
+    """Writes a PNG of the evaluation return of every kept checkpoint against env steps
+    (`purejaxppo eval RUN --all-steps`): the mean with a +-1 std band, and the IQM."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    steps = table["env_steps"].to_numpy(dtype=float)
+    mean, std = table["mean"].to_numpy(dtype=float), table["std"].to_numpy(dtype=float)
+    ax.plot(steps, mean, marker="o", lw=1.5, label="mean")
+    ax.fill_between(steps, mean - std, mean + std, alpha=0.2, label="mean ± std")
+    ax.plot(steps, table["iqm"].to_numpy(dtype=float), ls="--", lw=1.0, label="IQM")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("evaluation episode return")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(f"checkpoints of {title}" if title else "checkpoints")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -110,7 +110,8 @@ def train_and_log(
         check_resumable(config.env_name)
     else:
         rundir.check_fresh(run_dir, overwrite)
-    fns = make_train_fns(config)
+    # A resumed run starts from its own checkpoint, not from its warm start's source.
+    fns = make_train_fns(config.replace(init_from=None) if resume else config)
     _check_host(config, fns)
     loggers = [name for name in config.loggers if name != "csv"]  # metrics.csv: below
     check_sinks(loggers)

@@ -1,0 +1,102 @@
+"""A run's checkpoint series: every kept checkpoint evaluated (`purejaxppo eval RUN
+--all-steps`), as a table and a plot of return against env steps.
+
+After DTI's `load_all_agents_from_checkpoints`: keep the series with
+`keep_checkpoints: all` (and `save_freq` > 0), list it with `list_checkpoints(run_dir)`,
+load one with `Policy.load(run_dir, step=N)`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from purejaxppo.checkpoint import list_checkpoints, load_checkpoint
+from purejaxppo.drivers.plots import plot_checkpoint_series
+from purejaxppo.drivers.report import iqm, write_atomic, write_csv
+from purejaxppo.envs import make_env
+from purejaxppo.policy import Policy, make_episode_runner, observation_shapes
+
+#: Files `write_series` writes into the run directory.
+SERIES_FILES = ("eval_steps.csv", "eval_steps.png")
+#: Columns of the table, one row per kept checkpoint.
+SERIES_COLUMNS = ("update", "env_steps", "mean", "std", "iqm", "mean_length")
+
+
+def evaluate_series(
+    run_dir: str | Path,
+    num_episodes: int = 100,
+    key: jax.Array | None = None,
+    greedy: bool = False,
+    env_id: str | None = None,
+) -> pd.DataFrame:
+    """Evaluates every kept checkpoint of `run_dir` (`list_checkpoints`, oldest first) on
+    the same `num_episodes` episodes (same `key` for each; one compiled episode runner).
+
+    Returns:
+      A DataFrame with `SERIES_COLUMNS`: `update` (int), `env_steps` (update *
+      num_envs * num_steps), and the mean, std and IQM of the episode returns and the
+      mean episode length (float).
+
+    Raises:
+      ValueError: no checkpoint in `run_dir`; `num_episodes < 1`; an `env_id` whose
+        observations do not fit the policy.
+    """
+    if num_episodes < 1:
+        raise ValueError(f"num_episodes={num_episodes!r}: must be >= 1")
+    steps = list_checkpoints(run_dir)
+    if not steps:
+        raise ValueError(f"no complete checkpoint under {Path(run_dir) / 'checkpoints/last'}")
+    policy = Policy.load(run_dir, step=steps[0])
+    config = policy.config
+    if env_id is None or env_id == config.env_name:
+        env, env_params = make_env(config.env_name, config.env_kwargs)
+    else:
+        env, env_params = make_env(env_id)
+    shapes = observation_shapes(env.observation_space(env_params))
+    if shapes != policy.obs_shape:
+        raise ValueError(
+            f"eval: {env_id} observations {shapes} do not match the policy's {policy.obs_shape}"
+        )
+    max_steps = int(env_params.max_steps_in_episode)
+    run = make_episode_runner(policy, env, env_params, num_episodes, max_steps)
+    key = jax.random.key(0) if key is None else key
+    temperature = jnp.float32(0.0 if greedy else 1.0)
+    rows = []
+    for step in steps:
+        params = load_checkpoint(run_dir, step=step).runner_state.train_state.params
+        returns, lengths = (np.asarray(x) for x in run(params, key, temperature))
+        rows.append(
+            {
+                "update": step,
+                "env_steps": step * config.batch_size,
+                "mean": float(returns.mean()),
+                "std": float(returns.std()),
+                "iqm": iqm(returns),
+                "mean_length": float(lengths.mean()),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(SERIES_COLUMNS))
+
+
+def check_series_output(run_dir: str | Path, overwrite: bool) -> None:
+    """Raises a ValueError when `write_series` would replace files without `overwrite`."""
+    existing = [name for name in SERIES_FILES if (Path(run_dir) / name).exists()]
+    if existing and not overwrite:
+        raise ValueError(
+            f"{Path(run_dir) / existing[0]} exists; pass --overwrite to replace "
+            f"{' and '.join(existing)}"
+        )
+
+
+def write_series(run_dir: str | Path, table: pd.DataFrame, title: str = "") -> list[Path]:
+    """Writes `table` as `run_dir/eval_steps.csv` and its plot as `eval_steps.png`
+    (atomic writes); returns both paths."""
+    csv_path, png_path = (Path(run_dir) / name for name in SERIES_FILES)
+    write_csv(csv_path, table)
+    write_atomic(png_path, lambda path: plot_checkpoint_series(table, path, title))
+    return [csv_path, png_path]
