@@ -65,7 +65,7 @@ class JaxMARLEnv:
         self.default_params = SuiteParams()
         self.max_steps = getattr(env, "max_steps", None)
         self._action_space = self._common_action_space()
-        shapes = {a: tuple(env.observation_space(a).shape) for a in self.agents}
+        shapes = {a: _shape(env.observation_space(a)) for a in self.agents}
         if len(set(shapes.values())) > 1 and any(len(s) != 1 for s in shapes.values()):
             raise ValueError(
                 f"env_name={name!r}: agents have observations of differing shapes {shapes}; "
@@ -187,6 +187,11 @@ class JaxMARLEnv:
 
     def __repr__(self) -> str:
         return f"JaxMARLEnv({self.name!r}, agents={self.num_agents})"
+
+
+def _shape(space: Any) -> tuple[int, ...]:
+    """A JaxMARL space's shape as a tuple (some envs give an int)."""
+    return tuple(int(s) for s in np.atleast_1d(np.asarray(space.shape)))
 
 
 def _describe(space: Any) -> str:

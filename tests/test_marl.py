@@ -1,0 +1,156 @@
+"""Multi-agent PPO over JaxMARL (`purejaxppo.multiagent`, `envs/suites/jaxmarl.py`).
+
+Bad input raises before anything compiles; the env adapter's agent axis, padding and
+episode ends; the shared-parameter gradient is the gradient on the stacked batch; MAPPO's
+critic sees the world state; a short IPPO run on MPE simple_spread beats a random policy.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import purejaxppo as pjp
+from purejaxppo.envs import make_env
+from purejaxppo.multiagent import make_marl_rollout
+from purejaxppo.update import make_minibatch_grads, make_sequences
+
+SPREAD = "jaxmarl:MPE_simple_spread_v3"
+
+
+def spread_config(**overrides):
+    base = dict(
+        env_name=SPREAD,
+        multi_agent="ippo",
+        num_envs=4,
+        num_steps=8,
+        total_timesteps=4 * 8 * 2,
+        num_minibatches=2,
+        update_epochs=1,
+    )
+    return pjp.PPOConfig(**{**base, **overrides})
+
+
+# ------------------------------------------------------------------------ bad input
+def test_single_agent_env_with_multi_agent_raises():
+    with pytest.raises(ValueError, match=r"multi_agent='ippo'.*CartPole-v1.*single-agent"):
+        pjp.make_train(pjp.PPOConfig(env_name="CartPole-v1", multi_agent="ippo"))
+
+
+def test_jaxmarl_env_needs_multi_agent():
+    with pytest.raises(ValueError, match=r"3 agents: set multi_agent"):
+        pjp.make_train(pjp.PPOConfig(env_name=SPREAD))
+
+
+def test_multi_agent_value_is_checked():
+    with pytest.raises(ValueError, match=r"multi_agent.*'qmix'.*\('ippo', 'mappo'\)"):
+        pjp.PPOConfig(env_name=SPREAD, multi_agent="qmix")
+
+
+def test_unknown_jaxmarl_id_lists_close_matches():
+    with pytest.raises(ValueError, match=r"Close matches: MPE_simple_spread_v3"):
+        make_env("jaxmarl:MPE_simple_spred_v3")
+
+
+def test_mappo_without_world_state_names_env_and_what_is_missing():
+    config = pjp.PPOConfig(env_name="jaxmarl:switch_riddle", multi_agent="mappo")
+    with pytest.raises(ValueError, match=r"'jaxmarl:switch_riddle' has no world state"):
+        pjp.make_train(config)
+
+
+def test_differing_action_spaces_are_refused():
+    with pytest.raises(ValueError, match=r"differing action spaces.*Discrete\(3\).*Discrete\(5\)"):
+        make_env("jaxmarl:MPE_simple_speaker_listener_v4")
+
+
+def test_unsupported_settings_are_refused():
+    with pytest.raises(ValueError, match=r"normalize_rewards is not supported"):
+        pjp.make_train(spread_config(normalize_rewards=True))
+
+
+# -------------------------------------------------------------------------- the env
+def test_agent_axis_ids_and_episode_end():
+    env, params = make_env(SPREAD, {"agent_ids": True})
+    assert env.num_agents == 3 and env.observation_space(params).shape == (18 + 3,)
+    obs, state = env.reset(jax.random.key(0), params)
+    assert obs.shape == (3, 21)
+    np.testing.assert_array_equal(obs[:, 18:], np.eye(3))  # the agent-id one-hot
+
+    step = jax.jit(env.step)
+    action = jnp.zeros((3,), jnp.int32)
+    flags = []
+    for i in range(26):  # JaxMARL's MPE episodes end after max_steps + 1 = 26 steps
+        obs, state, reward, terminated, truncated, info = step(
+            jax.random.key(i), state, action, params
+        )
+        flags.append((bool(terminated.any()), bool(truncated.all())))
+        assert reward.shape == (3,) and info["final_observation"].shape == (3, 21)
+    assert flags[:-1] == [(False, False)] * 25
+    assert flags[-1] == (False, True)  # a time limit: truncated, not terminated
+    assert int(state.step) == 0  # auto-reset
+    assert not np.allclose(info["final_observation"], obs)  # the pre-reset observation
+
+
+# ---------------------------------------------------------------- shared parameters
+def test_shared_param_gradient_is_the_stacked_batch_gradient():
+    """The IPPO gradient (one loss over the [T, N * A] rows) equals the mean over agents
+    of the gradients of each agent's own rows: every agent's data reaches the shared
+    parameters with weight 1/A, and no row of one agent mixes with another's."""
+    config = spread_config(norm_adv=False)
+    fns = pjp.make_train_fns(config)
+    env, env_params = make_env(SPREAD)
+    runner = fns.init(jax.random.key(0))
+    params = runner.train_state.params
+    rollout = make_marl_rollout(env, env_params, fns.networks, config.num_steps)
+    _, traj, _ = jax.jit(rollout)(params, runner.env, jax.random.key(1))
+    steps, rows = traj.reward.shape
+    assert (steps, rows) == (8, 4 * 3)
+    advantages = jax.random.normal(jax.random.key(2), (steps, rows))
+    returns = traj.value + advantages
+    grads_fn = jax.jit(make_minibatch_grads(config, fns.networks))
+    hparams = pjp.Hyperparams.from_config(config)
+
+    def grads_of(columns):
+        select = lambda x: x[:, columns]  # noqa: E731
+        batch = make_sequences(
+            jax.tree.map(select, traj), select(advantages), select(returns), seq_len=1
+        )
+        return grads_fn(params, batch, hparams, 1.0)[0]
+
+    stacked = grads_of(np.arange(rows))
+    per_agent = [grads_of(np.arange(agent, rows, 3)) for agent in range(3)]
+    mean = jax.tree.map(lambda *g: sum(g) / 3, *per_agent)
+    for a, b in zip(jax.tree.leaves(stacked), jax.tree.leaves(mean), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
+    # and the agents' gradients differ (their data differ), so the identity is not trivial
+    first = jax.tree.leaves(per_agent[0])[0]
+    assert not np.allclose(first, jax.tree.leaves(per_agent[1])[0])
+
+
+# ------------------------------------------------------------------------- MAPPO
+def test_mappo_critic_sees_the_world_state():
+    config = spread_config(multi_agent="mappo")
+    fns = pjp.make_train_fns(config)
+    runner = fns.init(jax.random.key(0))
+    params = runner.train_state.params["params"]
+    # actor on one agent's 18-dim obs; critic on the world state, 3 agents x 18 = 54
+    assert params["actor"]["Dense_0"]["kernel"].shape == (18, 64)
+    assert params["critic"]["Dense_0"]["kernel"].shape == (54, 64)
+    obs = runner.env.obs
+    assert obs["obs"].shape == (4 * 3, 18) and obs["world_state"].shape == (4 * 3, 54)
+    # the world state of an env is every agent's obs, the same on the env's 3 rows
+    np.testing.assert_allclose(obs["world_state"][0], obs["obs"][:3].reshape(-1))
+    np.testing.assert_allclose(obs["world_state"][1], obs["world_state"][0])
+
+    apply = jax.jit(fns.apply)
+    dist, value = apply(runner.train_state.params, obs)
+    assert value.shape == (12,) and dist.logits.shape == (12, 5)
+    moved_obs = {**obs, "obs": obs["obs"] + 1.0}
+    moved_state = {**obs, "world_state": obs["world_state"] + 1.0}
+    np.testing.assert_array_equal(apply(runner.train_state.params, moved_obs)[1], value)
+    assert not np.allclose(apply(runner.train_state.params, moved_state)[1], value)
+    # IPPO's critic sees the agent's own observation instead
+    ippo = pjp.make_train_fns(spread_config()).init(jax.random.key(0))
+    assert ippo.env.obs.shape == (12, 18)
