@@ -78,19 +78,26 @@ def test_agent_axis_ids_and_episode_end():
     assert obs.shape == (3, 21)
     np.testing.assert_array_equal(obs[:, 18:], np.eye(3))  # the agent-id one-hot
 
-    step = jax.jit(env.step)
-    action = jnp.zeros((3,), jnp.int32)
-    flags = []
-    for i in range(26):  # JaxMARL's MPE episodes end after max_steps + 1 = 26 steps
-        obs, state, reward, terminated, truncated, info = step(
-            jax.random.key(i), state, action, params
-        )
-        flags.append((bool(terminated.any()), bool(truncated.all())))
-        assert reward.shape == (3,) and info["final_observation"].shape == (3, 21)
-    assert flags[:-1] == [(False, False)] * 25
-    assert flags[-1] == (False, True)  # a time limit: truncated, not terminated
+    @jax.jit
+    def episode(state):
+        def body(state, key):
+            obs, state, reward, terminated, truncated, info = env.step(
+                key, state, jnp.zeros((3,), jnp.int32), params
+            )
+            flags = (terminated, truncated, reward)
+            return state, (flags, obs, info["final_observation"])
+
+        return jax.lax.scan(body, state, jax.random.split(jax.random.key(1), 26))
+
+    state, ((terminated, truncated, reward), obs, final_obs) = episode(state)
+    assert reward.shape == (26, 3) and final_obs.shape == (26, 3, 21)
+    # JaxMARL's MPE episodes end after max_steps + 1 = 26 steps, a time limit: truncated,
+    # not terminated, for every agent
+    assert not terminated.any()
+    np.testing.assert_array_equal(truncated, np.repeat(np.arange(26)[:, None] == 25, 3, axis=1))
     assert int(state.step) == 0  # auto-reset
-    assert not np.allclose(info["final_observation"], obs)  # the pre-reset observation
+    assert not np.allclose(final_obs[-1], obs[-1])  # the pre-reset observation
+    np.testing.assert_array_equal(final_obs[:-1], obs[:-1])
 
 
 # ---------------------------------------------------------------- shared parameters
@@ -101,39 +108,44 @@ def test_shared_param_gradient_is_the_stacked_batch_gradient():
     config = spread_config(norm_adv=False)
     fns = pjp.make_train_fns(config)
     env, env_params = make_env(SPREAD)
-    runner = fns.init(jax.random.key(0))
-    params = runner.train_state.params
     rollout = make_marl_rollout(env, env_params, fns.networks, config.num_steps)
-    _, traj, _ = jax.jit(rollout)(params, runner.env, jax.random.key(1))
-    steps, rows = traj.reward.shape
-    assert (steps, rows) == (8, 4 * 3)
-    advantages = jax.random.normal(jax.random.key(2), (steps, rows))
-    returns = traj.value + advantages
-    grads_fn = jax.jit(make_minibatch_grads(config, fns.networks))
+    grads_fn = make_minibatch_grads(config, fns.networks)
     hparams = pjp.Hyperparams.from_config(config)
+    rows = config.num_envs * 3
 
-    def grads_of(columns):
-        select = lambda x: x[:, columns]  # noqa: E731
-        batch = make_sequences(
-            jax.tree.map(select, traj), select(advantages), select(returns), seq_len=1
-        )
-        return grads_fn(params, batch, hparams, 1.0)[0]
+    @jax.jit
+    def gradients(key):
+        runner = fns.init(key)
+        params = runner.train_state.params
+        _, traj, _ = rollout(params, runner.env, jax.random.key(1))
+        advantages = jax.random.normal(jax.random.key(2), traj.reward.shape)
+        returns = traj.value + advantages
 
-    stacked = grads_of(np.arange(rows))
-    per_agent = [grads_of(np.arange(agent, rows, 3)) for agent in range(3)]
-    mean = jax.tree.map(lambda *g: sum(g) / 3, *per_agent)
+        def grads_of(columns):
+            select = lambda x: x[:, columns]  # noqa: E731
+            batch = make_sequences(
+                jax.tree.map(select, traj), select(advantages), select(returns), seq_len=1
+            )
+            return grads_fn(params, batch, hparams, 1.0)[0]
+
+        per_agent = jax.vmap(grads_of)(jnp.arange(rows).reshape(config.num_envs, 3).T)
+        return traj.reward.shape, grads_of(jnp.arange(rows)), per_agent
+
+    shape, stacked, per_agent = gradients(jax.random.key(0))
+    assert shape == (8, 4 * 3)
+    mean = jax.tree.map(lambda g: g.mean(axis=0), per_agent)
     for a, b in zip(jax.tree.leaves(stacked), jax.tree.leaves(mean), strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
-    # and the agents' gradients differ (their data differ), so the identity is not trivial
-    first = jax.tree.leaves(per_agent[0])[0]
-    assert not np.allclose(first, jax.tree.leaves(per_agent[1])[0])
+    # the agents' gradients differ (their data differ), so the identity is not trivial
+    first = jax.tree.leaves(per_agent)[0]
+    assert not np.allclose(first[0], first[1])
 
 
 # ------------------------------------------------------------------------- MAPPO
 def test_mappo_critic_sees_the_world_state():
     config = spread_config(multi_agent="mappo")
     fns = pjp.make_train_fns(config)
-    runner = fns.init(jax.random.key(0))
+    runner = jax.jit(fns.init)(jax.random.key(0))
     params = runner.train_state.params["params"]
     # actor on one agent's 18-dim obs; critic on the world state, 3 agents x 18 = 54
     assert params["actor"]["Dense_0"]["kernel"].shape == (18, 64)
@@ -152,5 +164,5 @@ def test_mappo_critic_sees_the_world_state():
     np.testing.assert_array_equal(apply(runner.train_state.params, moved_obs)[1], value)
     assert not np.allclose(apply(runner.train_state.params, moved_state)[1], value)
     # IPPO's critic sees the agent's own observation instead
-    ippo = pjp.make_train_fns(spread_config()).init(jax.random.key(0))
+    ippo = jax.eval_shape(pjp.make_train_fns(spread_config()).init, jax.random.key(0))
     assert ippo.env.obs.shape == (12, 18)
