@@ -7,6 +7,8 @@ critic sees the world state; a short IPPO run on MPE simple_spread beats a rando
 
 from __future__ import annotations
 
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -52,6 +54,12 @@ def test_multi_agent_value_is_checked():
 def test_unknown_jaxmarl_id_lists_close_matches():
     with pytest.raises(ValueError, match=r"Close matches: MPE_simple_spread_v3"):
         make_env("jaxmarl:MPE_simple_spred_v3")
+
+
+def test_missing_extra_names_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jaxmarl", None)  # import jaxmarl -> ImportError
+    with pytest.raises(ImportError, match=r"pip install 'purejaxppo\[jaxmarl\]'"):
+        make_env(SPREAD)
 
 
 def test_mappo_without_world_state_names_env_and_what_is_missing():
@@ -166,3 +174,49 @@ def test_mappo_critic_sees_the_world_state():
     # IPPO's critic sees the agent's own observation instead
     ippo = jax.eval_shape(pjp.make_train_fns(spread_config()).init, jax.random.key(0))
     assert ippo.env.obs.shape == (12, 18)
+
+
+# ---------------------------------------------------------------------- learning
+def random_team_return(env, env_params, episodes: int = 256) -> float:
+    """Mean team return of uniformly random actions over `episodes` 26-step episodes."""
+
+    def episode(key):
+        reset_key, key = jax.random.split(key)
+        _, state = env.reset(reset_key, env_params)
+
+        def body(carry, key):
+            state, total = carry
+            action_key, step_key = jax.random.split(key)
+            action = jax.random.randint(action_key, (3,), 0, 5)
+            _, state, reward, *_ = env.step(step_key, state, action, env_params)
+            return (state, total + reward.sum()), None
+
+        (_, total), _ = jax.lax.scan(body, (state, 0.0), jax.random.split(key, 26))
+        return total
+
+    keys = jax.random.split(jax.random.key(123), episodes)
+    return float(jax.jit(jax.vmap(episode))(keys).mean())
+
+
+def test_ippo_on_mpe_spread_beats_random():
+    """IPPO, 2 seeds in one vmap, 120 updates of 16 envs x 32 steps (61k env steps) at
+    learning_rate 5e-3. Measured (3 seeds, /tmp script of this session, loaded 2-core
+    CPU): random -83.2 (std 25.3 over 512 episodes); final 5-update mean team return of
+    seeds 0-2: -67.9, -72.1, -64.6 (11 to 19 above random). The margin of 5 leaves 6
+    below the worst seed, about 2.4 standard errors of a 5-update mean (~100 episodes)."""
+    env, env_params = make_env(SPREAD)
+    random_return = random_team_return(env, env_params)
+    assert -90.0 < random_return < -76.0  # measured -83.2 over 512 episodes
+    config = spread_config(
+        num_envs=16,
+        num_steps=32,
+        total_timesteps=16 * 32 * 120,
+        num_minibatches=4,
+        update_epochs=4,
+        learning_rate=5e-3,
+    )
+    train = jax.jit(jax.vmap(pjp.make_train(config)))
+    out = train(jax.random.split(jax.random.key(0), 3)[:2])  # the measured seeds 0, 1
+    final = np.asarray(out.metrics["episode_return"][:, -5:].mean(axis=1))
+    assert out.metrics["env_steps"][0, -1] == 16 * 32 * 120
+    assert (final > random_return + 5.0).all(), (final, random_return)
