@@ -149,6 +149,48 @@ def test_shared_param_gradient_is_the_stacked_batch_gradient():
     assert not np.allclose(first[0], first[1])
 
 
+class OneAgent:
+    """A one-agent JaxMARL env with the agent axis squeezed: a single-agent gymnax env."""
+
+    def __init__(self, env):
+        self.env, self.name, self.default_params = env, env.name, env.default_params
+
+    def observation_space(self, params=None):
+        return self.env.observation_space(params)
+
+    def action_space(self, params=None):
+        return self.env.action_space(params)
+
+    def reset(self, key, params=None):
+        obs, state = self.env.reset(key, params)
+        return obs[0], state
+
+    def step(self, key, state, action, params=None):
+        obs, state, reward, terminated, truncated, info = self.env.step(
+            key, state, action[None], params
+        )
+        info = {"final_observation": info["final_observation"][0]}
+        return obs[0], state, reward[0], terminated[0], truncated[0], info
+
+
+def test_one_agent_env_trains_bitwise_like_the_single_agent_path():
+    """MPE_simple_v3 has one agent: IPPO (agents as rows) and plain PPO on the same env
+    with the agent axis squeezed compute the same program, bit for bit."""
+    env, _ = make_env("jaxmarl:MPE_simple_v3")
+    config = spread_config(env_name="jaxmarl:MPE_simple_v3")
+    marl = jax.jit(pjp.make_train(config))(jax.random.key(3))
+    single_config = config.replace(multi_agent=None)
+    single = jax.jit(pjp.make_train(single_config, env=OneAgent(env)))(jax.random.key(3))
+    for name, value in marl.metrics.items():
+        np.testing.assert_array_equal(value, single.metrics[name], err_msg=name)
+    for a, b in zip(
+        jax.tree.leaves(marl.train_state.params),
+        jax.tree.leaves(single.train_state.params),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
+
+
 # ------------------------------------------------------------------------- MAPPO
 def test_mappo_critic_sees_the_world_state():
     config = spread_config(multi_agent="mappo")
