@@ -96,6 +96,9 @@ class PPOConfig:
       env_kwargs: keyword arguments for the environment. Keys naming a field of the env's
         `EnvParams` (e.g. `max_steps_in_episode`) override that parameter; the other keys
         go to the env constructor.
+      multi_agent: None (single-agent PPO), "ippo" or "mappo" for a multi-agent env
+        ("jaxmarl:<id>"): one policy shared by all agents, agents as extra rows of the
+        batch; "mappo" gives the critic the env's world state (`purejaxppo.multiagent`).
       num_envs: N, parallel environments per agent.
       num_steps: T, steps per environment per rollout. One update uses N*T transitions.
       total_timesteps: env steps per agent; num_updates = total_timesteps // (N*T).
@@ -231,6 +234,7 @@ class PPOConfig:
 
     env_name: str = static("CartPole-v1", "env")
     env_kwargs: dict[str, Any] = static(group="env", factory=dict)
+    multi_agent: str | None = static(None, "env")
     num_envs: int = static(4, "system")
     num_steps: int = static(128, "system")
     total_timesteps: int = static(512_000, "system")

@@ -144,12 +144,14 @@ def _one_of(name: str, value: Any, choices: Sequence[str], prefix: str = "") -> 
 
 
 def check_env(c: Any) -> None:
-    """env_name, env_kwargs."""
+    """env_name, env_kwargs, multi_agent."""
     if not c.env_name:
         raise bad("env_name", c.env_name, "must not be empty")
     for key in c.env_kwargs:
         if not isinstance(key, str):
             raise bad("env_kwargs", c.env_kwargs, "keys must be strings")
+    if c.multi_agent is not None:
+        _one_of("multi_agent", c.multi_agent, ("ippo", "mappo"), prefix="null or ")
 
 
 def check_system(c: Any) -> None:

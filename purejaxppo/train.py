@@ -14,6 +14,7 @@ from purejaxppo.config import Hyperparams, PPOConfig, check_hyperparams
 from purejaxppo.host_train import make_host_train_fns
 from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
 from purejaxppo.metrics import METRICS, UpdateMetrics
+from purejaxppo.multiagent import make_marl_rollout
 from purejaxppo.networks import Networks
 from purejaxppo.rollout import make_rollout
 from purejaxppo.train_setup import (
@@ -172,7 +173,10 @@ def make_update(
     """`update(runner, hparams) -> (runner, metrics)`: one rollout of `num_steps` steps of
     the vmapped envs, then `learning.make_learn`'s epochs of minibatch steps."""
     networks, num_steps = setup.networks, setup.num_steps
-    rollout = make_rollout(setup.env, setup.env_params, networks, num_steps, setup.info_keys)
+    if config.multi_agent:  # agents as extra rows of the batch (`purejaxppo.multiagent`)
+        rollout = make_marl_rollout(setup.env, setup.env_params, networks, num_steps)
+    else:
+        rollout = make_rollout(setup.env, setup.env_params, networks, num_steps, setup.info_keys)
     learn_fn = make_learn(config, networks, axis_name=axis_name, num_actions=setup.num_actions)
 
     def update(

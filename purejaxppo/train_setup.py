@@ -16,6 +16,7 @@ from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.host import is_host_env
 from purejaxppo.metrics import METRICS, extra_metric_names
+from purejaxppo.multiagent import configure_env, make_marl_networks, reset_agents
 from purejaxppo.networks import Networks, ensure_normalization, make_networks
 from purejaxppo.networks.custom import param_labels
 from purejaxppo.rollout import host_env_carry, info_keys_of, reset_envs
@@ -160,8 +161,10 @@ def prepare(
     if host:
         _check_host(config, num_shards, axis_name)
         env_params = None
+    env = configure_env(config, env, num_shards)  # multi-agent checks; MAPPO's world state
     if networks is None:
-        networks = make_networks(config, env, env_params)
+        make = make_marl_networks if config.multi_agent else make_networks
+        networks = make(config, env, env_params)
     networks = ensure_normalization(networks, config, env, env_params)
     # Feed-forward policies train on single transitions, recurrent ones on sequences.
     seq_len = config.seq_len if networks.stateful else 1
@@ -212,8 +215,10 @@ def make_init(
         and env (naming the first one).
     """
     env, env_params = resolve_env(config, env, env_params)
+    env = configure_env(config, env)
     if networks is None:
-        networks = make_networks(config, env, env_params)
+        make = make_marl_networks if config.multi_agent else make_networks
+        networks = make(config, env, env_params)
     networks = ensure_normalization(networks, config, env, env_params)
     num_envs = config.num_envs if num_envs is None else num_envs
     parts = tuple(config.init_parts)
@@ -241,6 +246,8 @@ def make_init(
             env_key = shard_key(env_key)
         if is_host_env(env):
             env_carry = host_env_carry(env, num_envs, networks)
+        elif config.multi_agent:  # agents as extra rows (`purejaxppo.multiagent`)
+            env_carry = reset_agents(env, env_params, env_key, num_envs, networks)
         else:
             env_carry = reset_envs(env, env_params, env_key, num_envs, networks)
         if config.normalize_rewards:

@@ -26,6 +26,7 @@ SUITES = {
     "gymnasium": "gymnasium",
     "envpool": "envpool",
     "metabbo": "metabbo",
+    "jaxmarl": "jaxmarl",
 }
 
 

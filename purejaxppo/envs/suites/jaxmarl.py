@@ -1,0 +1,242 @@
+"""JaxMARL multi-agent environments (`"jaxmarl:<id>"`, e.g. "jaxmarl:MPE_simple_spread_v3").
+
+Rutherford et al. 2024, "JaxMARL: Multi-Agent RL Environments and Algorithms in JAX",
+arXiv:2311.10090. One env here is one JaxMARL env of A agents; its arrays carry the agents
+as a leading axis `[A]` (agent i = `env.agents[i]`), and `purejaxppo.multiagent` turns
+them into extra rows of the batch (IPPO / MAPPO with one shared policy).
+
+- `reset(key, params) -> (obs [A, D], state)`;
+  `step(key, state, action [A], params) -> (obs, state, reward [A], terminated [A],
+  truncated [A], info)` with auto-reset (the reset's key split off as JaxMARL does) and
+  `info["final_observation"]` (the observation the step led to, before the reset).
+- `terminated` / `truncated`: JaxMARL's `dones["__all__"]` ends the episode for every
+  agent; it is a truncation when the episode ran `max_steps` steps (MPE always ends
+  so; SMAX also ends when a team is beaten, a termination), else a termination.
+- Observations: the agents' 1-D observations, zero-padded at the end to the longest
+  (`padded_obs` lists the agents padded); agents with observations of other ranks and
+  differing shapes are refused. With the kwarg `agent_ids: true` an agent-id one-hot
+  `[A]` is appended (the policy is shared: Yu et al. 2022 / JaxMARL's IPPO add it too).
+- Actions: every agent must have the same action space (Discrete(n) or Box); differing
+  spaces are refused with a ValueError naming the agents.
+- World state (MAPPO's critic input, `with_world_state()`): `env.get_world_state(state)`
+  where the env has one (SMAX), else for MPE the concatenation of all agents'
+  observations, as JaxMARL's MAPPO baselines (`MPEWorldStateWrapper`) build it. Other envs
+  have none: `with_world_state()` raises a ValueError naming the env.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnax.environments import spaces
+
+from purejaxppo.envs.suites._common import SuiteParams, raw_key, select, unknown_name
+
+EXTRA = "jaxmarl"
+
+
+def _gymnax_space(space: Any, where: str) -> Any:
+    """A gymnax space from a JaxMARL Discrete / Box."""
+    kind = type(space).__name__
+    if kind == "Discrete":
+        return spaces.Discrete(int(space.n))
+    if kind == "Box":
+        shape = tuple(int(s) for s in space.shape)
+        low = np.broadcast_to(np.asarray(space.low, np.float32), shape)
+        high = np.broadcast_to(np.asarray(space.high, np.float32), shape)
+        return spaces.Box(low, high, shape, jnp.float32)
+    raise ValueError(f"{where}: the {kind} space is not supported (Discrete or Box only)")
+
+
+class JaxMARLEnv:
+    """A JaxMARL `MultiAgentEnv` as a gymnax-style env with an agent axis `[A]`."""
+
+    def __init__(self, name: str, env: Any, *, agent_ids: bool = False, world_state: bool = False):
+        self.name = name
+        self.env = env
+        self.agents = tuple(env.agents)
+        self.num_agents = len(self.agents)
+        self.agent_ids = agent_ids
+        self.world_state = world_state
+        self.default_params = SuiteParams()
+        self.max_steps = getattr(env, "max_steps", None)
+        self._action_space = self._common_action_space()
+        shapes = {a: _shape(env.observation_space(a)) for a in self.agents}
+        if len(set(shapes.values())) > 1 and any(len(s) != 1 for s in shapes.values()):
+            raise ValueError(
+                f"env_name={name!r}: agents have observations of differing shapes {shapes}; "
+                "only 1-D observations of differing lengths can be padded"
+            )
+        self.obs_shape = max(shapes.values())
+        self.padded_obs = tuple(a for a in self.agents if shapes[a] != self.obs_shape)
+        self.has_world_state = hasattr(env, "get_world_state") or name.startswith("jaxmarl:MPE")
+
+    def _common_action_space(self) -> Any:
+        spaces_by_agent = {
+            a: _gymnax_space(self.env.action_space(a), f"{self.name} agent {a}")
+            for a in self.agents
+        }
+        described = {a: _describe(s) for a, s in spaces_by_agent.items()}
+        if len(set(described.values())) > 1:
+            raise ValueError(
+                f"env_name={self.name!r}: agents have differing action spaces {described}; "
+                "a shared policy needs one action space (padding actions is not supported)"
+            )
+        return spaces_by_agent[self.agents[0]]
+
+    # --------------------------------------------------------------------- variants
+    def with_world_state(self) -> JaxMARLEnv:
+        """This env whose observations are `{"obs": [A, D], "world_state": [A, W]}`.
+
+        Raises:
+          ValueError: the env has no world state (naming the env and what is missing).
+        """
+        if not self.has_world_state:
+            raise ValueError(
+                f"multi_agent='mappo': env_name={self.name!r} has no world state for the "
+                "centralised critic (no get_world_state method, and it is not an MPE env "
+                "whose agents' observations make one); use multi_agent: ippo"
+            )
+        return JaxMARLEnv(self.name, self.env, agent_ids=self.agent_ids, world_state=True)
+
+    # ----------------------------------------------------------------------- spaces
+    def policy_obs_space(self) -> spaces.Box:
+        """One agent's policy input: its (padded) observation, plus the id one-hot."""
+        if len(self.obs_shape) != 1:
+            return spaces.Box(-jnp.inf, jnp.inf, self.obs_shape, jnp.float32)
+        size = self.obs_shape[0] + (self.num_agents if self.agent_ids else 0)
+        return spaces.Box(-jnp.inf, jnp.inf, (size,), jnp.float32)
+
+    def world_state_size(self) -> int:
+        """W, the length of the world state."""
+        obs, state = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
+        return int(jax.eval_shape(self._world_state, obs, state).shape[0])
+
+    def observation_space(self, params: Any = None) -> Any:
+        """One agent's observation space (a Dict with "world_state" under MAPPO)."""
+        del params
+        if not self.world_state:
+            return self.policy_obs_space()
+        ws = spaces.Box(-jnp.inf, jnp.inf, (self.world_state_size(),), jnp.float32)
+        return spaces.Dict({"obs": self.policy_obs_space(), "world_state": ws})
+
+    def action_space(self, params: Any = None) -> Any:
+        """The action space every agent shares."""
+        del params
+        return self._action_space
+
+    # ------------------------------------------------------------------ observations
+    def _world_state(self, obs: Mapping[str, jax.Array], state: Any) -> jax.Array:
+        if hasattr(self.env, "get_world_state"):
+            return jnp.asarray(self.env.get_world_state(state), jnp.float32).reshape(-1)
+        return jnp.concatenate([jnp.ravel(obs[a]) for a in self.agents]).astype(jnp.float32)
+
+    def _observe(self, obs: Mapping[str, jax.Array], state: Any) -> Any:
+        """`[A, D]` float32 (padded, with the id one-hot), or the MAPPO dict."""
+        rows = []
+        for agent in self.agents:
+            o = jnp.asarray(obs[agent], jnp.float32)
+            if len(self.obs_shape) == 1:
+                o = jnp.pad(o, (0, self.obs_shape[0] - o.shape[0]))
+            rows.append(o)
+        stacked = jnp.stack(rows)
+        if self.agent_ids and len(self.obs_shape) == 1:
+            stacked = jnp.concatenate([stacked, jnp.eye(self.num_agents)], axis=1)
+        if not self.world_state:
+            return stacked
+        world = self._world_state(obs, state)
+        return {"obs": stacked, "world_state": jnp.tile(world[None], (self.num_agents, 1))}
+
+    # ------------------------------------------------------------------- reset / step
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
+        """`(obs [A, ...], state)` of a fresh episode."""
+        del params
+        obs, state = self.env.reset(raw_key(key))
+        return self._observe(obs, state), state
+
+    def step(self, key: jax.Array, state: Any, action: jax.Array, params: Any = None) -> tuple:
+        """One step of all agents (`action` `[A]`), auto-resetting when the episode ends."""
+        del params
+        step_key, reset_key = jax.random.split(raw_key(key))
+        actions = {a: action[i] for i, a in enumerate(self.agents)}
+        obs_st, state_st, rewards, dones, _ = self.env.step_env(step_key, state, actions)
+        final_obs = self._observe(obs_st, state_st)
+        obs_re, state_re = self.env.reset(reset_key)
+        done = jnp.asarray(dones["__all__"], bool)
+        truncated = done
+        if self.max_steps is not None and hasattr(state_st, "step"):
+            truncated = jnp.logical_and(done, state_st.step >= self.max_steps)
+        terminated = jnp.logical_and(done, jnp.logical_not(truncated))
+        new_state = select(done, state_re, state_st)
+        obs = select(done, self._observe(obs_re, state_re), final_obs)
+        reward = jnp.stack([jnp.asarray(rewards[a], jnp.float32) for a in self.agents])
+        agents = (self.num_agents,)
+        info = {"final_observation": final_obs}
+        return (
+            obs,
+            new_state,
+            reward,
+            jnp.broadcast_to(terminated, agents),
+            jnp.broadcast_to(truncated, agents),
+            info,
+        )
+
+    def __repr__(self) -> str:
+        return f"JaxMARLEnv({self.name!r}, agents={self.num_agents})"
+
+
+def _shape(space: Any) -> tuple[int, ...]:
+    """A JaxMARL space's shape as a tuple (some envs give an int)."""
+    return tuple(int(s) for s in np.atleast_1d(np.asarray(space.shape)))
+
+
+def _describe(space: Any) -> str:
+    if isinstance(space, spaces.Discrete):
+        return f"Discrete({space.n})"
+    return f"Box{tuple(space.shape)}"
+
+
+def is_multi_agent_env(env: Any) -> bool:
+    """True for a `JaxMARLEnv` (an env whose arrays carry an agent axis)."""
+    return isinstance(env, JaxMARLEnv)
+
+
+def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuiteParams]:
+    """Builds `"jaxmarl:<id>"` (`jaxmarl.make(id, **env_kwargs)`).
+
+    env_kwargs: `agent_ids` (ours: append an agent-id one-hot to each observation), and
+    the JaxMARL env's own keyword arguments; for SMAX, `scenario` may be a map name
+    ("3m", "2s3z", ...: `jaxmarl.environments.smax.map_name_to_scenario`).
+
+    Raises:
+      ImportError: jaxmarl is not installed (naming the extra).
+      ValueError: unknown id (close matches listed), kwargs the env rejects, agents with
+        differing action spaces or unpaddable observations.
+    """
+    try:
+        import jaxmarl
+        from jaxmarl.registration import registered_envs
+    except ImportError as err:
+        raise ImportError(
+            f"jaxmarl:{name} needs the optional extra: pip install 'purejaxppo[{EXTRA}]' ({err})"
+        ) from None
+    if name not in registered_envs:
+        raise unknown_name("jaxmarl", name, registered_envs)
+    kwargs = dict(env_kwargs)
+    agent_ids = bool(kwargs.pop("agent_ids", False))
+    if isinstance(kwargs.get("scenario"), str):
+        from jaxmarl.environments.smax import map_name_to_scenario
+
+        kwargs["scenario"] = map_name_to_scenario(kwargs["scenario"])
+    try:
+        env = jaxmarl.make(name, **kwargs)
+    except (TypeError, ValueError, KeyError) as err:
+        raise ValueError(
+            f"env_kwargs of jaxmarl:{name}: {sorted(env_kwargs)} rejected ({err})"
+        ) from err
+    suite_env = JaxMARLEnv(f"jaxmarl:{name}", env, agent_ids=agent_ids)
+    return suite_env, suite_env.default_params
