@@ -76,6 +76,8 @@ def configure_env(config: PPOConfig, env: Any, num_shards: int = 1) -> Any:
         "info_metrics": bool(config.info_metrics),
         "action_histogram": config.action_histogram,
         "data-parallel devices": num_shards != 1,
+        "evaluation (eval_freq, eval_splits)": config.eval_freq > 0 or bool(config.eval_splits),
+        "video_freq / collect_freq": config.video_freq > 0 or config.collect_freq > 0,
     }
     for name, used in unsupported.items():
         if used:

@@ -112,7 +112,8 @@ class Policy:
       networks: optional `Networks` (default `make_networks(config, env, env_params)`).
 
     Raises:
-      ValueError: `params` hold a NaN or Inf (a diverged run), naming the leaf.
+      ValueError: `params` hold a NaN or Inf (a diverged run), naming the leaf; a
+        multi-agent config (`multi_agent` set: not supported by Policy yet).
     """
 
     def __init__(
@@ -125,6 +126,12 @@ class Policy:
     ):
         from purejaxppo.train import resolve_env
 
+        if config.multi_agent is not None:
+            raise ValueError(
+                f"Policy: multi_agent={config.multi_agent!r} runs cannot be loaded as a Policy "
+                "yet (evaluate, export and video are single-agent); the trained params are in "
+                "the run's checkpoints (purejaxppo.checkpoint.load_checkpoint)"
+            )
         env, env_params = resolve_env(config, env, env_params)
         self.config = config
         self.env, self.env_params = env, env_params

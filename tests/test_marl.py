@@ -262,3 +262,13 @@ def test_ippo_on_mpe_spread_beats_random():
     final = np.asarray(out.metrics["episode_return"][:, -5:].mean(axis=1))
     assert out.metrics["env_steps"][0, -1] == 16 * 32 * 120
     assert (final > random_return + 5.0).all(), (final, random_return)
+
+
+def test_policy_and_evaluation_refuse_multi_agent_runs_clearly():
+    """Policy / eval / export are single-agent: a multi-agent config gets one ValueError
+    naming the setting, and training refuses evaluation during the run before compiling."""
+    config = pjp.PPOConfig(env_name="jaxmarl:MPE_simple_spread_v3", multi_agent="ippo")
+    with pytest.raises(ValueError, match=r"multi_agent='ippo' runs cannot be loaded as a Policy"):
+        pjp.Policy({}, config)
+    with pytest.raises(ValueError, match=r"evaluation \(eval_freq, eval_splits\) is not supported"):
+        pjp.make_train(config.replace(eval_freq=5))
