@@ -96,20 +96,26 @@ def save_checkpoint(
 
     Raises:
       ValueError: if the parameters hold a NaN or Inf (a diverged run is never saved).
+      OSError: ENOSPC when the disk has less than twice the checkpoint's size free
+        (checked before orbax writes anything; `purejaxppo.paths.check_free_space`).
     """
     import orbax.checkpoint as ocp
 
     from purejaxppo.guards import check_finite_params
+    from purejaxppo.paths import check_free_space
 
     step = int(runner_state.update_step)
     directory = _directory(run_dir, kind)
     check_finite_params(runner_state.train_state.params, f"save_checkpoint (update {step})")
     keep = config.keep_checkpoints if keep is None else keep
+    state = jax.device_get(_to_saveable(runner_state))
+    nbytes = sum(np.asarray(x).nbytes for x in jax.tree.leaves((state, metrics)))
+    check_free_space(directory, nbytes, f"checkpoint {directory / str(step)}")
     with make_manager(directory, keep) as manager:
         manager.save(
             step,
             args=ocp.args.Composite(
-                state=ocp.args.StandardSave(jax.device_get(_to_saveable(runner_state))),
+                state=ocp.args.StandardSave(state),
                 history=ocp.args.StandardSave({k: np.asarray(v) for k, v in metrics.items()}),
                 meta=ocp.args.JsonSave(
                     {

@@ -2,7 +2,9 @@
 
 Exit codes: 0 done; 2 bad input (config, env kwargs, paths, a checkpoint that does not
 match), reported before anything on disk changes; 3 training diverged (NaN / Inf losses
-or parameters; the last finite checkpoint is kept).
+or parameters; the last finite checkpoint is kept); 4 the disk (or quota) is full
+(ENOSPC; the newest complete checkpoint is kept: free space, then --resume). Any other
+operating-system error (permissions, impossible paths) is one line naming the path, exit 2.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from purejaxppo.cli.pbt import pbt_command
 from purejaxppo.cli.policy_commands import collect_command, eval_command, export_command
 from purejaxppo.cli.sweep import sweep_command
 from purejaxppo.cli.train import train_command
+from purejaxppo.cli.values import EXIT_NO_SPACE, EXIT_OS_ERROR
 
 COMMANDS = {
     "train": train_command,
@@ -35,7 +38,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         from purejaxppo.platform import enable_compile_cache
 
         enable_compile_cache()
-    return COMMANDS[command](parser, args)
+    try:
+        return COMMANDS[command](parser, args)
+    except Exception as err:  # one line for a full disk / an OS error, never a traceback
+        from purejaxppo.paths import describe_os_error, is_disk_full
+
+        if is_disk_full(err):
+            where = describe_os_error(err) or str(err).splitlines()[0][:200]
+            parser.exit(
+                EXIT_NO_SPACE,
+                f"purejaxppo: error: {command}: the disk is full ({where}); the newest "
+                "complete checkpoint is kept: free space, then rerun (train: --resume)\n",
+            )
+        line = describe_os_error(err)
+        if line is None:
+            raise
+        parser.exit(EXIT_OS_ERROR, f"purejaxppo: error: {command}: {line}\n")
 
 
 if __name__ == "__main__":
