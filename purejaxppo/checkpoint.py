@@ -235,6 +235,12 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
         raise ValueError(f"checkpoint {where} is unreadable: {err}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise ValueError(f"checkpoint {where}: its meta data holds no 'config' mapping")
+    if "generation" in meta and "search" in meta:  # storage.save_population's meta
+        raise _ConfigMismatch(
+            f"checkpoint {where} is a PBT population checkpoint (purejaxppo pbt, generation "
+            f"{meta['generation']}), not a single run's: continue it with `purejaxppo pbt "
+            "--resume`, or use the run in the pbt directory's best/"
+        )
     version = meta.get("format_version", 1)
     if version != FORMAT_VERSION:
         raise _ConfigMismatch(
@@ -272,7 +278,8 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
         raise ValueError(
             f"checkpoint {where} does not match the network / env of "
             f"this config (hidden_sizes={list(config.hidden_sizes)}, "
-            f"env_name={config.env_name!r}) or is corrupt: {err}"
+            f"env_name={config.env_name!r}) or is corrupt (a run trained with custom "
+            f"networks loads with networks=...; custom networks are not exportable): {err}"
         ) from None
     state = restored["state"]
     _check_shapes(abstract, state, where)
