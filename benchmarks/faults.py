@@ -184,7 +184,7 @@ def damaged_checkpoints(tmp: Path) -> None:
     for how in ("truncate", "zero", "delete"):
         for scope in ("newest", "all"):
             last = base / "checkpoints" / "last"
-            steps = sorted((int(p.name) for p in last.iterdir() if p.name.isdigit()))
+            steps = sorted(int(p.name) for p in last.iterdir() if p.name.isdigit())
             targets = steps[-1:] if scope == "newest" else steps
             commands = ("resume", "eval", "export") if how == "truncate" else ("resume",)
             for command in commands:

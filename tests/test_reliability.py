@@ -435,3 +435,15 @@ def test_exporting_custom_network_params_says_custom_networks_are_not_exportable
     with pytest.raises(ValueError, match="custom networks are not exportable"):
         export_torch(params, config, tmp_path / "p.pt")
     assert not list(tmp_path.iterdir())
+
+
+def test_pbt_devices_2_sets_two_cpu_devices(tmp_path):
+    # `--devices 2` used to be refused on CPU: JAX had 1 device (only the default set more).
+    argv = [a if a != "1" else "2" for a in PBT]
+    assert argv[argv.index("--devices") + 1] == "2"
+    proc = subprocess.run(
+        [sys.executable, "-m", "purejaxppo.cli", *argv, "--out", str(tmp_path / "p")],
+        capture_output=True, text=True, timeout=600, env=ENV,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "p" / "pbt.yaml").is_file()
