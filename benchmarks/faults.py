@@ -39,16 +39,19 @@ N_LONG = 120  # updates of the runs that are killed or shared
 LONG = [*TINY, "--total-timesteps", str(4 * 16 * N_LONG), "--save-freq", "10"]
 SHORT = [*TINY, "--total-timesteps", str(4 * 16 * 6), "--save-freq", "2"]
 RESULTS: list[dict[str, str]] = []
+#: The checkout whose purejaxppo runs: the working directory of every CLI subprocess
+#: (`python -m` puts it first on sys.path), set by --code.
+CODE = [ROOT]
 
 
 def cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, env=ENV,
-                          timeout=timeout)  # fmt: skip
+                          timeout=timeout, cwd=CODE[0])  # fmt: skip
 
 
 def start(*args: str) -> subprocess.Popen:
     return subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV)  # fmt: skip
+                            text=True, env=ENV, cwd=CODE[0])  # fmt: skip
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -293,6 +296,7 @@ def main() -> None:
     parser.add_argument("--code", type=Path, default=ROOT,
                         help="checkout whose purejaxppo runs (default: this one)")  # fmt: skip
     args = parser.parse_args()
+    CODE[0] = args.code.resolve()
     ENV["PYTHONPATH"] = f"{args.code.resolve()}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
     start_time = time.time()
     with tempfile.TemporaryDirectory(prefix="purejaxppo-faults-") as tmp:
