@@ -60,7 +60,8 @@ def error_lines(stderr: str) -> list[str]:
     for line in stderr.splitlines():
         if not line.strip() or "it/s]" in line or "update/s]" in line or "warnings.warn(" in line:
             continue
-        if "UserWarning" in line or line.startswith(("set aside", "--overwrite: removing")):
+        notes = ("set aside", "--overwrite: removing", "purejaxppo: warning:", "resumed from")
+        if "UserWarning" in line or line.startswith(notes):
             continue
         keep.append(line)
     return keep

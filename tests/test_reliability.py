@@ -447,3 +447,19 @@ def test_pbt_devices_2_sets_two_cpu_devices(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "p" / "pbt.yaml").is_file()
+
+
+def test_cli_reports_warnings_in_one_line_and_silences_orbax_error_logs(capsys):
+    import logging
+    import warnings
+
+    from purejaxppo.cli.main import _one_line_reports
+
+    show = warnings.showwarning
+    with _one_line_reports(), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("checkpoint 4 is damaged; using the previous one, 3", stacklevel=1)
+        logging.getLogger("absl").error("Failed to json parse Metadata file: ...")
+    err = capsys.readouterr().err
+    assert err == "purejaxppo: warning: checkpoint 4 is damaged; using the previous one, 3\n"
+    assert warnings.showwarning is show  # restored

@@ -9,8 +9,11 @@ operating-system error (permissions, impossible paths) is one line naming the pa
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 
 from purejaxppo.cli.parser import build_parser
 from purejaxppo.cli.pbt import pbt_command
@@ -29,6 +32,26 @@ COMMANDS = {
 }
 
 
+@contextlib.contextmanager
+def _one_line_reports() -> Iterator[None]:
+    """Warnings as "purejaxppo: warning: MESSAGE" (no source line), and orbax's own error
+    logs (absl: unreadable metadata, its writer threads' tracebacks) silenced: the error
+    they report reaches the command, which prints it as one line."""
+    absl = logging.getLogger("absl")
+    level, show = absl.level, warnings.showwarning
+
+    def one_line(message, category, filename, lineno, file=None, line=None):
+        print(f"purejaxppo: warning: {message}", file=file or sys.stderr)
+
+    absl.setLevel(logging.CRITICAL)
+    warnings.showwarning = one_line
+    try:
+        yield
+    finally:
+        absl.setLevel(level)
+        warnings.showwarning = show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs `purejaxppo ARGV...`; returns the exit code (see the module docstring)."""
     parser = build_parser()
@@ -39,7 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         enable_compile_cache()
     try:
-        return COMMANDS[command](parser, args)
+        with _one_line_reports():
+            return COMMANDS[command](parser, args)
     except Exception as err:  # one line for a full disk / an OS error, never a traceback
         from purejaxppo.paths import describe_os_error, is_disk_full
 
