@@ -315,8 +315,8 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(RESULTS)
     lines = [f"# Fault script ({time.strftime('%Y-%m-%d')}): {summary}", "",
-             "Command: `PYTHONPATH=$PWD python benchmarks/faults.py`"
-             f"{' --only ' + args.only if args.only else ''}", "",
+             f"Command: `PYTHONPATH=$PWD python benchmarks/faults.py {' '.join(sys.argv[1:])}`"
+             " (a 2-core machine shared with other jobs)", "",
              "| scenario | outcome | exit | note |", "| --- | --- | --- | --- |"]  # fmt: skip
     lines += [f"| {r['scenario']} | {r['outcome']} | {r['exit']} | "
               f"{r['note'].replace('|', '/')} |" for r in RESULTS]  # fmt: skip
