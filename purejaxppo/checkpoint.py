@@ -96,20 +96,26 @@ def save_checkpoint(
 
     Raises:
       ValueError: if the parameters hold a NaN or Inf (a diverged run is never saved).
+      OSError: ENOSPC when the disk has less than twice the checkpoint's size free
+        (checked before orbax writes anything; `purejaxppo.paths.check_free_space`).
     """
     import orbax.checkpoint as ocp
 
     from purejaxppo.guards import check_finite_params
+    from purejaxppo.paths import check_free_space
 
     step = int(runner_state.update_step)
     directory = _directory(run_dir, kind)
     check_finite_params(runner_state.train_state.params, f"save_checkpoint (update {step})")
     keep = config.keep_checkpoints if keep is None else keep
+    state = jax.device_get(_to_saveable(runner_state))
+    nbytes = sum(np.asarray(x).nbytes for x in jax.tree.leaves((state, metrics)))
+    check_free_space(directory, nbytes, f"checkpoint {directory / str(step)}")
     with make_manager(directory, None if keep == "all" else keep) as manager:
         manager.save(
             step,
             args=ocp.args.Composite(
-                state=ocp.args.StandardSave(jax.device_get(_to_saveable(runner_state))),
+                state=ocp.args.StandardSave(state),
                 history=ocp.args.StandardSave({k: np.asarray(v) for k, v in metrics.items()}),
                 meta=ocp.args.JsonSave(
                     {
@@ -280,6 +286,12 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
         raise ValueError(f"checkpoint {where} is unreadable: {err}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise ValueError(f"checkpoint {where}: its meta data holds no 'config' mapping")
+    if "generation" in meta and "search" in meta:  # storage.save_population's meta
+        raise _ConfigMismatch(
+            f"checkpoint {where} is a PBT population checkpoint (purejaxppo pbt, generation "
+            f"{meta['generation']}), not a single run's: continue it with `purejaxppo pbt "
+            "--resume`, or use the run in the pbt directory's best/"
+        )
     version = meta.get("format_version", 1)
     if version != FORMAT_VERSION:
         raise _ConfigMismatch(
@@ -317,7 +329,8 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
         raise ValueError(
             f"checkpoint {where} does not match the network / env of "
             f"this config (hidden_sizes={list(config.hidden_sizes)}, "
-            f"env_name={config.env_name!r}) or is corrupt: {err}"
+            f"env_name={config.env_name!r}) or is corrupt (a run trained with custom "
+            f"networks loads with networks=...; custom networks are not exportable): {err}"
         ) from None
     state = restored["state"]
     _check_shapes(abstract, state, where)

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from purejaxppo.config import Hyperparams, PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.host import is_host_env
+from purejaxppo.memory import check_memory, observation_size
 from purejaxppo.metrics import METRICS, extra_metric_names
 from purejaxppo.multiagent import configure_env, make_marl_networks, reset_agents
 from purejaxppo.networks import Networks, ensure_normalization, make_networks
@@ -151,7 +152,8 @@ def prepare(
       ValueError: `callback_every < 1`; `num_shards` that does not divide `num_envs`, or a
         per-device batch / number of sequences that `num_minibatches` does not divide; a
         host env with data-parallel training or `info_metrics`; an `info_metrics` key the
-        env's info does not have; `action_histogram` with non-Discrete actions.
+        env's info does not have; `action_histogram` with non-Discrete actions; an
+        estimated memory need beyond the device's free memory (`memory.check_memory`).
     """
     if callback_every < 1:
         raise ValueError(f"callback_every={callback_every!r}: must be >= 1")
@@ -166,6 +168,7 @@ def prepare(
         make = make_marl_networks if config.multi_agent else make_networks
         networks = make(config, env, env_params)
     networks = ensure_normalization(networks, config, env, env_params)
+    check_memory(config, networks, num_envs, 0 if host else observation_size(env, env_params))
     # Feed-forward policies train on single transitions, recurrent ones on sequences.
     seq_len = config.seq_len if networks.stateful else 1
     num_sequences = num_envs * (config.num_steps // seq_len)

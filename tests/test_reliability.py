@@ -333,3 +333,133 @@ def test_pbt_options_and_collect_seed_are_checked(tmp_path, capsys):
     assert (
         exit_info.value.code == 2 and "--seed -1: must be in [0, 2**32)" in capsys.readouterr().err
     )
+
+
+# ---------------------------------------------------------------- ugly: paths, disk, sizes
+def test_unwritable_output_paths_are_one_line_naming_the_users_path(tmp_path, capsys):
+    a_file = tmp_path / "file"
+    a_file.write_text("not a folder")
+    missing_run = str(tmp_path / "no-run")  # the path is checked before the run is read
+    cases = [
+        (["eval", missing_run, "--video", "/proc/x.gif"], "eval --video /proc/x.gif: cannot"),
+        (["export", missing_run, "--to", "/proc/p.pt"], "export --to /proc/p.pt: cannot write"),
+        (["collect", missing_run, "--episodes", "1", "--out", "/proc/ds"], "--out /proc/ds"),
+        (["export", missing_run, "--to", f"{a_file}/p.pt"], f"{a_file} is a file, not a"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and message in err and err.count("\n") == 1, err
+        assert "tmp" not in err.replace(str(tmp_path), "")  # never a temporary file's name
+
+
+def test_a_full_disk_exits_4_with_one_line_and_keeps_the_last_checkpoint(
+    tmp_path, capsys, monkeypatch
+):
+    from purejaxppo import paths
+    from purejaxppo.cli.values import EXIT_NO_SPACE, error
+
+    run_dir = tmp_path / "run"
+    real = paths.shutil.disk_usage
+    saves = []
+
+    def disk_usage(path):  # the first checkpoint fits, then the disk is full
+        saves.append(path)
+        usage = real(path)
+        return usage._replace(free=usage.free if len(saves) == 1 else 1000)
+
+    monkeypatch.setattr(paths.shutil, "disk_usage", disk_usage)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--run-dir", str(run_dir), "--save-freq", "1", *TINY])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == EXIT_NO_SPACE == 4, err
+    assert err.startswith("purejaxppo: error: train: the disk is full (No space left"), err
+    assert "then rerun (train: --resume)" in err and err.count("\n") == 1, err
+    assert pjp.checkpoint.latest_checkpoint_step(run_dir) == 1
+    # orbax reports ENOSPC of its writer threads as a ValueError: exit 4 too, not 2.
+    orbax_error = ValueError("RESOURCE_EXHAUSTED: Failed to write: No space left on device")
+    with pytest.raises(SystemExit) as exit_info:
+        error(main.__globals__["build_parser"](), orbax_error)
+    assert exit_info.value.code == EXIT_NO_SPACE
+    assert "the disk is full (RESOURCE_EXHAUSTED" in capsys.readouterr().err
+
+
+def test_absurd_sizes_are_refused_with_the_estimate_before_compiling(monkeypatch):
+    from purejaxppo import memory
+    from purejaxppo.envs import make_env
+
+    huge = pjp.PPOConfig(hidden_sizes=(100_000,) * 3)
+    with pytest.raises(ValueError, match=r"hidden_sizes=\[100000, 100000, 100000\], num_envs=4"):
+        pjp.make_train(huge)
+    # About 2 * 1e10 weights per tower, 24 bytes each: hundreds of GiB.
+    with pytest.raises(ValueError, match=r"training needs about [0-9]{3}\.[0-9]{2} GiB"):
+        pjp.make_train(huge)
+    small = pjp.PPOConfig(num_envs=4, num_steps=16, hidden_sizes=(8,), total_timesteps=128)
+    env, env_params = make_env("CartPole-v1")
+    need = memory.estimate_bytes(small, pjp.make_networks(small, env, env_params), 4, 4)
+    monkeypatch.setattr(memory, "available_bytes", lambda device=None: (need + 1, "RAM"))
+    with pytest.warns(UserWarning, match=r"over 50% of the"):
+        pjp.make_train(small)
+
+
+# ---------------------------------------------------------------- ugly: smaller checks
+def test_duplicated_grid_values_are_refused():
+    from purejaxppo.drivers.settings import expand_grid
+
+    with pytest.raises(ValueError, match=r"grid\['learning_rate'\]: value 0.001 is given twice"):
+        expand_grid({"learning_rate": [1e-3, 3e-4, 0.001]})
+    with pytest.raises(ValueError, match=r"grid\['hidden_sizes'\]: value \[8, 8\] is given"):
+        expand_grid({"hidden_sizes": [[8, 8], [16], [8, 8]]})
+    assert len(expand_grid({"learning_rate": [1e-3, 3e-4], "gamma": [0.9, 0.99]})) == 4
+
+
+def test_a_pbt_checkpoint_in_a_run_is_named(tmp_path):
+    import orbax.checkpoint as ocp
+
+    from purejaxppo.checkpoint import load_checkpoint, make_manager
+
+    directory = tmp_path / "run" / "checkpoints" / "last"
+    meta = {"config": pjp.PPOConfig().to_dict(), "options": {}, "search": {}, "generation": 5}
+    with make_manager(directory) as manager:  # what storage.save_population writes as meta
+        manager.save(5, args=ocp.args.Composite(meta=ocp.args.JsonSave(meta)))
+    with pytest.raises(ValueError, match=r"is a PBT population checkpoint \(purejaxppo pbt, gen"):
+        load_checkpoint(tmp_path / "run")
+
+
+def test_exporting_custom_network_params_says_custom_networks_are_not_exportable(tmp_path):
+    from purejaxppo.export import export_torch
+
+    config = pjp.PPOConfig(hidden_sizes=(8,))
+    params = {"params": {"my_torso": {"kernel": jnp.zeros((4, 8)), "bias": jnp.zeros(8)}}}
+    with pytest.raises(ValueError, match="custom networks are not exportable"):
+        export_torch(params, config, tmp_path / "p.pt")
+    assert not list(tmp_path.iterdir())
+
+
+def test_pbt_devices_2_sets_two_cpu_devices(tmp_path):
+    # `--devices 2` used to be refused on CPU: JAX had 1 device (only the default set more).
+    argv = [a if a != "1" else "2" for a in PBT]
+    assert argv[argv.index("--devices") + 1] == "2"
+    proc = subprocess.run(
+        [sys.executable, "-m", "purejaxppo.cli", *argv, "--out", str(tmp_path / "p")],
+        capture_output=True, text=True, timeout=600, env=ENV,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "p" / "pbt.yaml").is_file()
+
+
+def test_cli_reports_warnings_in_one_line_and_silences_orbax_error_logs(capsys):
+    import logging
+    import warnings
+
+    from purejaxppo.cli.main import _one_line_reports
+
+    show = warnings.showwarning
+    with _one_line_reports(), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("checkpoint 4 is damaged; using the previous one, 3", stacklevel=1)
+        logging.getLogger("absl").error("Failed to json parse Metadata file: ...")
+    err = capsys.readouterr().err
+    assert err == "purejaxppo: warning: checkpoint 4 is damaged; using the previous one, 3\n"
+    assert warnings.showwarning is show  # restored

@@ -2,19 +2,25 @@
 
 Exit codes: 0 done; 2 bad input (config, env kwargs, paths, a checkpoint that does not
 match), reported before anything on disk changes; 3 training diverged (NaN / Inf losses
-or parameters; the last finite checkpoint is kept).
+or parameters; the last finite checkpoint is kept); 4 the disk (or quota) is full
+(ENOSPC; the newest complete checkpoint is kept: free space, then --resume). Any other
+operating-system error (permissions, impossible paths) is one line naming the path, exit 2.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 
 from purejaxppo.cli.parser import build_parser
 from purejaxppo.cli.pbt import pbt_command
 from purejaxppo.cli.policy_commands import collect_command, eval_command, export_command
 from purejaxppo.cli.sweep import sweep_command
 from purejaxppo.cli.train import train_command
+from purejaxppo.cli.values import EXIT_NO_SPACE, EXIT_OS_ERROR
 
 COMMANDS = {
     "train": train_command,
@@ -26,6 +32,26 @@ COMMANDS = {
 }
 
 
+@contextlib.contextmanager
+def _one_line_reports() -> Iterator[None]:
+    """Warnings as "purejaxppo: warning: MESSAGE" (no source line), and orbax's own error
+    logs (absl: unreadable metadata, its writer threads' tracebacks) silenced: the error
+    they report reaches the command, which prints it as one line."""
+    absl = logging.getLogger("absl")
+    level, show = absl.level, warnings.showwarning
+
+    def one_line(message, category, filename, lineno, file=None, line=None):
+        print(f"purejaxppo: warning: {message}", file=file or sys.stderr)
+
+    absl.setLevel(logging.CRITICAL)
+    warnings.showwarning = one_line
+    try:
+        yield
+    finally:
+        absl.setLevel(level)
+        warnings.showwarning = show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs `purejaxppo ARGV...`; returns the exit code (see the module docstring)."""
     parser = build_parser()
@@ -35,7 +61,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         from purejaxppo.platform import enable_compile_cache
 
         enable_compile_cache()
-    return COMMANDS[command](parser, args)
+    try:
+        with _one_line_reports():
+            return COMMANDS[command](parser, args)
+    except Exception as err:  # one line for a full disk / an OS error, never a traceback
+        from purejaxppo.paths import describe_os_error, is_disk_full
+
+        if is_disk_full(err):
+            where = describe_os_error(err) or str(err).splitlines()[0][:200]
+            parser.exit(
+                EXIT_NO_SPACE,
+                f"purejaxppo: error: {command}: the disk is full ({where}); the newest "
+                "complete checkpoint is kept: free space, then rerun (train: --resume)\n",
+            )
+        line = describe_os_error(err)
+        if line is None:
+            raise
+        parser.exit(EXIT_OS_ERROR, f"purejaxppo: error: {command}: {line}\n")
 
 
 if __name__ == "__main__":

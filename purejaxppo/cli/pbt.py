@@ -61,11 +61,12 @@ def _run_pbt(
 ) -> int:
     """Sets the devices, trains the population into `out` (claimed), writes, prints."""
     devices = o.devices
-    if devices is None:
-        # Every core by default, on as many CPU devices as divide the population.
-        from purejaxppo.platform import configure_cpu_devices
+    from purejaxppo.platform import configure_cpu_devices
 
-        count = configure_cpu_devices()
+    # --devices N: N CPU devices (on CPU); default: every core, on as many CPU devices as
+    # divide the population.
+    count = configure_cpu_devices(devices)
+    if devices is None:
         if count is not None:
             devices = max(d for d in range(1, count + 1) if o.population % d == 0)
             if not o.no_progress:

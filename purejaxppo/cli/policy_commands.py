@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from purejaxppo.cli.options import CollectOptions, EvalOptions, ExportOptions, pop_options
+from purejaxppo.paths import check_writable
 
 
 def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
@@ -21,6 +22,8 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     from purejaxppo.policy import Policy, evaluate
 
     try:
+        if o.video is not None:
+            check_writable(o.video, "eval --video")
         policy = Policy.load(o.run_dir, step=o.step)
         check_finite_params(policy.get_params(), f"run {o.run_dir}")
         if o.video is not None:  # check before anything runs
@@ -90,6 +93,7 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
         if not 0 <= o.seed < 2**32:
             raise ValueError(f"collect: --seed {o.seed}: must be in [0, 2**32)")
         check_output(o.out, o.minari_id, o.episodes)
+        check_writable(o.out, "collect --out")
         policy = Policy.load(o.run_dir)
         result = collect(
             policy,
@@ -131,6 +135,7 @@ def export_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
             "TorchScript, .pt2, .state_dict.pt, .module.py) or .onnx\n",
         )
     try:
+        check_writable(o.to, "export --to")
         checkpoint = load_checkpoint(o.run_dir)
         check_finite_params(checkpoint.runner_state.train_state.params, f"run {o.run_dir}")
         export = export_onnx if onnx else export_torch

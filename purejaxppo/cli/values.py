@@ -14,6 +14,11 @@ from purejaxppo.config import DuplicateKeyError, PPOConfig, load_yaml
 
 #: Exit code of a run whose losses or parameters became NaN / Inf.
 EXIT_DIVERGED = 3
+#: Exit code of a command that stopped because the disk (or quota) is full (ENOSPC).
+EXIT_NO_SPACE = 4
+#: Exit code of any other operating-system error while writing or reading files
+#: (permissions, a path that cannot exist, a read-only disk): the same code as bad input.
+EXIT_OS_ERROR = 2
 
 
 def _parse_value(text: str) -> Any:
@@ -111,5 +116,15 @@ def resolve_init_from(config: PPOConfig) -> PPOConfig:
 
 
 def error(parser: argparse.ArgumentParser, message: Any, code: int = 2) -> None:
-    """Exits with `code` (2: bad input) and "purejaxppo: error: <message>"."""
+    """Exits with `code` (2: bad input) and "purejaxppo: error: <message>"; a full disk
+    (also one orbax reports as a ValueError) exits with `EXIT_NO_SPACE` instead."""
+    from purejaxppo.paths import is_disk_full
+
+    if isinstance(message, BaseException) and is_disk_full(message):
+        code = EXIT_NO_SPACE
+        first = str(message).splitlines()[0] if str(message) else type(message).__name__
+        message = (
+            f"the disk is full ({first[:300]}); the newest complete checkpoint is kept: "
+            "free space, then rerun (train: --resume)"
+        )
     parser.exit(code, f"purejaxppo: error: {message}\n")

@@ -45,7 +45,8 @@ def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]
     """Cartesian product of `grid` (field -> list of values), in row-major order.
 
     Raises:
-      ValueError: for an unknown or unsweepable field, or an empty / non-list value list.
+      ValueError: for an unknown or unsweepable field, an empty / non-list value list, or
+        a value given twice in one field's list (naming the field and the value).
     """
     if not grid:
         return [{}]
@@ -53,6 +54,12 @@ def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]
         _check_field(name, "grid")
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
             raise ValueError(f"grid[{name!r}]={values!r}: must be a non-empty list of values")
+        for i, value in enumerate(values):
+            if value in list(values)[:i]:
+                raise ValueError(
+                    f"grid[{name!r}]: value {value!r} is given twice (it would run the same "
+                    "settings twice); list each value once"
+                )
     names = list(grid)
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*grid.values())]
 

@@ -91,13 +91,20 @@ def check_params(flat: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]
       `{name: float32 numpy array}` of the expected shapes.
 
     Raises:
-      ValueError: listing the missing, unexpected and mis-shaped entries; for a leading
+      ValueError: params with no name in common with `expected` (a custom network: not
+        exportable); listing the missing, unexpected and mis-shaped entries; for a leading
         agent axis without `index` (saying to pass it), an `index` without the axis or out
         of range, or a non-float leaf.
     """
     arrays = {k: np.asarray(v) for k, v in flat.items()}
     missing = sorted(set(expected) - set(arrays))
     unexpected = sorted(set(arrays) - set(expected))
+    if arrays and not set(arrays) & set(expected):
+        raise ValueError(
+            "the params share no parameter name with the built-in network of this config "
+            f"(got {_short(sorted(arrays))}, expected {_short(sorted(expected))}): custom "
+            "networks are not exportable; write their torch module by hand"
+        )
     problems = []
     if missing:
         problems.append(f"missing {missing}")
@@ -139,6 +146,10 @@ def check_params(flat: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]
         if not np.issubdtype(v.dtype, np.floating):
             raise ValueError(f"{k} has dtype {v.dtype}, expected a float array")
     return {k: v.astype(np.float32) for k, v in arrays.items()}
+
+
+def _short(names: list[str], limit: int = 4) -> str:
+    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
 
 
 def check_finite(flat: Mapping[str, np.ndarray]) -> None:
