@@ -14,6 +14,7 @@ from typing import Any
 import jax
 
 from purejaxppo.config import PPOConfig
+from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.networks import Networks, make_networks
 from purejaxppo.types import RunnerState
 
@@ -53,7 +54,7 @@ def make_evaluators(config: PPOConfig, networks: Networks | None = None) -> dict
             env,
             split_params,
             config.eval_episodes,
-            int(split_params.max_steps_in_episode),
+            episode_limit(env, split_params),
         )
     return evaluators
 
@@ -78,7 +79,7 @@ def make_media(config: PPOConfig, fns: Any) -> Any:
         from purejaxppo.video import make_episode_recorder, make_renderer
 
         renderer = make_renderer(env, env_params)
-        max_steps = int(env_params.max_steps_in_episode)
+        max_steps = episode_limit(env, env_params)
         recorder = make_episode_recorder(fns.networks, env, env_params, max_steps)
     if config.collect_freq:
         from purejaxppo.datasets import make_chunk_runner

@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.networks import select_action
 
 
@@ -326,7 +327,7 @@ def collect(
         if unknown:
             raise ValueError(f"collect: info keys {unknown} not in the env's info dict")
     if max_steps is None:
-        max_steps = int(env_params.max_steps_in_episode)
+        max_steps = episode_limit(env, env_params)
     key = jax.random.key(0) if key is None else key
     params = policy.get_params() if params is None else params
     temperature = jnp.float32(0.0 if greedy else 1.0)

@@ -17,6 +17,7 @@ from gymnax.environments import spaces
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
+from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.guards import check_finite_params
 from purejaxppo.networks import Networks, State, make_networks, reset_state, select_action
 from purejaxppo.types import Params, TrainOutput, TrainState
@@ -333,7 +334,7 @@ def evaluate(
             f"{policy.obs_shape}"
         )
     if max_steps is None:
-        max_steps = int(env_params.max_steps_in_episode)
+        max_steps = episode_limit(env, env_params)
     key = jax.random.key(0) if key is None else key
     run = make_episode_runner(policy, env, env_params, num_episodes, max_steps)
     returns, lengths = run(policy.get_params(), key, jnp.float32(0.0 if greedy else 1.0))

@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purejaxppo.envs.spaces import episode_limit
+
 Frame = np.ndarray  # [H, W, 3] uint8
 Renderer = Callable[[Any, Any], Frame]  # (one env state, one observation) -> frame
 
@@ -237,7 +239,7 @@ def record_episode(
     env = policy.env if env is None else env
     env_params = policy.env_params if env_params is None else env_params
     if max_steps is None:
-        max_steps = int(env_params.max_steps_in_episode)
+        max_steps = episode_limit(env, env_params)
     if recorder is None:
         recorder = make_episode_recorder(policy.networks, env, env_params, max_steps)
     key = jax.random.key(0) if key is None else key

@@ -285,6 +285,31 @@ def test_navix_make_train_runs_one_update():
     )
     out = jax.jit(pjp.make_train(config))(jax.random.key(0))
     assert out.metrics["v_loss"].shape == (1,) and np.isfinite(out.metrics["v_loss"]).all()
+    # evaluate a suite env's policy: its episode limit comes from the adapter (SuiteParams
+    # has no max_steps_in_episode; this raised AttributeError before)
+    policy = pjp.Policy.from_train_output(out, config)
+    result = pjp.evaluate(policy, num_episodes=2, key=jax.random.key(1))
+    assert result.lengths.shape == (2,) and (result.lengths <= 100).all()
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "limit"),
+    [
+        ("brax:inverted_pendulum", {"episode_length": 300}, 300),
+        ("navix:Navix-Empty-5x5-v0", None, 100),
+        ("jumanji:Snake-v1", None, 4000),
+        ("craftax:Craftax-Classic-Symbolic-v1", None, 10000),
+        ("xminigrid:MiniGrid-Empty-5x5", None, 100),
+        ("envpool:InvertedPendulum-v4", None, 1000),
+        ("CartPole-v1", None, 500),
+    ],
+)
+def test_episode_limit_of_each_suite(env_id, kwargs, limit):
+    """evaluate / video / collect scan `episode_limit(env, params)` steps by default."""
+    from purejaxppo.envs import make_env
+    from purejaxppo.envs.spaces import episode_limit
+
+    assert episode_limit(*make_env(env_id, kwargs)) == limit
 
 
 def test_xminigrid_empty_learns():

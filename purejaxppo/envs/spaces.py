@@ -90,3 +90,31 @@ class MultiBinary(spaces.Space):
         """Whether every entry of `x` `[n]` is 0 or 1 (bool scalar)."""
         x = jnp.asarray(x)
         return jnp.all((x == 0) | (x == 1))
+
+
+# Where each env family keeps its episode limit: gymnax `EnvParams.max_steps_in_episode`,
+# adapters' `max_steps_in_episode` attribute (Brax / Playground `episode_length`, EnvPool
+# `max_episode_steps`, Navix / Jumanji / JaxMARL limits), Craftax `EnvParams.max_timesteps`,
+# XLand-MiniGrid `EnvParams.max_steps`.
+_LIMIT_FIELDS = (
+    ("params", "max_steps_in_episode"),
+    ("env", "max_steps_in_episode"),
+    ("params", "max_timesteps"),
+    ("params", "max_steps"),
+)
+
+
+def episode_limit(env, env_params) -> int:
+    """The most steps an episode of `env` under `env_params` lasts (an int), read from
+    where the env's family keeps it (see `_LIMIT_FIELDS`).
+
+    Raises:
+      ValueError: the env exposes no limit; the message asks for an explicit `max_steps`.
+    """
+    sources = {"params": env_params, "env": env}
+    for source, field in _LIMIT_FIELDS:
+        value = getattr(sources[source], field, None)
+        if value is not None:
+            return int(value)
+    name = getattr(env, "name", type(env).__name__)
+    raise ValueError(f"{name}: the env does not expose its episode length; pass max_steps=")

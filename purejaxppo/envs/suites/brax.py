@@ -42,6 +42,7 @@ class EpisodeEnv(SuiteEnv):
         action_space = box(-1.0, 1.0, (int(action_size),), jnp.float32)
         super().__init__(name, obs_space=obs_space, action_space=action_space)
         self.wrapped = wrapped  # EpisodeWrapper(env, episode_length, action_repeat)
+        self.max_steps_in_episode = int(wrapped.episode_length)
 
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[Any, Any]:
         state = self.wrapped.reset(key)

@@ -64,6 +64,7 @@ class JaxMARLEnv:
         self.world_state = world_state
         self.default_params = SuiteParams()
         self.max_steps = getattr(env, "max_steps", None)
+        self.max_steps_in_episode = self.max_steps
         self._action_space = self._common_action_space()
         shapes = {a: _shape(env.observation_space(a)) for a in self.agents}
         if len(set(shapes.values())) > 1 and any(len(s) != 1 for s in shapes.values()):

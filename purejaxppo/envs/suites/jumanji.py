@@ -80,6 +80,7 @@ class JumanjiEnv(SuiteEnv):
         super().__init__(name, obs_space=obs_space, action_space=_action_space(env.action_spec))
         self.env = env
         self.obs_keys = obs_keys
+        self.max_steps_in_episode = getattr(env, "time_limit", None)
 
     def _observe(self, timestep: Any) -> Any:
         obs = _as_dict(timestep.observation)

@@ -39,6 +39,7 @@ class NavixEnv(SuiteEnv):
         action_space = spaces.Discrete(int(env.action_space.maximum) + 1)
         super().__init__(name, obs_space=obs_space, action_space=action_space)
         self.env = env
+        self.max_steps_in_episode = int(env.max_steps)
 
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[jax.Array, Any]:
         timestep = self.env.reset(key)
