@@ -145,6 +145,8 @@ class PPOConfig:
         feed-forward ones (`shares_encoder` resolves it).
       squash_actions: Box actions from a tanh-squashed Gaussian rescaled to the action
         bounds (needs finite bounds), instead of a Gaussian clipped to them.
+      log_std_init: initial value of the state-independent Gaussian `log_std` (Box
+        actions), so the initial std is exp(log_std_init) (AgileRL's `action_std_init`).
       action_mask_key: the entry of a dict observation that holds the action mask
         (PettingZoo / Jumanji convention; default "action_mask"). When the env's
         observation space is a `Dict` with this key, its entry (bool or 0/1, `[n]` for
@@ -251,6 +253,7 @@ class PPOConfig:
     conv_impl: str = static("auto", "network")
     share_encoder: bool | None = static(None, "network")
     squash_actions: bool = static(False, "network")
+    log_std_init: float = static(0.0, "network")
     action_mask_key: str | None = static("action_mask", "network")
     recurrent: str | None = static(None, "recurrent")
     recurrent_size: int = static(64, "recurrent")
