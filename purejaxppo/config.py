@@ -32,6 +32,7 @@ from flax import struct
 
 from purejaxppo.config_checks import (
     ACTIVATIONS,
+    ADVANTAGE_ESTIMATORS,
     CONV_IMPLS,
     ENCODERS,
     LOGGERS,
@@ -45,6 +46,7 @@ from purejaxppo.config_yaml import DuplicateKeyError, load_yaml
 
 __all__ = [
     "ACTIVATIONS",
+    "ADVANTAGE_ESTIMATORS",
     "CONV_IMPLS",
     "DRIVER_FIELDS",
     "ENCODERS",
@@ -103,6 +105,9 @@ class PPOConfig:
       num_minibatches: minibatches per epoch; must divide N*T.
       gamma: discount factor in [0, 1].
       gae_lambda: GAE lambda in [0, 1] (Schulman et al. 2016, arXiv:1506.02438).
+      advantage_estimator: "gae" (default) or "n_step": n-step bootstrapped returns of at
+        most `n_step` rewards (MetaBox's PPO_Agent; formula in `gae.n_step_advantages`).
+      n_step: rewards summed before bootstrapping with advantage_estimator "n_step".
       clip_coef: PPO ratio clip epsilon (> 0); also clips the value update if clip_vloss.
       norm_adv: normalise advantages per minibatch (mean 0, std 1).
       clip_vloss: use the clipped value loss of CleanRL / the PPO2 baselines.
@@ -230,6 +235,8 @@ class PPOConfig:
     num_minibatches: int = static(4, "system")
     gamma: float = traced(0.99, "loss")
     gae_lambda: float = traced(0.95, "loss")
+    advantage_estimator: str = static("gae", "loss")
+    n_step: int = static(5, "loss")
     clip_coef: float = traced(0.2, "loss")
     norm_adv: bool = static(True, "loss")
     clip_vloss: bool = static(True, "loss")

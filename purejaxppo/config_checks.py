@@ -28,6 +28,9 @@ RECURRENT_CORES = ("lstm", "gru", "transformer")
 #: Convolution implementations (`PPOConfig.conv_impl`), see `purejaxppo.networks.layers`.
 CONV_IMPLS = ("auto", "im2col", "xla")
 
+#: Advantage estimators (`PPOConfig.advantage_estimator`), see `purejaxppo.gae`.
+ADVANTAGE_ESTIMATORS = ("gae", "n_step")
+
 #: Logging sinks (`PPOConfig.loggers`), see `purejaxppo.sinks`.
 LOGGERS = ("csv", "jsonl", "tensorboard", "wandb", "mlflow")
 
@@ -185,6 +188,8 @@ def check_loss(c: Any) -> None:
         if getattr(c, name) <= 0:
             raise bad(name, getattr(c, name), "must be > 0")
     _at_least(c, ("vf_coef", "ent_coef"), 0, "must be >= 0")
+    _one_of("advantage_estimator", c.advantage_estimator, ADVANTAGE_ESTIMATORS)
+    _at_least(c, ("n_step",), 1, "must be >= 1")
     if c.target_kl is not None and c.target_kl <= 0:
         raise bad("target_kl", c.target_kl, "must be > 0 or None (off)")
     if not 0 <= c.critic_pretrain_steps < c.num_updates:
