@@ -204,8 +204,9 @@ class PPOConfig:
       eval_episodes: episodes per split and evaluation.
       eval_splits: named validation splits (the seed's `validators`): split name ->
         `EnvParams` overrides on top of the training env's, e.g.
-        `{"long_pole": {"length": 1.0}}`; empty means one split "train" with the training
-        env itself.
+        `{"long_pole": {"length": 1.0}}`, or another env id with the same spaces,
+        `{"other": {"env_name": "Probe5-v0"}}` (+ `env_kwargs`); empty means one split
+        "train" with the training env itself. The first split chooses `best`.
       seed: PRNG seed used by the command line (`jax.random.key(seed)`), in [0, 2**32).
       info_metrics: keys of the env's `info` dict to log: each is reduced in the scan to
         the mean over the episodes that ended during an update of `info[key]` at their

@@ -297,6 +297,11 @@ def check_driver(c: Any) -> None:
             raise bad(
                 "eval_splits", c.eval_splits, f"split {name!r} must map to EnvParams overrides"
             )
+        if not isinstance(overrides.get("env_name", "-"), str) or not isinstance(
+            overrides.get("env_kwargs", {}), Mapping
+        ):
+            why = f"split {name!r}: env_name must be an env id, env_kwargs a mapping"
+            raise bad("eval_splits", c.eval_splits, why)
     for name in c.loggers:
         if name not in LOGGERS:
             hint = did_you_mean(name, LOGGERS, n=2)
