@@ -98,6 +98,8 @@ class PPOConfig:
       env_kwargs: keyword arguments for the environment. Keys naming a field of the env's
         `EnvParams` (e.g. `max_steps_in_episode`) override that parameter; the other keys
         go to the env constructor.
+      host_vectorization: "sync" (default) or "async": how a `gymnasium:` env's N copies
+        step, in this process or one subprocess each (gymnasium's `AsyncVectorEnv`).
       num_envs: N, parallel environments per agent.
       num_steps: T, steps per environment per rollout. One update uses N*T transitions.
       total_timesteps: env steps per agent; num_updates = total_timesteps // (N*T).
@@ -229,6 +231,7 @@ class PPOConfig:
 
     env_name: str = static("CartPole-v1", "env")
     env_kwargs: dict[str, Any] = static(group="env", factory=dict)
+    host_vectorization: str = static("sync", "env")
     num_envs: int = static(4, "system")
     num_steps: int = static(128, "system")
     total_timesteps: int = static(512_000, "system")

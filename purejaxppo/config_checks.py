@@ -31,6 +31,9 @@ CONV_IMPLS = ("auto", "im2col", "xla")
 #: Advantage estimators (`PPOConfig.advantage_estimator`), see `purejaxppo.gae`.
 ADVANTAGE_ESTIMATORS = ("gae", "n_step")
 
+#: How host envs' copies step (`PPOConfig.host_vectorization`), see `envs.host`.
+HOST_VECTORIZATIONS = ("sync", "async")
+
 #: Logging sinks (`PPOConfig.loggers`), see `purejaxppo.sinks`.
 LOGGERS = ("csv", "jsonl", "tensorboard", "wandb", "mlflow")
 
@@ -144,9 +147,13 @@ def _one_of(name: str, value: Any, choices: Sequence[str], prefix: str = "") -> 
 
 
 def check_env(c: Any) -> None:
-    """env_name, env_kwargs."""
+    """env_name, env_kwargs, host_vectorization."""
     if not c.env_name:
         raise bad("env_name", c.env_name, "must not be empty")
+    _one_of("host_vectorization", c.host_vectorization, HOST_VECTORIZATIONS)
+    if c.host_vectorization == "async" and not c.env_name.startswith("gymnasium:"):
+        why = "async vectorization applies to gymnasium: ids only"
+        raise bad("host_vectorization", c.host_vectorization, f"{why} (env_name={c.env_name!r})")
     for key in c.env_kwargs:
         if not isinstance(key, str):
             raise bad("env_kwargs", c.env_kwargs, "keys must be strings")

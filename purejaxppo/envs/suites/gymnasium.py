@@ -2,7 +2,8 @@
 
 `make("CartPole-v1", env_kwargs)` returns a `HostEnv` whose spaces are the gymnax
 equivalents of gymnasium's (Box, Discrete, Dict, Tuple, and purejaxppo's MultiDiscrete /
-MultiBinary), and whose `make_vec(N)` builds `gymnasium.make_vec(id, N, "sync")` with
+MultiBinary), and whose `make_vec(N, mode)` builds `gymnasium.make_vec(id, N, mode)` (mode
+"sync" or "async", `PPOConfig.host_vectorization`) with
 `AutoresetMode.SAME_STEP`: an env whose episode ends returns the new episode's first
 observation in the same step and the last one in `info["final_obs"]`, which the wrapper
 hands out as `final_obs` (terminated and truncated stay separate).
@@ -149,11 +150,11 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
     cast = _caster(observation_space)
     action_dtype = gym_action_space.dtype
 
-    def make_vec(num_envs: int) -> HostVecEnv:
+    def make_vec(num_envs: int, mode: str = "sync") -> HostVecEnv:
         vec = gym.make_vec(
             name,
             num_envs=num_envs,
-            vectorization_mode="sync",
+            vectorization_mode=mode,  # "async": gymnasium's AsyncVectorEnv, a process each
             vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
             **env_kwargs,
         )
