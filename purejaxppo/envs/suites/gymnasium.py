@@ -121,7 +121,8 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
       `(env, None)`: host envs have no `EnvParams`.
 
     Raises:
-      ImportError: gymnasium is missing (names the extra).
+      ImportError: gymnasium, or a package the env needs (Box2D: the `box2d` extra), is
+        missing (names the extra).
       ValueError: an unknown id (lists close matches from gymnasium's registry), a kwarg
         the env rejects (names the id and the kwarg), or an unsupported space.
     """
@@ -134,6 +135,9 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
         raise ValueError(f"env_name={env_id!r}: {name!r} is not a gymnasium id.{hint}")
     try:
         probe = gym.make(name, **env_kwargs)
+    except gym.error.DependencyNotInstalled as err:  # Box2D, MuJoCo, ...
+        extra = "box2d" if "box2d" in str(err).lower() else EXTRA
+        raise ImportError(f"{env_id} needs: pip install 'purejaxppo[{extra}]' ({err})") from err
     except TypeError as err:
         found = re.search(r"keyword argument '(\w+)'", str(err))
         bad = found.group(1) if found else sorted(env_kwargs)
