@@ -109,11 +109,12 @@ def n_step_advantages(
     """
     if int(n_step) < 1:
         raise ValueError(f"n_step={n_step!r}: must be >= 1")
+    reward_t, value_t, next_value_t = (
+        jnp.asarray(x, jnp.float32) for x in (reward_t, value_t, next_value_t)
+    )
+    terminated_t, truncated_t = jnp.asarray(terminated_t, bool), jnp.asarray(truncated_t, bool)
     chex.assert_rank([reward_t, value_t, next_value_t, terminated_t, truncated_t], 1)
     chex.assert_equal_shape([reward_t, value_t, next_value_t, terminated_t, truncated_t])
-    reward_t = jnp.asarray(reward_t, jnp.float32)
-    value_t = jnp.asarray(value_t, jnp.float32)
-    next_value_t = jnp.asarray(next_value_t, jnp.float32)
     discount_t = gamma * (1.0 - jnp.asarray(terminated_t, jnp.float32))
     stop_t = jnp.logical_or(terminated_t, truncated_t).at[-1].set(True)
 
