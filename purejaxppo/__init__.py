@@ -19,7 +19,7 @@ _EXPORTS = {
     "purejaxppo.config": ("TRACED_FIELDS", "Hyperparams", "PPOConfig"),
     "purejaxppo.envs": ("make_env", "registered_env_ids"),
     "purejaxppo.export": ("export_onnx", "export_torch"),
-    "purejaxppo.gae": ("gae_advantages",),
+    "purejaxppo.gae": ("gae_advantages", "n_step_advantages"),
     "purejaxppo.learning": ("learn",),
     "purejaxppo.losses": ("LossTerms", "ppo_loss"),
     "purejaxppo.networks": ("Networks", "make_networks", "networks_from_modules"),

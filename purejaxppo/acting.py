@@ -21,14 +21,74 @@ from purejaxppo.types import RunnerState
 #: `fold_in` index of the evaluation episodes' key stream (of the run's key).
 EVAL_KEY_STREAM = 1
 
+#: Keys of an `eval_splits` entry that pick another env id (with the same spaces) rather
+#: than override an `EnvParams` field.
+SPLIT_ENV_KEYS = ("env_name", "env_kwargs")
+
+
+def describe_space(space: Any) -> str:
+    """A gymnax space as text, e.g. "Box((4,), float32)", "Discrete(2)", "Dict(a=...)":
+    what the networks depend on (kind, shape, dtype, categories; not the bounds)."""
+    inner = getattr(space, "spaces", None)
+    kind = type(space).__name__
+    if isinstance(inner, dict):
+        return f"{kind}({', '.join(f'{k}={describe_space(inner[k])}' for k in sorted(inner))})"
+    if isinstance(inner, (list, tuple)):
+        return f"{kind}({', '.join(describe_space(s) for s in inner)})"
+    if hasattr(space, "n") and not hasattr(space, "low"):
+        return f"{kind}({int(space.n)})"
+    dtype = getattr(space, "dtype", None)
+    dtype = getattr(dtype, "__name__", None) or str(dtype)
+    return f"{kind}({tuple(int(s) for s in space.shape)}, {dtype})"
+
+
+def split_env(config: PPOConfig, name: str, spec: dict[str, Any], env: Any, env_params: Any):
+    """`(env, env_params)` of the eval split `name`: the training env, or the env id of
+    `spec["env_name"]` (with `spec["env_kwargs"]`), then the other keys of `spec` as
+    `EnvParams` overrides.
+
+    Raises:
+      ValueError: the split's env has other observation / action spaces than the training
+        env (naming both), or an override is not an `EnvParams` field of the split's env.
+    """
+    from purejaxppo.envs import make_env
+
+    env_id = config.env_name
+    if any(key in spec for key in SPLIT_ENV_KEYS):
+        env_id = spec.get("env_name", config.env_name)
+        base_env, base_params = env, env_params
+        env, env_params = make_env(env_id, spec.get("env_kwargs", {}))
+        for what in ("observation_space", "action_space"):
+            want = describe_space(getattr(base_env, what)(base_params))
+            got = describe_space(getattr(env, what)(env_params))
+            if got != want:
+                raise ValueError(
+                    f"eval_splits[{name!r}]: env_name={env_id!r} has the {what} {got}, "
+                    f"but the training env {config.env_name!r} has {want}"
+                )
+    overrides = {k: v for k, v in spec.items() if k not in SPLIT_ENV_KEYS}
+    fields = set(env_params.__dataclass_fields__)
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(
+            f"eval_splits[{name!r}]: {unknown} are not EnvParams fields of "
+            f"{env_id} ({sorted(fields)})"
+        )
+    return env, env_params.replace(**overrides)
+
 
 def make_evaluators(config: PPOConfig, networks: Networks | None = None) -> dict[str, Any]:
     """split name -> jitted episode runner (see `policy.make_episode_runner`); {} if off.
 
     `networks`: the run's `Networks` (default `make_networks(config, env, env_params)`).
 
+    A split is `{EnvParams field: value}` overrides of the training env, or names another
+    env id with the same spaces (`{"env_name": id, "env_kwargs": {...}, field: value}`;
+    see `split_env`); each reports its own mean return.
+
     Raises:
-      ValueError: for a split override that is not an `EnvParams` field of the env.
+      ValueError: for a split override that is not an `EnvParams` field of its env, or a
+        split env whose spaces differ from the training env's (naming both).
     """
     if not config.eval_freq:
         return {}
@@ -40,18 +100,11 @@ def make_evaluators(config: PPOConfig, networks: Networks | None = None) -> dict
         networks = make_networks(config, env, env_params)
     splits = config.eval_splits or {"train": {}}
     evaluators = {}
-    for name, overrides in splits.items():
-        fields = set(env_params.__dataclass_fields__)
-        unknown = sorted(set(overrides) - fields)
-        if unknown:
-            raise ValueError(
-                f"eval_splits[{name!r}]: {unknown} are not EnvParams fields of "
-                f"{config.env_name} ({sorted(fields)})"
-            )
-        split_params = env_params.replace(**overrides)
+    for name, spec in splits.items():
+        env_of_split, split_params = split_env(config, name, spec, env, env_params)
         evaluators[name] = make_episode_runner(
             networks,
-            env,
+            env_of_split,
             split_params,
             config.eval_episodes,
             episode_limit(env, split_params),

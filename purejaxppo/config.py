@@ -32,6 +32,7 @@ from flax import struct
 
 from purejaxppo.config_checks import (
     ACTIVATIONS,
+    ADVANTAGE_ESTIMATORS,
     CONV_IMPLS,
     ENCODERS,
     LOGGERS,
@@ -45,6 +46,7 @@ from purejaxppo.config_yaml import DuplicateKeyError, load_yaml
 
 __all__ = [
     "ACTIVATIONS",
+    "ADVANTAGE_ESTIMATORS",
     "CONV_IMPLS",
     "DRIVER_FIELDS",
     "ENCODERS",
@@ -99,6 +101,8 @@ class PPOConfig:
       multi_agent: None (single-agent PPO), "ippo" or "mappo" for a multi-agent env
         ("jaxmarl:<id>"): one policy shared by all agents, agents as extra rows of the
         batch; "mappo" gives the critic the env's world state (`purejaxppo.multiagent`).
+      host_vectorization: "sync" (default) or "async": how a `gymnasium:` env's N copies
+        step, in this process or one subprocess each (gymnasium's `AsyncVectorEnv`).
       num_envs: N, parallel environments per agent.
       num_steps: T, steps per environment per rollout. One update uses N*T transitions.
       total_timesteps: env steps per agent; num_updates = total_timesteps // (N*T).
@@ -106,6 +110,9 @@ class PPOConfig:
       num_minibatches: minibatches per epoch; must divide N*T.
       gamma: discount factor in [0, 1].
       gae_lambda: GAE lambda in [0, 1] (Schulman et al. 2016, arXiv:1506.02438).
+      advantage_estimator: "gae" (default) or "n_step": n-step bootstrapped returns of at
+        most `n_step` rewards (MetaBox's PPO_Agent; formula in `gae.n_step_advantages`).
+      n_step: rewards summed before bootstrapping with advantage_estimator "n_step".
       clip_coef: PPO ratio clip epsilon (> 0); also clips the value update if clip_vloss.
       norm_adv: normalise advantages per minibatch (mean 0, std 1).
       clip_vloss: use the clipped value loss of CleanRL / the PPO2 baselines.
@@ -148,6 +155,8 @@ class PPOConfig:
         feed-forward ones (`shares_encoder` resolves it).
       squash_actions: Box actions from a tanh-squashed Gaussian rescaled to the action
         bounds (needs finite bounds), instead of a Gaussian clipped to them.
+      log_std_init: initial value of the state-independent Gaussian `log_std` (Box
+        actions), so the initial std is exp(log_std_init) (AgileRL's `action_std_init`).
       action_mask_key: the entry of a dict observation that holds the action mask
         (PettingZoo / Jumanji convention; default "action_mask"). When the env's
         observation space is a `Dict` with this key, its entry (bool or 0/1, `[n]` for
@@ -202,8 +211,9 @@ class PPOConfig:
       eval_episodes: episodes per split and evaluation.
       eval_splits: named validation splits (the seed's `validators`): split name ->
         `EnvParams` overrides on top of the training env's, e.g.
-        `{"long_pole": {"length": 1.0}}`; empty means one split "train" with the training
-        env itself.
+        `{"long_pole": {"length": 1.0}}`, or another env id with the same spaces,
+        `{"other": {"env_name": "Probe5-v0"}}` (+ `env_kwargs`); empty means one split
+        "train" with the training env itself. The first split chooses `best`.
       seed: PRNG seed used by the command line (`jax.random.key(seed)`), in [0, 2**32).
       info_metrics: keys of the env's `info` dict to log: each is reduced in the scan to
         the mean over the episodes that ended during an update of `info[key]` at their
@@ -235,6 +245,7 @@ class PPOConfig:
     env_name: str = static("CartPole-v1", "env")
     env_kwargs: dict[str, Any] = static(group="env", factory=dict)
     multi_agent: str | None = static(None, "env")
+    host_vectorization: str = static("sync", "env")
     num_envs: int = static(4, "system")
     num_steps: int = static(128, "system")
     total_timesteps: int = static(512_000, "system")
@@ -242,6 +253,8 @@ class PPOConfig:
     num_minibatches: int = static(4, "system")
     gamma: float = traced(0.99, "loss")
     gae_lambda: float = traced(0.95, "loss")
+    advantage_estimator: str = static("gae", "loss")
+    n_step: int = static(5, "loss")
     clip_coef: float = traced(0.2, "loss")
     norm_adv: bool = static(True, "loss")
     clip_vloss: bool = static(True, "loss")
@@ -265,6 +278,7 @@ class PPOConfig:
     conv_impl: str = static("auto", "network")
     share_encoder: bool | None = static(None, "network")
     squash_actions: bool = static(False, "network")
+    log_std_init: float = static(0.0, "network")
     action_mask_key: str | None = static("action_mask", "network")
     recurrent: str | None = static(None, "recurrent")
     recurrent_size: int = static(64, "recurrent")

@@ -28,6 +28,12 @@ RECURRENT_CORES = ("lstm", "gru", "transformer")
 #: Convolution implementations (`PPOConfig.conv_impl`), see `purejaxppo.networks.layers`.
 CONV_IMPLS = ("auto", "im2col", "xla")
 
+#: Advantage estimators (`PPOConfig.advantage_estimator`), see `purejaxppo.gae`.
+ADVANTAGE_ESTIMATORS = ("gae", "n_step")
+
+#: How host envs' copies step (`PPOConfig.host_vectorization`), see `envs.host`.
+HOST_VECTORIZATIONS = ("sync", "async")
+
 #: Logging sinks (`PPOConfig.loggers`), see `purejaxppo.sinks`.
 LOGGERS = ("csv", "jsonl", "tensorboard", "wandb", "mlflow")
 
@@ -144,9 +150,13 @@ def _one_of(name: str, value: Any, choices: Sequence[str], prefix: str = "") -> 
 
 
 def check_env(c: Any) -> None:
-    """env_name, env_kwargs, multi_agent."""
+    """env_name, env_kwargs, multi_agent, host_vectorization."""
     if not c.env_name:
         raise bad("env_name", c.env_name, "must not be empty")
+    _one_of("host_vectorization", c.host_vectorization, HOST_VECTORIZATIONS)
+    if c.host_vectorization == "async" and not c.env_name.startswith("gymnasium:"):
+        why = "async vectorization applies to gymnasium: ids only"
+        raise bad("host_vectorization", c.host_vectorization, f"{why} (env_name={c.env_name!r})")
     for key in c.env_kwargs:
         if not isinstance(key, str):
             raise bad("env_kwargs", c.env_kwargs, "keys must be strings")
@@ -190,6 +200,8 @@ def check_loss(c: Any) -> None:
         if getattr(c, name) <= 0:
             raise bad(name, getattr(c, name), "must be > 0")
     _at_least(c, ("vf_coef", "ent_coef"), 0, "must be >= 0")
+    _one_of("advantage_estimator", c.advantage_estimator, ADVANTAGE_ESTIMATORS)
+    _at_least(c, ("n_step",), 1, "must be >= 1")
     if c.target_kl is not None and c.target_kl <= 0:
         raise bad("target_kl", c.target_kl, "must be > 0 or None (off)")
     if not 0 <= c.critic_pretrain_steps < c.num_updates:
@@ -313,6 +325,11 @@ def check_driver(c: Any) -> None:
             raise bad(
                 "eval_splits", c.eval_splits, f"split {name!r} must map to EnvParams overrides"
             )
+        if not isinstance(overrides.get("env_name", "-"), str) or not isinstance(
+            overrides.get("env_kwargs", {}), Mapping
+        ):
+            why = f"split {name!r}: env_name must be an env id, env_kwargs a mapping"
+            raise bad("eval_splits", c.eval_splits, why)
     for name in c.loggers:
         if name not in LOGGERS:
             hint = did_you_mean(name, LOGGERS, n=2)

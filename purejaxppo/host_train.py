@@ -198,7 +198,7 @@ def _make_host_update(config: PPOConfig, setup: TrainSetup) -> Any:
     def start_envs(runner: RunnerState) -> RunnerState:
         """Creates (once) and resets the N envs; the carry restarts every episode."""
         if live["vec"] is None:
-            live["vec"] = setup.env.make_vec(num_envs)
+            live["vec"] = setup.env.make_vec(num_envs, config.host_vectorization)
         obs = live["vec"].reset(int(env_seed(runner.key)))
         carry = runner.env.replace(
             obs=jax.tree.map(jnp.asarray, obs),

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from purejaxppo.config import Hyperparams, PPOConfig
-from purejaxppo.gae import gae_advantages
+from purejaxppo.gae import gae_advantages, n_step_advantages
 from purejaxppo.metrics import rollout_statistics
 from purejaxppo.networks import Networks
 from purejaxppo.normalize import normalize_rewards, update_obs_stats
@@ -29,6 +29,7 @@ __all__ = ["explained_variance", "learn", "learning_rates", "make_learn"]
 #: The metrics `learn` returns (in `UpdateMetrics` order; the episode statistics and
 #: `env_steps` are the caller's: only its loop knows the episodes and the step count).
 LEARN_METRICS = (
+    "loss",
     "pg_loss",
     "v_loss",
     "entropy",
@@ -140,8 +141,11 @@ def make_learn(
                 config.reward_clip,
                 axis_name,
             )
-        gae = partial(gae_advantages, gamma=hparams.gamma, gae_lambda=hparams.gae_lambda)
-        advantages, returns = jax.vmap(gae, in_axes=1, out_axes=1)(
+        if config.advantage_estimator == "n_step":
+            estimate = partial(n_step_advantages, gamma=hparams.gamma, n_step=config.n_step)
+        else:
+            estimate = partial(gae_advantages, gamma=hparams.gamma, gae_lambda=hparams.gae_lambda)
+        advantages, returns = jax.vmap(estimate, in_axes=1, out_axes=1)(
             reward, traj.value, next_value, traj.terminated, traj.truncated
         )
         batch = make_sequences(traj, advantages, returns, seq_len)

@@ -49,6 +49,9 @@ class EpisodeStats(NamedTuple):
 class LossMetrics(NamedTuple):
     """Means over the minibatch steps of an update (float32 scalars)."""
 
+    # total loss minimised: pg_loss - ent_coef * entropy + vf_coef * v_loss (CleanRL's
+    # `loss`; the policy terms are zeroed during `critic_pretrain_steps`)
+    loss: jax.Array
     pg_loss: jax.Array  # clipped surrogate policy loss (Schulman et al. 2017, eq. 7)
     v_loss: jax.Array  # value loss (clipped as CleanRL when clip_vloss)
     entropy: jax.Array  # policy entropy (nats)
@@ -84,6 +87,7 @@ class UpdateMetrics(NamedTuple):
 
     episode_return: jax.Array
     episode_length: jax.Array
+    loss: jax.Array
     pg_loss: jax.Array
     v_loss: jax.Array
     entropy: jax.Array

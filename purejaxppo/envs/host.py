@@ -63,7 +63,7 @@ class HostVecEnv:
 class HostEnv:
     """An environment that steps on the host, described by gymnax spaces.
 
-    Not jittable: `make_vec(num_envs)` builds the `HostVecEnv` that a training run steps.
+    Not jittable: `make_vec(num_envs, mode)` builds the `HostVecEnv` that a training run steps.
 
     Attributes:
       name: the `make_env` id ("gymnasium:CartPole-v1").
@@ -79,7 +79,7 @@ class HostEnv:
         name: str,
         observation_space: Any,
         action_space: Any,
-        make_vec: Callable[[int], HostVecEnv],
+        make_vec: Callable[[int, str], HostVecEnv],
         max_steps_in_episode: int | None = None,
     ):
         self.name = name
@@ -99,9 +99,10 @@ class HostEnv:
         """The gymnax action space (Discrete, Box, or purejaxppo's MultiDiscrete / MultiBinary)."""
         return self._action_space
 
-    def make_vec(self, num_envs: int) -> HostVecEnv:
-        """N copies of the env, stepped together on the host."""
-        return self._make_vec(num_envs)
+    def make_vec(self, num_envs: int, mode: str = "sync") -> HostVecEnv:
+        """N copies of the env, stepped together on the host: in this process ("sync") or
+        one subprocess each ("async"; `PPOConfig.host_vectorization`)."""
+        return self._make_vec(num_envs, mode)
 
 
 def is_host_env(env: Any) -> bool:

@@ -251,6 +251,7 @@ def _constructor(module: ActorCritic, spec: ActionSpec, squash: bool, mask_key: 
                 "image": i.image,
                 "shift": i.shift,
                 "scale": i.scale,
+                "one_hot": i.one_hot,
             }
             for i in module.inputs
         ],

@@ -204,6 +204,7 @@ class InputEncoder(nn.Module):
     clipped to +-`obs_clip`), rescale, conv stack (images) or flatten, then `mlp`."""
 
     rescaled: Final[bool]
+    one_hot: Final[int]
     shift: Final[float]
     scale: Final[float]
     normalized: Final[bool]
@@ -214,6 +215,9 @@ class InputEncoder(nn.Module):
         shape = [int(s) for s in spec["shape"]]
         self.shift, self.scale = float(spec["shift"]), float(spec["scale"])
         self.rescaled = (self.shift, self.scale) != (0.0, 1.0)
+        self.one_hot = int(spec.get("one_hot", 0))  # Discrete(n) index -> n floats
+        if self.one_hot:
+            shape = [self.one_hot]
         self.normalized = bool(spec.get("normalize", False))
         self.norm_clip = float(spec.get("obs_clip", "inf"))
         stats_shape = shape if self.normalized else [0]
@@ -235,6 +239,8 @@ class InputEncoder(nn.Module):
         self.out_size = self.mlp.out_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.one_hot:
+            x = F.one_hot(x.reshape(x.shape[0]).to(torch.int64), self.one_hot)
         x = x.to(torch.float32)
         if self.normalized:
             x = torch.clamp((x - self.norm_mean) * self.norm_scale, -self.norm_clip, self.norm_clip)

@@ -7,7 +7,8 @@ One module for every built-in policy. Submodules (their names are the parameter 
 * `actor_head` / `critic_head`: `Head`s (`dense_<i>` hidden layers, then `out`;
   orthogonal 0.01 / 1.0 as CleanRL). Feed-forward heads are linear; heads on a recurrent
   core have one hidden layer of `hidden_sizes[-1]` units.
-* `log_std` `[A]`: state-independent log standard deviation of Box actions (init 0).
+* `log_std` `[A]`: state-independent log standard deviation of Box actions
+  (init `log_std_init`, default 0).
 
 The default config (flat "mlp" encoders, separate towers) computes CleanRL's `Agent`:
 two MLPs on the flattened observation.
@@ -43,6 +44,7 @@ class ActorCritic(nn.Module):
     core_settings: CoreSettings
     shared: bool
     head_hidden_sizes: tuple[int, ...]
+    log_std_init: float = 0.0
 
     def setup(self) -> None:
         enc, core = self.encoder_settings, self.core_settings
@@ -61,7 +63,9 @@ class ActorCritic(nn.Module):
         self.actor_head = Head(self.head_hidden_sizes, act, self.num_outputs, 0.01)
         self.critic_head = Head(self.head_hidden_sizes, act, 1, 1.0)
         if self.continuous:
-            self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
+            self.log_std = self.param(
+                "log_std", nn.initializers.constant(self.log_std_init), (self.num_outputs,)
+            )
 
     def encode(self, obs: Any) -> tuple[jax.Array, ...]:
         """obs `[B, ...]` -> features: `(shared [B, F],)` or `(actor [B, F], critic [B, F])`."""

@@ -31,6 +31,7 @@ def networks_from_modules(
     env_params: Any = None,
     *,
     action_mask_key: str | None = "action_mask",
+    log_std_init: float = 0.0,
 ) -> Networks:
     """A feed-forward `Networks` from flax modules `actor(obs) -> actor_out` and
     `critic(obs) -> value`.
@@ -40,10 +41,11 @@ def networks_from_modules(
         observations, the action mask included) to float32 actor outputs
         `[B, num_actions]`: logits (Discrete, MultiDiscrete `[B, sum(nvec)]`,
         MultiBinary) or the Gaussian mean (Box; a state-independent `log_std` `[A]` is
-        added beside the module's params, init 0).
+        added beside the module's params, init `log_std_init`).
       critic: maps the same observations to values `[B]` or `[B, 1]`.
       env, env_params: the environment (its spaces fix the action head).
       action_mask_key: the dict-observation entry holding the action mask (None: off).
+      log_std_init: initial `log_std` of Box actions (the std starts at exp of it).
 
     The params are `{"params": {"actor": ..., "critic": ..., "log_std": ...}}`, so
     `actor_learning_rate` / `critic_learning_rate` apply to the two modules. Training,
@@ -77,7 +79,7 @@ def networks_from_modules(
             "critic": critic.init(critic_key, obs)["params"],
         }
         if continuous:
-            params["log_std"] = jnp.zeros((spec.num_actions,), jnp.float32)
+            params["log_std"] = jnp.full((spec.num_actions,), log_std_init, jnp.float32)
         actor_out = jax.eval_shape(actor.apply, {"params": params["actor"]}, obs)
         value = jax.eval_shape(critic.apply, {"params": params["critic"]}, obs)
         _check_output_shapes(actor_out.shape, value.shape, spec, env)

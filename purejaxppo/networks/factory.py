@@ -103,8 +103,8 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
 
     Args:
       config: uses `hidden_sizes`, `activation`, `encoder` and its conv settings,
-        `conv_impl`, `share_encoder`, `squash_actions`, `action_mask_key`, `recurrent`,
-        `recurrent_size` and the `transformer_*` / `memory_len` fields.
+        `conv_impl`, `share_encoder`, `squash_actions`, `log_std_init`, `action_mask_key`,
+        `recurrent`, `recurrent_size` and the `transformer_*` / `memory_len` fields.
       env, env_params: a gymnax-API environment: Discrete, Box, MultiDiscrete or
         MultiBinary actions; observations an array of any shape (flattened for the MLP,
         `[H, W, C]` for the conv encoders) or a gymnax `Dict` / `Tuple` of arrays.
@@ -139,6 +139,7 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
         core_settings=core,
         shared=config.shares_encoder,
         head_hidden_sizes=(config.hidden_sizes[-1],) if stateful else (),
+        log_std_init=config.log_std_init,
     )
     size = state_size(config)
     squash = config.squash_actions

@@ -269,7 +269,8 @@ class ImpalaCNN(nn.Module):
 class Encoder(nn.Module):
     """Per-input encoders, concatenated: observation -> features float32 `[B, F]`.
 
-    Each `ObsInput` is rescaled (`(x - shift) / scale`, e.g. uint8 pixels to [0, 1]), then
+    Each `ObsInput` is one-hot encoded (a `Discrete(n)` input: `[B]` -> `[B, n]`) or
+    rescaled (`(x - shift) / scale`, e.g. uint8 pixels to [0, 1]), then
     gets the conv encoder (images, when `settings.kind` is "cnn" / "impala") or is
     flattened, then its own `hidden_sizes` dense layers (submodules `<name>_cnn` /
     `<name>_impala` and `<name>_mlp`). The features of several inputs are concatenated in
@@ -284,8 +285,11 @@ class Encoder(nn.Module):
         s = self.settings
         features = []
         for spec in self.inputs:
-            x = jnp.asarray(leaf(obs, spec.path)).astype(jnp.float32)
+            x = jnp.asarray(leaf(obs, spec.path))
             batch = x.shape[0]
+            if spec.one_hot:  # Discrete(n) index [B] -> [B, n]
+                x = jax.nn.one_hot(x.reshape((batch,)).astype(jnp.int32), spec.one_hot)
+            x = x.astype(jnp.float32)
             if spec.rescaled:
                 x = (x - spec.shift) / spec.scale
             if spec.image and s.kind == "cnn":

@@ -91,6 +91,7 @@ class ObsInput(NamedTuple):
     image: bool  # rank 3, [H, W, C] channels last
     shift: float  # 0.0 unless the bounds say otherwise
     scale: float  # 1.0 unless the dtype / bounds say otherwise
+    one_hot: int = 0  # n for a Discrete(n) input (one-hot encoded, DTI's get_obs_shape), else 0
 
     @property
     def rescaled(self) -> bool:
@@ -103,7 +104,8 @@ def observation_inputs(space: Any) -> tuple[ObsInput, ...]:
     Image inputs (rank 3) are rescaled to [0, 1] from their bounds when these are finite,
     uniform and not already [0, 1]; integer images without finite bounds are divided by
     255 (uint8 pixels). Bool frames (MinAtar) need no rescaling. The rescaling applies
-    whatever the encoder (the MLP encoder sees [0, 1] pixels too).
+    whatever the encoder (the MLP encoder sees [0, 1] pixels too). `Discrete(n)` inputs
+    (an integer index, shape `()`) are one-hot encoded to `[n]` floats, always.
     """
 
     def visit(node: Any, path: tuple[Any, ...]) -> list[ObsInput]:
@@ -126,7 +128,8 @@ def observation_inputs(space: Any) -> tuple[ObsInput, ...]:
             elif np.issubdtype(dtype, np.integer):
                 shift, scale = 0.0, 255.0
         name = "_".join(str(p) for p in path) if path else "obs"
-        return [ObsInput(name, path, shape, image, shift, scale)]
+        one_hot = int(node.n) if isinstance(node, spaces.Discrete) else 0
+        return [ObsInput(name, path, shape, image, shift, scale, one_hot)]
 
     return tuple(visit(space, ()))
 

@@ -38,6 +38,7 @@ from purejaxppo.envs.probes.classic import (
 )
 from purejaxppo.envs.probes.variants import (
     MaskedEnvState,
+    ProbeDiscreteObs,
     ProbeMaskedAction,
     ProbeMultiBinary,
     ProbeMultiDiscrete,
@@ -58,6 +59,7 @@ __all__ = [
     "Probe7",
     "Probe7Params",
     "MaskedEnvState",
+    "ProbeDiscreteObs",
     "ProbeMaskedAction",
     "ProbeMultiBinary",
     "ProbeMultiDiscrete",
@@ -78,6 +80,7 @@ PROBE_VARIANT_ENVS: dict[str, type[_ProbeEnv]] = {
     "ProbeMultiDiscrete-v0": ProbeMultiDiscrete,
     "ProbeMultiBinary-v0": ProbeMultiBinary,
     "ProbeMaskedAction-v0": ProbeMaskedAction,
+    "ProbeDiscreteObs-v0": ProbeDiscreteObs,
 }
 """Probes for the other action spaces (MultiDiscrete, MultiBinary) and for action masks;
 registered likewise."""

@@ -1,4 +1,5 @@
-"""Probes for the other action spaces (MultiDiscrete, MultiBinary) and for action masks.
+"""Probes for the other action spaces (MultiDiscrete, MultiBinary), for action masks and
+for Discrete observations.
 See `purejaxppo.envs.probes`."""
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ from gymnax.environments import spaces
 from purejaxppo.envs.probes.base import EnvParams, EnvState, _coin, _obs, _ProbeEnv
 from purejaxppo.envs.spaces import MultiBinary, MultiDiscrete
 
-__all__ = ["MaskedEnvState", "ProbeMaskedAction", "ProbeMultiBinary", "ProbeMultiDiscrete"]
+__all__ = [
+    "MaskedEnvState",
+    "ProbeDiscreteObs",
+    "ProbeMaskedAction",
+    "ProbeMultiBinary",
+    "ProbeMultiDiscrete",
+]
 
 
 class _OneStepMatchProbe(_ProbeEnv):
@@ -155,6 +162,47 @@ class ProbeMaskedAction(_ProbeEnv):
         valid = state.mask[jnp.clip(action, 0, self._n_actions - 1)]
         best = (action == self.best_action(state.cue, state.mask)).astype(jnp.float32)
         return jnp.where(valid, best, self.MASKED_PENALTY), jnp.asarray(True)
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """Terminal after one step."""
+        return state.time >= 1
+
+
+class ProbeDiscreteObs(_ProbeEnv):
+    """Discrete-observation probe: one step, the best action is a shuffle of the cue.
+
+    Dynamics: the observation is the cue itself, an int32 index drawn uniformly from
+    ``Discrete(5)`` at reset (DTI's tabular worlds, gymnasium's FrozenLake / Taxi). The
+    single step gives reward 1 for action ``(2 * cue) % 5`` (0, 2, 4, 1, 3: not monotone
+    in the index), else 0, then terminates.
+
+    Learned: the map for each cue (return 1; a random policy gets 0.2). Tests that
+    Discrete observations are one-hot encoded (`networks.observation_inputs`): each cue
+    then has its own input unit.
+    """
+
+    _n_actions = 5
+
+    def observation_space(self, params: EnvParams | None = None) -> spaces.Discrete:
+        """``Discrete(5)``."""
+        return spaces.Discrete(self._n_actions)
+
+    def _draw_cue(self, key: jax.Array) -> jax.Array:
+        """Uniform in {0, ..., 4} (int32)."""
+        return jax.random.randint(key, (), 0, self._n_actions, jnp.int32)
+
+    def get_obs(
+        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """The cue, an int32 scalar."""
+        return jnp.asarray(state.cue, jnp.int32)
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Reward 1 for ``(2 * cue) % 5``; terminated."""
+        best = (2 * state.cue) % self._n_actions
+        return (action == best).astype(jnp.float32), jnp.asarray(True)
 
     def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
         """Terminal after one step."""

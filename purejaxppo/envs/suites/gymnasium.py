@@ -2,7 +2,8 @@
 
 `make("CartPole-v1", env_kwargs)` returns a `HostEnv` whose spaces are the gymnax
 equivalents of gymnasium's (Box, Discrete, Dict, Tuple, and purejaxppo's MultiDiscrete /
-MultiBinary), and whose `make_vec(N)` builds `gymnasium.make_vec(id, N, "sync")` with
+MultiBinary), and whose `make_vec(N, mode)` builds `gymnasium.make_vec(id, N, mode)` (mode
+"sync" or "async", `PPOConfig.host_vectorization`) with
 `AutoresetMode.SAME_STEP`: an env whose episode ends returns the new episode's first
 observation in the same step and the last one in `info["final_obs"]`, which the wrapper
 hands out as `final_obs` (terminated and truncated stay separate).
@@ -120,7 +121,8 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
       `(env, None)`: host envs have no `EnvParams`.
 
     Raises:
-      ImportError: gymnasium is missing (names the extra).
+      ImportError: gymnasium, or a package the env needs (Box2D: the `box2d` extra), is
+        missing (names the extra).
       ValueError: an unknown id (lists close matches from gymnasium's registry), a kwarg
         the env rejects (names the id and the kwarg), or an unsupported space.
     """
@@ -133,6 +135,9 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
         raise ValueError(f"env_name={env_id!r}: {name!r} is not a gymnasium id.{hint}")
     try:
         probe = gym.make(name, **env_kwargs)
+    except gym.error.DependencyNotInstalled as err:  # Box2D, MuJoCo, ...
+        extra = "box2d" if "box2d" in str(err).lower() else EXTRA
+        raise ImportError(f"{env_id} needs: pip install 'purejaxppo[{extra}]' ({err})") from err
     except TypeError as err:
         found = re.search(r"keyword argument '(\w+)'", str(err))
         bad = found.group(1) if found else sorted(env_kwargs)
@@ -149,11 +154,11 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
     cast = _caster(observation_space)
     action_dtype = gym_action_space.dtype
 
-    def make_vec(num_envs: int) -> HostVecEnv:
+    def make_vec(num_envs: int, mode: str = "sync") -> HostVecEnv:
         vec = gym.make_vec(
             name,
             num_envs=num_envs,
-            vectorization_mode="sync",
+            vectorization_mode=mode,  # "async": gymnasium's AsyncVectorEnv, a process each
             vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
             **env_kwargs,
         )
