@@ -32,8 +32,8 @@ import numpy as np
 from jax.experimental import io_callback
 
 import purejaxppo as pjp
-from purejaxppo.config import Hyperparams
 from purejaxppo.envs import make_env
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.learning import make_learn
 from purejaxppo.networks import to_env_action
 from purejaxppo.train import make_train_fns

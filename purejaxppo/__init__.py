@@ -16,7 +16,8 @@ _xla_flag.apply()
 # `jax.distributed.initialize` (see `parallel.initialize_distributed`) and CPU device
 # settings can no longer be changed.
 _EXPORTS = {
-    "purejaxppo.config": ("TRACED_FIELDS", "Hyperparams", "PPOConfig"),
+    "purejaxppo.config": ("TRACED_FIELDS", "PPOConfig"),
+    "purejaxppo.hyperparams": ("Hyperparams",),
     "purejaxppo.envs": ("make_env", "registered_env_ids"),
     "purejaxppo.export": ("export_onnx", "export_torch"),
     "purejaxppo.gae": ("gae_advantages", "n_step_advantages"),

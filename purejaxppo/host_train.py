@@ -22,8 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from purejaxppo.callback import MetricsCallback
-from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.config import PPOConfig
 from purejaxppo.envs.host import HostEnv, HostVecEnv
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.learning import LEARN_METRICS, make_learn
 from purejaxppo.networks import Networks, to_env_action
 from purejaxppo.train_setup import TrainFns, TrainSetup, make_init, prepare

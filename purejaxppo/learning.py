@@ -15,8 +15,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.config import PPOConfig
 from purejaxppo.gae import gae_advantages, n_step_advantages
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.metrics import rollout_statistics
 from purejaxppo.networks import Networks
 from purejaxppo.normalize import normalize_rewards, update_obs_stats

@@ -31,7 +31,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.config import PPOConfig
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.types import RunnerState, TrainOutput
 
 #: Mesh axis over which independent runs are split (`make_runs_program`).

@@ -10,8 +10,9 @@ import jax.numpy as jnp
 
 from purejaxppo.callback import MetricsCallback, make_emitter
 from purejaxppo.checkpoint import load_init_params
-from purejaxppo.config import Hyperparams, PPOConfig, check_hyperparams
+from purejaxppo.config import PPOConfig
 from purejaxppo.host_train import make_host_train_fns
+from purejaxppo.hyperparams import Hyperparams, check_hyperparams
 from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
 from purejaxppo.metrics import METRICS, UpdateMetrics
 from purejaxppo.multiagent import make_marl_rollout

@@ -12,9 +12,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.host import is_host_env
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.memory import check_memory, observation_size
 from purejaxppo.metrics import METRICS, extra_metric_names
 from purejaxppo.multiagent import configure_env, make_marl_networks, reset_agents

@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.config import PPOConfig
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.losses import LossTerms, ppo_loss
 from purejaxppo.metrics import LossMetrics
 from purejaxppo.networks import Networks

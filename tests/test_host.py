@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import purejaxppo as pjp
-from purejaxppo.config import Hyperparams
 from purejaxppo.envs import make_env
 from purejaxppo.envs.host import is_host_env
 from purejaxppo.envs.spaces import MultiBinary, MultiDiscrete
 from purejaxppo.envs.suites.gymnasium import convert_space
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.rollout import make_rollout
 from purejaxppo.train import make_train_fns
 

@@ -16,8 +16,8 @@ import torch
 import purejaxppo as pjp
 from purejaxppo import normalize
 from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
-from purejaxppo.config import Hyperparams
 from purejaxppo.export import export_torch
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.train import make_train_fns
 
 CONFIG = pjp.PPOConfig(

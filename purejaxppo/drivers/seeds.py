@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from purejaxppo import rundir
-from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.report import (
     AGGREGATES,  # noqa: F401 - the rows of summary.csv, documented here
     final_return,
@@ -61,6 +61,7 @@ from purejaxppo.drivers.segments import (
     run_segments,
     segment_length,
 )
+from purejaxppo.hyperparams import Hyperparams
 
 __all__ = ["SeedsResult", "check_seeds", "train_seeds"]
 

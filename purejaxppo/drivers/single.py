@@ -23,7 +23,7 @@ import yaml
 from purejaxppo import rundir
 from purejaxppo.acting import EVAL_KEY_STREAM, make_evaluators, make_media
 from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
-from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.plots import plot_learning_curve
 from purejaxppo.drivers.report import final_return
 from purejaxppo.drivers.segments import (
@@ -35,6 +35,7 @@ from purejaxppo.drivers.segments import (
 )
 from purejaxppo.envs.suites.envpool import check_resumable
 from purejaxppo.guards import TrainingDiverged, nonfinite_leaf
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.sinks import check_sinks, make_sinks
 from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState

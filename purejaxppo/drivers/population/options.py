@@ -10,9 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.population.search import SearchSpace
 from purejaxppo.drivers.settings import sample_random
+from purejaxppo.hyperparams import Hyperparams
 
 #: Exploit strategies (`pbt(exploit=...)`).
 EXPLOITS = ("truncation", "tournament")

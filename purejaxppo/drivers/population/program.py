@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 from purejaxppo import parallel
 from purejaxppo.acting import make_evaluators
-from purejaxppo.config import Hyperparams, PPOConfig
+from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.population.options import (
     PBTOptions,
     initial_hparams,
@@ -34,6 +34,7 @@ from purejaxppo.drivers.population.search import (
     truncation_parents,
 )
 from purejaxppo.guards import all_finite
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState
 

@@ -11,8 +11,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from purejaxppo.config import TRACED_FIELDS, Hyperparams, PPOConfig
+from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers.settings import check_field
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.types import RunnerState
 
 #: Initial distributions a searched field may have (`search=`).

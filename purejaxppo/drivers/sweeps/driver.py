@@ -32,7 +32,7 @@ import pandas as pd
 from jax.sharding import PartitionSpec as P
 
 from purejaxppo import parallel
-from purejaxppo.config import TRACED_FIELDS, Hyperparams, PPOConfig
+from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers.report import summarize
 from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments
 from purejaxppo.drivers.settings import (
@@ -47,6 +47,7 @@ from purejaxppo.drivers.sweeps.program import (
     train_runs,
 )
 from purejaxppo.drivers.sweeps.results import SweepResult, curve_rows, runs_frame, table_rows
+from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.train import METRICS, make_train_fns
 
 
