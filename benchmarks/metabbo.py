@@ -107,8 +107,15 @@ def learned_controller(networks, params):
 
 
 def dither_controller(env):
-    """F ~ U[0.5, 1.0] (action a0 ~ U[0, 1] with F_RANGE (0, 1)), CR 0.9 (a1 = 0.8)."""
-    return lambda obs, key: jnp.array([jax.random.uniform(key), 0.8], jnp.float32)
+    """F ~ U[0.5, 1.0], CR 0.9 (the default: a1 = 0); a0 inverts `DEEnv`'s piecewise map
+    (F = 0.8 + 0.8 a0 below the default, 0.8 + 0.2 a0 above it)."""
+
+    def controller(obs, key):
+        f = jax.random.uniform(key, minval=0.5, maxval=1.0)
+        a0 = jnp.where(f < 0.8, (f - 0.8) / 0.8, (f - 0.8) / 0.2)
+        return jnp.stack([a0, jnp.float32(0.0)]).astype(jnp.float32)
+
+    return controller
 
 
 def log_cost(costs: np.ndarray) -> np.ndarray:
