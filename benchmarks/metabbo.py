@@ -57,10 +57,13 @@ CONFIGS = {
     "metabbo:DE-operator": "metabbo_de_operator.yaml",
     "metabbo:PSO": "metabbo_pso.yaml",
 }
-#: --quick: four training and four test functions without Gallagher's (f21, f22), whose
+#: --quick: MetaBox's "easy" partition without Gallagher's functions (f21, f22), whose
 #: evosax code takes minutes to compile on 2 CPU cores; a shorter training run.
 QUICK = {
-    "env_kwargs": {"train_functions": [4, 6, 7, 8], "test_functions": [1, 2, 3, 10]},
+    "env_kwargs": {
+        "train_functions": [4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 18, 19, 20, 23, 24],
+        "test_functions": [1, 2, 3, 5, 15, 16, 17],
+    },
     "total_timesteps": 48000,
     "num_envs": 16,
 }

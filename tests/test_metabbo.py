@@ -268,3 +268,23 @@ def learn_and_compare(seeds: int, total_timesteps: int):
 
     final = np.asarray(program(keys))  # [seeds + 1, 2, 8, 2]
     return np.log10(np.maximum(final, 1e-8)).mean(axis=(2, 3))
+
+
+def test_ppo_learns_to_beat_default_de_on_two_training_functions():
+    """A short PPO run (16 000 env steps per seed, 3 seeds in one program,
+    configs/metabbo_de.yaml with a tanh-squashed Gaussian) on f1 (sphere) + f3
+    (Rastrigin): the greedy learned F / CR beat DE's defaults (F 0.8, CR 0.9) in mean
+    log10 final best cost over 8 instances x 2 optimiser seeds of each function.
+
+    Values seen (CPU, jax 0.10.2), mean log10 final cost (f1, f3):
+      seed 0: (0.111, 1.927); seed 1: (0.062, 1.827); seed 2: (0.916, 1.999);
+      default: (0.596, 2.038). Seed means beat the default by 0.23 (f1) and 0.12 (f3);
+      seed 2 is worse than the default on f1, so the per-seed check asks 2 of 3 seeds.
+    Without the squashing (a Gaussian clipped to the bounds) all 3 seeds were worse than
+    the default on both (greedy means pushed past the bounds).
+    """
+    costs = learn_and_compare(seeds=3, total_timesteps=16_000)
+    learned, default = costs[:-1], costs[-1]
+    assert np.all(np.isfinite(costs))
+    np.testing.assert_array_less(learned.mean(axis=0), default - 0.05)
+    assert int(np.sum(np.all(learned < default, axis=1))) >= 2
