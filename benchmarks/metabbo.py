@@ -8,7 +8,8 @@ budget, instances and optimiser seeds, against
 - `dither` (DE only): F drawn uniformly in [0.5, 1.0] every generation with CR 0.9, the
   dither scheme evosax's DE implements (`differential_weight_min/max`; Das et al. 2005).
 
-The learned controller acts greedily (the policy mean); `--seeds` training seeds are
+The learned controller samples its actions (temperature 1, the stochastic policy PPO
+trained, as LDE samples F and CR at test time; `--greedy` plays the mean); `--seeds` training seeds are
 trained in one vmapped program and each is evaluated.
 
 Metrics. Per test function: mean over instances x repeats (x training seeds for `learned`)
@@ -97,12 +98,12 @@ def seed_params(params, seed: int):
     return jax.tree.map(lambda x: x[seed], params)
 
 
-def learned_controller(networks, params):
+def learned_controller(networks, params, temperature: float = 1.0):
     act = make_act(networks)
 
     def controller(obs, key):
         _, action, _ = act(
-            params, networks.initial_state(1), obs[None], jnp.zeros(1, bool), key, 0.0
+            params, networks.initial_state(1), obs[None], jnp.zeros(1, bool), key, temperature
         )
         return action[0]
 
@@ -146,7 +147,9 @@ def train(config, env, env_params, seeds: int):
     return out, compile_s, wall_s, env_steps
 
 
-def evaluate(env, env_params, networks, params, seeds, baselines, functions, instances, repeats):
+def evaluate(
+    env, env_params, networks, params, seeds, baselines, functions, instances, repeats, temperature
+):
     """Costs `[F, I, R, T + 1]` for "learned" (R x seeds runs) and each baseline, all in
     one compiled program (one compile of the BBOB functions): a `lax.switch` over the
     controllers, vmapped over the S learned params and the baselines; the same key (so
@@ -156,7 +159,9 @@ def evaluate(env, env_params, networks, params, seeds, baselines, functions, ins
     def branch(controller):
         return lambda obs, key, p: jnp.asarray(controller(obs, key)).astype(dtype)
 
-    learned = [lambda obs, key, p: learned_controller(networks, p)(obs, key).astype(dtype)]
+    learned = [
+        lambda obs, key, p: learned_controller(networks, p, temperature)(obs, key).astype(dtype)
+    ]
     branches = learned + [branch(c) for c in baselines.values()]
 
     def run_one(index, p):
@@ -211,6 +216,7 @@ def main() -> None:
     parser.add_argument("--env", default="metabbo:DE", choices=sorted(CONFIGS))
     parser.add_argument("--quick", action="store_true", help="< 10 min on 2 CPU cores")
     parser.add_argument("--seeds", type=int, default=3, help="training seeds (>= 1)")
+    parser.add_argument("--greedy", action="store_true", help="learned: play the policy mean")
     parser.add_argument("--repeats", type=int, default=4, help="optimiser seeds per instance")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument(
@@ -256,6 +262,7 @@ def main() -> None:
         functions,
         instances,
         args.repeats,
+        0.0 if args.greedy else 1.0,
     )
     print(f"evaluation (compile + run): {time.perf_counter() - start:.0f} s")
 
