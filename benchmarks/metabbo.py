@@ -8,7 +8,8 @@ budget, instances and optimiser seeds, against
 - `dither` (DE only): F drawn uniformly in [0.5, 1.0] every generation with CR 0.9, the
   dither scheme evosax's DE implements (`differential_weight_min/max`; Das et al. 2005).
 
-The learned controller acts greedily (the policy mean); `--seeds` training seeds are
+The learned controller samples its actions (temperature 1, the stochastic policy PPO
+trained, as LDE samples F and CR at test time; `--greedy` plays the mean); `--seeds` training seeds are
 trained in one vmapped program and each is evaluated.
 
 Metrics. Per test function: mean over instances x repeats (x training seeds for `learned`)
@@ -57,10 +58,13 @@ CONFIGS = {
     "metabbo:DE-operator": "metabbo_de_operator.yaml",
     "metabbo:PSO": "metabbo_pso.yaml",
 }
-#: --quick: four training and four test functions without Gallagher's (f21, f22), whose
+#: --quick: MetaBox's "easy" partition without Gallagher's functions (f21, f22), whose
 #: evosax code takes minutes to compile on 2 CPU cores; a shorter training run.
 QUICK = {
-    "env_kwargs": {"train_functions": [4, 6, 7, 8], "test_functions": [1, 2, 3, 10]},
+    "env_kwargs": {
+        "train_functions": [4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 18, 19, 20, 23, 24],
+        "test_functions": [1, 2, 3, 5, 15, 16, 17],
+    },
     "total_timesteps": 48000,
     "num_envs": 16,
 }
@@ -94,12 +98,12 @@ def seed_params(params, seed: int):
     return jax.tree.map(lambda x: x[seed], params)
 
 
-def learned_controller(networks, params):
+def learned_controller(networks, params, temperature: float = 1.0):
     act = make_act(networks)
 
     def controller(obs, key):
         _, action, _ = act(
-            params, networks.initial_state(1), obs[None], jnp.zeros(1, bool), key, 0.0
+            params, networks.initial_state(1), obs[None], jnp.zeros(1, bool), key, temperature
         )
         return action[0]
 
@@ -107,8 +111,15 @@ def learned_controller(networks, params):
 
 
 def dither_controller(env):
-    """F ~ U[0.5, 1.0] (action a0 ~ U[0, 1] with F_RANGE (0, 1)), CR 0.9 (a1 = 0.8)."""
-    return lambda obs, key: jnp.array([jax.random.uniform(key), 0.8], jnp.float32)
+    """F ~ U[0.5, 1.0], CR 0.9 (the default: a1 = 0); a0 inverts `DEEnv`'s piecewise map
+    (F = 0.8 + 0.8 a0 below the default, 0.8 + 0.2 a0 above it)."""
+
+    def controller(obs, key):
+        f = jax.random.uniform(key, minval=0.5, maxval=1.0)
+        a0 = jnp.where(f < 0.8, (f - 0.8) / 0.8, (f - 0.8) / 0.2)
+        return jnp.stack([a0, jnp.float32(0.0)]).astype(jnp.float32)
+
+    return controller
 
 
 def log_cost(costs: np.ndarray) -> np.ndarray:
@@ -136,7 +147,9 @@ def train(config, env, env_params, seeds: int):
     return out, compile_s, wall_s, env_steps
 
 
-def evaluate(env, env_params, networks, params, seeds, baselines, functions, instances, repeats):
+def evaluate(
+    env, env_params, networks, params, seeds, baselines, functions, instances, repeats, temperature
+):
     """Costs `[F, I, R, T + 1]` for "learned" (R x seeds runs) and each baseline, all in
     one compiled program (one compile of the BBOB functions): a `lax.switch` over the
     controllers, vmapped over the S learned params and the baselines; the same key (so
@@ -146,7 +159,9 @@ def evaluate(env, env_params, networks, params, seeds, baselines, functions, ins
     def branch(controller):
         return lambda obs, key, p: jnp.asarray(controller(obs, key)).astype(dtype)
 
-    learned = [lambda obs, key, p: learned_controller(networks, p)(obs, key).astype(dtype)]
+    learned = [
+        lambda obs, key, p: learned_controller(networks, p, temperature)(obs, key).astype(dtype)
+    ]
     branches = learned + [branch(c) for c in baselines.values()]
 
     def run_one(index, p):
@@ -201,6 +216,7 @@ def main() -> None:
     parser.add_argument("--env", default="metabbo:DE", choices=sorted(CONFIGS))
     parser.add_argument("--quick", action="store_true", help="< 10 min on 2 CPU cores")
     parser.add_argument("--seeds", type=int, default=3, help="training seeds (>= 1)")
+    parser.add_argument("--greedy", action="store_true", help="learned: play the policy mean")
     parser.add_argument("--repeats", type=int, default=4, help="optimiser seeds per instance")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument(
@@ -246,6 +262,7 @@ def main() -> None:
         functions,
         instances,
         args.repeats,
+        0.0 if args.greedy else 1.0,
     )
     print(f"evaluation (compile + run): {time.perf_counter() - start:.0f} s")
 

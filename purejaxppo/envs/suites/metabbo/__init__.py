@@ -37,6 +37,7 @@ DEFAULTS = {
     "num_dims": 10,
     "population_size": 20,
     "num_test_instances": 5,
+    "num_train_instances": 32,
     "reward": "log",
     "max_steps_in_episode": 50,
 }
@@ -60,6 +61,7 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
       num_dims: D, the problem dimension (default 10; an int >= 2).
       population_size: P (default 20; >= 4 for DE's mutation).
       num_test_instances: fixed instances per test function (default 5).
+      num_train_instances: fixed instances per training function (default 32).
       reward: "log" (default) or "relative" (MetaBox's), see `envs`.
       max_steps_in_episode: the budget in generations (default 50; an EnvParams field).
 
@@ -94,6 +96,7 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
         raise ValueError(f"env_kwargs of {env_id}: {err}") from None
     population_size = _positive_int("population_size", env_id, kw["population_size"], 4)
     instances = _positive_int("num_test_instances", env_id, kw["num_test_instances"], 1)
+    train_instances = _positive_int("num_train_instances", env_id, kw["num_train_instances"], 1)
     budget = _positive_int("max_steps_in_episode", env_id, kw["max_steps_in_episode"], 1)
     try:
         import evosax  # noqa: F401
@@ -104,7 +107,15 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
     from purejaxppo.envs.suites.metabbo.envs import ENVS
 
     env = ENVS[name](
-        env_id, train, test, num_dims, population_size, instances, kw["reward"], budget
+        env_id,
+        train,
+        test,
+        num_dims,
+        population_size,
+        instances,
+        kw["reward"],
+        budget,
+        num_train_instances=train_instances,
     )
     return env, env.default_params
 

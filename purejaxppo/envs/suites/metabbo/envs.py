@@ -5,9 +5,11 @@ MDP (MetaBox, Ma et al. NeurIPS 2023, arXiv:2310.08252, the MetaBBO-RL interface
 step = one generation of the low-level optimiser):
 
 - Episode: reset samples a function uniformly from the split's functions (`params.split`,
-  "train" or "test") and an instance of it (`problems.sample_instance`): a fresh random
-  instance per episode on "train", one of `num_test_instances` fixed instances (keys
-  `fold_in(PRNGKey(TEST_INSTANCE_SEED), i)`) on "test"; it draws the initial population
+  "train" or "test") and one of the split's fixed instances: `num_train_instances` on
+  "train" (keys `fold_in(PRNGKey(TRAIN_INSTANCE_SEED), i)`), `num_test_instances` on
+  "test" (keys `fold_in(PRNGKey(TEST_INSTANCE_SEED), i)`), drawn once when the env is built
+  (`problems.instance_bank`; MetaBox's train and test sets are fixed instances too, and
+  the compiled step then holds no QR of fresh rotations); it draws the initial population
   uniformly in [-5, 5]^D (MetaBox / LDE) and evaluates it. The episode is truncated after
   `params.max_steps_in_episode` generations (the budget, MetaBox's maxFEs / population
   size); it never terminates. Costs are `f(x) - f_opt` (MetaBox).
@@ -45,9 +47,10 @@ from gymnax.environments import spaces
 from purejaxppo.envs.suites._common import SuiteEnv, raw_key, select
 from purejaxppo.envs.suites.metabbo import problems
 
-#: Seed of the held-out test instances: instance i of a test function uses the key
-#: `fold_in(PRNGKey(TEST_INSTANCE_SEED), i)` (train instances come from episode keys).
+#: Seeds of the fixed instances: instance i of a test (train) function is drawn from the
+#: key `fold_in(PRNGKey(TEST_INSTANCE_SEED), i)` (`TRAIN_INSTANCE_SEED`).
 TEST_INSTANCE_SEED = 1_000_003
+TRAIN_INSTANCE_SEED = 2_000_003
 OBS_SIZE = 8
 SPLITS = ("train", "test")
 
@@ -115,6 +118,7 @@ class MetaBBOEnv(SuiteEnv):
         num_test_instances: int,
         reward: str,
         max_steps_in_episode: int,
+        num_train_instances: int = 32,
     ):
         self.name = name
         self.train_functions = train_functions
@@ -123,9 +127,22 @@ class MetaBBOEnv(SuiteEnv):
         self.num_dims = num_dims
         self.population_size = population_size
         self.num_test_instances = num_test_instances
+        self.num_train_instances = num_train_instances
         self.reward_kind = reward
         self._max_steps = max_steps_in_episode
         self.problem = problems.make_problem(self.functions, num_dims)
+        self.banks = {
+            split: problems.instance_bank(
+                jax.vmap(lambda i, s=seed: jax.random.fold_in(jax.random.PRNGKey(s), i))(
+                    jnp.arange(count)
+                ),
+                num_dims,
+            )
+            for split, seed, count in (
+                ("train", TRAIN_INSTANCE_SEED, num_train_instances),
+                ("test", TEST_INSTANCE_SEED, num_test_instances),
+            )
+        }
 
     @property
     def default_params(self) -> MetaBBOParams:
@@ -142,24 +159,28 @@ class MetaBBOEnv(SuiteEnv):
             raise ValueError(f"split={params.split!r} is not one of {list(SPLITS)}")
         return self.train_functions if params.split == "train" else self.test_functions
 
-    def instance(self, key: jax.Array, function: Any, instance: Any, split: str) -> Any:
-        """`MetaBBOBProblem.Params` of BBOB id `function` (int32 scalar): on "train" drawn
-        from `key`, on "test" the fixed instance `instance` (int32 scalar)."""
+    def instance(self, function: Any, instance: Any, split: str) -> Any:
+        """`MetaBBOBProblem.Params` of BBOB id `function` (int32 scalar) on the fixed
+        instance `instance` (int32 scalar) of `split`."""
         table = jnp.asarray(self.functions, jnp.int32)
         fn_index = jnp.argmax(table == jnp.asarray(function, jnp.int32))
-        if split == "test":
-            key = jax.random.fold_in(jax.random.PRNGKey(TEST_INSTANCE_SEED), instance)
-        return problems.sample_instance(self.problem, key, fn_index)
+        bank = jax.tree.map(lambda x: x[instance], self.banks[split])
+        return bank.replace(fn_id=fn_index.astype(jnp.int32))
+
+    def num_instances(self, split: str) -> int:
+        """How many fixed instances `split` has."""
+        return self.num_train_instances if split == "train" else self.num_test_instances
 
     def sample_start(self, key: jax.Array, params: MetaBBOParams) -> tuple:
         """What reset draws before evaluating: `(x [P, D], problem, function, eval_key,
-        init_key)`. Keys: key -> (function, instance, problem, start); start -> (population,
+        init_key)`. Keys: key -> (function, instance, start); start -> (population,
         eval, init). The population is uniform in [-5, 5]^D (MetaBox / LDE)."""
-        fn_key, inst_key, problem_key, start_key = jax.random.split(key, 4)
+        fn_key, inst_key, start_key = jax.random.split(key, 3)
         functions = jnp.asarray(self.split_functions(params), jnp.int32)
         function = jax.random.choice(fn_key, functions)
-        instance = jax.random.randint(inst_key, (), 0, self.num_test_instances)
-        problem = self.instance(problem_key, function, instance, params.split)
+        count = self.num_instances(params.split)
+        instance = jax.random.randint(inst_key, (), 0, count)
+        problem = self.instance(function, instance, params.split)
         pop_key, eval_key, init_key = jax.random.split(start_key, 3)
         x = self.initial_population(pop_key)
         return x, problem, function, eval_key, init_key
@@ -315,15 +336,25 @@ def _unit(action: jax.Array, index: int) -> jax.Array:
     return (jnp.clip(action[index], -1.0, 1.0) + 1.0) / 2.0
 
 
+def _knee(action: jax.Array, index: int, lo: Any, default: Any, hi: Any) -> jax.Array:
+    """Component `index` of a [-1, 1] action (clipped first) mapped piecewise-linearly to
+    [lo, hi] with 0 -> `default`: -1 -> lo, 0 -> default, 1 -> hi."""
+    a = jnp.clip(action[index], -1.0, 1.0)
+    return jnp.where(a < 0.0, default + a * (default - lo), default + a * (hi - default))
+
+
 class DEEnv(MetaBBOEnv):
     """`metabbo:DE`: evosax `DifferentialEvolution` (best/1/bin, evosax's default
-    elitism; Storn & Price 1997), the action float32 `[2]` in [-1, 1] sets the scale
-    factor F = F_RANGE[0] + (a0 + 1)/2 * (F_RANGE[1] - F_RANGE[0]) and the crossover rate
-    CR = (a1 + 1)/2 of the next generation (LDE's action, there one (F, CR) per member;
-    here one pair per generation). Defaults F = 0.8, CR = 0.9 (evosax) are the action
-    `default_action()`."""
+    elitism; Storn & Price 1997); the action float32 `[2]` in [-1, 1] sets the scale
+    factor F in F_RANGE and the crossover rate CR in CR_RANGE of the next generation
+    (LDE's action, Sun et al. 2021, there one (F, CR) in [0, 1]^2 per member; here one
+    pair per generation). Each component maps piecewise-linearly with 0 at evosax's
+    default (F = 0.8, CR = 0.9): F = 0.8 + a (0.8 - 0) for a < 0, 0.8 + a (1 - 0.8) for
+    a >= 0 (CR alike). So `default_action()` is [0, 0] and a fresh policy (mean near 0)
+    starts at the defaults and learns deviations from them."""
 
     F_RANGE = (0.0, 1.0)
+    CR_RANGE = (0.0, 1.0)
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -335,23 +366,19 @@ class DEEnv(MetaBBOEnv):
         return spaces.Box(-1.0, 1.0, (2,), jnp.float32)
 
     def algo_params(self, action: jax.Array) -> Any:
-        lo, hi = self.F_RANGE
-        f = lo + _unit(action, 0) * (hi - lo)
-        return self.algorithm.default_params.replace(
+        d = self.algorithm.default_params
+        f = _knee(action, 0, self.F_RANGE[0], d.differential_weight, self.F_RANGE[1])
+        cr = _knee(action, 1, self.CR_RANGE[0], d.crossover_rate, self.CR_RANGE[1])
+        return d.replace(
             differential_weight=f,
             differential_weight_min=f,
             differential_weight_max=f,
-            crossover_rate=_unit(action, 1),
+            crossover_rate=cr,
         )
 
     def default_action(self) -> jax.Array:
-        """The action whose params are evosax's defaults (F = 0.8, CR = 0.9)."""
-        d = self.algorithm.default_params
-        lo, hi = self.F_RANGE
-        return jnp.array(
-            [2.0 * (d.differential_weight - lo) / (hi - lo) - 1.0, 2.0 * d.crossover_rate - 1.0],
-            jnp.float32,
-        )
+        """[0, 0]: the action whose params are evosax's defaults (F = 0.8, CR = 0.9)."""
+        return jnp.zeros(2, jnp.float32)
 
 
 class DEOperatorEnv(MetaBBOEnv):

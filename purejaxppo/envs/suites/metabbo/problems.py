@@ -13,6 +13,7 @@ as MetaBox does (its problems expose the optimum to compute costs and rewards).
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -132,6 +133,21 @@ def sample_instance(problem: Any, key: jax.Array, fn_index: jax.Array) -> Any:
     the function `problem.fns[fn_index]` (int32 scalar)."""
     params = problem.sample_params(key)
     return params.replace(fn_id=jnp.asarray(fn_index, jnp.int32))
+
+
+@functools.lru_cache(maxsize=8)
+def _sampler(num_dims: int) -> Any:
+    """One `MetaBBOBProblem` per dimension whose `sample_params` draws every instance (its
+    draws of shift, offset and rotations do not depend on the function list), so the
+    sampler compiles once per process and dimension, not once per env."""
+    return make_problem((1,), num_dims)
+
+
+def instance_bank(keys: jax.Array, num_dims: int) -> Any:
+    """`MetaBBOBProblem.Params` of `len(keys)` instances (leaves `[K, ...]`), instance k
+    drawn from `keys[k]` (uint32 `[K, 2]`) exactly as `sample_instance` draws it; their
+    `fn_id` is left 0 (the env sets the function)."""
+    return jax.vmap(_sampler(num_dims).sample_params)(keys)
 
 
 def evaluate(problem: Any, key: jax.Array, x: jax.Array, params: Any) -> jax.Array:

@@ -26,19 +26,22 @@ def make_run_instances(
 ) -> Callable[[jax.Array], jax.Array]:
     """`run(key) -> costs`, float32 `[F, I, R, T + 1]`: the best-so-far cost `f - f_opt`
     after t = 0..T generations (T = `params.max_steps_in_episode`) of the optimiser driven
-    by `controller`, on BBOB ids `functions` (F), their fixed test instances 0..I-1 (the
-    instances `params.split == "test"` samples; on "train" instance i uses the key
-    `fold_in(key, i)` instead) and R repeats (optimiser randomness from
-    `fold_in(key, r)`). The repeat keys are shared by every controller given the same key,
+    by `controller`, on BBOB ids `functions` (F), the fixed instances 0..I-1 of
+    `params.split` (I at most `env.num_instances(params.split)`) and R repeats (optimiser
+    randomness from `fold_in(key, r)`). The repeat keys are shared by every controller given the same key,
     so controllers are compared on the same instances, initial populations and seeds.
     """
+    if num_instances > env.num_instances(params.split):
+        raise ValueError(
+            f"num_instances={num_instances} > the {env.num_instances(params.split)} fixed "
+            f"instances of split {params.split!r}"
+        )
     steps = int(params.max_steps_in_episode)
     fns = jnp.asarray(functions, jnp.int32)
 
     def episode(key, function, instance):
-        problem_key, run_key = jax.random.split(key)
-        problem = env.instance(problem_key, function, instance, params.split)
-        pop_key, eval_key, init_key, loop_key = jax.random.split(run_key, 4)
+        problem = env.instance(function, instance, params.split)
+        pop_key, eval_key, init_key, loop_key = jax.random.split(key, 4)
         x = env.initial_population(pop_key)
         fitness = evaluate(env.problem, eval_key, x, problem)
         obs, state = env.start(init_key, x, fitness, problem, function, params)
