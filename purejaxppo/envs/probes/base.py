@@ -3,6 +3,7 @@ the observation / coin / info helpers. See `purejaxppo.envs.probes`."""
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 import jax
@@ -55,7 +56,7 @@ def _info(terminated: jax.Array) -> dict[str, Any]:
     return {"discount": 1.0 - terminated.astype(jnp.float32)}
 
 
-class _ProbeEnv(environment.Environment[EnvState, EnvParams]):
+class _ProbeEnv(environment.Environment[EnvState, EnvParams], abc.ABC):
     """Shared plumbing of the probes: state layout, spaces and the step wrapper.
 
     Subclasses define ``_n_actions``, ``_obs_low``/``_obs_high`` (or override
@@ -98,17 +99,17 @@ class _ProbeEnv(environment.Environment[EnvState, EnvParams]):
         del key
         return jnp.asarray(0, dtype=jnp.int32)
 
+    @abc.abstractmethod
     def get_obs(
         self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
     ) -> jax.Array:
         """Observation of a state (float32, shape (1,))."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _transition(
         self, state: EnvState, action: jax.Array, params: EnvParams
     ) -> tuple[jax.Array, jax.Array]:
         """Reward (float) and terminated (bool) of taking ``action`` in ``state``."""
-        raise NotImplementedError
 
     def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
         """Starts an episode at time 0 with a freshly drawn cue."""
@@ -132,6 +133,6 @@ class _ProbeEnv(environment.Environment[EnvState, EnvParams]):
         terminated = jnp.asarray(terminated, dtype=jnp.bool_)
         return obs, new_state, reward, terminated, _info(terminated)
 
+    @abc.abstractmethod
     def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
         """Whether ``state`` lies after the probe's last step."""
-        raise NotImplementedError

@@ -3,6 +3,7 @@ conversions, and the ValueErrors for unknown names and kwargs."""
 
 from __future__ import annotations
 
+import abc
 import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -32,7 +33,7 @@ def select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     return jax.tree.map(lambda a, b: jax.lax.select(pred, a, b), on_true, on_false)
 
 
-class SuiteEnv:
+class SuiteEnv(abc.ABC):
     """The gymnax 1.0 API over a suite: `reset(key, params) -> (obs, state)` and
     `step(key, state, action, params) -> (obs, state, reward, terminated, truncated,
     info)` with auto-reset.
@@ -81,11 +82,13 @@ class SuiteEnv:
         space = self.action_space(self.default_params)
         return int(space.n) if hasattr(space, "n") else int(np.prod(space.shape))
 
+    @abc.abstractmethod
     def reset_env(self, key: jax.Array, params: Any) -> tuple[Any, Any]:
-        raise NotImplementedError
+        """`(obs, state)` of a new episode (raw uint32 `[2]` key)."""
 
+    @abc.abstractmethod
     def step_env(self, key: jax.Array, state: Any, action: Any, params: Any) -> tuple:
-        raise NotImplementedError
+        """`(obs, state, reward, terminated, truncated, info)` of one step, no reset."""
 
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
         params = self.default_params if params is None else params

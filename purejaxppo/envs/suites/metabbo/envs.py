@@ -37,6 +37,7 @@ step = one generation of the low-level optimiser):
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 import jax
@@ -227,8 +228,9 @@ class MetaBBOEnv(SuiteEnv):
 
     # -- one generation ----------------------------------------------------------------
 
+    @abc.abstractmethod
     def algo_params(self, action: jax.Array) -> Any:
-        raise NotImplementedError
+        """The optimiser's params for the next generation, from the policy's action."""
 
     def ask(self, key: jax.Array, algo_state: Any, action: jax.Array) -> tuple[Any, Any]:
         return self.algorithm.ask(key, algo_state, self.algo_params(action))
