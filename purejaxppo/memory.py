@@ -54,16 +54,17 @@ def estimate_bytes(config: Any, networks: Any, num_envs: int, obs_size: int = 0)
 def available_bytes(device: Any = None) -> tuple[int | None, str]:
     """(free bytes, description) of `device` (default: the first JAX device).
 
-    CPU: the available RAM (psutil when installed, else `os.sysconf`); accelerators:
+    CPU: the available RAM (`/proc/meminfo`'s MemAvailable, else `os.sysconf`); accelerators:
     `bytes_limit - bytes_in_use` from `device.memory_stats()`. (None, why) when unknown.
     """
     device = device or jax.devices()[0]
     if device.platform == "cpu":
-        try:
-            import psutil
-
-            return int(psutil.virtual_memory().available), "available RAM"
-        except ImportError:
+        try:  # Linux: free + reclaimable (page cache), as `free` reports it
+            with open("/proc/meminfo") as meminfo:
+                for line in meminfo:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024, "available RAM"
+        except (OSError, ValueError, IndexError):
             pass
         try:
             pages = os.sysconf("SC_AVPHYS_PAGES")

@@ -13,8 +13,12 @@ from gymnax.environments import spaces
 import purejaxppo.envs.suites as suites
 from purejaxppo.envs.suites._common import SuiteEnv, SuiteParams, box
 
+# jaxmarl.py is not a SuiteEnv adapter: its env keeps an agents axis and its own
+# multi-agent reset / step (purejaxppo.multiagent), so it has no base to take them from.
 ADAPTERS = sorted(
-    p for p in Path(suites.__file__).parent.glob("*.py") if not p.name.startswith("_")
+    p
+    for p in Path(suites.__file__).parent.glob("*.py")
+    if not p.name.startswith("_") and p.name != "jaxmarl.py"
 )
 RESTATED = {"default_params", "num_actions", "name"}
 
@@ -32,11 +36,29 @@ def test_adapters_do_not_restate_what_the_base_holds():
                 assert not (assigned and isinstance(node.ctx, ast.Store)), path.name
 
 
+class _Demo(SuiteEnv):
+    """The smallest adapter: the base is abstract in `reset_env` / `step_env`."""
+
+    def reset_env(self, key, params):
+        return np.zeros(3, np.float32), None
+
+    def step_env(self, key, state, action, params):
+        return np.zeros(3, np.float32), state, 0.0, False, False, {}
+
+
 def test_base_holds_name_spaces_and_default_params():
     obs = box(-np.inf, np.inf, (3,), np.float32)
-    env = SuiteEnv("demo:x", obs_space=obs, action_space=spaces.Discrete(4))
-    assert env.name == "demo:x" and repr(env) == "SuiteEnv('demo:x')"
+    env = _Demo("demo:x", obs_space=obs, action_space=spaces.Discrete(4))
+    assert env.name == "demo:x" and repr(env) == "_Demo('demo:x')"
     assert env.default_params == SuiteParams() and env.num_actions == 4
     assert env.observation_space(env.default_params) is obs
-    cont = SuiteEnv("demo:y", action_space=box(-1.0, 1.0, (2, 3), np.float32), default_params=7)
+    cont = _Demo("demo:y", action_space=box(-1.0, 1.0, (2, 3), np.float32), default_params=7)
     assert cont.num_actions == 6 and cont.default_params == 7
+
+
+def test_base_is_abstract():
+    """An adapter that forgets `reset_env` / `step_env` fails when built, naming them."""
+    import pytest
+
+    with pytest.raises(TypeError, match="reset_env, step_env"):
+        SuiteEnv("demo:z")
