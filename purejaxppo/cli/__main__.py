@@ -4,4 +4,5 @@ import sys
 
 from purejaxppo.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (docs tools do) runs nothing
+    sys.exit(main())
