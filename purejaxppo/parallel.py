@@ -132,14 +132,17 @@ def local_rows(x: jax.Array) -> tuple[np.ndarray, np.ndarray]:
     return index, rows
 
 
-def make_runs_program(batched_fn: Callable, mesh: Mesh) -> Callable:
+def make_runs_program(batched_fn: Callable, mesh: Mesh, in_specs: Any = None) -> Callable:
     """`jit(shard_map(batched_fn))` over `RUNS_AXIS`: `batched_fn` maps a device's share
     of `[R]` runs (leading axis `[R / D]` on every argument and output) and is called on
     every device; R must be a multiple of the device count. Runs do not communicate.
-    Build `batched_fn` with `batch_runs` (or `jax.vmap`)."""
+    Build `batched_fn` with `batch_runs` (or `jax.vmap`). `in_specs` (default: every
+    argument split along `RUNS_AXIS`) may give `P()` to an argument every run shares
+    (e.g. a warm start's params, replicated on every device)."""
+    in_specs = P(RUNS_AXIS) if in_specs is None else in_specs
     return jax.jit(
         jax.shard_map(
-            batched_fn, mesh=mesh, in_specs=P(RUNS_AXIS), out_specs=P(RUNS_AXIS), check_vma=False
+            batched_fn, mesh=mesh, in_specs=in_specs, out_specs=P(RUNS_AXIS), check_vma=False
         )
     )
 

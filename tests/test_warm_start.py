@@ -146,3 +146,56 @@ def test_resume_of_a_warm_started_run_needs_not_its_source(source, tmp_path):
     shutil.rmtree(copy)  # the source is gone: the resumed run uses its own checkpoints
     assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
     assert pjp.list_checkpoints(run_dir)[-1] == 4
+
+
+# --- The batched drivers: every member starts from the source (a traced argument) -------
+
+
+def test_num_seeds_starts_every_seed_from_the_source(source, tmp_path):
+    run_dir = tmp_path / "seeds"
+    argv = ["train", "--init-from", str(source), "--run-dir", str(run_dir), "--no-progress"]
+    argv += ["--num-envs", "4", "--num-steps", "512", "--total-timesteps", "4096"]
+    assert main([*argv, "--num-seeds", "2"]) == 0
+    for seed in (0, 1):
+        table = pd.read_csv(run_dir / f"seed_{seed}" / "metrics.csv")
+        assert table["episode_return"].iloc[0] >= WARM_MIN, (seed, table["episode_return"])
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["init_from"] == str(source.resolve()) and saved["init_step"] == 195
+
+
+def test_sweep_starts_every_run_from_the_source(source):
+    config = FINE.replace(init_from=str(source))
+    result = pjp.sweep(config, seeds=1, grid={"ent_coef": [0.0, 0.01]}, verbose=False)
+    first = result.curves[result.curves["update"] == result.curves["update"].min()]
+    assert len(first) == 2 and (first["episode_return"] >= WARM_MIN).all(), first
+
+
+def test_pbt_starts_every_member_from_the_source(source):
+    config = FINE.replace(init_from=str(source))
+    result = pjp.pbt(
+        config,
+        population=2,
+        ready_every=1,
+        search={"ent_coef": ("uniform", 0.0, 0.01)},
+        verbose=False,
+    )
+    first = result.curves[result.curves["update"] == result.curves["update"].min()]
+    assert len(first) == 2 and (first["episode_return"] >= WARM_MIN).all(), first
+
+
+def test_the_drivers_init_program_takes_the_source_as_an_argument(source):
+    """No constant of the source's shapes in the init program: the params come in as an
+    argument (so one compiled program serves every source of the same shapes)."""
+    from purejaxppo.drivers import warm
+
+    config = FINE.replace(init_from=str(source))
+    params = warm.load_warm_start(config)
+    fns = pjp.make_train_fns(warm.program_config(config))
+    key_data = jax.random.key_data(jax.vmap(jax.random.key)(jnp.arange(2)))
+    closed = jax.make_jaxpr(warm.init_runs(fns.init, lambda runner: runner))(key_data, params)
+    shapes = {np.shape(leaf) for leaf in jax.tree.leaves(params) if np.ndim(leaf) == 2}
+    assert shapes and not [c for c in closed.consts if np.shape(c) in shapes]
+    runner = jax.jit(warm.init_runs(fns.init, lambda runner: runner))(key_data, params)
+    for k in range(2):  # both runs start from the source's params exactly
+        got = jax.tree.map(lambda x: x[k], jax.device_get(runner.train_state.params))  # noqa: B023
+        jax.tree.map(np.testing.assert_array_equal, got, params)

@@ -221,6 +221,7 @@ def train_seeds(
     import jax
 
     from purejaxppo import parallel
+    from purejaxppo.drivers import warm
     from purejaxppo.envs.host import check_jittable_env
     from purejaxppo.train import make_train_fns
 
@@ -232,7 +233,10 @@ def train_seeds(
     if run_dir is not None:
         run_dir = Path(run_dir)
         rundir.check_fresh(run_dir, overwrite)
-    fns = make_train_fns(config)
+    # A warm start is read once and given to the init program as an argument.
+    init_params = warm.load_warm_start(config)
+    fns = make_train_fns(warm.program_config(config))
+    warm.check_warm_start(fns, init_params)
     if devices is None:
         devices = min(num_seeds, len(jax.local_devices()))
     mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
@@ -240,7 +244,7 @@ def train_seeds(
         run_dir = default_seeds_dir(config, num_seeds)
     # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
     with rundir.claim(run_dir, "run", overwrite=overwrite):
-        run = _SeedsRun(config, fns, seeds, mesh, run_dir)
+        run = _SeedsRun(config, fns, seeds, mesh, run_dir, init_params)
         run.write_start(verbose)
         hooks = SegmentHooks(
             length=lambda done: segment_length(
@@ -267,7 +271,7 @@ def train_seeds(
 class _SeedsRun:
     """The state of one `train_seeds` and its `SegmentHooks` (run, process, save)."""
 
-    def __init__(self, config: PPOConfig, fns: Any, seeds: list[int], mesh: Any, run_dir: Path):
+    def __init__(self, config, fns, seeds: list[int], mesh, run_dir: Path, init_params=None):
         import jax
         from jax.sharding import PartitionSpec as P
 
@@ -290,6 +294,7 @@ class _SeedsRun:
         self.key_data, self.hparams = parallel.to_global(
             (key_data[pick], hparams), mesh, P(parallel.RUNS_AXIS)
         )
+        self.init_params = init_params  # the warm start (host arrays) or None
         self.programs: dict[int, Callable] = {}  # segment length -> compiled program
         self.history: list[dict[str, np.ndarray]] = []  # per segment: name -> [S, length]
         self.diverged: dict[int, tuple[int, str]] = {}  # seed index -> (update, what)
@@ -326,10 +331,12 @@ class _SeedsRun:
                 f"{num_devices} device(s), {num_runs // num_devices} per device{padding}",
                 file=sys.stderr,
             )
+        from purejaxppo.drivers import warm
+
         init_program = parallel.make_runs_program(
-            parallel.batch_runs(self.fns.init, lambda runner: runner), self.mesh
+            warm.init_runs(self.fns.init, lambda runner: runner), self.mesh, warm.runs_specs(0)
         )
-        self.runner = init_program(self.key_data)
+        self.runner = init_program(self.key_data, warm.replicate(self.init_params, self.mesh))
 
     def run_program(self, length: int) -> Callable:
         """`(runner [R], hparams [R]) -> (runner, metrics [R, length], params finite [R])`."""

@@ -220,7 +220,7 @@ class _PBTRun:
         config, space, options, mesh = self.config, self.space, self.options, self.mesh
         population, seed = options.population, options.seed
         key_data = np.asarray(jax.random.key_data(member_keys(seed, population)))
-        abstract = jax.eval_shape(self.init, key_data)
+        abstract = jax.eval_shape(self.init, key_data, None)
         abstract_runner = abstract.replace(key=jax.eval_shape(jax.random.key_data, abstract.key))
         abstract_state = {
             "runner": jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract_runner),

@@ -17,6 +17,7 @@ from jax.sharding import PartitionSpec as P
 from purejaxppo import parallel
 from purejaxppo.acting import make_evaluators
 from purejaxppo.config import PPOConfig
+from purejaxppo.drivers import warm
 from purejaxppo.drivers.population.options import (
     PBTOptions,
     initial_hparams,
@@ -57,7 +58,9 @@ def make_generation_program(
 ) -> tuple[Callable, Callable]:
     """Builds `(init, run_generations)`.
 
-    `init(key_data [P, 2]) -> RunnerState [P]` (jitted, split over the mesh).
+    `init(key_data [P, 2], init_params) -> RunnerState [P]` (jitted, split over the
+    mesh; `init_params`: the warm start every member starts from, replicated, or None:
+    `drivers.warm`).
     `run_generations(state, first_generation, num_generations, length, last_generation)`
     (jitted; `num_generations`, `length` static) runs `num_generations` generations of
     `length` updates each in one `lax.scan` and returns `(state, records, metrics)`:
@@ -67,15 +70,14 @@ def make_generation_program(
     but the run's last (index `last_generation`) the population is exploited and
     explored.
     """
-    fns = make_train_fns(config, env, env_params)
+    fns = make_train_fns(warm.program_config(config), env, env_params)
     members = NamedSharding(mesh, P(parallel.RUNS_AXIS))
     evaluator = next(iter(make_evaluators(config).values())) if config.eval_freq else None
 
-    def init_members(key_data: jax.Array) -> RunnerState:
-        # lax.map, not vmap: see `parallel.batch_runs` (batched QR deadlock on CPU).
-        return jax.lax.map(lambda kd: fns.init(jax.random.wrap_key_data(kd)), key_data)
-
-    init = parallel.make_runs_program(init_members, mesh)
+    # lax.map, not vmap: see `parallel.batch_runs` (batched QR deadlock on CPU).
+    init = parallel.make_runs_program(
+        warm.init_runs(fns.init, lambda runner: runner), mesh, warm.runs_specs(0)
+    )
     train_members = make_member_trainer(fns, options, mesh)
 
     def constrain(tree):
@@ -199,7 +201,13 @@ def cached_programs(config, space, options, mesh, env, env_params):
     static = dataclasses.replace(options, seed=0)
     # The search ranges are traced into the program (perturb clips, resample draws).
     # config.seed is the CLI's seed: the program does not depend on it.
-    key = (repr(config.replace(seed=0)), space, static, tuple(d.id for d in mesh.devices.flat))
+    # The warm start is an argument of `init`: the program does not depend on its source.
+    key = (
+        repr(warm.program_config(config).replace(seed=0)),
+        space,
+        static,
+        tuple(d.id for d in mesh.devices.flat),
+    )
     if key not in PROGRAM_CACHE:
         if len(PROGRAM_CACHE) >= 4:
             PROGRAM_CACHE.pop(next(iter(PROGRAM_CACHE)))
@@ -235,8 +243,9 @@ def initial_state(
     members = P(parallel.RUNS_AXIS)
     key_data = np.asarray(jax.random.key_data(member_keys(options.seed, options.population)))
     hparams = initial_hparams(config, space, options.population, options.seed)
+    init_params = warm.load_warm_start(config)
     return PopulationState(
-        runner=init(parallel.to_global(key_data, mesh, members)),
+        runner=init(parallel.to_global(key_data, mesh, members), warm.replicate(init_params, mesh)),
         hparams=parallel.to_global(hparams, mesh, members),
         key=replicated_key(np.asarray(jax.random.key_data(population_key(options.seed))), mesh),
     )

@@ -33,6 +33,7 @@ from jax.sharding import PartitionSpec as P
 
 from purejaxppo import parallel
 from purejaxppo.config import TRACED_FIELDS, PPOConfig
+from purejaxppo.drivers import warm
 from purejaxppo.drivers.report import summarize
 from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments
 from purejaxppo.drivers.settings import (
@@ -279,16 +280,24 @@ def _run_group(
 ):  # fmt: skip
     """Trains one static group's runs in chunks (or loads the chunks `saving = (dir,
     group index)` holds); returns (table rows, curves, {run id: diverged update})."""
-    fns = make_train_fns(config, networks=networks)
+    # A warm start is read once and passed to the programs as an argument (`warm`).
+    init_params = warm.load_warm_start(config)
+    fns = make_train_fns(warm.program_config(config), networks=networks)
+    warm.check_warm_start(fns, init_params)
     num_devices = mesh.devices.size
     num_updates = config.num_updates
 
-    programs = _group_programs(fns, num_updates, mesh, progress)
+    programs = (
+        *_group_programs(fns, num_updates, mesh, progress),
+        warm.replicate(init_params, mesh),
+    )
     key_data = np.stack(
         [np.asarray(jax.random.key_data(jax.random.key(seed))) for *_, seed in runs]
     )
     hparams = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *hparams_list)
-    chunk = chunk_size(len(runs), num_devices, max_chunk, mesh, fns, config, key_data, hparams)
+    chunk = chunk_size(
+        len(runs), num_devices, max_chunk, mesh, fns, config, key_data, hparams, programs[-1]
+    )
     if verbose and jax.process_index() == 0 and chunk < len(runs):
         print(
             f"sweep: group of {len(runs)} runs in chunks of {chunk}",
@@ -334,12 +343,14 @@ def _run_group(
 def _group_programs(fns: Any, num_updates: int, mesh: Any, progress: bool) -> tuple:
     """(segment length, init program or None, segment program) of one static group: with
     `progress`, about 20 segments of updates (a divisor of `num_updates`) after an init
-    program; without, one whole-run program `(key_data, hparams) -> metrics`."""
+    program `(key_data, init_params) -> runner`; without, one whole-run program
+    `(key_data, init_params, hparams) -> metrics` (`init_params`: the warm start, `warm`)."""
     if not progress:
-        return num_updates, None, parallel.make_runs_program(train_runs(fns, num_updates), mesh)
+        program = parallel.make_runs_program(train_runs(fns, num_updates), mesh, warm.runs_specs(1))
+        return num_updates, None, program
     segment = _largest_divisor_at_most(num_updates, max(1, math.ceil(num_updates / 20)))
     init_program = parallel.make_runs_program(
-        parallel.batch_runs(fns.init, lambda runner: runner), mesh
+        warm.init_runs(fns.init, lambda runner: runner), mesh, warm.runs_specs(0)
     )
     run_program = parallel.make_runs_program(
         jax.vmap(lambda runner, hp: fns.run(runner, hp, segment)), mesh
@@ -350,14 +361,14 @@ def _group_programs(fns: Any, num_updates: int, mesh: Any, progress: bool) -> tu
 def _run_chunk(programs, inputs, first, real, bar, config, start) -> list:
     """Runs one chunk's `real` runs (rows `first`..) through `run_segments`; returns the
     per-segment `collect_chunk` pieces."""
-    segment, init_program, run_program = programs
+    segment, init_program, run_program, init_params = programs
     key_data, hparams = inputs
-    carry = {"runner": None if init_program is None else init_program(key_data)}
+    carry = {"runner": None if init_program is None else init_program(key_data, init_params)}
     pieces = []
 
     def run(done: int, length: int) -> Any:
         if init_program is None:  # one whole-run program
-            return run_program(key_data, hparams)
+            return run_program(key_data, init_params, hparams)
         carry["runner"], metrics = run_program(carry["runner"], hparams)
         return metrics
 

@@ -13,6 +13,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from purejaxppo import parallel
+from purejaxppo.drivers import warm
 from purejaxppo.guards import LOSS_METRICS
 from purejaxppo.train import METRICS
 
@@ -52,8 +53,9 @@ def load_chunk(path, run_ids):
 
 
 def train_runs(fns, num_updates):
-    """Whole runs, metrics only: `(key_data [R, 2], hparams [R]) -> metrics [R, U]`."""
-    return parallel.batch_runs(fns.init, lambda runner, hp: fns.run(runner, hp, num_updates)[1])
+    """Whole runs, metrics only: `(key_data [R, 2], init_params, hparams [R]) -> metrics
+    [R, U]` (`init_params`: the warm start shared by every run, or None; `warm`)."""
+    return warm.init_runs(fns.init, lambda runner, hp: fns.run(runner, hp, num_updates)[1])
 
 
 def collect_chunk(metrics, first, real):
@@ -73,7 +75,7 @@ def nonfinite_losses(losses):
     return functools.reduce(jnp.logical_or, [~jnp.isfinite(v) for v in losses.values()])
 
 
-def chunk_size(num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hparams):
+def chunk_size(num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hparams, init):
     if max_chunk is not None:
         return max_chunk
     limit = parallel.device_bytes_limit(mesh)
@@ -81,12 +83,14 @@ def chunk_size(num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hp
         return parallel.pad_runs(num_runs, num_devices)
     # Measure one run per device: compile the whole-run program for D runs, read its
     # memory, and fill `fraction` of the device with as many runs as fit.
-    program = parallel.make_runs_program(train_runs(fns, config.num_updates), mesh)
+    program = parallel.make_runs_program(
+        train_runs(fns, config.num_updates), mesh, warm.runs_specs(1)
+    )
     pick = np.zeros(num_devices, dtype=int)
     args = parallel.to_global(
         (key_data[pick], jax.tree.map(lambda x: x[pick], hparams)), mesh, P(parallel.RUNS_AXIS)
     )
-    stats = program.lower(*args).compile().memory_analysis()
+    stats = program.lower(args[0], init, args[1]).compile().memory_analysis()
     per_run = stats.temp_size_in_bytes + stats.argument_size_in_bytes + stats.output_size_in_bytes
     chunk = parallel.runs_per_chunk_for_memory(per_run, limit, num_devices)
     return min(chunk, parallel.pad_runs(num_runs, num_devices))
