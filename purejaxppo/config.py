@@ -201,13 +201,17 @@ class PPOConfig:
       eval_freq: updates between evaluations in `purejaxppo train` (0: off). Each
         evaluation runs `eval_episodes` episodes per split (sampled actions), logs the mean
         return as the column `eval/<split>/return` of metrics.csv, and keeps the checkpoint
-        with the best return on the first split as `checkpoints/best`.
+        with the best return on `best_split` (default: the first split) as
+        `checkpoints/best`.
       eval_episodes: episodes per split and evaluation.
       eval_splits: named validation splits (the seed's `validators`): split name ->
         `EnvParams` overrides on top of the training env's, e.g.
         `{"long_pole": {"length": 1.0}}`, or another env id with the same spaces,
         `{"other": {"env_name": "Probe5-v0"}}` (+ `env_kwargs`); empty means one split
-        "train" with the training env itself. The first split chooses `best`.
+        "train" with the training env itself. `best_split` chooses `best`.
+      best_split: the eval split whose mean return chooses `checkpoints/best` (None: the
+        first split). A name not in `eval_splits` ("train" when that is empty) raises
+        ValueError naming it and the known splits.
       seed: PRNG seed used by the command line (`jax.random.key(seed)`), in [0, 2**32).
       info_metrics: keys of the env's `info` dict to log: each is reduced in the scan to
         the mean over the episodes that ended during an update of `info[key]` at their
@@ -293,6 +297,7 @@ class PPOConfig:
     eval_freq: int = static(0, "driver")
     eval_episodes: int = static(32, "driver")
     eval_splits: dict[str, Any] = static(group="driver", factory=dict)
+    best_split: str | None = static(None, "driver")
     seed: int = static(0, "system")
     info_metrics: tuple[str, ...] = static((), "metrics")
     action_histogram: bool = static(False, "metrics")

@@ -330,6 +330,10 @@ def check_driver(c: Any) -> None:
         ):
             why = f"split {name!r}: env_name must be an env id, env_kwargs a mapping"
             raise bad("eval_splits", c.eval_splits, why)
+    known = list(c.eval_splits) or ["train"]
+    if c.best_split is not None and c.best_split not in known:
+        hint = did_you_mean(str(c.best_split), known)
+        raise bad("best_split", c.best_split, f"not an eval split; the splits are {known}{hint}")
     for name in c.loggers:
         if name not in LOGGERS:
             hint = did_you_mean(name, LOGGERS, n=2)

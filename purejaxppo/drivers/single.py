@@ -295,7 +295,8 @@ class _SingleRun:
         )
 
     def _evaluate(self, frame: pd.DataFrame) -> bool:
-        """Runs the eval splits when due; True if the first split's return is its best."""
+        """Runs the eval splits when due; True if `best_split`'s return (default: the
+        first split's) is its best so far."""
         if not (self.config.eval_freq and self.done % self.config.eval_freq == 0):
             return False
         params = self.runner.train_state.params
@@ -307,8 +308,8 @@ class _SingleRun:
             value = float(np.mean(returns))
             frame.loc[frame.index[-1], column] = value
             self.eval_history[name].append([self.done, value])
-        first = self.eval_history[next(iter(self.evaluators))]
-        return first[-1][1] >= max(v for _, v in first)
+        chosen = self.eval_history[self.config.best_split or next(iter(self.evaluators))]
+        return chosen[-1][1] >= max(v for _, v in chosen)
 
     def _history(self) -> dict[str, np.ndarray]:
         so_far = pd.concat(self.frames, ignore_index=True)
