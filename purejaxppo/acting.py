@@ -7,6 +7,7 @@ between segments; nothing here knows how the run is driven.
 
 from __future__ import annotations
 
+import inspect
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,10 @@ EVAL_KEY_STREAM = 1
 #: Keys of an `eval_splits` entry that pick another env id (with the same spaces) rather
 #: than override an `EnvParams` field.
 SPLIT_ENV_KEYS = ("env_name", "env_kwargs")
+
+#: Key of an `eval_splits` entry that gives a level distribution: arguments of the split
+#: env's level generator (Jumanji; `level_generator`).
+LEVEL_KEY = "generator"
 
 
 def describe_space(space: Any) -> str:
@@ -44,29 +49,30 @@ def describe_space(space: Any) -> str:
 
 def split_env(config: PPOConfig, name: str, spec: dict[str, Any], env: Any, env_params: Any):
     """`(env, env_params)` of the eval split `name`: the training env, or the env id of
-    `spec["env_name"]` (with `spec["env_kwargs"]`), then the other keys of `spec` as
-    `EnvParams` overrides.
+    `spec["env_name"]` (with `spec["env_kwargs"]`), with the level distribution of
+    `spec["generator"]` (`level_generator`), then the other keys of `spec` as `EnvParams`
+    overrides (for gymnax envs and XLand-MiniGrid, whose `EnvParams` hold their level
+    settings).
 
     Raises:
       ValueError: the split's env has other observation / action spaces than the training
-        env (naming both), or an override is not an `EnvParams` field of the split's env.
+        env (naming both), an override is not an `EnvParams` field of the split's env, or
+        a `generator` for an env without a level generator / with unknown arguments.
     """
     from purejaxppo.envs import make_env
 
     env_id = config.env_name
-    if any(key in spec for key in SPLIT_ENV_KEYS):
+    base_env, base_params = env, env_params
+    if any(key in spec for key in (*SPLIT_ENV_KEYS, LEVEL_KEY)):
         env_id = spec.get("env_name", config.env_name)
-        base_env, base_params = env, env_params
-        env, env_params = make_env(env_id, spec.get("env_kwargs", {}))
-        for what in ("observation_space", "action_space"):
-            want = describe_space(getattr(base_env, what)(base_params))
-            got = describe_space(getattr(env, what)(env_params))
-            if got != want:
-                raise ValueError(
-                    f"eval_splits[{name!r}]: env_name={env_id!r} has the {what} {got}, "
-                    f"but the training env {config.env_name!r} has {want}"
-                )
-    overrides = {k: v for k, v in spec.items() if k not in SPLIT_ENV_KEYS}
+        renamed = any(key in spec for key in SPLIT_ENV_KEYS)
+        kwargs = dict(spec.get("env_kwargs", {}) if renamed else config.env_kwargs)
+        if renamed:
+            env, env_params = make_env(env_id, kwargs)
+        if LEVEL_KEY in spec:
+            kwargs["generator"] = level_generator(name, env_id, env, spec[LEVEL_KEY])
+            env, env_params = make_env(env_id, kwargs)
+    overrides = {k: v for k, v in spec.items() if k not in (*SPLIT_ENV_KEYS, LEVEL_KEY)}
     fields = set(env_params.__dataclass_fields__)
     unknown = sorted(set(overrides) - fields)
     if unknown:
@@ -74,7 +80,45 @@ def split_env(config: PPOConfig, name: str, spec: dict[str, Any], env: Any, env_
             f"eval_splits[{name!r}]: {unknown} are not EnvParams fields of "
             f"{env_id} ({sorted(fields)})"
         )
-    return env, env_params.replace(**overrides)
+    env_params = env_params.replace(**overrides)
+    if spec:  # the same spaces as the training env: the policy's network fits both
+        for what in ("observation_space", "action_space"):
+            want = describe_space(getattr(base_env, what)(base_params))
+            got = describe_space(getattr(env, what)(env_params))
+            if got != want:
+                raise ValueError(
+                    f"eval_splits[{name!r}]: {env_id!r} with this split's settings "
+                    f"has the {what} {got}, but the training env {config.env_name!r} has {want}"
+                )
+    return env, env_params
+
+
+def level_generator(name: str, env_id: str, env: Any, overrides: Any) -> Any:
+    """A Jumanji env's level generator with some constructor arguments replaced: the
+    split `{"generator": {"num_mines": 30}}` on "jumanji:Minesweeper-v0" evaluates on
+    boards of 30 mines (`UniformSamplingGenerator(num_rows, num_cols, num_mines)`), the
+    others keep the training env's generator's values.
+
+    Raises:
+      ValueError: `env` has no level generator (not a Jumanji env: gymnax and
+        XLand-MiniGrid levels are `EnvParams` fields, given as the split's other keys),
+        `overrides` not a mapping, or an argument the generator does not take.
+    """
+    generator = getattr(getattr(env, "env", None), "generator", None)
+    if generator is None:
+        raise ValueError(
+            f"eval_splits[{name!r}]: generator= needs a Jumanji env with a level generator; "
+            f"{env_id!r} has none (give its EnvParams fields as the split's keys instead)"
+        )
+    cls = type(generator)
+    args = [a for a in inspect.signature(cls.__init__).parameters if a != "self"]
+    if not isinstance(overrides, dict) or set(overrides) - set(args):
+        raise ValueError(
+            f"eval_splits[{name!r}]: generator={overrides!r} must map arguments of "
+            f"{cls.__name__} ({args}) to values"
+        )
+    current = {a: getattr(generator, a) for a in args if hasattr(generator, a)}
+    return cls(**{**current, **overrides})
 
 
 def make_evaluators(config: PPOConfig, networks: Networks | None = None) -> dict[str, Any]:
@@ -82,13 +126,16 @@ def make_evaluators(config: PPOConfig, networks: Networks | None = None) -> dict
 
     `networks`: the run's `Networks` (default `make_networks(config, env, env_params)`).
 
-    A split is `{EnvParams field: value}` overrides of the training env, or names another
-    env id with the same spaces (`{"env_name": id, "env_kwargs": {...}, field: value}`;
-    see `split_env`); each reports its own mean return.
+    A split is `{EnvParams field: value}` overrides of the training env (gymnax params,
+    XLand-MiniGrid's level settings), names another env id with the same spaces
+    (`{"env_name": id, "env_kwargs": {...}, field: value}`), or a level distribution of
+    a Jumanji env (`{"generator": {argument: value}}`); see `split_env`. Each reports
+    its own mean return.
 
     Raises:
       ValueError: for a split override that is not an `EnvParams` field of its env, or a
-        split env whose spaces differ from the training env's (naming both).
+        split env whose spaces differ from the training env's (naming both), a bad
+        `generator` (`level_generator`).
     """
     if not config.eval_freq:
         return {}
