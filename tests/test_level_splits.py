@@ -52,3 +52,14 @@ def test_level_splits_refuse_what_they_cannot_do():
         )
     with pytest.raises(ValueError, match="'CartPole-v1' has none .*EnvParams fields"):
         make_evaluators(pjp.PPOConfig(eval_freq=1, eval_splits={"x": {"generator": {"n": 1}}}))
+
+
+def test_xland_minigrid_levels_are_envparams_fields():
+    from purejaxppo.acting import make_evaluators
+
+    config = pjp.PPOConfig(env_name="xminigrid:MiniGrid-Empty-6x6", eval_freq=1)
+    short = config.replace(eval_splits={"short": {"max_steps": 10}})
+    assert list(make_evaluators(short)) == ["short"]
+    # A smaller view is another observation shape: refused, naming both spaces.
+    with pytest.raises(ValueError, match=r"Box\(\(5, 5, 2\), uint8\).*Box\(\(7, 7, 2\), uint8\)"):
+        make_evaluators(config.replace(eval_splits={"narrow": {"view_size": 5}}))
