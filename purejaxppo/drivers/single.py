@@ -222,7 +222,12 @@ class _SingleRun:
         self.runner = checkpoint.runner_state
         self.done = self.saved_step = self.start_updates = checkpoint.update_step
         self.eval_history.update(checkpoint.eval_history)
-        frame = pd.DataFrame(checkpoint.metrics)[list(self.names)]
+        # A checkpoint written before a metric existed (e.g. `loss`) has no history of
+        # it: its rows get NaN there, the updates run from here on log it.
+        missing = [name for name in self.names if name not in checkpoint.metrics]
+        if missing:
+            print(f"resume: the checkpoint has no history of {missing} (NaN)", file=sys.stderr)
+        frame = pd.DataFrame(checkpoint.metrics).reindex(columns=list(self.names))
         frame.insert(0, "update", np.arange(1, self.done + 1))
         for name, column in zip(self.evaluators, self.eval_columns, strict=True):
             frame[column] = np.nan
