@@ -52,8 +52,11 @@ def final_return(returns: np.ndarray) -> float:
     return float(np.nanmean(returns[-tail:]))
 
 
-def train_env(config_path: Path, env: str, total_timesteps: int, seeds: int) -> dict:
-    """Trains `seeds` seeds of the config on `envpool:<env>` with one compiled program."""
+def train_env(
+    config_path: Path, env: str, total_timesteps: int, seeds: int, seed_offset: int = 0
+) -> dict:
+    """Trains seeds `seed_offset .. seed_offset + seeds - 1` of the config on
+    `envpool:<env>` with one compiled program."""
     import jax
 
     import purejaxppo  # noqa: F401  (before jax runs: XLA flags)
@@ -69,7 +72,7 @@ def train_env(config_path: Path, env: str, total_timesteps: int, seeds: int) -> 
     compiled = train.lower(jax.random.key(0)).compile()
     compile_s = time.perf_counter() - start
     curves, finals, run_s = [], [], []
-    for seed in range(seeds):
+    for seed in range(seed_offset, seed_offset + seeds):
         t0 = time.perf_counter()
         out = jax.block_until_ready(compiled(jax.random.key(seed)))
         run_s.append(time.perf_counter() - t0)
@@ -91,6 +94,7 @@ def train_env(config_path: Path, env: str, total_timesteps: int, seeds: int) -> 
         "config": config_path.name,
         "env_steps": int(steps_done),
         "seeds": seeds,
+        "seed_offset": seed_offset,
         "final_mean": round(float(np.mean(finals)), 1),
         "final_std": round(float(np.std(finals)), 1),
         "final_iqm": round(float(iqm(np.asarray(finals))), 1),
@@ -166,7 +170,9 @@ def atomic_write(path: Path, write) -> None:
             os.unlink(tmp)
 
 
-def write_results(rows: list[dict], out: Path, stamp: str, note: str) -> list[Path]:
+def write_results(
+    rows: list[dict], out: Path, stamp: str, note: str, device: str | None = None
+) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -175,9 +181,11 @@ def write_results(rows: list[dict], out: Path, stamp: str, note: str) -> list[Pa
 
     out.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame([{k: v for k, v in r.items() if k != "curves"} for r in rows])
-    import jax
+    if device is None:
+        import jax
 
-    base = out / f"reference-{jax.default_backend()}-{stamp}"
+        device = jax.default_backend()
+    base = out / f"reference-{device}-{stamp}"
     csv, md, png = (base.with_suffix(s) for s in (".csv", ".md", ".png"))
     atomic_write(csv, lambda p: table.to_csv(p, index=False))
     curves = pd.DataFrame(
@@ -220,6 +228,12 @@ def main() -> None:
     parser.add_argument("--env", nargs="+", default=["HalfCheetah-v4"], help="EnvPool ids")
     parser.add_argument("--total-timesteps", type=int, default=1_000_000)
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument(
+        "--seed-offset", type=int, default=0, help="first seed (parallel processes)"
+    )
+    parser.add_argument(
+        "--device", default=None, help="name in the results files (default: jax's backend)"
+    )
     parser.add_argument("--note", default="", help="a line for the .md (machine load, ...)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument(
@@ -238,15 +252,18 @@ def main() -> None:
         atomic_write(path, lambda p: table.to_csv(p, index=False))
         print(table.to_string(index=False), "\nwrote", path)
         return
-    if args.seeds < 1 or args.total_timesteps < 1:
-        parser.error("--seeds and --total-timesteps must be >= 1")
+    if args.seeds < 1 or args.total_timesteps < 1 or args.seed_offset < 0:
+        parser.error("--seeds and --total-timesteps must be >= 1, --seed-offset >= 0")
     if not args.config.is_file():
         parser.error(f"--config {args.config}: no such file")
     launch = time.perf_counter()
-    rows = [train_env(args.config, env, args.total_timesteps, args.seeds) for env in args.env]
+    rows = [
+        train_env(args.config, env, args.total_timesteps, args.seeds, args.seed_offset)
+        for env in args.env
+    ]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     note = args.note + f" Launch to exit: {time.perf_counter() - launch:.0f} s."
-    paths = write_results(rows, args.out, stamp, note.strip())
+    paths = write_results(rows, args.out, stamp, note.strip(), args.device)
     import pandas as pd
 
     print(pd.DataFrame([{k: v for k, v in r.items() if k != "curves"} for r in rows]))
