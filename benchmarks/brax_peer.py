@@ -233,7 +233,22 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="name in the results files")
     parser.add_argument("--note", default="", help="a line for the .md (machine, load, ...)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument(
+        "--from-cells",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="rebuild the table and plot from earlier runs' -cells.csv files (no training)",
+    )
     args = parser.parse_args()
+    if args.from_cells:
+        import pandas as pd
+
+        cells = pd.concat([pd.read_csv(p) for p in args.from_cells]).to_dict("records")
+        base = args.out / f"brax-peer-{args.device or 'cpu'}-{time.strftime('%Y%m%d-%H%M%S')}"
+        write_results(cells, base, args.note)
+        print(summarize(cells).to_string(index=False), "\nwrote", base.with_suffix(".csv"))
+        return
     if args.seeds < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--seeds and --steps must be >= 1")
     import jax

@@ -222,6 +222,48 @@ def write_results(
     return [csv, curves_csv, md, png]
 
 
+def merge_parts(parts: Path) -> list[dict]:
+    """Rows (one per env, seeds pooled) from the per-process results under `parts`
+    (`benchmarks/gpu/mujoco_reference.sh`: one folder per env x seed)."""
+    import pandas as pd
+
+    from purejaxppo.drivers.report import iqm
+
+    tables = [pd.read_csv(p) for p in sorted(parts.glob("*/reference-*[0-9].csv"))]
+    curves = [pd.read_csv(p) for p in sorted(parts.glob("*/reference-*-curves.csv"))]
+    if not tables:
+        raise SystemExit(f"--merge {parts}: no reference-*.csv below it")
+    table = pd.concat(tables, ignore_index=True)
+    rows = []
+    for env, group in table.groupby("env", sort=False):
+        group = group.sort_values("seed_offset")
+        finals = group["final_mean"].to_numpy(np.float64)
+        env_curves = [
+            (c["env_steps"].to_numpy(np.float64), c["episode_return"].to_numpy(np.float64))
+            for t, c in zip(tables, curves, strict=True)
+            if t["env"].iloc[0] == env
+        ]
+        rows.append(
+            {
+                "env": env,
+                "config": group["config"].iloc[0],
+                "env_steps": int(group["env_steps"].iloc[0]),
+                "seeds": len(finals),
+                "seed_offset": 0,
+                "final_mean": round(float(np.mean(finals)), 1),
+                "final_std": round(float(np.std(finals)), 1),
+                "final_iqm": round(float(iqm(finals)), 1),
+                "finals": " ".join(f"{f:.1f}" for f in finals),
+                "published": group["published"].iloc[0],
+                "wall_s": float(group["wall_s"].max()),
+                "compile_s": round(float(group["compile_s"].mean()), 1),
+                "env_steps_per_s": int(group["env_steps_per_s"].sum()),
+                "curves": env_curves,
+            }
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "mujoco.yaml")
@@ -243,7 +285,24 @@ def main() -> None:
         metavar="N",
         help="measure env-only speed at these num_envs (direct EnvPool vs the adapter in jit)",
     )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        default=None,
+        metavar="PARTS",
+        help="pool the per-process results below PARTS (parallel seeds) into one table",
+    )
     args = parser.parse_args()
+    if args.merge is not None:
+        rows = merge_parts(args.merge)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        paths = write_results(rows, args.out, stamp, args.note, args.device)
+        print(
+            *(f"{r['env']}: {r['final_mean']} +- {r['final_std']} ({r['finals']})" for r in rows),
+            sep="\n",
+        )
+        print("wrote", *paths)
+        return
     if args.env_only:
         import pandas as pd
 
