@@ -14,6 +14,12 @@ included, and separately), and env steps/s of the steady-state runs (compile exc
     python benchmarks/reference.py                                   # HalfCheetah-v4, 1M, 1 seed
     python benchmarks/reference.py --env Hopper-v4 Walker2d-v4 --seeds 3
     python benchmarks/reference.py --total-timesteps 200000          # a shorter budget
+    python benchmarks/reference.py --env Hopper-v4 --seed-offset 2 --out parts/h2  # one seed
+    python benchmarks/reference.py --merge parts                     # pool parallel seeds
+
+Parallel seeds (one process each, `--seed-offset`; benchmarks/gpu/mujoco_reference.sh) are
+pooled by `--merge PARTS`: per env, mean +- std / IQM over the processes' seeds, wall = the
+slowest process, env steps/s = the processes' sum.
 
 Writes `benchmarks/results/reference-<device>-<time>.{csv,md,png}` and `...-curves.csv`
 (per-update returns; the PNG: one panel per env, each seed's learning curve and the
