@@ -14,6 +14,12 @@ included, and separately), and env steps/s of the steady-state runs (compile exc
     python benchmarks/reference.py                                   # HalfCheetah-v4, 1M, 1 seed
     python benchmarks/reference.py --env Hopper-v4 Walker2d-v4 --seeds 3
     python benchmarks/reference.py --total-timesteps 200000          # a shorter budget
+    python benchmarks/reference.py --env Hopper-v4 --seed-offset 2 --out parts/h2  # one seed
+    python benchmarks/reference.py --merge parts                     # pool parallel seeds
+
+Parallel seeds (one process each, `--seed-offset`; benchmarks/gpu/mujoco_reference.sh) are
+pooled by `--merge PARTS`: per env, mean +- std / IQM over the processes' seeds, wall = the
+slowest process, env steps/s = the processes' sum.
 
 Writes `benchmarks/results/reference-<device>-<time>.{csv,md,png}` and `...-curves.csv`
 (per-update returns; the PNG: one panel per env, each seed's learning curve and the
@@ -52,8 +58,11 @@ def final_return(returns: np.ndarray) -> float:
     return float(np.nanmean(returns[-tail:]))
 
 
-def train_env(config_path: Path, env: str, total_timesteps: int, seeds: int) -> dict:
-    """Trains `seeds` seeds of the config on `envpool:<env>` with one compiled program."""
+def train_env(
+    config_path: Path, env: str, total_timesteps: int, seeds: int, seed_offset: int = 0
+) -> dict:
+    """Trains seeds `seed_offset .. seed_offset + seeds - 1` of the config on
+    `envpool:<env>` with one compiled program."""
     import jax
 
     import purejaxppo  # noqa: F401  (before jax runs: XLA flags)
@@ -69,7 +78,7 @@ def train_env(config_path: Path, env: str, total_timesteps: int, seeds: int) -> 
     compiled = train.lower(jax.random.key(0)).compile()
     compile_s = time.perf_counter() - start
     curves, finals, run_s = [], [], []
-    for seed in range(seeds):
+    for seed in range(seed_offset, seed_offset + seeds):
         t0 = time.perf_counter()
         out = jax.block_until_ready(compiled(jax.random.key(seed)))
         run_s.append(time.perf_counter() - t0)
@@ -91,6 +100,7 @@ def train_env(config_path: Path, env: str, total_timesteps: int, seeds: int) -> 
         "config": config_path.name,
         "env_steps": int(steps_done),
         "seeds": seeds,
+        "seed_offset": seed_offset,
         "final_mean": round(float(np.mean(finals)), 1),
         "final_std": round(float(np.std(finals)), 1),
         "final_iqm": round(float(iqm(np.asarray(finals))), 1),
@@ -166,7 +176,9 @@ def atomic_write(path: Path, write) -> None:
             os.unlink(tmp)
 
 
-def write_results(rows: list[dict], out: Path, stamp: str, note: str) -> list[Path]:
+def write_results(
+    rows: list[dict], out: Path, stamp: str, note: str, device: str | None = None
+) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -175,9 +187,11 @@ def write_results(rows: list[dict], out: Path, stamp: str, note: str) -> list[Pa
 
     out.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame([{k: v for k, v in r.items() if k != "curves"} for r in rows])
-    import jax
+    if device is None:
+        import jax
 
-    base = out / f"reference-{jax.default_backend()}-{stamp}"
+        device = jax.default_backend()
+    base = out / f"reference-{device}-{stamp}"
     csv, md, png = (base.with_suffix(s) for s in (".csv", ".md", ".png"))
     atomic_write(csv, lambda p: table.to_csv(p, index=False))
     curves = pd.DataFrame(
@@ -214,12 +228,60 @@ def write_results(rows: list[dict], out: Path, stamp: str, note: str) -> list[Pa
     return [csv, curves_csv, md, png]
 
 
+def merge_parts(parts: Path) -> list[dict]:
+    """Rows (one per env, seeds pooled) from the per-process results under `parts`
+    (`benchmarks/gpu/mujoco_reference.sh`: one folder per env x seed)."""
+    import pandas as pd
+
+    from purejaxppo.drivers.report import iqm
+
+    tables = [pd.read_csv(p) for p in sorted(parts.glob("*/reference-*[0-9].csv"))]
+    curves = [pd.read_csv(p) for p in sorted(parts.glob("*/reference-*-curves.csv"))]
+    if not tables:
+        raise SystemExit(f"--merge {parts}: no reference-*.csv below it")
+    table = pd.concat(tables, ignore_index=True)
+    rows = []
+    for env, group in table.groupby("env", sort=False):
+        group = group.sort_values("seed_offset")
+        finals = group["final_mean"].to_numpy(np.float64)
+        env_curves = [
+            (c["env_steps"].to_numpy(np.float64), c["episode_return"].to_numpy(np.float64))
+            for t, c in zip(tables, curves, strict=True)
+            if t["env"].iloc[0] == env
+        ]
+        rows.append(
+            {
+                "env": env,
+                "config": group["config"].iloc[0],
+                "env_steps": int(group["env_steps"].iloc[0]),
+                "seeds": len(finals),
+                "seed_offset": 0,
+                "final_mean": round(float(np.mean(finals)), 1),
+                "final_std": round(float(np.std(finals)), 1),
+                "final_iqm": round(float(iqm(finals)), 1),
+                "finals": " ".join(f"{f:.1f}" for f in finals),
+                "published": group["published"].iloc[0],
+                "wall_s": float(group["wall_s"].max()),
+                "compile_s": round(float(group["compile_s"].mean()), 1),
+                "env_steps_per_s": int(group["env_steps_per_s"].sum()),
+                "curves": env_curves,
+            }
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "mujoco.yaml")
     parser.add_argument("--env", nargs="+", default=["HalfCheetah-v4"], help="EnvPool ids")
     parser.add_argument("--total-timesteps", type=int, default=1_000_000)
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument(
+        "--seed-offset", type=int, default=0, help="first seed (parallel processes)"
+    )
+    parser.add_argument(
+        "--device", default=None, help="name in the results files (default: jax's backend)"
+    )
     parser.add_argument("--note", default="", help="a line for the .md (machine load, ...)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument(
@@ -229,7 +291,24 @@ def main() -> None:
         metavar="N",
         help="measure env-only speed at these num_envs (direct EnvPool vs the adapter in jit)",
     )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        default=None,
+        metavar="PARTS",
+        help="pool the per-process results below PARTS (parallel seeds) into one table",
+    )
     args = parser.parse_args()
+    if args.merge is not None:
+        rows = merge_parts(args.merge)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        paths = write_results(rows, args.out, stamp, args.note, args.device)
+        print(
+            *(f"{r['env']}: {r['final_mean']} +- {r['final_std']} ({r['finals']})" for r in rows),
+            sep="\n",
+        )
+        print("wrote", *paths)
+        return
     if args.env_only:
         import pandas as pd
 
@@ -238,15 +317,18 @@ def main() -> None:
         atomic_write(path, lambda p: table.to_csv(p, index=False))
         print(table.to_string(index=False), "\nwrote", path)
         return
-    if args.seeds < 1 or args.total_timesteps < 1:
-        parser.error("--seeds and --total-timesteps must be >= 1")
+    if args.seeds < 1 or args.total_timesteps < 1 or args.seed_offset < 0:
+        parser.error("--seeds and --total-timesteps must be >= 1, --seed-offset >= 0")
     if not args.config.is_file():
         parser.error(f"--config {args.config}: no such file")
     launch = time.perf_counter()
-    rows = [train_env(args.config, env, args.total_timesteps, args.seeds) for env in args.env]
+    rows = [
+        train_env(args.config, env, args.total_timesteps, args.seeds, args.seed_offset)
+        for env in args.env
+    ]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     note = args.note + f" Launch to exit: {time.perf_counter() - launch:.0f} s."
-    paths = write_results(rows, args.out, stamp, note.strip())
+    paths = write_results(rows, args.out, stamp, note.strip(), args.device)
     import pandas as pd
 
     print(pd.DataFrame([{k: v for k, v in r.items() if k != "curves"} for r in rows]))
