@@ -18,6 +18,13 @@ them into extra rows of the batch (IPPO / MAPPO with one shared policy).
   `[A]` is appended (the policy is shared: Yu et al. 2022 / JaxMARL's IPPO add it too).
 - Actions: every agent must have the same action space (Discrete(n) or Box); differing
   spaces are refused with a ValueError naming the agents.
+- Action masks: an env with `get_avail_actions` (SMAX) gives dict observations
+  `{"obs": [A, D], "action_mask": [A, n] bool}` (the mask of the state the observation
+  came from), which the policy reads through `PPOConfig.action_mask_key` (default
+  "action_mask"): unavailable actions get probability 0 (Huang & Ontanon 2020).
+- Outcome (`outcome_keys`): SMAX's `info["won"]` `[A]` float32, 1.0 at a step that ends
+  an episode with every enemy dead and an ally alive (JaxMARL's won-battle condition),
+  else 0.0; `purejaxppo.multiagent` logs its mean over ended episodes (the win rate).
 - World state (MAPPO's critic input, `with_world_state()`): `env.get_world_state(state)`
   where the env has one (SMAX), else for MPE the concatenation of all agents'
   observations, as JaxMARL's MAPPO baselines (`MPEWorldStateWrapper`) build it. Other envs
@@ -35,6 +42,8 @@ import numpy as np
 from gymnax.environments import spaces
 
 from purejaxppo.envs.suites._common import SuiteParams, raw_key, select, unknown_name
+
+WON = "won"
 
 EXTRA = "jaxmarl"
 
@@ -63,7 +72,8 @@ class JaxMARLEnv:
         self.agent_ids = agent_ids
         self.world_state = world_state
         self.default_params = SuiteParams()
-        self.max_steps = getattr(env, "max_steps", None)
+        inner = getattr(env, "_env", env)  # SMAX's heuristic-enemy wrapper holds the SMAX
+        self.max_steps = getattr(env, "max_steps", getattr(inner, "max_steps", None))
         self.max_steps_in_episode = self.max_steps
         self._action_space = self._common_action_space()
         shapes = {a: _shape(env.observation_space(a)) for a in self.agents}
@@ -75,6 +85,8 @@ class JaxMARLEnv:
         self.obs_shape = max(shapes.values())
         self.padded_obs = tuple(a for a in self.agents if shapes[a] != self.obs_shape)
         self.has_world_state = hasattr(env, "get_world_state") or name.startswith("jaxmarl:MPE")
+        self.action_masks = _overrides_avail_actions(env)
+        self.outcome_keys = (WON,) if hasattr(env, "num_allies") and self.action_masks else ()
 
     def _common_action_space(self) -> Any:
         spaces_by_agent = {
@@ -118,12 +130,18 @@ class JaxMARLEnv:
         return int(jax.eval_shape(self._world_state, obs, state).shape[0])
 
     def observation_space(self, params: Any = None) -> Any:
-        """One agent's observation space (a Dict with "world_state" under MAPPO)."""
+        """One agent's observation space: a Box, or a Dict of "obs" with "action_mask"
+        (envs with action masks) and "world_state" (under MAPPO)."""
         del params
-        if not self.world_state:
+        if not (self.world_state or self.action_masks):
             return self.policy_obs_space()
-        ws = spaces.Box(-jnp.inf, jnp.inf, (self.world_state_size(),), jnp.float32)
-        return spaces.Dict({"obs": self.policy_obs_space(), "world_state": ws})
+        entries = {"obs": self.policy_obs_space()}
+        if self.action_masks:
+            entries["action_mask"] = spaces.Box(0, 1, (self._action_space.n,), jnp.bool_)
+        if self.world_state:
+            size = self.world_state_size()
+            entries["world_state"] = spaces.Box(-jnp.inf, jnp.inf, (size,), jnp.float32)
+        return spaces.Dict(entries)
 
     def action_space(self, params: Any = None) -> Any:
         """The action space every agent shares."""
@@ -137,7 +155,8 @@ class JaxMARLEnv:
         return jnp.concatenate([jnp.ravel(obs[a]) for a in self.agents]).astype(jnp.float32)
 
     def _observe(self, obs: Mapping[str, jax.Array], state: Any) -> Any:
-        """`[A, D]` float32 (padded, with the id one-hot), or the MAPPO dict."""
+        """`[A, D]` float32 (padded, with the id one-hot), or the dict of
+        `observation_space`."""
         rows = []
         for agent in self.agents:
             o = jnp.asarray(obs[agent], jnp.float32)
@@ -147,10 +166,16 @@ class JaxMARLEnv:
         stacked = jnp.stack(rows)
         if self.agent_ids and len(self.obs_shape) == 1:
             stacked = jnp.concatenate([stacked, jnp.eye(self.num_agents)], axis=1)
-        if not self.world_state:
+        if not (self.world_state or self.action_masks):
             return stacked
-        world = self._world_state(obs, state)
-        return {"obs": stacked, "world_state": jnp.tile(world[None], (self.num_agents, 1))}
+        entries = {"obs": stacked}
+        if self.action_masks:
+            avail = self.env.get_avail_actions(state)
+            entries["action_mask"] = jnp.stack([avail[a] for a in self.agents]).astype(bool)
+        if self.world_state:
+            world = self._world_state(obs, state)
+            entries["world_state"] = jnp.tile(world[None], (self.num_agents, 1))
+        return entries
 
     # ------------------------------------------------------------------- reset / step
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
@@ -169,14 +194,20 @@ class JaxMARLEnv:
         obs_re, state_re = self.env.reset(reset_key)
         done = jnp.asarray(dones["__all__"], bool)
         truncated = done
-        if self.max_steps is not None and hasattr(state_st, "step"):
-            truncated = jnp.logical_and(done, state_st.step >= self.max_steps)
+        inner = getattr(state_st, "state", state_st)
+        if self.max_steps is not None and hasattr(inner, "step"):
+            truncated = jnp.logical_and(done, inner.step >= self.max_steps)
+        if self.outcome_keys:  # SMAX: a battle decided at the time limit is no truncation
+            truncated = jnp.logical_and(truncated, ~_decided(self.env, state_st))
         terminated = jnp.logical_and(done, jnp.logical_not(truncated))
         new_state = select(done, state_re, state_st)
         obs = select(done, self._observe(obs_re, state_re), final_obs)
         reward = jnp.stack([jnp.asarray(rewards[a], jnp.float32) for a in self.agents])
         agents = (self.num_agents,)
         info = {"final_observation": final_obs}
+        if WON in self.outcome_keys:
+            info[WON] = jnp.broadcast_to(jnp.logical_and(done, _won(self.env, state_st)), agents)
+            info[WON] = info[WON].astype(jnp.float32)
         return (
             obs,
             new_state,
@@ -188,6 +219,26 @@ class JaxMARLEnv:
 
     def __repr__(self) -> str:
         return f"JaxMARLEnv({self.name!r}, agents={self.num_agents})"
+
+
+def _overrides_avail_actions(env: Any) -> bool:
+    """True when the env implements `get_avail_actions` (the base class raises)."""
+    from jaxmarl.environments.multi_agent_env import MultiAgentEnv
+
+    method = getattr(type(env), "get_avail_actions", None)
+    return method is not None and method is not MultiAgentEnv.get_avail_actions
+
+
+def _won(env: Any, state: Any) -> jax.Array:
+    """SMAX: every enemy dead and an ally alive (bool scalar)."""
+    alive = getattr(state, "state", state).unit_alive
+    return jnp.logical_and(~jnp.any(alive[env.num_allies :]), jnp.any(alive[: env.num_allies]))
+
+
+def _decided(env: Any, state: Any) -> jax.Array:
+    """SMAX: one team has no unit alive (bool scalar)."""
+    alive = getattr(state, "state", state).unit_alive
+    return jnp.logical_or(~jnp.any(alive[env.num_allies :]), ~jnp.any(alive[: env.num_allies]))
 
 
 def _shape(space: Any) -> tuple[int, ...]:
