@@ -52,8 +52,8 @@ def load_module(path):
 
 def to_torch(obs):
     if isinstance(obs, dict):
-        return {k: torch.from_numpy(np.asarray(v, np.float32)) for k, v in obs.items()}
-    return torch.from_numpy(np.asarray(obs, np.float32))
+        return {k: torch.from_numpy(np.array(v, np.float32)) for k, v in obs.items()}
+    return torch.from_numpy(np.array(obs, np.float32))
 
 
 @pytest.mark.parametrize("case", list(CASES))

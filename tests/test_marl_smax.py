@@ -54,7 +54,7 @@ def test_unavailable_actions_are_never_sampled_and_wins_terminate():
     """A rollout of the untrained shared policy (uniform-ish logits): about half the
     mask entries are False (targets out of range), yet no sampled action is one of them;
     a won battle ends as `terminated`, with info/won counted per ended episode."""
-    config = smax_config(num_steps=128)
+    config = smax_config(num_steps=128, total_timesteps=4 * 128)
     fns = pjp.make_train_fns(config)
     env = pjp.make_env(SMAX, KWARGS)[0].with_world_state()
     rollout = make_marl_rollout(env, None, fns.networks, config.num_steps)

@@ -76,7 +76,9 @@ class JaxMARLEnv:
         self.max_steps = getattr(env, "max_steps", getattr(inner, "max_steps", None))
         self.max_steps_in_episode = self.max_steps
         self._action_space = self._common_action_space()
-        shapes = {a: _shape(env.observation_space(a)) for a in self.agents}
+        # the shapes reset gives (Overcooked's spaces declare [W, H, C] for [H, W, C] arrays)
+        reset_obs, _ = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+        shapes = {a: tuple(reset_obs[a].shape) for a in self.agents}
         if len(set(shapes.values())) > 1 and any(len(s) != 1 for s in shapes.values()):
             raise ValueError(
                 f"env_name={name!r}: agents have observations of differing shapes {shapes}; "
@@ -241,11 +243,6 @@ def _decided(env: Any, state: Any) -> jax.Array:
     return jnp.logical_or(~jnp.any(alive[env.num_allies :]), ~jnp.any(alive[: env.num_allies]))
 
 
-def _shape(space: Any) -> tuple[int, ...]:
-    """A JaxMARL space's shape as a tuple (some envs give an int)."""
-    return tuple(int(s) for s in np.atleast_1d(np.asarray(space.shape)))
-
-
 def _describe(space: Any) -> str:
     if isinstance(space, spaces.Discrete):
         return f"Discrete({space.n})"
@@ -262,7 +259,8 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
 
     env_kwargs: `agent_ids` (ours: append an agent-id one-hot to each observation), and
     the JaxMARL env's own keyword arguments; for SMAX, `scenario` may be a map name
-    ("3m", "2s3z", ...: `jaxmarl.environments.smax.map_name_to_scenario`).
+    ("3m", "2s3z", ...: `jaxmarl.environments.smax.map_name_to_scenario`), for Overcooked
+    `layout` a layout name ("cramped_room", ...: `overcooked_layouts`).
 
     Raises:
       ImportError: jaxmarl is not installed (naming the extra).
@@ -284,6 +282,15 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
         from jaxmarl.environments.smax import map_name_to_scenario
 
         kwargs["scenario"] = map_name_to_scenario(kwargs["scenario"])
+    if isinstance(kwargs.get("layout"), str):
+        from jaxmarl.environments.overcooked import overcooked_layouts
+
+        if kwargs["layout"] not in overcooked_layouts:
+            raise ValueError(
+                f"env_kwargs of jaxmarl:{name}: layout={kwargs['layout']!r} is not an "
+                f"Overcooked layout; known: {', '.join(sorted(overcooked_layouts))}"
+            )
+        kwargs["layout"] = overcooked_layouts[kwargs["layout"]]
     try:
         env = jaxmarl.make(name, **kwargs)
     except (TypeError, ValueError, KeyError) as err:
