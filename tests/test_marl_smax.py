@@ -1,5 +1,6 @@
 """SMAX through JaxMARL (`jaxmarl:HeuristicEnemySMAX`, scenario "3m"): action masks,
-MAPPO's world state, win rate and episode ends, and a few MAPPO updates.
+MAPPO's world state, win rate and episode ends, and a few MAPPO updates; Hanabi's legal
+moves as the action mask.
 
 One short rollout and one two-update run compile here (SMAX's step is heavy to compile:
 about a minute each on the loaded 2-core CPU).
@@ -99,3 +100,31 @@ def test_a_few_mappo_updates_run_with_win_rate_and_agent_returns(trained):
     params = out.train_state.params["params"]
     assert params["actor"]["Dense_0"]["kernel"].shape == (78, 64)
     assert params["critic"]["Dense_0"]["kernel"].shape == (72, 64)
+
+
+def test_hanabi_legal_moves_are_the_action_mask_and_games_terminate():
+    """Hanabi's legal moves (`get_legal_moves`) are the mask: the agent on turn has
+    several, the other only the no-op; games end by terminations (no time limit)."""
+    env, params = make_env("jaxmarl:hanabi")
+    assert env.num_agents == 2 and env.max_steps is None
+    space = env.observation_space(params)
+    assert space.spaces["obs"].shape == (658,) and space.spaces["action_mask"].shape == (21,)
+    obs, state = env.reset(jax.random.key(0), params)
+
+    @jax.jit
+    def play(state, obs):
+        def body(carry, key):
+            state, obs = carry
+            action_key, step_key = jax.random.split(key)
+            logits = jnp.where(obs["action_mask"], 0.0, -jnp.inf)
+            action = jax.random.categorical(action_key, logits)
+            obs, state, _, terminated, truncated, _ = env.step(step_key, state, action, params)
+            return (state, obs), (obs["action_mask"].sum(-1), terminated, truncated)
+
+        return jax.lax.scan(body, (state, obs), jax.random.split(jax.random.key(1), 200))
+
+    _, (legal, terminated, truncated) = play(state, obs)
+    legal = np.asarray(legal)  # [200, 2]
+    np.testing.assert_array_equal(legal.min(axis=1), 1)  # the agent off turn: the no-op
+    assert (legal.max(axis=1) > 1).all()
+    assert np.asarray(terminated).any() and not np.asarray(truncated).any()

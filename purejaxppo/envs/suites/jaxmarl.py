@@ -10,15 +10,17 @@ them into extra rows of the batch (IPPO / MAPPO with one shared policy).
   truncated [A], info)` with auto-reset (the reset's key split off as JaxMARL does) and
   `info["final_observation"]` (the observation the step led to, before the reset).
 - `terminated` / `truncated`: JaxMARL's `dones["__all__"]` ends the episode for every
-  agent; it is a truncation when the episode ran `max_steps` steps (MPE always ends
-  so; SMAX also ends when a team is beaten, a termination), else a termination.
+  agent; it is a truncation when the episode ran `max_steps` steps (MPE and Overcooked
+  always end so; SMAX also ends when a team is beaten, a termination), else a
+  termination (envs without `max_steps`, e.g. Hanabi, end by terminations only).
 - Observations: the agents' 1-D observations, zero-padded at the end to the longest
   (`padded_obs` lists the agents padded); agents with observations of other ranks and
   differing shapes are refused. With the kwarg `agent_ids: true` an agent-id one-hot
   `[A]` is appended (the policy is shared: Yu et al. 2022 / JaxMARL's IPPO add it too).
 - Actions: every agent must have the same action space (Discrete(n) or Box); differing
   spaces are refused with a ValueError naming the agents.
-- Action masks: an env with `get_avail_actions` (SMAX) gives dict observations
+- Action masks: an env with `get_avail_actions` (SMAX) or `get_legal_moves` (Hanabi:
+  the agent not on turn has only the no-op) gives dict observations
   `{"obs": [A, D], "action_mask": [A, n] bool}` (the mask of the state the observation
   came from), which the policy reads through `PPOConfig.action_mask_key` (default
   "action_mask"): unavailable actions get probability 0 (Huang & Ontanon 2020).
@@ -87,8 +89,10 @@ class JaxMARLEnv:
         self.obs_shape = max(shapes.values())
         self.padded_obs = tuple(a for a in self.agents if shapes[a] != self.obs_shape)
         self.has_world_state = hasattr(env, "get_world_state") or name.startswith("jaxmarl:MPE")
-        self.action_masks = _overrides_avail_actions(env)
-        self.outcome_keys = (WON,) if hasattr(env, "num_allies") and self.action_masks else ()
+        self._mask_fn = _mask_fn(env)
+        self.action_masks = self._mask_fn is not None
+        smax = hasattr(env, "num_allies") and _overrides_avail_actions(env)
+        self.outcome_keys = (WON,) if smax else ()
 
     def _common_action_space(self) -> Any:
         spaces_by_agent = {
@@ -172,7 +176,7 @@ class JaxMARLEnv:
             return stacked
         entries = {"obs": stacked}
         if self.action_masks:
-            avail = self.env.get_avail_actions(state)
+            avail = self._mask_fn(state)
             entries["action_mask"] = jnp.stack([avail[a] for a in self.agents]).astype(bool)
         if self.world_state:
             world = self._world_state(obs, state)
@@ -195,10 +199,13 @@ class JaxMARLEnv:
         final_obs = self._observe(obs_st, state_st)
         obs_re, state_re = self.env.reset(reset_key)
         done = jnp.asarray(dones["__all__"], bool)
-        truncated = done
         inner = getattr(state_st, "state", state_st)
-        if self.max_steps is not None and hasattr(inner, "step"):
+        if self.max_steps is None:  # no time limit (Hanabi): every end is a termination
+            truncated = jnp.zeros_like(done)
+        elif hasattr(inner, "step"):
             truncated = jnp.logical_and(done, inner.step >= self.max_steps)
+        else:  # a time limit and no step counter (Overcooked ends only at it)
+            truncated = done
         if self.outcome_keys:  # SMAX: a battle decided at the time limit is no truncation
             truncated = jnp.logical_and(truncated, ~_decided(self.env, state_st))
         terminated = jnp.logical_and(done, jnp.logical_not(truncated))
@@ -221,6 +228,13 @@ class JaxMARLEnv:
 
     def __repr__(self) -> str:
         return f"JaxMARLEnv({self.name!r}, agents={self.num_agents})"
+
+
+def _mask_fn(env: Any) -> Any:
+    """`state -> {agent: mask}`: `get_avail_actions`, else `get_legal_moves`, else None."""
+    if _overrides_avail_actions(env):
+        return env.get_avail_actions
+    return getattr(env, "get_legal_moves", None)
 
 
 def _overrides_avail_actions(env: Any) -> bool:
