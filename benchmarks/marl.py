@@ -1,23 +1,30 @@
-"""Multi-agent PPO benchmark (issue #28): IPPO and MAPPO on JaxMARL's MPE simple_spread.
+"""Multi-agent PPO benchmark (issue #28): IPPO / MAPPO on MPE simple_spread, MAPPO on SMAX 3m.
 
-Runs configs/jaxmarl_mpe_spread_ippo.yaml and configs/jaxmarl_mpe_spread_mappo.yaml
-(JaxMARL's published hyperparameters, cited in the yamls) at a CPU-sized step budget
-(`--total-timesteps`, default 204,800 env steps per seed, i.e. 100 updates of 16 envs x
-128 steps; JaxMARL trains 1e7), `--seeds` seeds in one vmapped program per algorithm,
-and compares the final team return (sum over the 3 agents' rewards per episode, mean of
-the last 10% of updates) with a uniformly random policy (512 episodes).
+Tasks (`--tasks`), each its config's JaxMARL hyperparameters (cited in the yamls) at a
+CPU-sized step budget, `--seeds` seeds in one vmapped program per task:
+  mpe-ippo / mpe-mappo: configs/jaxmarl_mpe_spread_{ippo,mappo}.yaml, `--mpe-timesteps`
+    env steps per seed (default 204,800 = 100 updates of 16 envs x 128 steps). Score: the
+    team return (sum over the 3 agents' rewards per episode).
+  smax3m-mappo: configs/jaxmarl_smax_3m_mappo.yaml against JaxMARL's heuristic enemy,
+    `--smax-timesteps` (default 163,840) with `--smax-envs` envs (default 32, not the
+    config's 128, so the small budget still makes 40 updates). Score: the win rate
+    (metric info/won), and the team return.
+"final" = mean of the last 10% of updates, per seed (mean, min, max over seeds). Random:
+uniformly random (available) actions, 512 episodes.
 
-JaxMARL (Rutherford et al. 2024, arXiv:2311.10090) publishes its MPE results as learning
-curves at 1e7 steps, not as a table; the "published" column is therefore left empty here
-rather than read off a plot.
+Published: JaxMARL (Rutherford et al. 2024, arXiv:2311.10090) trains 1e7 env steps
+(TOTAL_TIMESTEPS in baselines/IPPO|MAPPO/config/*mpe*.yaml, *smax*.yaml) and publishes MPE
+and SMAX results as learning curves, not tables; the "published" column is left empty
+rather than read off a plot, and `budget_frac` = our env steps / 1e7 says how far our
+budget is from theirs.
 
 Timings are wall-clock on whatever machine runs it (`compile_s` the ahead-of-time compile,
-`run_s` and `env_steps_per_s` = seeds x env steps / run_s the compiled call alone); on
-the shared 2-core development machine other jobs run at the same time.
+`run_s` the compiled call, `env_steps_per_s` = seeds x env steps / run_s); on the shared
+2-core development machine other jobs run at the same time.
 
 Usage:
-  PYTHONPATH=. python benchmarks/marl.py                  # 3 seeds, ~10 min on 2 cores
-  PYTHONPATH=. python benchmarks/marl.py --total-timesteps 51200 --seeds 2   # quick
+  PYTHONPATH=. python benchmarks/marl.py                  # 3 seeds, ~15 min on 2 cores
+  PYTHONPATH=. python benchmarks/marl.py --tasks mpe-ippo --mpe-timesteps 51200 --seeds 2
 Writes benchmarks/results/marl-<device>-<time>.{csv,md,png}.
 """
 
@@ -37,39 +44,61 @@ import purejaxppo as pjp
 from purejaxppo.envs import make_env
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = {
-    "ippo": ROOT / "configs" / "jaxmarl_mpe_spread_ippo.yaml",
-    "mappo": ROOT / "configs" / "jaxmarl_mpe_spread_mappo.yaml",
+CONFIGS = ROOT / "configs"
+#: task -> (config file, score metric)
+TASKS = {
+    "mpe-ippo": (CONFIGS / "jaxmarl_mpe_spread_ippo.yaml", "episode_return"),
+    "mpe-mappo": (CONFIGS / "jaxmarl_mpe_spread_mappo.yaml", "episode_return"),
+    "smax3m-mappo": (CONFIGS / "jaxmarl_smax_3m_mappo.yaml", "info/won"),
 }
+PUBLISHED_STEPS = 1e7  # JaxMARL's TOTAL_TIMESTEPS for MPE and SMAX (IPPO and MAPPO)
 
 
-def random_return(env_id: str, episodes: int = 512) -> float:
-    """Mean team return of uniformly random actions (episodes of the env's length)."""
-    env, env_params = make_env(env_id)
+def random_policy(config: pjp.PPOConfig, episodes: int = 512) -> dict[str, float]:
+    """Team return (and win rate where the env has one) of uniformly random available
+    actions: `episodes` episodes of at most the env's max_steps + 1 steps."""
+    env, env_params = make_env(config.env_name, config.env_kwargs)
     num_actions = env.action_space(env_params).n
     length = env.max_steps + 1  # JaxMARL's MPE ends an episode after max_steps + 1 steps
 
     def episode(key):
         reset_key, key = jax.random.split(key)
-        _, state = env.reset(reset_key, env_params)
+        obs, state = env.reset(reset_key, env_params)
 
         def body(carry, key):
-            state, total = carry
+            obs, state, total, won, running = carry
             action_key, step_key = jax.random.split(key)
-            action = jax.random.randint(action_key, (env.num_agents,), 0, num_actions)
-            _, state, reward, *_ = env.step(step_key, state, action, env_params)
-            return (state, total + reward.sum()), None
+            mask = obs["action_mask"] if env.action_masks else jnp.ones((1, num_actions), bool)
+            logits = jnp.where(mask, 0.0, -jnp.inf) * jnp.ones((env.num_agents, 1))
+            action = jax.random.categorical(action_key, logits)
+            obs, state, reward, terminated, truncated, info = env.step(
+                step_key, state, action, env_params
+            )
+            total = total + running * reward.sum()
+            if env.outcome_keys:
+                won = won + running * info["won"][0]
+            running = running * (1.0 - jnp.logical_or(terminated, truncated)[0])
+            return (obs, state, total, won, running), None
 
-        (_, total), _ = jax.lax.scan(body, (state, 0.0), jax.random.split(key, length))
-        return total
+        carry = (obs, state, 0.0, 0.0, 1.0)
+        (*_, total, won, _), _ = jax.lax.scan(body, carry, jax.random.split(key, length))
+        return total, won
 
     keys = jax.random.split(jax.random.key(123), episodes)
-    return float(jax.jit(jax.vmap(episode))(keys).mean())
+    total, won = jax.jit(jax.vmap(episode))(keys)
+    result = {"episode_return": float(total.mean())}
+    if env.outcome_keys:
+        result["info/won"] = float(won.mean())
+    return result
 
 
-def run(algo: str, total_timesteps: int, seeds: int) -> dict:
-    """Trains `seeds` seeds of `algo`; returns the row of the table and the curves."""
-    config = pjp.PPOConfig.from_yaml(CONFIGS[algo], total_timesteps=total_timesteps)
+def run(task: str, total_timesteps: int, seeds: int, num_envs: int | None = None) -> dict:
+    """Trains `seeds` seeds of a task; returns the row of the table and the curves."""
+    path, score = TASKS[task]
+    changes = {"total_timesteps": total_timesteps}
+    if num_envs is not None:
+        changes["num_envs"] = num_envs
+    config = pjp.PPOConfig.from_yaml(path, **changes)
     train = jax.jit(jax.vmap(pjp.make_train(config)))
     keys = jax.random.split(jax.random.key(0), seeds)
     start = time.perf_counter()
@@ -78,51 +107,66 @@ def run(algo: str, total_timesteps: int, seeds: int) -> dict:
     start = time.perf_counter()
     out = jax.block_until_ready(compiled(keys))
     run_seconds = time.perf_counter() - start
-    returns = np.asarray(out.metrics["episode_return"])  # [S, num_updates]
-    tail = max(1, returns.shape[1] // 10)
-    final = returns[:, -tail:].mean(axis=1)
     steps = np.asarray(out.metrics["env_steps"][0])
-    return {
-        "row": {
-            "algo": algo,
-            "seeds": seeds,
-            "env_steps": int(steps[-1]),
-            "final_return_mean": float(final.mean()),
-            "final_return_min": float(final.min()),
-            "final_return_max": float(final.max()),
-            "compile_s": compile_seconds,
-            "run_s": run_seconds,
-            "env_steps_per_s": seeds * float(steps[-1]) / run_seconds,
-        },
-        "curve": (steps, returns),
+    tail = max(1, len(steps) // 10)
+
+    def final(name):  # [S] mean of the last 10% of updates per seed (NaN-aware)
+        return np.nanmean(np.asarray(out.metrics[name])[:, -tail:], axis=1)
+
+    random = random_policy(config)
+    scores = final(score)
+    returns = final("episode_return")
+    row = {
+        "task": task,
+        "score": score,
+        "seeds": seeds,
+        "num_envs": config.num_envs,
+        "env_steps": int(steps[-1]),
+        "budget_frac": float(steps[-1]) / PUBLISHED_STEPS,
+        "final_mean": float(scores.mean()),
+        "final_min": float(scores.min()),
+        "final_max": float(scores.max()),
+        "random": random[score],
+        "team_return": float(returns.mean()),
+        "random_return": random["episode_return"],
+        "published": "",
+        "compile_s": compile_seconds,
+        "run_s": run_seconds,
+        "env_steps_per_s": seeds * float(steps[-1]) / run_seconds,
     }
+    return {"row": row, "curve": (steps, np.asarray(out.metrics[score]), random[score])}
 
 
 def markdown(table: pd.DataFrame) -> str:
-    """A GitHub markdown table (floats with 1 decimal)."""
-    cells = [[f"{v:.1f}" if isinstance(v, float) else str(v) for v in row] for row in table.values]
+    """A GitHub markdown table (floats with 3 significant decimals)."""
+    cells = [[f"{v:.3g}" if isinstance(v, float) else str(v) for v in row] for row in table.values]
     lines = ["| " + " | ".join(map(str, table.columns)) + " |"]
     lines.append("|" + "---|" * len(table.columns))
     lines += ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join(lines)
 
 
-def plot(curves: dict, random: float, path: Path) -> None:
+def plot(curves: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for algo, (steps, returns) in curves.items():
-        mean = returns.mean(axis=0)
-        ax.plot(steps, mean, label=algo)
-        ax.fill_between(steps, returns.min(axis=0), returns.max(axis=0), alpha=0.2)
-    ax.axhline(random, color="gray", linestyle="--", label="random")
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("team return")
-    ax.set_title("MPE simple_spread_v3 (seeds: mean, min-max)")
-    ax.legend()
+    groups = {"MPE simple_spread_v3: team return": [], "SMAX 3m: win rate": []}
+    for task, curve in curves.items():
+        groups["SMAX 3m: win rate" if task.startswith("smax") else next(iter(groups))].append(
+            (task, *curve)
+        )
+    groups = {title: rows for title, rows in groups.items() if rows}
+    fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4), squeeze=False)
+    for ax, (title, rows) in zip(axes[0], groups.items(), strict=True):
+        for task, steps, values, _ in rows:
+            ax.plot(steps, np.nanmean(values, axis=0), label=task)
+            ax.fill_between(steps, np.nanmin(values, axis=0), np.nanmax(values, axis=0), alpha=0.2)
+        ax.axhline(rows[0][3], color="gray", linestyle="--", label="random")
+        ax.set_xlabel("env steps")
+        ax.set_title(f"{title} (seeds: mean, min-max)")
+        ax.legend()
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=80)
@@ -131,19 +175,24 @@ def plot(curves: dict, random: float, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--total-timesteps", type=int, default=204_800)
+    parser.add_argument("--mpe-timesteps", type=int, default=204_800)
+    parser.add_argument("--smax-timesteps", type=int, default=163_840)
+    parser.add_argument("--smax-envs", type=int, default=32)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--algos", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    random = random_return("jaxmarl:MPE_simple_spread_v3")
     rows, curves = [], {}
-    for algo in args.algos:
-        result = run(algo, args.total_timesteps, args.seeds)
-        rows.append({**result["row"], "random_return": random, "published": ""})
-        curves[algo] = result["curve"]
+    for task in args.tasks:
+        if task.startswith("smax"):
+            result = run(task, args.smax_timesteps, args.seeds, args.smax_envs)
+        else:
+            result = run(task, args.mpe_timesteps, args.seeds)
+        rows.append(result["row"])
+        curves[task] = result["curve"]
+        print(pd.DataFrame([result["row"]]).to_string(index=False), flush=True)
     table = pd.DataFrame(rows)
     device = jax.devices()[0].platform
     tag = f"marl-{device}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -151,8 +200,8 @@ def main() -> None:
     table.to_csv(csv, index=False)
     md = args.out / f"{tag}.md"
     md.write_text(markdown(table) + "\n")
-    plot(curves, random, args.out / f"{tag}.png")
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    plot(curves, args.out / f"{tag}.png")
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     print(f"wrote {csv}, {md}, {md.with_suffix('.png')}")
 
 

@@ -15,7 +15,9 @@ The gradient of the shared parameters is thus the gradient on the stacked batch.
   world state (`JaxMARLEnv.with_world_state`), each an MLP of `hidden_sizes`.
 
 Episode statistics are per env: `episode_return` is the team return, the sum over agents
-of their rewards, summed over the episode.
+of their rewards, summed over the episode; `info/episode_return/<agent>` is each agent's
+own return over the same episodes (they sum to `episode_return`), and envs with an
+episode outcome add it (SMAX: `info/won`, the fraction of the ended episodes won).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from purejaxppo.types import EnvCarry, Params, Transition
 __all__ = [
     "MULTI_AGENT",
     "configure_env",
+    "marl_info_keys",
     "make_marl_networks",
     "make_marl_rollout",
     "reset_agents",
@@ -122,7 +125,15 @@ def make_marl_networks(config: PPOConfig, env: JaxMARLEnv, env_params: Any = Non
     num_out = space.n if hasattr(space, "n") else int(jnp.prod(jnp.asarray(space.shape)))
     actor = _MLP("obs", config.hidden_sizes, config.activation, int(num_out), 0.01)
     critic = _MLP("world_state", config.hidden_sizes, config.activation, 1, 1.0)
-    return networks_from_modules(actor, critic, env, env_params, action_mask_key=None)
+    return networks_from_modules(
+        actor, critic, env, env_params, action_mask_key=config.action_mask_key
+    )
+
+
+def marl_info_keys(env: JaxMARLEnv) -> tuple[str, ...]:
+    """The episode-statistics keys of a multi-agent run (metrics `info/<key>`):
+    `episode_return/<agent>` per agent, then the env's outcome keys (SMAX: "won")."""
+    return tuple(f"episode_return/{a}" for a in env.agents) + env.outcome_keys
 
 
 def _rows(x: jax.Array) -> jax.Array:
@@ -134,7 +145,8 @@ def reset_agents(
     env: JaxMARLEnv, env_params: Any, key: jax.Array, num_envs: int, networks: Networks
 ) -> EnvCarry:
     """Resets N envs: observations and policy state as `[N * A]` rows, the episode
-    counters per env `[N]`, `reset` per row `[N * A]`."""
+    return per env and agent `[N, A]`, the episode length per env `[N]`, `reset` per row
+    `[N * A]`."""
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(key, num_envs), env_params
     )
@@ -142,7 +154,7 @@ def reset_agents(
     return EnvCarry(
         env_state=env_state,
         obs=jax.tree.map(_rows, obs),
-        episode_return=jnp.zeros((num_envs,), jnp.float32),
+        episode_return=jnp.zeros((num_envs, env.num_agents), jnp.float32),
         episode_length=jnp.zeros((num_envs,), jnp.int32),
         policy_state=networks.initial_state(rows),
         reset=jnp.ones((rows,), bool),
@@ -154,8 +166,10 @@ def make_marl_env_step(
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """`env_step(params, carry, key) -> (carry, transition [N * A], ended)`: every agent
     acts from the shared policy, the N envs step, and the team return (sum over agents)
-    of the episodes that ended is counted once per env."""
+    of the episodes that ended is counted once per env, with each agent's own return and
+    the env's outcome keys (`marl_info_keys`)."""
     num_agents = env.num_agents
+    agent_keys = marl_info_keys(env)[:num_agents]
 
     def env_step(params, carry, key):
         action_key, env_key = jax.random.split(key)
@@ -178,13 +192,17 @@ def make_marl_env_step(
         )
         done = jnp.logical_or(terminated, truncated)  # [N, A]
         env_done = jnp.any(done, axis=1)
-        episode_return = carry.episode_return + jnp.sum(reward, axis=1)
+        episode_return = carry.episode_return + reward  # [N, A]
         episode_length = carry.episode_length + 1
+        agent_sums = jnp.sum(jnp.where(env_done[:, None], episode_return, 0.0), axis=0)
+        info_sum = {key: agent_sums[i] for i, key in enumerate(agent_keys)}
+        for key in env.outcome_keys:  # [N, A], the same for every agent: agent 0's
+            info_sum[key] = jnp.sum(jnp.where(env_done, info[key][:, 0], 0.0))
         ended = EpisodeStats(
-            return_sum=jnp.sum(jnp.where(env_done, episode_return, 0.0)),
+            return_sum=jnp.sum(agent_sums),
             length_sum=jnp.sum(jnp.where(env_done, episode_length, 0)).astype(jnp.float32),
             count=jnp.sum(env_done).astype(jnp.float32),
-            info_sum={},
+            info_sum=info_sum,
         )
         transition = Transition(
             obs=carry.obs,
@@ -201,7 +219,7 @@ def make_marl_env_step(
         new_carry = carry.replace(
             env_state=env_state,
             obs=jax.tree.map(_rows, obs),
-            episode_return=jnp.where(env_done, 0.0, episode_return),
+            episode_return=jnp.where(env_done[:, None], 0.0, episode_return),
             episode_length=jnp.where(env_done, 0, episode_length),
             policy_state=policy_state,
             reset=_rows(done),
@@ -217,6 +235,7 @@ def make_marl_rollout(
     """`rollout(params, carry, key) -> (carry, transitions [T, N * A], stats)`, a
     `lax.scan` of `make_marl_env_step` over T = num_steps (stats summed in the scan)."""
     env_step = make_marl_env_step(env, env_params, networks)
+    info_keys = marl_info_keys(env)
 
     def rollout(params, carry, key):
         def body(state, step_key):
@@ -225,7 +244,7 @@ def make_marl_rollout(
             return (env_carry, jax.tree.map(jnp.add, stats, ended)), transition
 
         (carry, stats), transitions = jax.lax.scan(
-            body, (carry, EpisodeStats.zeros(())), jax.random.split(key, num_steps)
+            body, (carry, EpisodeStats.zeros(info_keys)), jax.random.split(key, num_steps)
         )
         return carry, transitions, stats
 

@@ -130,8 +130,9 @@ class Policy:
         if config.multi_agent is not None:
             raise ValueError(
                 f"Policy: multi_agent={config.multi_agent!r} runs cannot be loaded as a Policy "
-                "yet (evaluate, export and video are single-agent); the trained params are in "
-                "the run's checkpoints (purejaxppo.checkpoint.load_checkpoint)"
+                "yet (evaluate and video are single-agent); the trained params are in the run's "
+                "checkpoints (purejaxppo.checkpoint.load_checkpoint), and IPPO's shared "
+                "policy exports (purejaxppo.export.export_torch / export_onnx)"
             )
         env, env_params = resolve_env(config, env, env_params)
         self.config = config

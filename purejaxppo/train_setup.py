@@ -18,7 +18,12 @@ from purejaxppo.envs.host import is_host_env
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.memory import check_memory, observation_size
 from purejaxppo.metrics import METRICS, extra_metric_names
-from purejaxppo.multiagent import configure_env, make_marl_networks, reset_agents
+from purejaxppo.multiagent import (
+    configure_env,
+    make_marl_networks,
+    marl_info_keys,
+    reset_agents,
+)
 from purejaxppo.networks import Networks, ensure_normalization, make_networks
 from purejaxppo.networks.custom import param_labels
 from purejaxppo.rollout import host_env_carry, info_keys_of, reset_envs
@@ -180,6 +185,8 @@ def prepare(
             f"{config.num_steps}/{seq_len} = {num_sequences} (recurrent={config.recurrent!r})"
         )
     info_keys = () if host else _check_info_keys(config, env, env_params)
+    if config.multi_agent:  # per-agent returns, outcomes (`purejaxppo.multiagent`)
+        info_keys = marl_info_keys(env)
     num_actions = _num_actions(config, networks)
     return TrainSetup(
         env=env,

@@ -181,8 +181,11 @@ def test_one_agent_env_trains_bitwise_like_the_single_agent_path():
     marl = jax.jit(pjp.make_train(config))(jax.random.key(3))
     single_config = config.replace(multi_agent=None)
     single = jax.jit(pjp.make_train(single_config, env=OneAgent(env)))(jax.random.key(3))
-    for name, value in marl.metrics.items():
-        np.testing.assert_array_equal(value, single.metrics[name], err_msg=name)
+    for name, value in single.metrics.items():
+        np.testing.assert_array_equal(marl.metrics[name], value, err_msg=name)
+    # the one agent's own return is the team return
+    agent = marl.metrics["info/episode_return/agent_0"]
+    np.testing.assert_array_equal(agent, single.metrics["episode_return"])
     for a, b in zip(
         jax.tree.leaves(marl.train_state.params),
         jax.tree.leaves(single.train_state.params),
@@ -260,6 +263,12 @@ def test_ippo_on_mpe_spread_beats_random():
     train = jax.jit(jax.vmap(pjp.make_train(config)))
     out = train(jax.random.split(jax.random.key(0), 3)[:2])  # the measured seeds 0, 1
     final = np.asarray(out.metrics["episode_return"][:, -5:].mean(axis=1))
+    # the per-agent returns over the same episodes sum to the team return
+    agents = sum(out.metrics[f"info/episode_return/agent_{i}"] for i in range(3))
+    np.testing.assert_allclose(agents, out.metrics["episode_return"], rtol=1e-5)
+    assert not np.allclose(
+        out.metrics["info/episode_return/agent_0"], out.metrics["info/episode_return/agent_1"]
+    )
     assert out.metrics["env_steps"][0, -1] == 16 * 32 * 120
     assert (final > random_return + 5.0).all(), (final, random_return)
 

@@ -119,6 +119,11 @@ def write_torch(request: ExportRequest) -> Path:
 def prepare(request: ExportRequest) -> Prepared:
     """Checks the params against the network and builds the torch module with them."""
     config, index = request.config, request.index
+    if config.multi_agent == "mappo":
+        raise ValueError(
+            "export: multi_agent='mappo' policies have a centralised critic on the world "
+            "state (custom networks) and no export; IPPO's shared policy exports"
+        )
     env, env_params = resolve_env(config, request.env, request.env_params)
     networks = request.networks
     if networks is None:

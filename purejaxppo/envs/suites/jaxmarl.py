@@ -10,14 +10,23 @@ them into extra rows of the batch (IPPO / MAPPO with one shared policy).
   truncated [A], info)` with auto-reset (the reset's key split off as JaxMARL does) and
   `info["final_observation"]` (the observation the step led to, before the reset).
 - `terminated` / `truncated`: JaxMARL's `dones["__all__"]` ends the episode for every
-  agent; it is a truncation when the episode ran `max_steps` steps (MPE always ends
-  so; SMAX also ends when a team is beaten, a termination), else a termination.
+  agent; it is a truncation when the episode ran `max_steps` steps (MPE and Overcooked
+  always end so; SMAX also ends when a team is beaten, a termination), else a
+  termination (envs without `max_steps`, e.g. Hanabi, end by terminations only).
 - Observations: the agents' 1-D observations, zero-padded at the end to the longest
   (`padded_obs` lists the agents padded); agents with observations of other ranks and
   differing shapes are refused. With the kwarg `agent_ids: true` an agent-id one-hot
   `[A]` is appended (the policy is shared: Yu et al. 2022 / JaxMARL's IPPO add it too).
 - Actions: every agent must have the same action space (Discrete(n) or Box); differing
   spaces are refused with a ValueError naming the agents.
+- Action masks: an env with `get_avail_actions` (SMAX) or `get_legal_moves` (Hanabi:
+  the agent not on turn has only the no-op) gives dict observations
+  `{"obs": [A, D], "action_mask": [A, n] bool}` (the mask of the state the observation
+  came from), which the policy reads through `PPOConfig.action_mask_key` (default
+  "action_mask"): unavailable actions get probability 0 (Huang & Ontanon 2020).
+- Outcome (`outcome_keys`): SMAX's `info["won"]` `[A]` float32, 1.0 at a step that ends
+  an episode with every enemy dead and an ally alive (JaxMARL's won-battle condition),
+  else 0.0; `purejaxppo.multiagent` logs its mean over ended episodes (the win rate).
 - World state (MAPPO's critic input, `with_world_state()`): `env.get_world_state(state)`
   where the env has one (SMAX), else for MPE the concatenation of all agents'
   observations, as JaxMARL's MAPPO baselines (`MPEWorldStateWrapper`) build it. Other envs
@@ -35,6 +44,8 @@ import numpy as np
 from gymnax.environments import spaces
 
 from purejaxppo.envs.suites._common import SuiteParams, raw_key, select, unknown_name
+
+WON = "won"
 
 EXTRA = "jaxmarl"
 
@@ -63,10 +74,13 @@ class JaxMARLEnv:
         self.agent_ids = agent_ids
         self.world_state = world_state
         self.default_params = SuiteParams()
-        self.max_steps = getattr(env, "max_steps", None)
+        inner = getattr(env, "_env", env)  # SMAX's heuristic-enemy wrapper holds the SMAX
+        self.max_steps = getattr(env, "max_steps", getattr(inner, "max_steps", None))
         self.max_steps_in_episode = self.max_steps
         self._action_space = self._common_action_space()
-        shapes = {a: _shape(env.observation_space(a)) for a in self.agents}
+        # the shapes reset gives (Overcooked's spaces declare [W, H, C] for [H, W, C] arrays)
+        reset_obs, _ = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+        shapes = {a: tuple(reset_obs[a].shape) for a in self.agents}
         if len(set(shapes.values())) > 1 and any(len(s) != 1 for s in shapes.values()):
             raise ValueError(
                 f"env_name={name!r}: agents have observations of differing shapes {shapes}; "
@@ -75,6 +89,10 @@ class JaxMARLEnv:
         self.obs_shape = max(shapes.values())
         self.padded_obs = tuple(a for a in self.agents if shapes[a] != self.obs_shape)
         self.has_world_state = hasattr(env, "get_world_state") or name.startswith("jaxmarl:MPE")
+        self._mask_fn = _mask_fn(env)
+        self.action_masks = self._mask_fn is not None
+        smax = hasattr(env, "num_allies") and _overrides_avail_actions(env)
+        self.outcome_keys = (WON,) if smax else ()
 
     def _common_action_space(self) -> Any:
         spaces_by_agent = {
@@ -118,12 +136,18 @@ class JaxMARLEnv:
         return int(jax.eval_shape(self._world_state, obs, state).shape[0])
 
     def observation_space(self, params: Any = None) -> Any:
-        """One agent's observation space (a Dict with "world_state" under MAPPO)."""
+        """One agent's observation space: a Box, or a Dict of "obs" with "action_mask"
+        (envs with action masks) and "world_state" (under MAPPO)."""
         del params
-        if not self.world_state:
+        if not (self.world_state or self.action_masks):
             return self.policy_obs_space()
-        ws = spaces.Box(-jnp.inf, jnp.inf, (self.world_state_size(),), jnp.float32)
-        return spaces.Dict({"obs": self.policy_obs_space(), "world_state": ws})
+        entries = {"obs": self.policy_obs_space()}
+        if self.action_masks:
+            entries["action_mask"] = spaces.Box(0, 1, (self._action_space.n,), jnp.bool_)
+        if self.world_state:
+            size = self.world_state_size()
+            entries["world_state"] = spaces.Box(-jnp.inf, jnp.inf, (size,), jnp.float32)
+        return spaces.Dict(entries)
 
     def action_space(self, params: Any = None) -> Any:
         """The action space every agent shares."""
@@ -137,7 +161,8 @@ class JaxMARLEnv:
         return jnp.concatenate([jnp.ravel(obs[a]) for a in self.agents]).astype(jnp.float32)
 
     def _observe(self, obs: Mapping[str, jax.Array], state: Any) -> Any:
-        """`[A, D]` float32 (padded, with the id one-hot), or the MAPPO dict."""
+        """`[A, D]` float32 (padded, with the id one-hot), or the dict of
+        `observation_space`."""
         rows = []
         for agent in self.agents:
             o = jnp.asarray(obs[agent], jnp.float32)
@@ -147,10 +172,16 @@ class JaxMARLEnv:
         stacked = jnp.stack(rows)
         if self.agent_ids and len(self.obs_shape) == 1:
             stacked = jnp.concatenate([stacked, jnp.eye(self.num_agents)], axis=1)
-        if not self.world_state:
+        if not (self.world_state or self.action_masks):
             return stacked
-        world = self._world_state(obs, state)
-        return {"obs": stacked, "world_state": jnp.tile(world[None], (self.num_agents, 1))}
+        entries = {"obs": stacked}
+        if self.action_masks:
+            avail = self._mask_fn(state)
+            entries["action_mask"] = jnp.stack([avail[a] for a in self.agents]).astype(bool)
+        if self.world_state:
+            world = self._world_state(obs, state)
+            entries["world_state"] = jnp.tile(world[None], (self.num_agents, 1))
+        return entries
 
     # ------------------------------------------------------------------- reset / step
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
@@ -168,15 +199,24 @@ class JaxMARLEnv:
         final_obs = self._observe(obs_st, state_st)
         obs_re, state_re = self.env.reset(reset_key)
         done = jnp.asarray(dones["__all__"], bool)
-        truncated = done
-        if self.max_steps is not None and hasattr(state_st, "step"):
-            truncated = jnp.logical_and(done, state_st.step >= self.max_steps)
+        inner = getattr(state_st, "state", state_st)
+        if self.max_steps is None:  # no time limit (Hanabi): every end is a termination
+            truncated = jnp.zeros_like(done)
+        elif hasattr(inner, "step"):
+            truncated = jnp.logical_and(done, inner.step >= self.max_steps)
+        else:  # a time limit and no step counter (Overcooked ends only at it)
+            truncated = done
+        if self.outcome_keys:  # SMAX: a battle decided at the time limit is no truncation
+            truncated = jnp.logical_and(truncated, ~_decided(self.env, state_st))
         terminated = jnp.logical_and(done, jnp.logical_not(truncated))
         new_state = select(done, state_re, state_st)
         obs = select(done, self._observe(obs_re, state_re), final_obs)
         reward = jnp.stack([jnp.asarray(rewards[a], jnp.float32) for a in self.agents])
         agents = (self.num_agents,)
         info = {"final_observation": final_obs}
+        if WON in self.outcome_keys:
+            info[WON] = jnp.broadcast_to(jnp.logical_and(done, _won(self.env, state_st)), agents)
+            info[WON] = info[WON].astype(jnp.float32)
         return (
             obs,
             new_state,
@@ -190,9 +230,31 @@ class JaxMARLEnv:
         return f"JaxMARLEnv({self.name!r}, agents={self.num_agents})"
 
 
-def _shape(space: Any) -> tuple[int, ...]:
-    """A JaxMARL space's shape as a tuple (some envs give an int)."""
-    return tuple(int(s) for s in np.atleast_1d(np.asarray(space.shape)))
+def _mask_fn(env: Any) -> Any:
+    """`state -> {agent: mask}`: `get_avail_actions`, else `get_legal_moves`, else None."""
+    if _overrides_avail_actions(env):
+        return env.get_avail_actions
+    return getattr(env, "get_legal_moves", None)
+
+
+def _overrides_avail_actions(env: Any) -> bool:
+    """True when the env implements `get_avail_actions` (the base class raises)."""
+    from jaxmarl.environments.multi_agent_env import MultiAgentEnv
+
+    method = getattr(type(env), "get_avail_actions", None)
+    return method is not None and method is not MultiAgentEnv.get_avail_actions
+
+
+def _won(env: Any, state: Any) -> jax.Array:
+    """SMAX: every enemy dead and an ally alive (bool scalar)."""
+    alive = getattr(state, "state", state).unit_alive
+    return jnp.logical_and(~jnp.any(alive[env.num_allies :]), jnp.any(alive[: env.num_allies]))
+
+
+def _decided(env: Any, state: Any) -> jax.Array:
+    """SMAX: one team has no unit alive (bool scalar)."""
+    alive = getattr(state, "state", state).unit_alive
+    return jnp.logical_or(~jnp.any(alive[env.num_allies :]), ~jnp.any(alive[: env.num_allies]))
 
 
 def _describe(space: Any) -> str:
@@ -211,7 +273,8 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
 
     env_kwargs: `agent_ids` (ours: append an agent-id one-hot to each observation), and
     the JaxMARL env's own keyword arguments; for SMAX, `scenario` may be a map name
-    ("3m", "2s3z", ...: `jaxmarl.environments.smax.map_name_to_scenario`).
+    ("3m", "2s3z", ...: `jaxmarl.environments.smax.map_name_to_scenario`), for Overcooked
+    `layout` a layout name ("cramped_room", ...: `overcooked_layouts`).
 
     Raises:
       ImportError: jaxmarl is not installed (naming the extra).
@@ -233,6 +296,15 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
         from jaxmarl.environments.smax import map_name_to_scenario
 
         kwargs["scenario"] = map_name_to_scenario(kwargs["scenario"])
+    if isinstance(kwargs.get("layout"), str):
+        from jaxmarl.environments.overcooked import overcooked_layouts
+
+        if kwargs["layout"] not in overcooked_layouts:
+            raise ValueError(
+                f"env_kwargs of jaxmarl:{name}: layout={kwargs['layout']!r} is not an "
+                f"Overcooked layout; known: {', '.join(sorted(overcooked_layouts))}"
+            )
+        kwargs["layout"] = overcooked_layouts[kwargs["layout"]]
     try:
         env = jaxmarl.make(name, **kwargs)
     except (TypeError, ValueError, KeyError) as err:

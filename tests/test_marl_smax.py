@@ -1,0 +1,130 @@
+"""SMAX through JaxMARL (`jaxmarl:HeuristicEnemySMAX`, scenario "3m"): action masks,
+MAPPO's world state, win rate and episode ends, and a few MAPPO updates; Hanabi's legal
+moves as the action mask.
+
+One short rollout and one two-update run compile here (SMAX's step is heavy to compile:
+about a minute each on the loaded 2-core CPU).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import purejaxppo as pjp
+from purejaxppo.envs import make_env
+from purejaxppo.multiagent import make_marl_rollout
+
+SMAX = "jaxmarl:HeuristicEnemySMAX"
+KWARGS = {"scenario": "3m", "agent_ids": True}
+
+
+def smax_config(**overrides):
+    base = dict(
+        env_name=SMAX,
+        env_kwargs=KWARGS,
+        multi_agent="mappo",
+        num_envs=4,
+        num_steps=32,
+        total_timesteps=4 * 32 * 2,
+        num_minibatches=2,
+        update_epochs=1,
+        activation="relu",
+    )
+    return pjp.PPOConfig(**{**base, **overrides})
+
+
+def test_spaces_masks_and_world_state():
+    env, params = make_env(SMAX, KWARGS)
+    assert env.num_agents == 3 and env.outcome_keys == ("won",)
+    space = env.observation_space(params)
+    # 3m: 75 features per ally + the agent-id one-hot; 8 actions (4 moves, stop, 3 targets)
+    assert space.spaces["obs"].shape == (78,) and space.spaces["action_mask"].shape == (8,)
+    assert "world_state" not in space.spaces
+    mappo = env.with_world_state()
+    assert mappo.observation_space(params).spaces["world_state"].shape == (72,)
+    obs, _ = mappo.reset(jax.random.key(0), params)
+    assert obs["obs"].shape == (3, 78) and obs["world_state"].shape == (3, 72)
+    assert obs["action_mask"].dtype == jnp.bool_ and obs["action_mask"].shape == (3, 8)
+    np.testing.assert_array_equal(obs["world_state"][0], obs["world_state"][2])
+
+
+def test_unavailable_actions_are_never_sampled_and_wins_terminate():
+    """A rollout of the untrained shared policy (uniform-ish logits): about half the
+    mask entries are False (targets out of range), yet no sampled action is one of them;
+    a won battle ends as `terminated`, with info/won counted per ended episode."""
+    config = smax_config(num_steps=128, total_timesteps=4 * 128)
+    fns = pjp.make_train_fns(config)
+    env = pjp.make_env(SMAX, KWARGS)[0].with_world_state()
+    rollout = make_marl_rollout(env, None, fns.networks, config.num_steps)
+
+    @jax.jit
+    def run(key):
+        runner = fns.init(key)
+        _, traj, stats = rollout(runner.train_state.params, runner.env, jax.random.key(1))
+        return traj, stats
+
+    traj, stats = run(jax.random.key(0))
+    mask = np.asarray(traj.obs["action_mask"])  # [T, N * A, 8]
+    action = np.asarray(traj.action)  # [T, N * A]
+    assert mask.shape == (128, 12, 8) and action.shape == (128, 12)
+    assert 0.2 < 1.0 - mask.mean() < 0.8  # masks are far from all-True
+    assert np.take_along_axis(mask, action[..., None], axis=-1).all()
+    assert (action >= 5).any()  # attacks are sampled where available
+    # episodes ended (SMAX's time limit is 100 steps); terminated and truncated disjoint
+    terminated, truncated = np.asarray(traj.terminated), np.asarray(traj.truncated)
+    assert stats.count >= 4 and not (terminated & truncated).any()
+    won = float(stats.info_sum["won"])
+    assert 0.0 <= won <= float(stats.count)
+    # every won episode ended as a termination (a decided battle, not the time limit)
+    assert won <= terminated[:, ::3].sum()
+
+
+@pytest.fixture(scope="module")
+def trained():
+    config = smax_config()
+    return config, jax.jit(pjp.make_train(config))(jax.random.key(0))
+
+
+def test_a_few_mappo_updates_run_with_win_rate_and_agent_returns(trained):
+    config, out = trained
+    metrics = {k: np.asarray(v) for k, v in out.metrics.items()}
+    assert metrics["env_steps"][-1] == 4 * 32 * 2
+    for name in ("loss", "approx_kl", "entropy", "value_mean"):
+        assert np.isfinite(metrics[name]).all(), name
+    assert ((metrics["info/won"] >= 0) & (metrics["info/won"] <= 1)).all()
+    agents = sum(metrics[f"info/episode_return/ally_{i}"] for i in range(3))
+    np.testing.assert_allclose(agents, metrics["episode_return"], rtol=1e-5)
+    params = out.train_state.params["params"]
+    assert params["actor"]["Dense_0"]["kernel"].shape == (78, 64)
+    assert params["critic"]["Dense_0"]["kernel"].shape == (72, 64)
+
+
+def test_hanabi_legal_moves_are_the_action_mask_and_games_terminate():
+    """Hanabi's legal moves (`get_legal_moves`) are the mask: the agent on turn has
+    several, the other only the no-op; games end by terminations (no time limit)."""
+    env, params = make_env("jaxmarl:hanabi")
+    assert env.num_agents == 2 and env.max_steps is None
+    space = env.observation_space(params)
+    assert space.spaces["obs"].shape == (658,) and space.spaces["action_mask"].shape == (21,)
+    obs, state = env.reset(jax.random.key(0), params)
+
+    @jax.jit
+    def play(state, obs):
+        def body(carry, key):
+            state, obs = carry
+            action_key, step_key = jax.random.split(key)
+            logits = jnp.where(obs["action_mask"], 0.0, -jnp.inf)
+            action = jax.random.categorical(action_key, logits)
+            obs, state, _, terminated, truncated, _ = env.step(step_key, state, action, params)
+            return (state, obs), (obs["action_mask"].sum(-1), terminated, truncated)
+
+        return jax.lax.scan(body, (state, obs), jax.random.split(jax.random.key(1), 200))
+
+    _, (legal, terminated, truncated) = play(state, obs)
+    legal = np.asarray(legal)  # [200, 2]
+    np.testing.assert_array_equal(legal.min(axis=1), 1)  # the agent off turn: the no-op
+    assert (legal.max(axis=1) > 1).all()
+    assert np.asarray(terminated).any() and not np.asarray(truncated).any()
