@@ -6,19 +6,23 @@ budget, instances and optimiser seeds, against
   c1 1.5, c2 2.0; DE-operator: best/1/bin);
 - `random`: uniformly random actions every generation;
 - `dither` (DE only): F drawn uniformly in [0.5, 1.0] every generation with CR 0.9, the
-  dither scheme evosax's DE implements (`differential_weight_min/max`; Das et al. 2005).
+  dither scheme evosax's DE implements (`differential_weight_min/max`; Das et al. 2005),
+  a well-known adaptive scheme and the start of a fresh policy's mean (F 0.8 +- 0.25).
 
-The learned controller samples its actions (temperature 1, the stochastic policy PPO
-trained, as LDE samples F and CR at test time; `--greedy` plays the mean); `--seeds` training seeds are
-trained in one vmapped program and each is evaluated.
+Two learned controllers per training seed: `learned` samples its actions (temperature 1),
+which is MetaBox's test protocol for LDE (`LDE_Agent.rollout_episode` samples F and CR
+from the policy's Gaussian, github.com/GMC-DRL/MetaBox src/agent/lde_agent.py) and the
+controller the final line reports; `greedy` plays the policy mean. Why they differ: see
+docs/benchmarks.md (MetaBBO). `--seeds` training seeds are trained in one vmapped program.
 
 Metrics. Per test function: mean over instances x repeats (x training seeds for `learned`)
 of log10 of the final best cost `f - f_opt` (floored at 1e-8, COCO's target). Aggregate
 score (a documented normalised gap, in place of MetaBox's AEI): the mean over all runs of
 (log10 c_0 - log10 c_T) / (log10 c_0 + 8), the fraction of the log-distance from the
 initial best cost c_0 to the 1e-8 target that the run closed (1 = target reached).
-`learned` beats `default` on a function when its mean log10 final cost is lower; the
-script ends with `metabbo_learned_beats_default=K/N` (N test functions).
+`learned` beats `default` on a function when its mean log10 final cost over training
+seeds x instances x repeats is lower; the script prints K/N per training seed (for
+`learned` and `greedy`) and ends with `metabbo_learned_beats_default=K/N` (seeds pooled).
 
 Usage:
   PYTHONPATH=. python benchmarks/metabbo.py --quick      # < 10 min on 2 CPU cores
@@ -111,15 +115,11 @@ def learned_controller(networks, params, temperature: float = 1.0):
 
 
 def dither_controller(env):
-    """F ~ U[0.5, 1.0], CR 0.9 (the default: a1 = 0); a0 inverts `DEEnv`'s piecewise map
-    (F = 0.8 + 0.8 a0 below the default, 0.8 + 0.2 a0 above it)."""
-
-    def controller(obs, key):
-        f = jax.random.uniform(key, minval=0.5, maxval=1.0)
-        a0 = jnp.where(f < 0.8, (f - 0.8) / 0.8, (f - 0.8) / 0.2)
-        return jnp.stack([a0, jnp.float32(0.0)]).astype(jnp.float32)
-
-    return controller
+    """F ~ U[0.5, 1.0] every generation, CR 0.9 (evosax's dither, Das et al. 2005): the
+    constant action F = 0.75 (a0 = (0.75 - 0.8) / 0.8 on `DEEnv`'s piecewise map), CR =
+    0.9 (a1 = 0), half-width 0.25 (a2 = 0)."""
+    action = jnp.array([(0.75 - 0.8) / 0.8, 0.0, 0.0], jnp.float32)
+    return constant_controller(action)
 
 
 def log_cost(costs: np.ndarray) -> np.ndarray:
@@ -147,41 +147,43 @@ def train(config, env, env_params, seeds: int):
     return out, compile_s, wall_s, env_steps
 
 
-def evaluate(
-    env, env_params, networks, params, seeds, baselines, functions, instances, repeats, temperature
-):
-    """Costs `[F, I, R, T + 1]` for "learned" (R x seeds runs) and each baseline, all in
+def evaluate(env, env_params, networks, params, seeds, baselines, functions, instances, repeats):
+    """Costs `[F, I, R, T + 1]` per controller and `[S, F, I, R, T + 1]` per training seed
+    for "learned" (sampled actions, temperature 1) and "greedy" (the policy mean), all in
     one compiled program (one compile of the BBOB functions): a `lax.switch` over the
-    controllers, vmapped over the S learned params and the baselines; the same key (so
-    the same instances, initial populations and optimiser seeds) for every controller."""
+    controllers, vmapped over the S learned params, the temperature and the baselines; the
+    same key (so the same instances, initial populations and optimiser seeds) for every
+    controller."""
     dtype = env.action_space(env_params).dtype
 
     def branch(controller):
-        return lambda obs, key, p: jnp.asarray(controller(obs, key)).astype(dtype)
+        return lambda obs, key, p, temp: jnp.asarray(controller(obs, key)).astype(dtype)
 
-    learned = [
-        lambda obs, key, p: learned_controller(networks, p, temperature)(obs, key).astype(dtype)
-    ]
-    branches = learned + [branch(c) for c in baselines.values()]
+    def learned(obs, key, p, temp):
+        return learned_controller(networks, p, temp)(obs, key).astype(dtype)
 
-    def run_one(index, p):
+    branches = [learned] + [branch(c) for c in baselines.values()]
+
+    def run_one(index, p, temp):
         def controller(obs, key):
-            return jax.lax.switch(index, branches, obs, key, p)
+            return jax.lax.switch(index, branches, obs, key, p, temp)
 
         run = make_run_instances(env, env_params, controller, functions, instances, repeats)
         return run(jax.random.PRNGKey(2024))
 
-    index = jnp.array([0] * seeds + list(range(1, len(branches))))
+    index = jnp.array([0] * (2 * seeds) + list(range(1, len(branches))))
+    temps = jnp.array([1.0] * seeds + [0.0] * seeds + [1.0] * len(baselines))
     first = seed_params(params, 0)
     stacked = jax.tree.map(
-        lambda x, f: jnp.concatenate([x, jnp.broadcast_to(f, (len(baselines), *f.shape))]),
+        lambda x, f: jnp.concatenate([x, x, jnp.broadcast_to(f, (len(baselines), *f.shape))]),
         params,
         first,
     )
-    costs = np.asarray(jax.jit(jax.vmap(run_one))(index, stacked))  # [S + B, F, I, R, T+1]
-    out = {"learned": np.concatenate(list(costs[:seeds]), axis=2)}
-    out.update({name: costs[seeds + b] for b, name in enumerate(baselines)})
-    return out
+    costs = np.asarray(jax.jit(jax.vmap(run_one))(index, stacked, temps))  # [2S + B, ...]
+    per_seed = {"learned": costs[:seeds], "greedy": costs[seeds : 2 * seeds]}
+    out = {name: np.concatenate(list(c), axis=2) for name, c in per_seed.items()}
+    out.update({name: costs[2 * seeds + b] for b, name in enumerate(baselines)})
+    return out, per_seed
 
 
 def plot(curves: dict, functions, path: Path, title: str) -> None:
@@ -211,12 +213,56 @@ def plot(curves: dict, functions, path: Path, title: str) -> None:
     os.replace(tmp, path)
 
 
+def policy_std(params) -> np.ndarray:
+    """exp(log_std) `[S, A]` of the Gaussian (pre-squash) from the `[S, ...]` params, or an
+    empty array for discrete actions."""
+    found = [
+        np.exp(np.asarray(leaf))
+        for path, leaf in jax.tree_util.tree_leaves_with_path(params)
+        if "log_std" in jax.tree_util.keystr(path)
+    ]
+    return found[0] if found else np.zeros((0, 0))
+
+
+def summarize(curves: dict, per_seed: dict, functions, params):
+    """The table (mean log10 final cost per function and controller, plus the gap score),
+    the report lines (K/N per training seed for the sampled and the greedy policy, the
+    policy std), and the aggregate K, N: `learned` (sampled) pooled over the seeds, i.e.
+    its mean log10 final cost over seeds x instances x repeats, beats `default` on K of
+    the N test functions."""
+    rows = []
+    for j, fn in enumerate(functions):
+        row = {"function": fn}
+        for name, costs in curves.items():
+            row[name] = float(log_cost(costs[j][..., -1]).mean())
+        rows.append(row)
+    table = pd.DataFrame(rows).astype({"function": object})
+    score = {name: gap_score(costs) for name, costs in curves.items()}
+    table.loc[len(table)] = {"function": "gap_score", **score}
+    default = np.array([r["default"] for r in rows])
+    n = len(rows)
+    lines = []
+    for name, costs in per_seed.items():
+        seed_means = log_cost(costs[..., -1]).mean(axis=(2, 3))  # [S, F]
+        ks = [int(np.sum(m < default)) for m in seed_means]
+        majority = sum(k > n / 2 for k in ks)
+        pooled = int(np.sum(np.array([r[name] for r in rows]) < default))
+        lines.append(
+            f"{name}: K/N per training seed {[f'{k}/{n}' for k in ks]}, seeds with K > N/2: "
+            f"{majority}/{len(ks)}, pooled over seeds {pooled}/{n}"
+        )
+    std = policy_std(params)
+    if std.size:
+        lines.append(f"policy std (pre-squash, per seed x action dim): {np.round(std, 3).tolist()}")
+    k = int(np.sum(np.array([r["learned"] for r in rows]) < default))
+    return table, lines, k, n
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="metabbo:DE", choices=sorted(CONFIGS))
     parser.add_argument("--quick", action="store_true", help="< 10 min on 2 CPU cores")
     parser.add_argument("--seeds", type=int, default=3, help="training seeds (>= 1)")
-    parser.add_argument("--greedy", action="store_true", help="learned: play the policy mean")
     parser.add_argument("--repeats", type=int, default=4, help="optimiser seeds per instance")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument(
@@ -252,7 +298,7 @@ def main() -> None:
         baselines["dither"] = dither_controller(env)
     instances = env.num_test_instances
     start = time.perf_counter()
-    curves = evaluate(
+    curves, per_seed = evaluate(
         env,
         test_params,
         networks,
@@ -262,22 +308,9 @@ def main() -> None:
         functions,
         instances,
         args.repeats,
-        0.0 if args.greedy else 1.0,
     )
     print(f"evaluation (compile + run): {time.perf_counter() - start:.0f} s")
-
-    rows = []
-    for j, fn in enumerate(functions):
-        row = {"function": fn}
-        for name, costs in curves.items():
-            row[name] = float(log_cost(costs[j][..., -1]).mean())
-        rows.append(row)
-    table = pd.DataFrame(rows).astype({"function": object})
-    score = {name: gap_score(costs) for name, costs in curves.items()}
-    table.loc[len(table)] = {"function": "gap_score", **score}
-    k = int(sum(r["learned"] < r["default"] for r in rows))
-    n = len(rows)
-
+    table, lines, k, n = summarize(curves, per_seed, functions, out.train_state.params)
     tag = ("metabbo_quick_" if args.quick else "metabbo_") + args.env.split(":")[1].lower()
     csv = args.out / f"{tag}.csv"
     table.to_csv(csv.with_suffix(".tmp"), index=False)
@@ -285,18 +318,21 @@ def main() -> None:
     header = (
         f"# {args.env}{' --quick' if args.quick else ''}: mean log10 final best cost on the "
         f"test functions (lower is better), {instances} instances x {args.repeats} repeats"
-        f" (x {args.seeds} training seeds for learned); last row: normalised gap score "
-        f"(higher is better)\n\ntraining: {args.seeds} seeds x {config.total_timesteps} env "
-        f"steps, compile {compile_s:.0f} s, run {wall_s:.0f} s, "
+        f" (x {args.seeds} training seeds for learned / greedy); last row: normalised gap "
+        f"score (higher is better). learned: sampled actions (MetaBox's LDE test protocol); "
+        f"greedy: the policy mean\n\ntraining: {args.seeds} seeds x {config.total_timesteps} "
+        f"env steps, compile {compile_s:.0f} s, run {wall_s:.0f} s, "
         f"{env_steps / wall_s:.0f} env steps/s (2 CPU cores shared with other jobs)\n\n"
     )
     md = args.out / f"{tag}.md"
     md.with_suffix(".tmp").write_text(
-        header + markdown(table) + f"\n\nmetabbo_learned_beats_default={k}/{n}\n"
+        header + markdown(table) + "\n\n" + "\n".join(lines) + "\n"
+        f"\nmetabbo_learned_beats_default={k}/{n}\n"
     )
     os.replace(md.with_suffix(".tmp"), md)
     plot(curves, functions, args.out / f"{tag}.png", f"{args.env} test functions")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print("\n".join(lines))
     print(f"wrote {csv}, {md}, {md.with_suffix('.png')}")
     print(f"metabbo_learned_beats_default={k}/{n}")
 

@@ -1,8 +1,8 @@
 """MetaBBO environments (`"metabbo:<optimiser>"`): PPO configures an evosax black-box
 optimiser while it runs on BBOB problems, MetaBox's setting (Ma et al. NeurIPS 2023).
 
-- `metabbo:DE`: continuous float32 `[2]` in [-1, 1]: F and CR of the next generation
-  of differential evolution (LDE, Sun et al. 2021);
+- `metabbo:DE`: continuous float32 `[3]` in [-1, 1]: F, CR and the dither width of F of
+  the next generation of differential evolution (LDE, Sun et al. 2021);
 - `metabbo:DE-operator`: `Discrete(4)`: the DE mutation strategy of the next generation
   (DE-DDQN, Sharma et al. 2019);
 - `metabbo:PSO`: continuous float32 `[3]` in [-1, 1]: PSO's inertia weight and cognitive /

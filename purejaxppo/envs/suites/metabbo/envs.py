@@ -347,16 +347,24 @@ def _knee(action: jax.Array, index: int, lo: Any, default: Any, hi: Any) -> jax.
 
 class DEEnv(MetaBBOEnv):
     """`metabbo:DE`: evosax `DifferentialEvolution` (best/1/bin, evosax's default
-    elitism; Storn & Price 1997); the action float32 `[2]` in [-1, 1] sets the scale
-    factor F in F_RANGE and the crossover rate CR in CR_RANGE of the next generation
-    (LDE's action, Sun et al. 2021, there one (F, CR) in [0, 1]^2 per member; here one
-    pair per generation). Each component maps piecewise-linearly with 0 at evosax's
-    default (F = 0.8, CR = 0.9): F = 0.8 + a (0.8 - 0) for a < 0, 0.8 + a (1 - 0.8) for
-    a >= 0 (CR alike). So `default_action()` is [0, 0] and a fresh policy (mean near 0)
-    starts at the defaults and learns deviations from them."""
+    elitism; Storn & Price 1997); the action float32 `[3]` in [-1, 1] sets the scale
+    factor F in F_RANGE, the crossover rate CR in CR_RANGE and the dither half-width w of
+    F for the next generation (LDE's action, Sun et al. 2021, there one (F, CR) in
+    [0, 1]^2 per member, sampled from the policy's Gaussian at test time too; here one
+    triple per generation). F and CR map piecewise-linearly with 0 at evosax's default
+    (F = 0.8, CR = 0.9): F = 0.8 + a (0.8 - 0) for a < 0, 0.8 + a (1 - 0.8) for a >= 0
+    (CR alike). w = F_DITHER_MAX (a2 + 1) / 2 in [0, 0.5]: the generation draws its F
+    uniformly in [max(F - w, 0), min(F + w, 1)] (evosax's dither,
+    `differential_weight_min/max`; Das et al. 2005), so a deterministic (greedy) policy
+    can choose the per-generation randomness of F that a sampled policy gets from its own
+    noise (docs/benchmarks.md, MetaBBO: without this dimension the sampled policy beat DE's
+    defaults and its mean did not). `default_action()` is [0, 0, -1] (w = 0: evosax's
+    defaults, no dither); a fresh policy (mean near 0) starts at F = 0.8, CR = 0.9,
+    w = 0.25, a dithered DE, and learns deviations from it."""
 
     F_RANGE = (0.0, 1.0)
     CR_RANGE = (0.0, 1.0)
+    F_DITHER_MAX = 0.5
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -365,22 +373,24 @@ class DEEnv(MetaBBOEnv):
         self.algorithm = DifferentialEvolution(self.population_size, jnp.zeros(self.num_dims))
 
     def action_space(self, params: MetaBBOParams) -> spaces.Box:
-        return spaces.Box(-1.0, 1.0, (2,), jnp.float32)
+        return spaces.Box(-1.0, 1.0, (3,), jnp.float32)
 
     def algo_params(self, action: jax.Array) -> Any:
         d = self.algorithm.default_params
         f = _knee(action, 0, self.F_RANGE[0], d.differential_weight, self.F_RANGE[1])
         cr = _knee(action, 1, self.CR_RANGE[0], d.crossover_rate, self.CR_RANGE[1])
+        w = self.F_DITHER_MAX * _unit(action, 2)
         return d.replace(
             differential_weight=f,
-            differential_weight_min=f,
-            differential_weight_max=f,
+            differential_weight_min=jnp.maximum(f - w, self.F_RANGE[0]),
+            differential_weight_max=jnp.minimum(f + w, self.F_RANGE[1]),
             crossover_rate=cr,
         )
 
     def default_action(self) -> jax.Array:
-        """[0, 0]: the action whose params are evosax's defaults (F = 0.8, CR = 0.9)."""
-        return jnp.zeros(2, jnp.float32)
+        """[0, 0, -1]: the action whose params are evosax's defaults (F = 0.8, CR = 0.9,
+        no dither)."""
+        return jnp.array([0.0, 0.0, -1.0], jnp.float32)
 
 
 class DEOperatorEnv(MetaBBOEnv):
