@@ -159,7 +159,12 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
             name,
             num_envs=num_envs,
             vectorization_mode=mode,  # "async": gymnasium's AsyncVectorEnv, a process each
-            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+            vector_kwargs={
+                "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP,
+                # JAX's threads are running here: a forked child could deadlock on a
+                # lock one of them held. The workers start from a clean server process.
+                **({"context": "forkserver"} if mode == "async" else {}),
+            },
             **env_kwargs,
         )
 
