@@ -68,8 +68,8 @@ def init_runs(init: Callable, run: Callable) -> Callable:
     inits, `vmap` over `run`). Give it `in_specs=runs_specs(n)` in `make_runs_program`."""
 
     def batched(key_data: jax.Array, init_params: Any, *args: Any) -> Any:
-        runners = jax.lax.map(lambda kd: init(jax.random.wrap_key_data(kd), init_params), key_data)
-        return jax.vmap(run)(runners, *args)
+        start = parallel.batch_runs(lambda key: init(key, init_params), run)
+        return start(key_data, *args)
 
     return batched
 
