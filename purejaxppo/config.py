@@ -130,9 +130,13 @@ class PPOConfig:
       activation: one of "tanh", "relu", "gelu", "silu", "elu", "leaky_relu"; used by
         every hidden layer (dense and convolutional).
       encoder: how observations are encoded before the `hidden_sizes` layers: "mlp"
-        (flattened), "cnn" (Nature-DQN conv stack, Mnih et al. 2015) or "impala" (IMPALA
-        ResNet, Espeholt et al. 2018, on the image with CoordConv x/y channels appended,
-        Liu et al. 2018). "cnn" / "impala" need image observations `[H, W, C]`; dict /
+        (flattened), "cnn" (Nature-DQN conv stack, Mnih et al. 2015), "nature" (that
+        stack fixed to Nature DQN's layers: convs 32 8x8/4, 64 4x4/2, 64 3x3/1, then
+        `hidden_sizes` [512] with relu, which it requires; the same network and
+        parameter names as "cnn" with those settings, for 84x84x4 Atari frames, uint8
+        rescaled to [0, 1]) or "impala" (IMPALA ResNet, Espeholt et al. 2018, on the
+        image with CoordConv x/y channels appended, Liu et al. 2018). "cnn" / "nature" /
+        "impala" need image observations `[H, W, C]`; dict /
         tuple observations get one encoder per entry (conv for images, MLP for the rest),
         concatenated. See `purejaxppo.networks`.
       cnn_channels: output channels of the "cnn" conv layers (Nature DQN: 32, 64, 64).

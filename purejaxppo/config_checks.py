@@ -20,7 +20,16 @@ import numpy as np
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu", "leaky_relu")
 
 #: Observation encoders (`PPOConfig.encoder`), see `purejaxppo.networks`.
-ENCODERS = ("mlp", "cnn", "impala")
+ENCODERS = ("mlp", "cnn", "nature", "impala")
+# encoder="nature": the whole Nature-DQN torso (Mnih et al. 2015, "Human-level control through
+# deep reinforcement learning", Methods): three ReLU convs, then one 512-unit ReLU layer.
+NATURE_TORSO = {
+    "cnn_channels": (32, 64, 64),
+    "cnn_kernel_sizes": (8, 4, 3),
+    "cnn_strides": (4, 2, 1),
+    "hidden_sizes": (512,),
+    "activation": "relu",
+}
 
 #: Recurrent cores (`PPOConfig.recurrent`), see `purejaxppo.networks`.
 RECURRENT_CORES = ("lstm", "gru", "transformer")
@@ -243,6 +252,18 @@ def check_network(c: Any) -> None:
                 list(getattr(c, name)),
                 f"must have one entry per conv layer, like cnn_channels={list(c.cnn_channels)}",
             )
+    if c.encoder == "nature":
+        for name, want in NATURE_TORSO.items():
+            got = getattr(c, name)
+            if (tuple(got) if name != "activation" else got) != want:
+                raise bad(
+                    name,
+                    list(got) if name != "activation" else got,
+                    f"encoder='nature' is the Nature DQN torso (Mnih et al. 2015): convs 32 "
+                    f"8x8/4, 64 4x4/2, 64 3x3/1, then 512 units, relu; set {name}: "
+                    f"{list(want) if name != 'activation' else want} (hidden_sizes: [512], "
+                    "activation: relu), or use encoder='cnn' to change the stack",
+                )
     if c.conv_impl not in CONV_IMPLS:
         raise bad("conv_impl", c.conv_impl, f"must be one of {CONV_IMPLS}")
     if c.action_mask_key is not None and not c.action_mask_key:

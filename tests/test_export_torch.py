@@ -78,6 +78,8 @@ MD_MASK_ENV = SpacesEnv(
 TUPLE_ENV = SpacesEnv(spaces.Tuple([_box((3,)), _box((2, 2))]), spaces.Discrete(3))
 BOX_ENV = SpacesEnv(_box((5,)), spaces.Box(-1.0, 2.0, (2, 3), jnp.float32))
 UINT8_ENV = SpacesEnv(_box((9, 7, 3), 0, 255, jnp.uint8), spaces.Discrete(4))
+ATARI_ENV = SpacesEnv(_box((84, 84, 4), 0, 255, jnp.uint8), spaces.Discrete(6))
+NATURE = dict(encoder="nature", hidden_sizes=(512,), activation="relu", share_encoder=True)
 MINATAR_CNN = dict(encoder="cnn", cnn_channels=(4,), cnn_kernel_sizes=(3,), cnn_strides=(1,))
 
 # name -> (env id or SpacesEnv, config changes)
@@ -89,6 +91,7 @@ CASES = {
     "multi-discrete": ("ProbeMultiDiscrete-v0", {}),
     "multi-binary": ("ProbeMultiBinary-v0", dict(activation="silu")),
     "cnn-minatar-shared": ("Breakout-MinAtar", dict(MINATAR_CNN, share_encoder=True)),
+    "nature-atari": (ATARI_ENV, NATURE),
     "impala-uint8": (UINT8_ENV, dict(encoder="impala", impala_channels=(3, 4), conv_impl="xla")),
     "dict-image-mask": (DICT_MASK_ENV, dict(MINATAR_CNN, activation="leaky_relu")),
     "masked-probe": ("ProbeMaskedAction-v0", {}),
@@ -107,6 +110,7 @@ ONNX_CASES = (
     "mlp-discrete",
     "mlp-continuous",
     "cnn-minatar-shared",
+    "nature-atari",
     "lstm-shared",
     "dict-image-mask",
     "transformer",

@@ -273,6 +273,26 @@ def test_nature_cnn_on_atari_frames():
     np.testing.assert_allclose(value, float_value, rtol=1e-5, atol=1e-6)
 
 
+def test_nature_encoder_is_the_fixed_nature_torso():
+    """encoder="nature" builds the same parameters as the Nature "cnn" settings, and any
+    other stack or head is refused naming the field."""
+    env = SpacesEnv(spaces.Box(0, 255, (84, 84, 4), jnp.uint8), spaces.Discrete(6))
+    nature = pjp.PPOConfig(
+        encoder="nature", hidden_sizes=(512,), activation="relu", share_encoder=True
+    )
+    cnn = nature.replace(encoder="cnn")
+    assert _param_shapes(nature, env) == _param_shapes(cnn, env)
+    assert _param_shapes(nature, env)["encoder/obs_mlp/dense_0/kernel"] == (3136, 512)
+    with pytest.raises(ValueError, match=r"hidden_sizes=\[64, 64\]: encoder='nature'"):
+        pjp.PPOConfig(encoder="nature")
+    with pytest.raises(
+        ValueError, match=r"cnn_strides=\[2, 2, 1\]: .*set cnn_strides: \[4, 2, 1\]"
+    ):
+        nature.replace(cnn_strides=(2, 2, 1))
+    with pytest.raises(ValueError, match=r"activation='tanh': encoder='nature'"):
+        nature.replace(activation="tanh")
+
+
 def test_observation_normalisation_rules():
     rules = {
         "uint8 0..255": (spaces.Box(0, 255, (8, 8, 3), jnp.uint8), (0.0, 255.0)),

@@ -178,7 +178,7 @@ class EncoderSettings(NamedTuple):
     `conv_impl`: "auto" (im2col on CPU, `lax.conv` elsewhere), "im2col" or "xla".
     """
 
-    kind: str = "mlp"  # "mlp", "cnn" or "impala"
+    kind: str = "mlp"  # "mlp", "cnn" or "impala" (encoder="nature" builds "cnn")
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     cnn_channels: tuple[int, ...] = (32, 64, 64)
@@ -190,7 +190,7 @@ class EncoderSettings(NamedTuple):
     @classmethod
     def from_config(cls, config: PPOConfig) -> EncoderSettings:
         return cls(
-            kind=config.encoder,
+            kind="cnn" if config.encoder == "nature" else config.encoder,
             hidden_sizes=tuple(config.hidden_sizes),
             activation=config.activation,
             cnn_channels=tuple(config.cnn_channels),
@@ -278,7 +278,7 @@ def check_config(
             f"{name} observations have shapes {[list(i.shape) for i in inputs]}; "
             "use encoder='mlp'"
         )
-    if config.encoder == "cnn":
+    if config.encoder in ("cnn", "nature"):
         for image in images:
             height, width = image.shape[:2]
             for kernel, stride in zip(config.cnn_kernel_sizes, config.cnn_strides, strict=True):
