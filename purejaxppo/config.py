@@ -97,6 +97,12 @@ class PPOConfig:
         batch; "mappo" gives the critic the env's world state (`purejaxppo.multiagent`).
       host_vectorization: "sync" (default) or "async": how a `gymnasium:` env's N copies
         step, in this process or one subprocess each (gymnasium's `AsyncVectorEnv`).
+      reset_ratio: None (default: gymnax's auto-reset, one reset computed per env per
+        step) or R >= 1 dividing num_envs (per device): optimistic resets, N / R resets
+        per step shared by the envs whose episodes ended (Craftax's
+        OptimisticResetVecEnvWrapper; `purejaxppo.envs.resets`). Pays where a reset costs
+        about as much as a step (Craftax). JAX envs whose `step` is gymnax's or a suite
+        adapter's only; not with `multi_agent` or host envs.
       num_envs: N, parallel environments per agent.
       num_steps: T, steps per environment per rollout. One update uses N*T transitions.
       total_timesteps: env steps per agent; num_updates = total_timesteps // (N*T).
@@ -248,6 +254,7 @@ class PPOConfig:
     env_kwargs: dict[str, Any] = static(group="env", factory=dict)
     multi_agent: str | None = static(None, "env")
     host_vectorization: str = static("sync", "env")
+    reset_ratio: int | None = static(None, "env")
     num_envs: int = static(4, "system")
     num_steps: int = static(128, "system")
     total_timesteps: int = static(512_000, "system")

@@ -174,7 +174,8 @@ def check_env(c: Any) -> None:
 
 
 def check_system(c: Any) -> None:
-    """Sizes and loop lengths (num_envs, num_steps, total_timesteps, ...), seed."""
+    """Sizes and loop lengths (num_envs, num_steps, total_timesteps, ...), seed,
+    reset_ratio."""
     _at_least(c, ("num_envs", "num_steps", "total_timesteps", "update_epochs"), 1, "must be >= 1")
     _at_least(c, ("num_minibatches",), 1, "must be >= 1")
     if c.batch_size % c.num_minibatches:
@@ -198,6 +199,17 @@ def check_system(c: Any) -> None:
         )
     if not 0 <= c.seed < 2**32:
         raise bad("seed", c.seed, "must be in [0, 2**32) = [0, 4294967295]")
+    if c.reset_ratio is not None:
+        if isinstance(c.reset_ratio, bool) or not isinstance(c.reset_ratio, int):
+            raise bad("reset_ratio", c.reset_ratio, "must be null or an integer >= 1")
+        if c.reset_ratio < 1 or c.num_envs % c.reset_ratio:
+            raise bad(
+                "reset_ratio",
+                c.reset_ratio,
+                f"must be null or an integer >= 1 dividing num_envs={c.num_envs}",
+            )
+        if c.multi_agent is not None:
+            raise bad("reset_ratio", c.reset_ratio, "optimistic resets are single-agent only")
 
 
 def check_loss(c: Any) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from purejaxppo.envs.resets import make_batched_step
 from purejaxppo.metrics import EpisodeStats
 from purejaxppo.networks import Networks, to_env_action
 from purejaxppo.types import EnvCarry, Params, Transition
@@ -55,18 +56,24 @@ def host_env_carry(env: Any, num_envs: int, networks: Networks) -> EnvCarry:
 
 
 def make_env_step(
-    env: Any, env_params: Any, networks: Networks, info_keys: tuple[str, ...] = ()
+    env: Any,
+    env_params: Any,
+    networks: Networks,
+    info_keys: tuple[str, ...] = (),
+    reset_ratio: int | None = None,
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `env_step(params, carry, key) -> (carry, transition, ended)`.
 
     One step of N envs: a ~ pi(.|obs, state) from `networks.step` (the env gets the action
     clipped to its bounds; `log_prob` is of the unclipped sample), step every env with its
-    own key (gymnax auto-resets ended episodes), and update the running episode return /
+    own key (gymnax auto-resets ended episodes; with `reset_ratio` > 1, optimistic resets:
+    `envs.resets.make_batched_step`), and update the running episode return /
     length. `transition` has leading axis `[N]` and keeps the policy state entering the
     step with its reset flag; `ended` sums the episodes that ended at this step, and
     for each of `info_keys` the env's `info[key]` at their last step (mean over any
     trailing axes).
     """
+    batched_step = make_batched_step(env, env_params, reset_ratio)
 
     def env_step(
         params: Params, carry: EnvCarry, key: jax.Array
@@ -77,13 +84,10 @@ def make_env_step(
         )
         action, log_prob = dist.sample_and_log_prob(seed=action_key)
         num_envs = carry.reset.shape[0]
-        obs, env_state, reward, terminated, truncated, info = jax.vmap(
-            env.step, in_axes=(0, 0, 0, None)
-        )(
+        obs, env_state, reward, terminated, truncated, info = batched_step(
             jax.random.split(env_key, num_envs),
             carry.env_state,
             to_env_action(networks.action_spec, action),
-            env_params,
         )
         reward = reward.astype(jnp.float32)
         done = jnp.logical_or(terminated, truncated)
@@ -143,14 +147,15 @@ def make_rollout(
     networks: Networks,
     num_steps: int,
     info_keys: tuple[str, ...] = (),
+    reset_ratio: int | None = None,
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `rollout(params, carry, key) -> (carry, transitions [T, N], stats)`.
 
     A `lax.scan` of `env_step` over T = num_steps steps; episode statistics are summed
     inside the scan (per-step info is never stacked; `info_keys` are summed at episode
-    ends, see `make_env_step`).
+    ends, see `make_env_step`). `reset_ratio`: optimistic resets (`make_env_step`).
     """
-    env_step = make_env_step(env, env_params, networks, info_keys)
+    env_step = make_env_step(env, env_params, networks, info_keys, reset_ratio)
 
     def rollout(
         params: Params, carry: EnvCarry, key: jax.Array

@@ -177,7 +177,14 @@ def make_update(
     if config.multi_agent:  # agents as extra rows of the batch (`purejaxppo.multiagent`)
         rollout = make_marl_rollout(setup.env, setup.env_params, networks, num_steps)
     else:
-        rollout = make_rollout(setup.env, setup.env_params, networks, num_steps, setup.info_keys)
+        rollout = make_rollout(
+            setup.env,
+            setup.env_params,
+            networks,
+            num_steps,
+            setup.info_keys,
+            config.reset_ratio,
+        )
     learn_fn = make_learn(config, networks, axis_name=axis_name, num_actions=setup.num_actions)
 
     def update(

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.host import is_host_env
+from purejaxppo.envs.resets import check_reset_ratio
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.memory import check_memory, observation_size
 from purejaxppo.metrics import METRICS, extra_metric_names
@@ -159,7 +160,9 @@ def prepare(
         per-device batch / number of sequences that `num_minibatches` does not divide; a
         host env with data-parallel training or `info_metrics`; an `info_metrics` key the
         env's info does not have; `action_histogram` with non-Discrete actions; an
-        estimated memory need beyond the device's free memory (`memory.check_memory`).
+        estimated memory need beyond the device's free memory (`memory.check_memory`); a
+        `reset_ratio` the env or the per-device num_envs cannot take
+        (`envs.resets.check_reset_ratio`).
     """
     if callback_every < 1:
         raise ValueError(f"callback_every={callback_every!r}: must be >= 1")
@@ -184,6 +187,13 @@ def prepare(
             f"of sequences num_envs/devices*num_steps/max_seq_len = {num_envs}*"
             f"{config.num_steps}/{seq_len} = {num_sequences} (recurrent={config.recurrent!r})"
         )
+    if config.reset_ratio not in (None, 1):
+        if host:
+            raise ValueError(
+                f"reset_ratio={config.reset_ratio}: host envs ({config.env_name!r}) reset "
+                "on the host; set reset_ratio: null"
+            )
+        check_reset_ratio(config.reset_ratio, env, env_params, num_envs)
     info_keys = () if host else _check_info_keys(config, env, env_params)
     if config.multi_agent:  # per-agent returns, outcomes (`purejaxppo.multiagent`)
         info_keys = marl_info_keys(env)
