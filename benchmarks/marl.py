@@ -4,19 +4,24 @@ Tasks (`--tasks`), each its config's JaxMARL hyperparameters (cited in the yamls
 CPU-sized step budget, `--seeds` seeds in one vmapped program per task:
   mpe-ippo / mpe-mappo: configs/jaxmarl_mpe_spread_{ippo,mappo}.yaml, `--mpe-timesteps`
     env steps per seed (default 204,800 = 100 updates of 16 envs x 128 steps). Score: the
-    team return (sum over the 3 agents' rewards per episode).
+    team return, the sum over the 3 agents' rewards per episode (simple_spread's rewards
+    differ per agent by a collision penalty, so they are summed).
   smax3m-mappo: configs/jaxmarl_smax_3m_mappo.yaml against JaxMARL's heuristic enemy,
     `--smax-timesteps` (default 163,840) with `--smax-envs` envs (default 32, not the
     config's 128, so the small budget still makes 40 updates). Score: the win rate
-    (metric info/won), and the team return.
+    (metric info/won), and the team return (the allies' one shared reward, counted once).
 "final" = mean of the last 10% of updates, per seed (mean, min, max over seeds). Random:
-uniformly random (available) actions, 512 episodes.
+uniformly random (available) actions, 512 episodes. Team returns are
+`JaxMARLEnv.team_reward` summed over an episode, as in training's `episode_return`.
 
-Published: JaxMARL (Rutherford et al. 2024, arXiv:2311.10090) trains 1e7 env steps
-(TOTAL_TIMESTEPS in baselines/IPPO|MAPPO/config/*mpe*.yaml, *smax*.yaml) and publishes MPE
-and SMAX results as learning curves, not tables; the "published" column is left empty
-rather than read off a plot, and `budget_frac` = our env steps / 1e7 says how far our
-budget is from theirs.
+Published (`PUBLISHED`, the "published" column): JaxMARL (Rutherford et al. 2024,
+arXiv:2311.10090) trains 1e7 env steps (TOTAL_TIMESTEPS in
+baselines/IPPO|MAPPO/config/*mpe*.yaml, *smax*.yaml) and publishes no number for these
+tasks that can be quoted: MPE and SMAX results are learning curves (figures), not tables;
+Papers with Code lists no results for the paper; SMAX `3m` is not one of its benchmarked
+scenarios. The column says so rather than reading a value off a plot; `budget_frac` = our
+env steps / 1e7 says how far our budget is from theirs. Where curves exist, the return
+definitions match ours (see `PUBLISHED`), so a number read off them compares directly.
 
 Timings are wall-clock on whatever machine runs it (`compile_s` the ahead-of-time compile,
 `run_s` the compiled call, `env_steps_per_s` = seeds x env steps / run_s); on the shared
@@ -53,6 +58,32 @@ TASKS = {
 }
 PUBLISHED_STEPS = 1e7  # JaxMARL's TOTAL_TIMESTEPS for MPE and SMAX (IPPO and MAPPO)
 
+#: task -> the "published" cell: no quotable number exists (searched 2026-11-25), and why.
+#: Sources:
+#: - JaxMARL paper, https://arxiv.org/abs/2311.10090 (v5 html: arxiv.org/html/2311.10090v5):
+#:   results as curves; its docs summarise them in words only: "JaxMARL is 14x faster than
+#:   traditional approaches for MPE, while also producing results consistent with
+#:   existing implementations" (github.com/FLAIROx/JaxMARL docs/index.md).
+#: - https://paperswithcode.com/paper/jaxmarl-multi-agent-rl-environments-in-jax:
+#:   "Results from the Paper: Submit results from this paper ..." (none recorded).
+#: - SMAX scenarios JaxMARL lists (docs/Environments/smax.md): 2s3z, 3s5z, 5m_vs_6m,
+#:   10m_vs_11m, 27m_vs_30m, 3s5z_vs_3s6z, 3s_vs_5z, 6h_vs_8z, smacv2_{5,10,20}_units; no
+#:   3m. Mava (github.com/instadeepai/Mava docs/benchmarks.md) compares against "the final
+#:   win rates reported by Rutherford et al., 2023" on eight of them ("up to 10 million
+#:   timesteps with 64 vectorised environments"), as plots.
+#: - Return definitions (FLAIROx/JaxMARL baselines/IPPO/ippo_ff_mpe.py,
+#:   baselines/MAPPO/mappo_rnn_mpe.py; jaxmarl/wrappers/baselines.py): MPE runs log
+#:   `returned_episode_returns` of `MPELogWrapper`, which multiplies every agent's reward by
+#:   num_agents ("As per on-policy codebase"), averaged over agents: the sum over agents,
+#:   our team return. SMAX runs log `SMAXLogWrapper`'s per-agent returns (no scaling)
+#:   averaged over agents: the shared team reward once, our SMAX team return; their win
+#:   rate is `returned_won_episode`, our info/won.
+PUBLISHED = {
+    "mpe-ippo": "none (JaxMARL: curves only)",
+    "mpe-mappo": "none (JaxMARL: curves only)",
+    "smax3m-mappo": "none (3m not in JaxMARL's SMAX results)",
+}
+
 
 def random_policy(config: pjp.PPOConfig, episodes: int = 512) -> dict[str, float]:
     """Team return (and win rate where the env has one) of uniformly random available
@@ -74,7 +105,7 @@ def random_policy(config: pjp.PPOConfig, episodes: int = 512) -> dict[str, float
             obs, state, reward, terminated, truncated, info = env.step(
                 step_key, state, action, env_params
             )
-            total = total + running * reward.sum()
+            total = total + running * env.team_reward(reward)
             if env.outcome_keys:
                 won = won + running * info["won"][0]
             running = running * (1.0 - jnp.logical_or(terminated, truncated)[0])
@@ -92,8 +123,15 @@ def random_policy(config: pjp.PPOConfig, episodes: int = 512) -> dict[str, float
     return result
 
 
-def run(task: str, total_timesteps: int, seeds: int, num_envs: int | None = None) -> dict:
-    """Trains `seeds` seeds of a task; returns the row of the table and the curves."""
+def run(
+    task: str,
+    total_timesteps: int,
+    seeds: int,
+    num_envs: int | None = None,
+    with_random: bool = True,
+) -> dict:
+    """Trains `seeds` seeds of a task; returns the row of the table and the curves
+    (`with_random=False`: the random-policy columns are NaN, for timing-only runs)."""
     path, score = TASKS[task]
     changes = {"total_timesteps": total_timesteps}
     if num_envs is not None:
@@ -113,7 +151,7 @@ def run(task: str, total_timesteps: int, seeds: int, num_envs: int | None = None
     def final(name):  # [S] mean of the last 10% of updates per seed (NaN-aware)
         return np.nanmean(np.asarray(out.metrics[name])[:, -tail:], axis=1)
 
-    random = random_policy(config)
+    random = random_policy(config) if with_random else {score: np.nan, "episode_return": np.nan}
     scores = final(score)
     returns = final("episode_return")
     row = {
@@ -129,7 +167,7 @@ def run(task: str, total_timesteps: int, seeds: int, num_envs: int | None = None
         "random": random[score],
         "team_return": float(returns.mean()),
         "random_return": random["episode_return"],
-        "published": "",
+        "published": PUBLISHED[task],
         "compile_s": compile_seconds,
         "run_s": run_seconds,
         "env_steps_per_s": seeds * float(steps[-1]) / run_seconds,
@@ -180,6 +218,9 @@ def main() -> None:
     parser.add_argument("--smax-envs", type=int, default=32)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument(
+        "--no-random", action="store_true", help="skip the random policy (timing runs)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -187,9 +228,9 @@ def main() -> None:
     rows, curves = [], {}
     for task in args.tasks:
         if task.startswith("smax"):
-            result = run(task, args.smax_timesteps, args.seeds, args.smax_envs)
+            result = run(task, args.smax_timesteps, args.seeds, args.smax_envs, not args.no_random)
         else:
-            result = run(task, args.mpe_timesteps, args.seeds)
+            result = run(task, args.mpe_timesteps, args.seeds, with_random=not args.no_random)
         rows.append(result["row"])
         curves[task] = result["curve"]
         print(pd.DataFrame([result["row"]]).to_string(index=False), flush=True)

@@ -14,10 +14,15 @@ The gradient of the shared parameters is thus the gradient on the stacked batch.
 - `multi_agent: mappo`: the actor sees the agent's observation, the critic the env's
   world state (`JaxMARLEnv.with_world_state`), each an MLP of `hidden_sizes`.
 
-Episode statistics are per env: `episode_return` is the team return, the sum over agents
-of their rewards, summed over the episode; `info/episode_return/<agent>` is each agent's
-own return over the same episodes (they sum to `episode_return`), and envs with an
-episode outcome add it (SMAX: `info/won`, the fraction of the ended episodes won).
+Episode statistics are per env: `episode_return` is the team return, the team reward
+(`JaxMARLEnv.team_reward`) summed over the episode: the one reward the agents share where
+they share it (SMAX against a scripted enemy, Hanabi, Overcooked: counted once, not once
+per agent), else the sum over agents of their rewards (MPE). Either way it is the return
+JaxMARL's baselines log and plot (their MPE returns are the sum over agents, their SMAX
+returns the shared reward once), so the two compare directly.
+`info/episode_return/<agent>` is each agent's own return over the same episodes (each
+equal to `episode_return` where the reward is shared, else summing to it), and envs with
+an episode outcome add it (SMAX: `info/won`, the fraction of the ended episodes won).
 """
 
 from __future__ import annotations
@@ -165,8 +170,9 @@ def make_marl_env_step(
     env: JaxMARLEnv, env_params: Any, networks: Networks
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """`env_step(params, carry, key) -> (carry, transition [N * A], ended)`: every agent
-    acts from the shared policy, the N envs step, and the team return (sum over agents)
-    of the episodes that ended is counted once per env, with each agent's own return and
+    acts from the shared policy, the N envs step, and the team return
+    (`JaxMARLEnv.team_reward` of the agents' returns) of the episodes that ended is counted
+    once per env, with each agent's own return and
     the env's outcome keys (`marl_info_keys`)."""
     num_agents = env.num_agents
     agent_keys = marl_info_keys(env)[:num_agents]
@@ -199,7 +205,7 @@ def make_marl_env_step(
         for key in env.outcome_keys:  # [N, A], the same for every agent: agent 0's
             info_sum[key] = jnp.sum(jnp.where(env_done, info[key][:, 0], 0.0))
         ended = EpisodeStats(
-            return_sum=jnp.sum(agent_sums),
+            return_sum=env.team_reward(agent_sums),
             length_sum=jnp.sum(jnp.where(env_done, episode_length, 0)).astype(jnp.float32),
             count=jnp.sum(env_done).astype(jnp.float32),
             info_sum=info_sum,

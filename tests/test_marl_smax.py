@@ -80,6 +80,20 @@ def test_unavailable_actions_are_never_sampled_and_wins_terminate():
     assert 0.0 <= won <= float(stats.count)
     # every won episode ended as a termination (a decided battle, not the time limit)
     assert won <= terminated[:, ::3].sum()
+    # the allies share one team reward: the team return counts it once, not 3 times
+    reward = np.asarray(traj.reward).reshape(128, 4, 3)
+    np.testing.assert_array_equal(reward, np.repeat(reward[..., :1], 3, axis=-1))
+    team = ended_episodes_sum(reward[..., 0], terminated[:, ::3] | truncated[:, ::3])
+    assert team > 0.0  # damage dealt by the random allies
+    np.testing.assert_allclose(float(stats.return_sum), team, rtol=1e-5)
+    np.testing.assert_allclose(float(stats.info_sum["episode_return/ally_2"]), team, rtol=1e-5)
+
+
+def ended_episodes_sum(reward: np.ndarray, done: np.ndarray) -> float:
+    """Sum of `reward` `[T, N]` over the steps of episodes that ended within the rollout
+    (a step counts when its env has a `done` `[T, N]` at that step or later)."""
+    ended = np.flip(np.logical_or.accumulate(np.flip(done, axis=0), axis=0), axis=0)
+    return float(np.sum(np.where(ended, reward, 0.0)))
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +109,11 @@ def test_a_few_mappo_updates_run_with_win_rate_and_agent_returns(trained):
     for name in ("loss", "approx_kl", "entropy", "value_mean"):
         assert np.isfinite(metrics[name]).all(), name
     assert ((metrics["info/won"] >= 0) & (metrics["info/won"] <= 1)).all()
-    agents = sum(metrics[f"info/episode_return/ally_{i}"] for i in range(3))
-    np.testing.assert_allclose(agents, metrics["episode_return"], rtol=1e-5)
+    # one shared team reward: each ally's return is the team return (not a third of it)
+    for i in range(3):
+        np.testing.assert_array_equal(
+            metrics[f"info/episode_return/ally_{i}"], metrics["episode_return"]
+        )
     params = out.train_state.params["params"]
     assert params["actor"]["Dense_0"]["kernel"].shape == (78, 64)
     assert params["critic"]["Dense_0"]["kernel"].shape == (72, 64)
@@ -128,3 +145,61 @@ def test_hanabi_legal_moves_are_the_action_mask_and_games_terminate():
     np.testing.assert_array_equal(legal.min(axis=1), 1)  # the agent off turn: the no-op
     assert (legal.max(axis=1) > 1).all()
     assert np.asarray(terminated).any() and not np.asarray(truncated).any()
+
+
+def test_shared_reward_table():
+    """`shared_reward` per env: SMAX against a scripted enemy, Hanabi, Overcooked and
+    Switch Riddle share one reward; MPE (collision penalties per agent) and SMAX with both
+    teams as agents do not; the `shared_reward` kwarg overrides the table."""
+    expected = {
+        "jaxmarl:HeuristicEnemySMAX": True,
+        "jaxmarl:hanabi": True,
+        "jaxmarl:overcooked": True,
+        "jaxmarl:switch_riddle": True,
+        "jaxmarl:MPE_simple_spread_v3": False,
+        "jaxmarl:SMAX": False,
+    }
+    for name, shared in expected.items():
+        assert make_env(name)[0].shared_reward is shared, name
+    assert make_env("jaxmarl:hanabi", {"shared_reward": False})[0].shared_reward is False
+    with pytest.raises(ValueError, match=r"shared_reward='yes' must be true, false"):
+        make_env("jaxmarl:hanabi", {"shared_reward": "yes"})
+
+
+def test_hanabi_team_return_is_the_shared_reward_once():
+    """Hanabi gives both players the same reward (the change in the fireworks score), so
+    the team return of an episode is that reward summed over the episode, the game's
+    score, once: not twice as a sum over the 2 agents would count it. With 60 life tokens
+    the random (masked) policy never bombs out (a bomb-out returns the score as a
+    negative reward, an episode sum of 0); games end when the deck runs out, with
+    positive scores."""
+    config = pjp.PPOConfig(
+        env_name="jaxmarl:hanabi",
+        env_kwargs={"max_life_tokens": 60},
+        multi_agent="ippo",
+        num_envs=4,
+        num_steps=256,
+        total_timesteps=4 * 256,
+        hidden_sizes=(32,),
+    )
+    fns = pjp.make_train_fns(config)
+    env, params = make_env(config.env_name, config.env_kwargs)
+    assert env.shared_reward
+    rollout = make_marl_rollout(env, params, fns.networks, config.num_steps)
+
+    @jax.jit
+    def run(key):
+        runner = fns.init(key)
+        _, traj, stats = rollout(runner.train_state.params, runner.env, jax.random.key(1))
+        return traj, stats
+
+    traj, stats = run(jax.random.key(0))
+    reward = np.asarray(traj.reward).reshape(256, 4, 2)  # [T, N, A]
+    np.testing.assert_array_equal(reward[..., 0], reward[..., 1])  # one shared reward
+    done = np.asarray(traj.terminated).reshape(256, 4, 2)[..., 0]
+    score = ended_episodes_sum(reward[..., 0], done)
+    assert float(stats.count) == done.sum() >= 4  # every env finished a game
+    assert score > 0.0
+    np.testing.assert_allclose(float(stats.return_sum), score, rtol=1e-6)
+    for agent in env.agents:  # each player's own return is the same score
+        np.testing.assert_allclose(float(stats.info_sum[f"episode_return/{agent}"]), score)

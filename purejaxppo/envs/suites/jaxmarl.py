@@ -27,6 +27,16 @@ them into extra rows of the batch (IPPO / MAPPO with one shared policy).
 - Outcome (`outcome_keys`): SMAX's `info["won"]` `[A]` float32, 1.0 at a step that ends
   an episode with every enemy dead and an ally alive (JaxMARL's won-battle condition),
   else 0.0; `purejaxppo.multiagent` logs its mean over ended episodes (the win rate).
+- Team reward (`shared_reward`, `team_reward`): the reward of the team at one step. Envs
+  whose agents all receive one shared reward (`SHARED_REWARD_ENVS`: SMAX against a
+  scripted enemy, Hanabi, Overcooked, Switch Riddle, MABrax) count it once; the others
+  (MPE, SMAX with both teams as agents, general-sum games) sum it over the agents. This is
+  what JaxMARL's baselines log (jaxmarl/wrappers/baselines.py): MPE through
+  `MPELogWrapper`, which multiplies every agent's reward by the number of agents ("As per
+  on-policy codebase") before the scripts average over agents (= the sum over agents);
+  SMAX through `SMAXLogWrapper`, per-agent returns unscaled, averaged over agents (= the
+  shared reward once). A Hanabi episode's shared reward summed is the game's score.
+  The kwarg `shared_reward: true | false` overrides the table for one env.
 - World state (MAPPO's critic input, `with_world_state()`): `env.get_world_state(state)`
   where the env has one (SMAX), else for MPE the concatenation of all agents'
   observations, as JaxMARL's MAPPO baselines (`MPEWorldStateWrapper`) build it. Other envs
@@ -47,6 +57,17 @@ from purejaxppo.envs.suites._common import SuiteParams, raw_key, select, unknown
 
 WON = "won"
 
+#: JaxMARL env classes (matched by name anywhere in the env's class hierarchy) whose
+#: agents all receive the same reward at every step, checked in their `step` code
+#: (jaxmarl 0.2.0): `EnemySMAX` (HeuristicEnemySMAX, LearnedPolicyEnemySMAX: the allies
+#: are the agents and share their team's reward), `HanabiGame` and `Overcooked` /
+#: `OvercookedV2` / `SwitchRiddle` (`{agent: reward for agent in agents}`), `MABraxEnv`
+#: (one Brax reward for every agent). Not shared: MPE (a collision penalty per agent),
+#: `SMAX` (two teams), STORM, Coin Game, JaxNav (rewards per agent).
+SHARED_REWARD_ENVS = frozenset(
+    {"EnemySMAX", "HanabiGame", "Overcooked", "OvercookedV2", "SwitchRiddle", "MABraxEnv"}
+)
+
 EXTRA = "jaxmarl"
 
 
@@ -66,7 +87,15 @@ def _gymnax_space(space: Any, where: str) -> Any:
 class JaxMARLEnv:
     """A JaxMARL `MultiAgentEnv` as a gymnax-style env with an agent axis `[A]`."""
 
-    def __init__(self, name: str, env: Any, *, agent_ids: bool = False, world_state: bool = False):
+    def __init__(
+        self,
+        name: str,
+        env: Any,
+        *,
+        agent_ids: bool = False,
+        world_state: bool = False,
+        shared_reward: bool | None = None,
+    ):
         self.name = name
         self.env = env
         self.agents = tuple(env.agents)
@@ -93,6 +122,9 @@ class JaxMARLEnv:
         self.action_masks = self._mask_fn is not None
         smax = hasattr(env, "num_allies") and _overrides_avail_actions(env)
         self.outcome_keys = (WON,) if smax else ()
+        if shared_reward is None:
+            shared_reward = any(c.__name__ in SHARED_REWARD_ENVS for c in type(env).__mro__)
+        self.shared_reward = bool(shared_reward)
 
     def _common_action_space(self) -> Any:
         spaces_by_agent = {
@@ -120,7 +152,25 @@ class JaxMARLEnv:
                 "centralised critic (no get_world_state method, and it is not an MPE env "
                 "whose agents' observations make one); use multi_agent: ippo"
             )
-        return JaxMARLEnv(self.name, self.env, agent_ids=self.agent_ids, world_state=True)
+        return JaxMARLEnv(
+            self.name,
+            self.env,
+            agent_ids=self.agent_ids,
+            world_state=True,
+            shared_reward=self.shared_reward,
+        )
+
+    def team_reward(self, reward: jax.Array) -> jax.Array:
+        """The team's reward: `reward[..., 0]` where the agents share one reward
+        (`shared_reward`), else `reward.sum(-1)`.
+
+        Args:
+          reward: float32 `[..., A]`, the agents' rewards (per step, or summed over an
+            episode).
+        Returns:
+          float32 `[...]`.
+        """
+        return reward[..., 0] if self.shared_reward else jnp.sum(reward, axis=-1)
 
     # ----------------------------------------------------------------------- spaces
     def policy_obs_space(self) -> spaces.Box:
@@ -271,10 +321,11 @@ def is_multi_agent_env(env: Any) -> bool:
 def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuiteParams]:
     """Builds `"jaxmarl:<id>"` (`jaxmarl.make(id, **env_kwargs)`).
 
-    env_kwargs: `agent_ids` (ours: append an agent-id one-hot to each observation), and
-    the JaxMARL env's own keyword arguments; for SMAX, `scenario` may be a map name
-    ("3m", "2s3z", ...: `jaxmarl.environments.smax.map_name_to_scenario`), for Overcooked
-    `layout` a layout name ("cramped_room", ...: `overcooked_layouts`).
+    env_kwargs: `agent_ids` (ours: append an agent-id one-hot to each observation),
+    `shared_reward` (ours: true / false overrides `SHARED_REWARD_ENVS`, how the team
+    reward is formed), and the JaxMARL env's own keyword arguments; for SMAX, `scenario`
+    may be a map name ("3m", "2s3z", ...: `jaxmarl.environments.smax.map_name_to_scenario`),
+    for Overcooked `layout` a layout name ("cramped_room", ...: `overcooked_layouts`).
 
     Raises:
       ImportError: jaxmarl is not installed (naming the extra).
@@ -292,6 +343,12 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
         raise unknown_name("jaxmarl", name, registered_envs)
     kwargs = dict(env_kwargs)
     agent_ids = bool(kwargs.pop("agent_ids", False))
+    shared_reward = kwargs.pop("shared_reward", None)
+    if shared_reward is not None and not isinstance(shared_reward, bool):
+        raise ValueError(
+            f"env_kwargs of jaxmarl:{name}: shared_reward={shared_reward!r} must be true, "
+            "false or absent (absent: SHARED_REWARD_ENVS decides)"
+        )
     if isinstance(kwargs.get("scenario"), str):
         from jaxmarl.environments.smax import map_name_to_scenario
 
@@ -311,5 +368,5 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
         raise ValueError(
             f"env_kwargs of jaxmarl:{name}: {sorted(env_kwargs)} rejected ({err})"
         ) from err
-    suite_env = JaxMARLEnv(f"jaxmarl:{name}", env, agent_ids=agent_ids)
+    suite_env = JaxMARLEnv(f"jaxmarl:{name}", env, agent_ids=agent_ids, shared_reward=shared_reward)
     return suite_env, suite_env.default_params
