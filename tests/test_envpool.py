@@ -9,6 +9,8 @@ a float32 program with x64 on; the errors; a short learning check on InvertedPen
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import envpool  # noqa: F401  (CI installs [envpool]: a missing one must fail, not skip)
@@ -20,7 +22,7 @@ import pytest
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs.registry import make_env
 from purejaxppo.envs.suites._common import raw_key
-from purejaxppo.envs.suites.envpool import check_unbatched
+from purejaxppo.envs.suites.envpool import check_one_device, check_unbatched
 from purejaxppo.networks import make_networks
 from purejaxppo.rollout import make_rollout, reset_envs
 from purejaxppo.train import make_train
@@ -33,12 +35,11 @@ def env_seeds(key: jax.Array, num_envs: int) -> list[int]:
     return [int(s) % (2**31 - 1) for s in np.asarray(bits, np.int64)]
 
 
-def rollout(env, params, key, actions):
-    """Resets N envs with `split(key, N)` and scans `actions` `[T, N, ...]` through the
-    vmapped `env.step` inside one jit. Returns the reset obs and the per-step outputs."""
-    num_envs = actions.shape[1]
+def rollout_fn(env, params, num_envs):
+    """`run(key, actions [T, N, ...])`: resets N envs with `split(key, N)` and scans
+    `actions` through the vmapped `env.step`; returns the reset obs and the per-step
+    outputs (not jitted: `rollout` jits it, `jax.vmap` of it batches runs)."""
 
-    @jax.jit
     def run(key, actions):
         obs0, state = jax.vmap(env.reset, in_axes=(0, None))(
             jax.random.split(key, num_envs), params
@@ -52,6 +53,12 @@ def rollout(env, params, key, actions):
 
         return obs0, jax.lax.scan(body, state, actions)[1]
 
+    return run
+
+
+def rollout(env, params, key, actions):
+    """`rollout_fn` inside one jit, as numpy arrays."""
+    run = jax.jit(rollout_fn(env, params, actions.shape[1]))
     return jax.tree.map(np.asarray, run(key, actions))
 
 
@@ -184,24 +191,131 @@ def test_missing_envpool_names_the_extra(monkeypatch):
         make_env("envpool:Hopper-v4")
 
 
-def test_vmap_over_runs_is_refused_while_tracing():
-    config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8)
-    train = make_train(config.replace(total_timesteps=16, num_minibatches=2))
-    with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*vmap over runs"):
-        jax.eval_shape(jax.vmap(train), jax.random.split(jax.random.key(0), 2))
-    with pytest.raises(ValueError, match=r"envpool:Hopper-v4.*--num-seeds 2"):
-        check_unbatched("envpool:Hopper-v4", "--num-seeds 2")
-    check_unbatched("brax:hopper", "--num-seeds 2")  # other suites pass
+def test_runs_vmapped_share_one_pool_and_each_steps_its_own_episodes():
+    # R = 2 runs x N = 3 envs under vmap(vmap(...)): one pool of 6 envs, run r's envs
+    # seeded from run r's key, so each run's reset obs, rewards, flags and final obs
+    # equal those of the run alone (its own pool of 3) given the same actions. Random
+    # actions end InvertedPendulum episodes within ~5-15 steps: partial resets included.
+    env, params = make_env("envpool:InvertedPendulum-v4")
+    num_runs, num_envs, num_steps = 2, 3, 40
+    keys = jax.random.split(jax.random.key(7), num_runs)
+    actions = jax.random.uniform(
+        jax.random.key(8), (num_steps, num_runs, num_envs, 1), minval=-3.0, maxval=3.0
+    )
+    run = rollout_fn(env, params, num_envs)
+    batched = jax.tree.map(np.asarray, jax.jit(jax.vmap(run, in_axes=(0, 1)))(keys, actions))
+    assert env._pools._pools[num_runs * num_envs].config["num_envs"] == 6  # one pool of R x N
+    for r in range(num_runs):
+        alone = rollout(env, params, keys[r], np.asarray(actions[:, r]))
+        obs0, (obs, reward, term, trunc, info) = alone
+        np.testing.assert_array_equal(batched[0][r], obs0)
+        b_obs, b_reward, b_term, b_trunc, b_info = batched[1]
+        np.testing.assert_array_equal(b_obs[r], obs)  # [R, T, N, ...] vs [T, N, ...]
+        np.testing.assert_array_equal(b_reward[r], reward)
+        np.testing.assert_array_equal(b_term[r], term)
+        np.testing.assert_array_equal(b_trunc[r], trunc)
+        np.testing.assert_array_equal(b_info["final_observation"][r], info["final_observation"])
+        assert term.sum() >= num_envs  # every env of the run ended an episode at least once
+    # The runs' envs differ (different keys): the split is per run, not a copy.
+    assert not np.array_equal(batched[0][0], batched[0][1])
 
 
-def test_batched_drivers_refuse_before_touching_disk(tmp_path):
+SMALL = PPOConfig(
+    env_name="envpool:InvertedPendulum-v4",
+    num_envs=2,
+    num_steps=16,
+    total_timesteps=128,
+    num_minibatches=2,
+    update_epochs=2,
+    hidden_sizes=(16, 16),
+    normalize_observations=True,
+    normalize_rewards=True,
+)
+
+
+def test_num_seeds_runs_step_the_episodes_of_their_single_runs(tmp_path):
+    # `--num-seeds 2`: one program, one pool of 2 x 2 envs. Each seed's episodes (returns,
+    # lengths: env outcomes of the actions taken) equal the seed's single run exactly; the
+    # learning numbers agree to float32 rounding (a vmapped batch may change XLA's last
+    # bits, e.g. -0.00139534 vs -0.00139535 in action_mean, measured).
     from purejaxppo.drivers.seeds import train_seeds
 
-    config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8)
-    run_dir = tmp_path / "seeds"
-    with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*--num-seeds 2"):
-        train_seeds(config, run_dir, 2)
-    assert not run_dir.exists()
+    result = train_seeds(SMALL, tmp_path / "seeds", 2, progress=False, plot=False)
+    assert result.num_devices == 1
+    train = jax.jit(make_train(SMALL))
+    for seed in result.seeds:
+        single = jax.device_get(train(jax.random.key(seed)).metrics)
+        batched = result.metrics[result.metrics.seed == seed]
+        for name in ("episode_return", "episode_length", "env_steps"):
+            np.testing.assert_array_equal(batched[name].to_numpy(), single[name], err_msg=name)
+        for name in ("v_loss", "entropy", "approx_kl", "grad_norm"):
+            np.testing.assert_allclose(
+                batched[name].to_numpy(), single[name], rtol=1e-4, atol=1e-6, err_msg=name
+            )
+    first = result.metrics.groupby("seed")["episode_return"].first()
+    assert first.nunique() == 2  # the seeds' envs differ
+
+
+def test_sweep_of_two_settings_runs_on_one_pool():
+    from purejaxppo.drivers.sweeps.driver import sweep
+
+    result = sweep(SMALL, seeds=1, grid={"learning_rate": [1e-4, 1e-3]}, verbose=False)
+    curves = result.curves.sort_values(["run", "update"])
+    returns = [g["episode_return"].to_numpy() for _, g in curves.groupby("run")]
+    assert len(returns) == 2 and all(np.isfinite(r).all() for r in returns)
+    # Both runs use seed 0's key: the same envs, so the first update's episodes (played
+    # before any learning rate acts) are the same, and those of the single run.
+    single = jax.device_get(jax.jit(make_train(SMALL))(jax.random.key(0)).metrics)
+    assert returns[0][0] == returns[1][0] == single["episode_return"][0]
+
+
+def test_several_devices_and_in_jit_evaluation_are_refused():
+    # check_unbatched: what would need a second pool of the env (evaluation, collect,
+    # video, data-parallel) is refused by name; other suites pass.
+    with pytest.raises(ValueError, match=r"envpool:Hopper-v4.*evaluation.*cannot use it"):
+        check_unbatched("envpool:Hopper-v4", "evaluation (episodes run inside jit)")
+    check_unbatched("brax:hopper", "evaluation (episodes run inside jit)")
+    with pytest.raises(ValueError, match=r"envpool:Hopper-v4.*2 devices.*devices=1"):
+        check_one_device("envpool:Hopper-v4", "--num-seeds 2", 2)
+    check_one_device("envpool:Hopper-v4", "--num-seeds 2", 1)
+    check_one_device("brax:hopper", "--num-seeds 2", 2)
+
+
+def test_batched_drivers_refuse_several_devices_before_touching_disk(tmp_path):
+    # A process with 2 CPU devices (its own process: the device count is fixed at start).
+    # Asking for 2 devices is refused by every batched driver before anything is written;
+    # the default puts envpool runs on one device.
+    script = f"""
+import pytest
+from pathlib import Path
+from purejaxppo.config import PPOConfig
+from purejaxppo.drivers.seeds import train_seeds
+from purejaxppo.drivers.sweeps.driver import sweep
+from purejaxppo.drivers.population.driver import pbt
+import jax
+assert len(jax.devices()) == 2
+config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8,
+                   total_timesteps=32, num_minibatches=2, update_epochs=1)
+run_dir = Path({str(tmp_path)!r}) / "seeds"
+with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*--num-seeds 2.*2 devices"):
+    train_seeds(config, run_dir, 2, devices=2)
+assert not run_dir.exists()
+with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*sweep.*2 devices"):
+    sweep(config, seeds=2, devices=2)
+with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*pbt.*2 devices"):
+    search = {{"learning_rate": ("log_uniform", 1e-4, 1e-3)}}
+    pbt(config, population=2, ready_every=2, search=search, devices=2)
+result = train_seeds(config, run_dir, 2, progress=False, plot=False)
+assert result.num_devices == 1, result.num_devices
+print("OK")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_NUM_CPU_DEVICES"}
+    flags = "--xla_force_host_platform_device_count=2"
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-4000:]
 
 
 def test_resume_is_refused_before_touching_disk(tmp_path):

@@ -66,7 +66,9 @@ def _run_pbt(
     # --devices N: N CPU devices (on CPU); default: every core, on as many CPU devices as
     # divide the population.
     count = configure_cpu_devices(devices)
-    if devices is None:
+    from purejaxppo.envs.suites.envpool import is_envpool_id
+
+    if devices is None and not is_envpool_id(config.env_name):  # EnvPool: one device
         if count is not None:
             devices = max(d for d in range(1, count + 1) if o.population % d == 0)
             if not o.no_progress:

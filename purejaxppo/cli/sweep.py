@@ -47,7 +47,7 @@ def _run_sweep(
     random: Any, out: Any,
 ) -> int:  # fmt: skip
     """Sets the devices, sweeps, writes and prints the results."""
-    _set_devices(parser, options)
+    _set_devices(parser, options, config.env_name.startswith("envpool:"))
     from purejaxppo.drivers.sweeps import sweep, write_sweep
 
     try:
@@ -164,8 +164,11 @@ def _write_request(options: dict[str, Any], config: Any, grid: Any, random: Any,
     partial.replace(out / "request.yaml")
 
 
-def _set_devices(parser: argparse.ArgumentParser, options: dict[str, Any]) -> None:
-    """Starts the multi-process runtime, or sets the CPU device count (one per core)."""
+def _set_devices(
+    parser: argparse.ArgumentParser, options: dict[str, Any], one_device: bool = False
+) -> None:
+    """Starts the multi-process runtime, or sets the CPU device count (one per core);
+    `one_device` (EnvPool ids: one pool on one device) leaves the runs on one device."""
     if options["coordinator"] is not None:
         from purejaxppo.parallel import initialize_distributed
 
@@ -188,7 +191,7 @@ def _set_devices(parser: argparse.ArgumentParser, options: dict[str, Any]) -> No
 
         count = configure_cpu_devices()
         chunk = options["max_runs_per_chunk"]
-        if count is not None and options["devices"] is None and chunk:
+        if count is not None and options["devices"] is None and chunk and not one_device:
             # Chunks are multiples of the device count: keep the user's chunk size.
             options["devices"] = max(d for d in range(1, count + 1) if chunk % d == 0)
         if count is not None and not options["no_progress"]:

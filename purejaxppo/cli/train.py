@@ -106,9 +106,11 @@ def _train_seeds_command(
     from purejaxppo.platform import configure_cpu_devices
 
     count = configure_cpu_devices(devices)
-    if count is not None and devices is None:
-        devices = min(count, num_seeds)
     from purejaxppo.drivers.seeds import train_seeds  # imports JAX; keep --help fast
+    from purejaxppo.envs.suites.envpool import is_envpool_id
+
+    if count is not None and devices is None and not is_envpool_id(config.env_name):
+        devices = min(count, num_seeds)  # EnvPool: one pool, one device (the driver's default)
 
     try:
         result = train_seeds(

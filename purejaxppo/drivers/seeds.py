@@ -28,6 +28,8 @@ The run directory:
 The driver features of one run that work per update outside the program (evaluation,
 videos, datasets, logging sinks other than csv, resuming) and host envs (which cannot
 run under `vmap`) are refused for N > 1 before anything is computed (`check_seeds`).
+EnvPool ids ("envpool:<id>") train the N seeds on ONE pool of N x num_envs envs, on one
+device by default (`envs.suites.envpool`); `devices` > 1 is refused for them.
 
 This module imports JAX's heavy parts (envs, networks) only inside `train_seeds`, so
 that the command line can validate a request before it sets the CPU device count.
@@ -215,21 +217,22 @@ def train_seeds(
     Raises:
       ValueError: before anything is compiled or written: `check_seeds`'s errors, a host
         env ("gymnasium:<id>", which cannot run under `vmap`), a bad env / network config
-        (`make_train_fns`), more devices than there are local ones, or a non-empty
-        `run_dir` (`rundir.DirectoryNotEmpty`).
+        (`make_train_fns`), more devices than there are local ones, several devices for
+        an "envpool:" id (`envpool.check_one_device`), or a non-empty `run_dir`
+        (`rundir.DirectoryNotEmpty`).
     """
     import jax
 
     from purejaxppo import parallel
     from purejaxppo.drivers import warm
     from purejaxppo.envs.host import check_jittable_env
+    from purejaxppo.envs.suites import envpool
     from purejaxppo.train import make_train_fns
 
     # Validate everything before anything on disk changes.
     seeds = check_seeds(config, num_seeds, devices=devices if isinstance(devices, int) else None)
-    check_jittable_env(
-        config.env_name, f"--num-seeds {num_seeds} (the seeds vmapped in one program)"
-    )
+    operation = f"--num-seeds {num_seeds} (the seeds vmapped in one program)"
+    check_jittable_env(config.env_name, operation, batched_runs=True)
     if run_dir is not None:
         run_dir = Path(run_dir)
         rundir.check_fresh(run_dir, overwrite)
@@ -237,9 +240,11 @@ def train_seeds(
     init_params = warm.load_warm_start(config)
     fns = make_train_fns(warm.program_config(config))
     warm.check_warm_start(fns, init_params)
+    devices = envpool.runs_devices(config.env_name, devices)  # EnvPool: one device
     if devices is None:
         devices = min(num_seeds, len(jax.local_devices()))
     mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
+    envpool.check_one_device(config.env_name, operation, mesh.devices.size)
     if run_dir is None:
         run_dir = default_seeds_dir(config, num_seeds)
     # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
@@ -332,10 +337,12 @@ class _SeedsRun:
                 file=sys.stderr,
             )
         from purejaxppo.drivers import warm
+        from purejaxppo.envs.suites.envpool import is_envpool_id
 
-        init_program = parallel.make_runs_program(
-            warm.init_runs(self.fns.init, lambda runner: runner), self.mesh, warm.runs_specs(0)
+        init = warm.init_runs(
+            self.fns.init, lambda runner: runner, vmap_init=is_envpool_id(self.config.env_name)
         )
+        init_program = parallel.make_runs_program(init, self.mesh, warm.runs_specs(0))
         self.runner = init_program(self.key_data, warm.replicate(self.init_params, self.mesh))
 
     def run_program(self, length: int) -> Callable:

@@ -62,13 +62,14 @@ def replicate(init_params: Any, mesh: Any) -> Any:
     return parallel.to_global(init_params, mesh, P())
 
 
-def init_runs(init: Callable, run: Callable) -> Callable:
+def init_runs(init: Callable, run: Callable, *, vmap_init: bool = False) -> Callable:
     """`(key_data [R, 2], init_params, *args [R]) -> run(init(key, init_params), *args)`:
     `parallel.batch_runs` with the warm start as a shared argument (`lax.map` over the
-    inits, `vmap` over `run`). Give it `in_specs=runs_specs(n)` in `make_runs_program`."""
+    inits, or `vmap` with `vmap_init`, e.g. for "envpool:" ids; `vmap` over `run`). Give
+    it `in_specs=runs_specs(n)` in `make_runs_program`."""
 
     def batched(key_data: jax.Array, init_params: Any, *args: Any) -> Any:
-        start = parallel.batch_runs(lambda key: init(key, init_params), run)
+        start = parallel.batch_runs(lambda key: init(key, init_params), run, vmap_init=vmap_init)
         return start(key_data, *args)
 
     return batched

@@ -116,18 +116,25 @@ def is_host_env_id(env_id: str) -> bool:
     return bool(sep) and prefix in HOST_SUITES
 
 
-def check_jittable_env(env_id: str, operation: str, env: Any = None) -> None:
+def check_jittable_env(
+    env_id: str, operation: str, env: Any = None, *, batched_runs: bool = False
+) -> None:
     """Raises `ValueError` when `operation` needs a jittable env and gets a host env, or
-    batches runs over an "envpool:" id (a stateful pool steps one run's envs).
+    needs an "envpool:" id inside a program of its own (evaluation, collect, video, envs
+    split over devices: `envpool.check_unbatched`).
 
     Args:
       env_id: the config's `env_name`.
       operation: what needs the env inside a compiled program (named in the message).
       env: the env object the operation was given, if any.
+      batched_runs: `operation` vmaps whole runs in one program (`--num-seeds`, sweep,
+        pbt): "envpool:" ids pass (the runs share one pool; the driver still calls
+        `envpool.check_one_device` on its mesh).
     """
     from purejaxppo.envs.suites.envpool import check_unbatched
 
-    check_unbatched(env_id, operation)  # an EnvPool pool is stateful: one run per program
+    if not batched_runs:
+        check_unbatched(env_id, operation)  # a stateful pool: one per env object
     if is_host_env_id(env_id) or (env is not None and is_host_env(env)):
         raise ValueError(
             f"env_name={env_id!r} steps on the host (not a JAX env): {operation} runs the "

@@ -141,16 +141,23 @@ def pbt(
         under vmap), a static / unknown searched field, a bad range
         (low >= high), a population not divisible by the device count, `ready_every`
         larger than the run, an unknown exploit / explore name or another bad option,
-        naming the field and value; on resume, for a missing checkpoint or one written
-        with other arguments.
+        naming the field and value, several devices for an "envpool:" id (its members
+        share one pool on one device, the default for it: `envpool.check_one_device`);
+        on resume, for a missing checkpoint or one written with other arguments, or an
+        "envpool:" id (`envpool.check_resumable`).
     """
     from purejaxppo.envs.host import check_jittable_env
+    from purejaxppo.envs.suites import envpool
 
-    check_jittable_env(config.env_name, "pbt (a vmapped population)", env)
+    operation = "pbt (a vmapped population)"
+    check_jittable_env(config.env_name, operation, env, batched_runs=True)
+    if resume:
+        envpool.check_resumable(config.env_name)  # the pool's state is not checkpointed
     given = locals()
     options = PBTOptions(**{f.name: given[f.name] for f in dataclasses.fields(PBTOptions)})
     space = parse_search(search, config)
-    mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
+    mesh = parallel.make_mesh(envpool.runs_devices(config.env_name, devices), parallel.RUNS_AXIS)
+    envpool.check_one_device(config.env_name, operation, mesh.devices.size)
     check_options(options, config, mesh.devices.size)
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs checkpoint_dir")

@@ -34,6 +34,7 @@ from purejaxppo.drivers.population.search import (
     tournament_parents,
     truncation_parents,
 )
+from purejaxppo.envs.suites.envpool import is_envpool_id
 from purejaxppo.guards import all_finite
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.train import make_train_fns
@@ -74,10 +75,10 @@ def make_generation_program(
     members = NamedSharding(mesh, P(parallel.RUNS_AXIS))
     evaluator = next(iter(make_evaluators(config).values())) if config.eval_freq else None
 
-    # lax.map, not vmap: see `parallel.batch_runs` (batched QR deadlock on CPU).
-    init = parallel.make_runs_program(
-        warm.init_runs(fns.init, lambda runner: runner), mesh, warm.runs_specs(0)
-    )
+    # lax.map, not vmap (batched QR deadlock on CPU), but for envpool ids (one pool of all
+    # members' envs, on one device): see `parallel.batch_runs`.
+    init = warm.init_runs(fns.init, lambda r: r, vmap_init=is_envpool_id(config.env_name))
+    init = parallel.make_runs_program(init, mesh, warm.runs_specs(0))
     train_members = make_member_trainer(fns, options, mesh)
 
     def constrain(tree):

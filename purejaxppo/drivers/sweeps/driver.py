@@ -48,6 +48,7 @@ from purejaxppo.drivers.sweeps.program import (
     train_runs,
 )
 from purejaxppo.drivers.sweeps.results import SweepResult, curve_rows, runs_frame, table_rows
+from purejaxppo.envs.suites import envpool
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.train import METRICS, make_train_fns
 
@@ -127,8 +128,8 @@ def sweep(
       ValueError: before anything is compiled, for a host env ("gymnasium:<id>", which
         cannot run under vmap), an unknown / unsweepable field, a bad
         value (naming the field), bad seeds, or a `max_runs_per_chunk` that is not a
-        positive multiple of the device count; or for a chunk file in `progress_dir`
-        from another sweep.
+        positive multiple of the device count (or several devices for an "envpool:" id);
+        or for a chunk file in `progress_dir` from another sweep.
 
     A run whose losses turn NaN / Inf is marked in `runs` (`diverged`: the first such
     update, 0 for none) and counted in `summary` (`num_diverged`); the other runs are
@@ -136,16 +137,16 @@ def sweep(
     """
     from purejaxppo.envs.host import check_jittable_env
 
-    check_jittable_env(config.env_name, "sweep (runs vmapped over seeds and settings)")
+    check_jittable_env(config.env_name, _OPERATION, batched_runs=True)
     settings, run_configs = make_settings(config, grid, random, num_samples, random_seed)
     seed_list = _seed_list(seeds)
     if log_every < 1:
         raise ValueError(f"log_every={log_every}: must be >= 1")
-    mesh = _runs_mesh(devices, max_runs_per_chunk)
+    mesh = _runs_mesh(devices, max_runs_per_chunk, config.env_name)
     swept = list(dict.fromkeys(name for s in settings for name in s))
     groups = _static_groups(run_configs)
     num_runs = len(settings) * len(seed_list)
-    _warn_one_cpu_device(mesh, num_runs)
+    _warn_one_cpu_device(mesh, num_runs, envpool.is_envpool_id(config.env_name))
     if verbose and jax.process_index() == 0:
         print(
             f"sweep: {num_runs} runs = {len(settings)} setting(s) x {len(seed_list)} seed(s) "
@@ -216,10 +217,15 @@ def _run_groups(
     return tables, curves, diverged
 
 
-def _runs_mesh(devices: Any, max_runs_per_chunk: int | None) -> Any:
-    """The runs' mesh; checks that `max_runs_per_chunk` splits evenly over it."""
-    mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
+_OPERATION = "sweep (runs vmapped over seeds and settings)"
+
+
+def _runs_mesh(devices: Any, max_runs_per_chunk: int | None, env_name: str) -> Any:
+    """The runs' mesh (one device for an "envpool:" id by default, and refused on more:
+    its runs share one pool); checks that `max_runs_per_chunk` splits evenly over it."""
+    mesh = parallel.make_mesh(envpool.runs_devices(env_name, devices), parallel.RUNS_AXIS)
     num_devices = mesh.devices.size
+    envpool.check_one_device(env_name, _OPERATION, num_devices)
     if max_runs_per_chunk is not None and (
         max_runs_per_chunk < 1 or max_runs_per_chunk % num_devices
     ):
@@ -247,9 +253,10 @@ def _static_groups(run_configs: Sequence[PPOConfig]) -> dict[tuple, list[int]]:
 _WARNED_ONE_CPU_DEVICE = False
 
 
-def _warn_one_cpu_device(mesh, num_runs: int) -> None:
+def _warn_one_cpu_device(mesh, num_runs: int, one_device: bool = False) -> None:
     """Warns once per process when several runs go to one CPU device of a multi-core
-    machine (XLA:CPU then runs them on about one core)."""
+    machine (XLA:CPU then runs them on about one core), unless they must (`one_device`:
+    EnvPool runs share one pool on one device)."""
     global _WARNED_ONE_CPU_DEVICE
     from purejaxppo.platform import usable_cores
 
@@ -257,6 +264,7 @@ def _warn_one_cpu_device(mesh, num_runs: int) -> None:
     devices = list(mesh.devices.flat)
     if (
         _WARNED_ONE_CPU_DEVICE
+        or one_device
         or num_runs < 2
         or len(devices) != 1
         or devices[0].platform != "cpu"
@@ -288,7 +296,7 @@ def _run_group(
     num_updates = config.num_updates
 
     programs = (
-        *_group_programs(fns, num_updates, mesh, progress),
+        *_group_programs(fns, num_updates, mesh, progress, envpool.is_envpool_id(config.env_name)),
         warm.replicate(init_params, mesh),
     )
     key_data = np.stack(
@@ -340,17 +348,24 @@ def _run_group(
     return tables, pd.concat(curves, ignore_index=True), diverged
 
 
-def _group_programs(fns: Any, num_updates: int, mesh: Any, progress: bool) -> tuple:
+def _group_programs(
+    fns: Any, num_updates: int, mesh: Any, progress: bool, vmap_init: bool = False
+) -> tuple:
     """(segment length, init program or None, segment program) of one static group: with
     `progress`, about 20 segments of updates (a divisor of `num_updates`) after an init
     program `(key_data, init_params) -> runner`; without, one whole-run program
-    `(key_data, init_params, hparams) -> metrics` (`init_params`: the warm start, `warm`)."""
+    `(key_data, init_params, hparams) -> metrics` (`init_params`: the warm start, `warm`;
+    `vmap_init`: see `parallel.batch_runs`)."""
     if not progress:
-        program = parallel.make_runs_program(train_runs(fns, num_updates), mesh, warm.runs_specs(1))
+        program = parallel.make_runs_program(
+            train_runs(fns, num_updates, vmap_init), mesh, warm.runs_specs(1)
+        )
         return num_updates, None, program
     segment = _largest_divisor_at_most(num_updates, max(1, math.ceil(num_updates / 20)))
     init_program = parallel.make_runs_program(
-        warm.init_runs(fns.init, lambda runner: runner), mesh, warm.runs_specs(0)
+        warm.init_runs(fns.init, lambda runner: runner, vmap_init=vmap_init),
+        mesh,
+        warm.runs_specs(0),
     )
     run_program = parallel.make_runs_program(
         jax.vmap(lambda runner, hp: fns.run(runner, hp, segment)), mesh

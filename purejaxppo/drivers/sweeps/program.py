@@ -14,6 +14,7 @@ from jax.sharding import PartitionSpec as P
 
 from purejaxppo import parallel
 from purejaxppo.drivers import warm
+from purejaxppo.envs.suites.envpool import is_envpool_id
 from purejaxppo.guards import LOSS_METRICS
 from purejaxppo.train import METRICS
 
@@ -52,10 +53,13 @@ def load_chunk(path, run_ids):
     return local, arrays["local_index"], arrays["returns"], arrays["bad"]
 
 
-def train_runs(fns, num_updates):
+def train_runs(fns, num_updates, vmap_init=False):
     """Whole runs, metrics only: `(key_data [R, 2], init_params, hparams [R]) -> metrics
-    [R, U]` (`init_params`: the warm start shared by every run, or None; `warm`)."""
-    return warm.init_runs(fns.init, lambda runner, hp: fns.run(runner, hp, num_updates)[1])
+    [R, U]` (`init_params`: the warm start shared by every run, or None; `warm`;
+    `vmap_init`: see `parallel.batch_runs`)."""
+    return warm.init_runs(
+        fns.init, lambda runner, hp: fns.run(runner, hp, num_updates)[1], vmap_init=vmap_init
+    )
 
 
 def collect_chunk(metrics, first, real):
@@ -84,7 +88,9 @@ def chunk_size(num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hp
     # Measure one run per device: compile the whole-run program for D runs, read its
     # memory, and fill `fraction` of the device with as many runs as fit.
     program = parallel.make_runs_program(
-        train_runs(fns, config.num_updates), mesh, warm.runs_specs(1)
+        train_runs(fns, config.num_updates, is_envpool_id(config.env_name)),
+        mesh,
+        warm.runs_specs(1),
     )
     pick = np.zeros(num_devices, dtype=int)
     args = parallel.to_global(

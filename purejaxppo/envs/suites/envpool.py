@@ -39,10 +39,17 @@ Semantics:
     the learning signal.
   * Seeding: `reset` (vmapped over N keys) rebuilds the pool with one EnvPool seed per
     env drawn from its key, so a run is reproducible from its key.
-  * A pool is stateful: it cannot be vmapped over runs (`--num-seeds`, sweeps, PBT) or
-    split over devices. Tracing such a program raises `ValueError` (naming the id and the
-    operation) before anything compiles; `check_unbatched(env_id, operation)` raises the
-    same error with nothing traced, for drivers to call before they touch disk.
+  * Runs batched in one program (`--num-seeds`, sweeps, PBT: a vmap over R runs of the
+    vmap over each run's N envs) share ONE pool of R x N envs: the batching rule of the
+    outer vmap flattens `[R, N, ...]` to `[R * N, ...]`, makes one host call and reshapes
+    back, so run r owns envs r * N .. r * N + N - 1, seeded from run r's keys: a run in a
+    batch steps the episodes it steps alone. Their inits are vmapped too
+    (`parallel.batch_runs(vmap_init=True)`; a `lax.map` of R inits would rebuild the pool
+    R times, N envs each), so the runs' reset is one reset of the R x N pool. The pool
+    lives on one host and one device: runs split over several devices get a
+    `ValueError` before anything compiles (`check_one_device`), and so do the programs
+    that would step a second pool of the env beside training (evaluation inside jit,
+    `collect`, video, data-parallel training: `check_unbatched(env_id, operation)`).
   * Not supported: resuming a checkpoint (the pool lives on the host and is rebuilt only
     by `reset`): `check_resumable` refuses it, and `purejaxppo train --resume` calls it
     before anything on disk changes.
@@ -74,8 +81,12 @@ __all__ = [
     "EnvPoolEnv",
     "EnvPoolState",
     "batched_runs_error",
+    "check_one_device",
+    "check_resumable",
     "check_unbatched",
+    "is_envpool_id",
     "make",
+    "runs_devices",
 ]
 
 #: The pip extra that installs EnvPool.
@@ -232,12 +243,18 @@ class _Pools:
         )
 
 
+def is_envpool_id(env_id: str) -> bool:
+    """Whether `env_id` names an EnvPool task ("envpool:<task id>")."""
+    return env_id.startswith("envpool:")
+
+
 def batched_runs_error(env_id: str, operation: str) -> ValueError:
-    """The ValueError for `operation` (vmapped runs, sweeps, PBT, devices) on an EnvPool id."""
+    """The ValueError for `operation` (evaluation inside jit, collect, video, envs split
+    over devices) on an EnvPool id: it would need a pool beside the training runs' one."""
     return ValueError(
-        f"env_name={env_id!r}: an EnvPool pool is stateful and steps on the host; {operation} "
-        "batches runs (or devices) in one program and cannot use it. Train envpool envs one "
-        "run per program."
+        f"env_name={env_id!r}: an EnvPool pool is stateful and steps on the host; "
+        f"{operation} cannot use it (it would need a pool of its own beside the one the "
+        "training runs share)."
     )
 
 
@@ -245,15 +262,33 @@ def check_unbatched(env_id: str, operation: str) -> None:
     """Raises `batched_runs_error` when `env_id` is an "envpool:" id (nothing imported or
     compiled: call it before touching disk, as `envs.host.check_jittable_env` does for
     host envs)."""
-    if env_id.startswith("envpool:"):
+    if is_envpool_id(env_id):
         raise batched_runs_error(env_id, operation)
+
+
+def check_one_device(env_id: str, operation: str, num_devices: int) -> None:
+    """Raises `ValueError` when `operation` splits the runs of an "envpool:" id over
+    `num_devices` > 1 devices: the runs of a program share one pool on the host, stepped
+    from one device (nothing imported or compiled: call it before touching disk)."""
+    if is_envpool_id(env_id) and num_devices > 1:
+        raise ValueError(
+            f"env_name={env_id!r}: {operation} splits the runs over {num_devices} devices; "
+            "EnvPool runs batched in one program share one pool on the host, stepped from "
+            "one device. Use one device (devices=1, --devices 1)."
+        )
+
+
+def runs_devices(env_id: str, devices: Any) -> Any:
+    """The `devices` argument of a batched-runs driver: 1 (one device) for an "envpool:"
+    id left at the default (None), else `devices` unchanged."""
+    return 1 if devices is None and is_envpool_id(env_id) else devices
 
 
 def check_resumable(env_id: str) -> None:
     """Raises `ValueError` for resuming a run on an "envpool:" id: the pool's state lives on
     the host, outside the checkpoint, so a resumed program could not continue the episodes
     it was in (nothing imported or compiled: drivers call it before touching disk)."""
-    if env_id.startswith("envpool:"):
+    if is_envpool_id(env_id):
         raise ValueError(
             f"env_name={env_id!r}: resuming is not supported for EnvPool envs (the pool's "
             "state lives on the host, not in the checkpoint). Start a new run, or fine-tune "
@@ -261,11 +296,13 @@ def check_resumable(env_id: str) -> None:
         )
 
 
-def _batched_call(env_id: str, host_fn: Any, result_shapes: Any) -> Any:
+def _batched_call(host_fn: Any, result_shapes: Any) -> Any:
     """`call(*args)` on one env's arrays whose `jax.vmap` over N envs makes one host
     call `host_fn(*args [N, ...])` (an unordered `io_callback`); `result_shapes(n)` gives
-    its results' `ShapeDtypeStruct`s. A vmap around that (runs batched in one program)
-    raises ValueError while tracing."""
+    its results' `ShapeDtypeStruct`s. Each vmap around that (R runs batched in one
+    program, and so on) flattens its axis into the envs' one: one host call of
+    `host_fn(*args [R * N, ...])`, run-major (run r's env i is row r * N + i), whose
+    results are reshaped back to `[R, N, ...]`."""
 
     @jax.custom_batching.custom_vmap
     def call_pool(*args: Any) -> Any:
@@ -274,8 +311,12 @@ def _batched_call(env_id: str, host_fn: Any, result_shapes: Any) -> Any:
         )
 
     @call_pool.def_vmap
-    def _refuse(axis_size: int, in_batched: Any, *args: Any) -> Any:
-        raise batched_runs_error(env_id, "a vmap over runs (--num-seeds, sweep, pbt)")
+    def _flatten(axis_size: int, in_batched: Any, *args: Any) -> Any:
+        # args: [R, N, ...] (unbatched ones [N, ...], broadcast over the R runs).
+        args = _broadcast(axis_size, in_batched, args)
+        out = call_pool(*(a.reshape(-1, *a.shape[2:]) for a in args))
+        out = jax.tree.map(lambda x: x.reshape(axis_size, -1, *x.shape[1:]), out)
+        return out, jax.tree.map(lambda _: True, out)
 
     @jax.custom_batching.custom_vmap
     def call(*args: Any) -> Any:
@@ -283,14 +324,18 @@ def _batched_call(env_id: str, host_fn: Any, result_shapes: Any) -> Any:
 
     @call.def_vmap
     def _rule(axis_size: int, in_batched: Any, *args: Any) -> Any:
-        args = [
-            a if batched else jnp.broadcast_to(a, (axis_size, *jnp.shape(a)))
-            for a, batched in zip(args, in_batched, strict=True)
-        ]
-        out = call_pool(*args)
+        out = call_pool(*_broadcast(axis_size, in_batched, args))
         return out, jax.tree.map(lambda _: True, out)
 
     return call
+
+
+def _broadcast(axis_size: int, in_batched: Any, args: Any) -> list[jax.Array]:
+    """`args` with a leading axis of `axis_size` on each (unbatched ones broadcast)."""
+    return [
+        a if batched else jnp.broadcast_to(a, (axis_size, *jnp.shape(a)))
+        for a, batched in zip(args, in_batched, strict=True)
+    ]
 
 
 class EnvPoolEnv(SuiteEnv):
@@ -343,8 +388,8 @@ class EnvPoolEnv(SuiteEnv):
             scalars = np.stack([reward, term, trunc, elapsed, raw, over], axis=1)
             return np.stack([obs, final_obs], axis=1), scalars.astype(np.float32)
 
-        self._reset_call = _batched_call(self.name, host_reset, reset_shapes)
-        self._step_call = _batched_call(self.name, host_step, step_shapes)
+        self._reset_call = _batched_call(host_reset, reset_shapes)
+        self._step_call = _batched_call(host_step, step_shapes)
 
     def reset(self, key: jax.Array, params: Any = None) -> tuple[jax.Array, EnvPoolState]:
         key = raw_key(key)
