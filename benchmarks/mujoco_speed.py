@@ -83,6 +83,8 @@ def _best(fn, reps: int = 3) -> float:
 
 
 def measure(config_path: Path, env: str, num_envs: int, num_steps: int, total: int) -> dict:
+    """One row of the `--shape` table (see the module docstring) for the config at
+    num_envs x num_steps; rollout / update times are the best of 3 jitted calls."""
     config = pjp.PPOConfig.from_yaml(
         config_path,
         env_name=f"envpool:{env}",
