@@ -315,6 +315,7 @@ def main() -> None:
         import pandas as pd
 
         table = pd.DataFrame([env_only(e, n, 2000) for e in args.env for n in args.env_only])
+        args.out.mkdir(parents=True, exist_ok=True)
         path = args.out / f"reference-envonly-cpu-{time.strftime('%Y%m%d-%H%M%S')}.csv"
         atomic_write(path, lambda p: table.to_csv(p, index=False))
         print(table.to_string(index=False), "\nwrote", path)

@@ -157,3 +157,18 @@ def test_default_total_timesteps_is_whole_updates():
     second compiled program for a tail (512,000 = 1000 updates of 4*128 steps)."""
     c = pjp.PPOConfig()
     assert c.total_timesteps == 512_000 and c.total_timesteps % c.batch_size == 0
+
+
+def test_mujoco_config_keeps_cleanrl_batch_and_one_segment_program():
+    # configs/mujoco.yaml trades CleanRL's 1 env x 2048 steps for more envs with fewer
+    # steps (issue #22 allows it at about 2048 steps per update): 32 x 64 = 2048 samples,
+    # 32 minibatches of 2048 / 32 = 64 (CleanRL's), 10 epochs. log_freq divides the
+    # 1M-step run's 1_000_000 // 2048 = 488 updates (488 = 8 * 61), so `purejaxppo
+    # train` compiles one segment program, not a second one for a shorter last segment.
+    from pathlib import Path
+
+    c = pjp.PPOConfig.from_yaml(Path(__file__).parent.parent / "configs" / "mujoco.yaml")
+    assert c.num_envs * c.num_steps == 2048
+    assert (c.batch_size // c.num_minibatches, c.update_epochs) == (64, 10)
+    assert c.num_updates == 488
+    assert c.num_updates % c.log_freq == 0
