@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
+import sys
 import time
 from pathlib import Path
 
@@ -35,15 +35,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Writes `text` to `path` through a temporary file in the same directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+sys.path.insert(0, str(HERE))
+from reference import atomic_write  # noqa: E402
 
 
 def env_only(task_id: str, options: dict, num_envs: int, steps: int) -> float:
@@ -145,6 +138,7 @@ def main() -> None:
         rows.append(row)
         print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    args.out.mkdir(parents=True, exist_ok=True)
     cols = [
         ("env", "env"),
         ("env_only_sps", "env only (steps/s)"),
@@ -169,8 +163,11 @@ def main() -> None:
         lines.append("| " + " | ".join(cells) + " |")
     md = "\n".join(lines) + "\n"
     out_md = args.out / f"atari-cpu-{stamp}.md"
-    atomic_write(args.out / f"atari-cpu-{stamp}.json", json.dumps(rows, indent=1))
-    atomic_write(out_md, md)
+    atomic_write(
+        args.out / f"atari-cpu-{stamp}.json",
+        lambda p: Path(p).write_text(json.dumps(rows, indent=1)),
+    )
+    atomic_write(out_md, lambda p: Path(p).write_text(md))
     print(md, "wrote", out_md)
 
 

@@ -49,7 +49,7 @@ from purejaxppo.rollout import make_rollout  # noqa: E402
 _IMPORT_S = time.perf_counter() - _LAUNCH
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from reference import atomic_write, env_only  # noqa: E402
+from reference import atomic_write, direct_steps_per_s, env_only  # noqa: E402
 
 
 class _HostTimer:
@@ -138,21 +138,6 @@ def _patched_timer() -> _HostTimer:
     return _TIMER
 
 
-def _direct_steps_per_s(env: str, num_envs: int, steps: int = 2000) -> float:
-    """EnvPool stepped from Python (zero actions, one pool of num_envs), env steps/s."""
-    import envpool
-
-    pool = envpool.make(env, env_type="gymnasium", num_envs=num_envs, batch_size=num_envs)
-    pool.reset()
-    action = np.zeros((num_envs, *pool.action_space.shape), pool.action_space.dtype)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        pool.step(action)
-    seconds = time.perf_counter() - t0
-    pool.close()
-    return steps * num_envs / seconds
-
-
 def _uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
@@ -164,7 +149,7 @@ def measure_cli(config_path: Path, env: str, total: int | None) -> dict:
     if total is not None:
         config = config.replace(total_timesteps=total)
     load_before = _uptime()
-    direct_before = _direct_steps_per_s(env, config.num_envs)
+    direct_before = direct_steps_per_s(env, config.num_envs)
     with tempfile.TemporaryDirectory() as tmp:
         command = [
             sys.executable, "-m", "purejaxppo.cli", "train", "--config", str(config_path),
@@ -175,7 +160,7 @@ def measure_cli(config_path: Path, env: str, total: int | None) -> dict:
         subprocess.run(command, check=True, env=os.environ.copy())
         wall = time.perf_counter() - t0
         metrics = pd.read_csv(Path(tmp) / "run" / "metrics.csv")
-    direct_after = _direct_steps_per_s(env, config.num_envs)
+    direct_after = direct_steps_per_s(env, config.num_envs)
     steps = int(metrics["env_steps"].iloc[-1])
     returns = metrics["episode_return"].to_numpy(np.float64)
     tail = max(3, int(np.ceil(0.05 * len(returns))))  # as reference.final_return

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +25,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from reference import atomic_write  # noqa: E402
 
 #: name -> (config file, overrides)
 CASES = {
@@ -32,14 +34,6 @@ CASES = {
     "cartpole": ("cartpole.yaml", {"num_envs": 64, "num_steps": 64}),
     "minatar": ("breakout_minatar.yaml", {"num_envs": 64, "num_steps": 64}),
 }
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def measure(case: str, ratio: int | None, reps: int) -> dict:
@@ -114,6 +108,7 @@ def main() -> None:
         for row in rows[-1 - len(args.ratios) :]:
             print({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()})
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    args.out.mkdir(parents=True, exist_ok=True)
     lines = [
         f"# Optimistic resets on this CPU ({os.cpu_count()} cores)",
         "",
@@ -130,8 +125,8 @@ def main() -> None:
         )
     md = "\n".join(lines) + "\n"
     out = args.out / f"optimistic-resets-cpu-{stamp}"
-    atomic_write(out.with_suffix(".json"), json.dumps(rows, indent=1))
-    atomic_write(out.with_suffix(".md"), md)
+    atomic_write(out.with_suffix(".json"), lambda p: Path(p).write_text(json.dumps(rows, indent=1)))
+    atomic_write(out.with_suffix(".md"), lambda p: Path(p).write_text(md))
     print(md, "wrote", out.with_suffix(".md"))
 
 

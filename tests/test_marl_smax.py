@@ -36,6 +36,19 @@ def smax_config(**overrides):
     return pjp.PPOConfig(**{**base, **overrides})
 
 
+def one_rollout(fns, env, env_params, num_steps):
+    """(traj, stats) of one jitted `num_steps` rollout from the fresh init of key 0."""
+    rollout = make_marl_rollout(env, env_params, fns.networks, num_steps)
+
+    @jax.jit
+    def run(key):
+        runner = fns.init(key)
+        _, traj, stats = rollout(runner.train_state.params, runner.env, jax.random.key(1))
+        return traj, stats
+
+    return run(jax.random.key(0))
+
+
 def test_spaces_masks_and_world_state():
     env, params = make_env(SMAX, KWARGS)
     assert env.num_agents == 3 and env.outcome_keys == ("won",)
@@ -58,15 +71,7 @@ def test_unavailable_actions_are_never_sampled_and_wins_terminate():
     config = smax_config(num_steps=128, total_timesteps=4 * 128)
     fns = pjp.make_train_fns(config)
     env = pjp.make_env(SMAX, KWARGS)[0].with_world_state()
-    rollout = make_marl_rollout(env, None, fns.networks, config.num_steps)
-
-    @jax.jit
-    def run(key):
-        runner = fns.init(key)
-        _, traj, stats = rollout(runner.train_state.params, runner.env, jax.random.key(1))
-        return traj, stats
-
-    traj, stats = run(jax.random.key(0))
+    traj, stats = one_rollout(fns, env, None, config.num_steps)
     mask = np.asarray(traj.obs["action_mask"])  # [T, N * A, 8]
     action = np.asarray(traj.action)  # [T, N * A]
     assert mask.shape == (128, 12, 8) and action.shape == (128, 12)
@@ -185,15 +190,7 @@ def test_hanabi_team_return_is_the_shared_reward_once():
     fns = pjp.make_train_fns(config)
     env, params = make_env(config.env_name, config.env_kwargs)
     assert env.shared_reward
-    rollout = make_marl_rollout(env, params, fns.networks, config.num_steps)
-
-    @jax.jit
-    def run(key):
-        runner = fns.init(key)
-        _, traj, stats = rollout(runner.train_state.params, runner.env, jax.random.key(1))
-        return traj, stats
-
-    traj, stats = run(jax.random.key(0))
+    traj, stats = one_rollout(fns, env, params, config.num_steps)
     reward = np.asarray(traj.reward).reshape(256, 4, 2)  # [T, N, A]
     np.testing.assert_array_equal(reward[..., 0], reward[..., 1])  # one shared reward
     done = np.asarray(traj.terminated).reshape(256, 4, 2)[..., 0]
