@@ -78,10 +78,14 @@ PUBLISHED_STEPS = 1e7  # JaxMARL's TOTAL_TIMESTEPS for MPE and SMAX (IPPO and MA
 #:   our team return. SMAX runs log `SMAXLogWrapper`'s per-agent returns (no scaling)
 #:   averaged over agents: the shared team reward once, our SMAX team return; their win
 #:   rate is `returned_won_episode`, our info/won.
+#: In place of a quotable number: JaxMARL's own baseline scripts run on the same 2-core
+#: CPU at 1e7 env steps (benchmarks/peers/jaxmarl_baselines.py,
+#: results/marl-jaxmarl-peer-cpu-20261125-full.md), scored the same way as here.
 PUBLISHED = {
-    "mpe-ippo": "none (JaxMARL: curves only)",
-    "mpe-mappo": "none (JaxMARL: curves only)",
-    "smax3m-mappo": "none (3m not in JaxMARL's SMAX results)",
+    "mpe-ippo": "none (curves only); JaxMARL ippo_ff_mpe.py here: -61.0 (3 seeds, 1e7)",
+    "mpe-mappo": "none (curves only); JaxMARL mappo_rnn_mpe.py here: -27.8 (1 seed, 1e7)",
+    "smax3m-mappo": "none (3m not in its results); JaxMARL mappo_rnn_smax.py here: 0.953 "
+    "(1 seed, 1e7)",
 }
 
 
