@@ -26,7 +26,7 @@ ones setup_jaxmarl_venv.sh checks out):
                 with MAP_NAME=3m (their file says 2s3z). Also metrics only via wandb.log; score:
                 the logged "win_rate" = SMAXLogWrapper `returned_won_episode` over the episodes
                 that ended in the update (NaN-aware mean over updates, as marl.py).
-Overrides, nothing else: NUM_SEEDS = `--seeds`, TOTAL_TIMESTEPS = `--total-timesteps` (as an
+Overrides, nothing else: NUM_SEEDS = `--seeds`, SEED = `--seed` (if given), TOTAL_TIMESTEPS = `--total-timesteps` (as an
 int: their float 1e7 is the same number), WANDB_MODE = disabled, SMAX MAP_NAME = 3m.
 
 Seeds run as their IPPO main does: keys = split(PRNGKey(config SEED), seeds) and
@@ -197,6 +197,9 @@ def main() -> int:
     parser.add_argument("--stamp", default=time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
     parser.add_argument("--note", default="")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="their config's SEED (default: their yaml's)"
+    )
     parser.add_argument("--no-write", action="store_true", help="print the row only")
     args = parser.parse_args()
 
@@ -211,6 +214,8 @@ def main() -> int:
     config = OmegaConf.to_container(OmegaConf.load(args.baselines_dir / config_file))
     config.update(overrides)
     config["NUM_SEEDS"] = args.seeds
+    if args.seed is not None:
+        config["SEED"] = args.seed
     config["TOTAL_TIMESTEPS"] = int(args.total_timesteps)
     config["WANDB_MODE"] = "disabled"
     wandb.init(mode="disabled", config=config)
