@@ -12,7 +12,7 @@ across sessions, not a program this script trains:
 
 Per run: the full-game return (all lives, unclipped: `info/game_over_return /
 info/game_over`, which the config logs; the training signal itself is per life and
-clipped) of each update's finished games, its moving mean over `--window` updates, the
+clipped) of each update's finished games, its moving mean over the last `--window` updates with ended games, the
 final return (mean over the last 5% of updates, at least 3, with finished games), the
 first env step at which the moving mean reached the target, and the numbers it is judged
 against:
@@ -90,7 +90,11 @@ def load_run(run_dir: Path):
 def summarise(run_dir: Path, window: int) -> dict:
     task_id, frame = load_run(run_dir)
     game = frame["game_return"]
-    moving = game.rolling(window, min_periods=max(1, window // 2)).mean()
+    # Over the last `window` updates in which games ended (long games leave most updates
+    # without one), aligned back onto every update.
+    ended = game.dropna()
+    moving = ended.rolling(window, min_periods=max(1, window // 5)).mean().reindex(game.index)
+    moving = moving.ffill()
     tail = max(3, int(round(0.05 * len(frame))))
     final = float(np.nanmean(game.to_numpy()[-tail:])) if len(frame) else float("nan")
     goal = target(task_id)
@@ -118,7 +122,9 @@ def summarise(run_dir: Path, window: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="purejaxppo train run dirs")
-    parser.add_argument("--window", type=int, default=100, help="moving mean, in updates")
+    parser.add_argument(
+        "--window", type=int, default=100, help="moving mean, in updates with ended games"
+    )
     parser.add_argument("--note", default="", help="a line for the .md (machine, load, ...)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args()
@@ -158,7 +164,7 @@ def main() -> None:
     for ax, row in zip(axes[0], rows, strict=True):
         steps, game, moving, published = row["curve"]
         ax.plot(steps, game, ".", ms=2, alpha=0.3, label="full-game return per update")
-        ax.plot(steps, moving, lw=2, label=f"moving mean ({args.window} updates)")
+        ax.plot(steps, moving, lw=2, label=f"moving mean ({args.window} updates with games)")
         if row["target"] is not None:
             ax.axhline(row["target"], color="green", ls="--", label="CPU target at 3M")
         ax.axhline(row["random"], color="grey", ls=":", label="random")
