@@ -29,6 +29,7 @@ if [[ $# -ne 2 ]]; then
     echo "usage: $0 VENV_DIR JAXMARL_DIR" >&2
     exit 2
 fi
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="$1"
 JAXMARL_DIR="$2"
 PYTHON="${PYTHON:-python3}"
@@ -49,15 +50,7 @@ declare -A CONFIG_COMMITS=(
 "$VENV/bin/python" -m pip install --quiet \
     "jaxmarl==0.2.0" \
     "$JAX_SPEC" \
-    "jaxlib==0.10.2" \
-    "flax==0.12.8" \
-    "optax==0.2.8" \
-    "chex==0.1.92" \
-    "distrax==0.1.9" \
-    "tfp-nightly==0.26.0.dev20261027" \
-    "numpy==2.4.6" \
-    "ml_dtypes==0.6.0" \
-    "dm-tree==0.1.10" \
+    -r "$HERE/numeric-stack.txt" \
     "hydra-core==1.3.8" \
     "omegaconf==2.3.1" \
     "wandb==0.31.0" \

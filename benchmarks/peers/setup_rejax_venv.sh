@@ -36,15 +36,7 @@ fi
     "rejax==0.1.3" \
     "gymnax==0.0.9" \
     "$JAX_SPEC" \
-    "jaxlib==0.10.2" \
-    "flax==0.12.8" \
-    "optax==0.2.8" \
-    "chex==0.1.92" \
-    "distrax==0.1.9" \
-    "tfp-nightly==0.26.0.dev20261027" \
-    "numpy==2.4.6" \
-    "ml_dtypes==0.6.0" \
-    "dm-tree==0.1.10"
+    -r "$HERE/numeric-stack.txt"
 
 # Smoke import: fails the script (set -e) when the stack does not fit together.
 "$VENV/bin/python" - <<'EOF'
