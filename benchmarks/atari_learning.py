@@ -88,6 +88,13 @@ def load_run(run_dir: Path):
 
 
 def summarise(run_dir: Path, window: int) -> dict:
+    """The table row of one run (see the module docstring), plus `curve`: (env steps [U],
+    full-game return per update [U] (NaN where no game ended), its moving mean [U], the
+    published 10M mean). Returns are game points; steps are agent steps.
+
+    Raises:
+      ValueError: from `load_run`.
+    """
     task_id, frame = load_run(run_dir)
     game = frame["game_return"]
     # Over the last `window` updates in which games ended (long games leave most updates
