@@ -318,14 +318,49 @@ print("OK")
     assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-4000:]
 
 
-def test_resume_is_refused_before_touching_disk(tmp_path):
+def test_resume_restarts_episodes_and_continues_the_rest(tmp_path, capsys):
+    import shutil
+
+    import pandas as pd
+
+    import purejaxppo as pjp
     from purejaxppo.drivers.single import train_and_log
 
-    config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8)
-    (tmp_path / "kept.txt").write_text("a run's file")
-    with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*resuming"):
-        train_and_log(config, tmp_path, resume=True)
-    assert [p.name for p in tmp_path.iterdir()] == ["kept.txt"]
+    config = PPOConfig(
+        env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8, total_timesteps=64,
+        num_minibatches=2, update_epochs=1, save_freq=2, log_freq=2,
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    train_and_log(config, run_dir, progress=False, plot=False)
+    whole = pd.read_csv(run_dir / "metrics.csv")
+    # Keep the checkpoint of update 2 only, as if the run had been killed after it.
+    shutil.rmtree(run_dir / "checkpoints" / "last" / "4")
+    twin = tmp_path / "twin"
+    shutil.copytree(run_dir, twin)
+    capsys.readouterr()
+    resumed = train_and_log(config, run_dir, resume=True, progress=False, plot=False)
+    assert "the envs start fresh episodes" in capsys.readouterr().err
+    again = train_and_log(config, twin, resume=True, progress=False, plot=False)
+    assert int(resumed.runner_state.update_step) == 4
+    table = pd.read_csv(run_dir / "metrics.csv")
+    assert list(table["update"]) == [1, 2, 3, 4]
+    pd.testing.assert_frame_equal(table.iloc[:2], whole.iloc[:2])  # the checkpoint's rows
+    # The fresh episodes are seeded from the run's key and the update step: a resume is
+    # reproducible, and it is not the uninterrupted run (its episodes were cut short).
+    pd.testing.assert_frame_equal(table, pd.read_csv(twin / "metrics.csv"))
+    np.testing.assert_array_equal(
+        np.asarray(jax.tree.leaves(resumed.runner_state.train_state.params)[0]),
+        np.asarray(jax.tree.leaves(again.runner_state.train_state.params)[0]),
+    )
+    assert not np.allclose(table["v_loss"].iloc[2:], whole["v_loss"].iloc[2:])
+    # A PBT population holds one pool for all its members: it does not resume.
+    search = {"learning_rate": ("log_uniform", 1e-4, 1e-3)}
+    empty = tmp_path / "pbt"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*PBT population"):
+        pjp.pbt(config, population=2, ready_every=2, search=search, checkpoint_dir=empty,
+                resume=True)  # fmt: skip
+    assert list(empty.iterdir()) == []
 
 
 def test_inverted_pendulum_learns():

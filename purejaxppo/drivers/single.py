@@ -33,12 +33,14 @@ from purejaxppo.drivers.segments import (
     run_segments,
     segment_length,
 )
-from purejaxppo.envs.suites.envpool import check_resumable
+from purejaxppo.envs.suites.envpool import is_envpool_id
 from purejaxppo.guards import TrainingDiverged, nonfinite_leaf
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.sinks import check_sinks, make_sinks
 from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState
+
+RESUME_KEY_STREAM = 2  # fresh EnvPool episodes of a resumed run (`_SingleRun._restart_episodes`)
 
 
 class RunResult(NamedTuple):
@@ -80,11 +82,15 @@ def train_and_log(
         `overwrite`.
       key: PRNG key; default `jax.random.key(config.seed)`. Training and the periodic
         evaluations (`fold_in(key, EVAL_KEY_STREAM)`, then the update index) derive from
-        it. A resumed run uses `config.seed`'s key for its evaluations.
+        it. A resumed run uses `config.seed`'s key for its evaluations, and an "envpool:"
+        run for the fresh episodes it starts (`fold_in(key, RESUME_KEY_STREAM)`, then the
+        checkpoint's update step).
       progress: show a tqdm progress bar (updates, env steps, steps/s, latest return).
       plot: write the learning-curve PNG.
       resume: continue from the newest checkpoint in `run_dir` (see `checkpoint.py`);
-        the continued run ends bitwise equal to an uninterrupted one on CPU.
+        the continued run ends bitwise equal to an uninterrupted one on CPU. Except on an
+        "envpool:" env: its pool lives on the host, outside the checkpoint, so the envs
+        start fresh episodes there (a note on stderr says so) and the rest continues.
       overwrite: a fresh run may replace the contents of a non-empty run directory
         (removed after validation, just before training starts).
 
@@ -107,9 +113,7 @@ def train_and_log(
     """
     run_dir = Path(run_dir)
     # Validate everything before anything on disk changes.
-    if resume:
-        check_resumable(config.env_name)
-    else:
+    if not resume:
         rundir.check_fresh(run_dir, overwrite)
     # A resumed run starts from its own checkpoint, not from its warm start's source.
     fns = make_train_fns(config.replace(init_from=None) if resume else config)
@@ -137,7 +141,7 @@ def _train_claimed(
     """`train_and_log`'s part under the directory lock: start or resume, train, plot."""
     c, run_dir = run.config, run.run_dir
     if resume:
-        run.resume()
+        run.resume(key)
     else:
         run.start(key)
     run.sinks = make_sinks(loggers, run_dir, append=resume)
@@ -216,10 +220,12 @@ class _SingleRun:
         config_text = yaml.safe_dump(self.config.to_dict(), sort_keys=False)
         (self.run_dir / "config.yaml").write_text(config_text)
 
-    def resume(self) -> None:
+    def resume(self, key: jax.Array) -> None:
         checkpoint = load_checkpoint(self.run_dir, self.config)
         rundir.set_aside_newer_checkpoints(self.run_dir, checkpoint.update_step)
         self.runner = checkpoint.runner_state
+        if is_envpool_id(self.config.env_name):
+            self._restart_episodes(key, checkpoint.update_step)
         self.done = self.saved_step = self.start_updates = checkpoint.update_step
         self.eval_history.update(checkpoint.eval_history)
         # A checkpoint written before a metric existed (e.g. `loss`) has no history of
@@ -238,6 +244,23 @@ class _SingleRun:
         print(
             f"resumed from update {self.done} (step {self.done * self.config.batch_size}) "
             f"in {self.run_dir}",
+            file=sys.stderr,
+        )
+
+    def _restart_episodes(self, key: jax.Array, update_step: int) -> None:
+        """An EnvPool pool lives on the host, outside the checkpoint: the resumed run
+        rebuilds it with fresh episodes (seeded from `fold_in(fold_in(key,
+        RESUME_KEY_STREAM), update_step)`) and keeps everything else the checkpoint holds
+        (params with their normalisation statistics, optimizer state, key, update step).
+        The episodes running at the checkpoint are cut short, so the resumed run is not
+        bitwise the run that never stopped."""
+        fresh_key = jax.random.fold_in(jax.random.fold_in(key, RESUME_KEY_STREAM), update_step)
+        fresh = jax.jit(self.fns.init)(fresh_key)
+        self.runner = self.runner.replace(env=fresh.env)
+        print(
+            f"resume: {self.config.env_name} is an EnvPool env, whose episodes live on the "
+            "host outside the checkpoint: the envs start fresh episodes (params, optimizer "
+            "state and statistics continue from the checkpoint)",
             file=sys.stderr,
         )
 

@@ -53,9 +53,11 @@ Semantics:
     `ValueError` before anything compiles (`check_one_device`), and so do the programs
     that would step a second pool of the env beside training (evaluation inside jit,
     `collect`, video, data-parallel training: `check_unbatched(env_id, operation)`).
-  * Not supported: resuming a checkpoint (the pool lives on the host and is rebuilt only
-    by `reset`): `check_resumable` refuses it, and `purejaxppo train --resume` calls it
-    before anything on disk changes.
+  * Resuming a checkpoint: the pool lives on the host and is rebuilt only by `reset`, so
+    `purejaxppo train --resume` (one run) restarts the envs' episodes and continues the
+    params, optimizer state and statistics (not bitwise the uninterrupted run). A PBT
+    population does not resume on an EnvPool id: `check_resumable` refuses it before
+    anything on disk changes.
 """
 
 from __future__ import annotations
@@ -288,14 +290,15 @@ def runs_devices(env_id: str, devices: Any) -> Any:
 
 
 def check_resumable(env_id: str) -> None:
-    """Raises `ValueError` for resuming a run on an "envpool:" id: the pool's state lives on
-    the host, outside the checkpoint, so a resumed program could not continue the episodes
-    it was in (nothing imported or compiled: drivers call it before touching disk)."""
+    """Raises `ValueError` for resuming a PBT population on an "envpool:" id: the pool's
+    state lives on the host, outside the checkpoint (nothing imported or compiled: call it
+    before touching disk). A single run resumes with fresh episodes instead
+    (`drivers.single`)."""
     if is_envpool_id(env_id):
         raise ValueError(
-            f"env_name={env_id!r}: resuming is not supported for EnvPool envs (the pool's "
-            "state lives on the host, not in the checkpoint). Start a new run, or fine-tune "
-            "from the checkpoint with pjp.Policy.load."
+            f"env_name={env_id!r}: resuming a PBT population is not supported for EnvPool "
+            "envs (the pool's state lives on the host, not in the checkpoint). Start a new "
+            "population."
         )
 
 
