@@ -156,7 +156,7 @@ class PPOConfig:
       share_encoder: one torso (encoder, and the recurrent core if any) shared by the
         actor and critic heads (CleanRL's Atari agent), or separate actor and critic
         towers (false). None (default) shares for recurrent policies and separates for
-        feed-forward ones (`shares_encoder` resolves it).
+        feed-forward ones and for MAPPO (`shares_encoder` resolves it).
       squash_actions: Box actions from a tanh-squashed Gaussian rescaled to the action
         bounds (needs finite bounds), instead of a Gaussian clipped to them.
       log_std_init: initial value of the state-independent Gaussian `log_std` (Box
@@ -346,9 +346,10 @@ class PPOConfig:
     # ----------------------------------------------------------------- derived sizes
     @property
     def shares_encoder(self) -> bool:
-        """`share_encoder` resolved: None shares for recurrent policies only."""
+        """`share_encoder` resolved: None shares for recurrent policies only (not under
+        MAPPO, whose actor and critic see different inputs)."""
         if self.share_encoder is None:
-            return self.recurrent is not None
+            return self.recurrent is not None and self.multi_agent != "mappo"
         return self.share_encoder
 
     @property

@@ -12,7 +12,13 @@ The gradient of the shared parameters is thus the gradient on the stacked batch.
 
 - `multi_agent: ippo`: actor and critic see the agent's own observation.
 - `multi_agent: mappo`: the actor sees the agent's observation, the critic the env's
-  world state (`JaxMARLEnv.with_world_state`), each an MLP of `hidden_sizes`.
+  world state (`JaxMARLEnv.with_world_state`): the built-in network's separate towers
+  (`make_networks(..., tower_inputs=...)`), each an MLP of `hidden_sizes`, with its own
+  GRU / LSTM core under `recurrent` (JaxMARL's `mappo_rnn_*` baselines: a GRU per tower).
+
+Recurrent policies (`recurrent: gru | lstm`, IPPO or MAPPO) carry one state per row
+(agent of an env), restarted where that agent's episode ended (`reset` per row); the
+update's minibatches split the rows, keeping each row's sequence whole.
 
 Episode statistics are per env: `episode_return` is the team return, the team reward
 (`JaxMARLEnv.team_reward`) summed over the episode: the one reward the agents share where
@@ -30,7 +36,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
@@ -38,7 +43,6 @@ from purejaxppo.config import PPOConfig
 from purejaxppo.envs.suites.jaxmarl import JaxMARLEnv, is_multi_agent_env
 from purejaxppo.metrics import EpisodeStats
 from purejaxppo.networks import Networks, make_networks, to_env_action
-from purejaxppo.networks.custom import networks_from_modules
 from purejaxppo.types import EnvCarry, Params, Transition
 
 __all__ = [
@@ -62,8 +66,9 @@ def configure_env(config: PPOConfig, env: Any, num_shards: int = 1) -> Any:
     Raises:
       ValueError: `multi_agent` set for a single-agent env, a JaxMARL env without
         `multi_agent`, MAPPO on an env without a world state, or settings multi-agent
-        runs do not support (recurrent, normalize_rewards, info_metrics,
-        action_histogram, data-parallel).
+        runs do not support (normalize_rewards, info_metrics, action_histogram,
+        data-parallel), or `share_encoder: true` under MAPPO (its towers see different
+        inputs).
     """
     multi = is_multi_agent_env(env)
     if config.multi_agent is None:
@@ -79,7 +84,9 @@ def configure_env(config: PPOConfig, env: Any, num_shards: int = 1) -> Any:
             "single-agent env; multi-agent PPO needs a JaxMARL env (jaxmarl:<id>)"
         )
     unsupported = {
-        "recurrent": config.recurrent is not None,
+        "share_encoder: true (its actor and critic see different inputs)": (
+            config.multi_agent == "mappo" and config.share_encoder is True
+        ),
         "normalize_rewards": config.normalize_rewards,
         "info_metrics": bool(config.info_metrics),
         "action_histogram": config.action_histogram,
@@ -98,41 +105,18 @@ def configure_env(config: PPOConfig, env: Any, num_shards: int = 1) -> Any:
     return env
 
 
-class _MLP(nn.Module):
-    """An MLP of `hidden_sizes` on `obs[key]`, then a linear head of `out` units."""
-
-    key: str
-    hidden_sizes: tuple[int, ...]
-    activation: str
-    out: int
-    out_scale: float
-
-    @nn.compact
-    def __call__(self, obs: dict[str, jax.Array]) -> jax.Array:
-        x = obs[self.key]
-        act = nn.tanh if self.activation == "tanh" else nn.relu
-        for size in self.hidden_sizes:
-            x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(jnp.sqrt(2.0)))(x))
-        head = nn.Dense(self.out, kernel_init=nn.initializers.orthogonal(self.out_scale))
-        return head(x)
-
-
 def make_marl_networks(config: PPOConfig, env: JaxMARLEnv, env_params: Any = None) -> Networks:
-    """The shared policy: `make_networks` (IPPO), or for MAPPO an actor on `obs["obs"]`
-    and a centralised critic on `obs["world_state"]` (`networks_from_modules`).
+    """The shared policy: `make_networks` on the agent's observation (IPPO), or for MAPPO
+    its separate towers with the actor on `obs["obs"]` and a centralised critic on
+    `obs["world_state"]`.
 
     Shapes (MAPPO): actor input `[B, D]`, critic input `[B, W]`, outputs `[B, n]` logits
-    (Box: Gaussian means `[B, A']`) and values `[B]`, B = rows (agents x envs).
+    (Box: Gaussian means `[B, A']`) and values `[B]`, B = rows (agents x envs); with a
+    recurrent core the state is `[B, 2 S]` (actor's, then critic's).
     """
     if config.multi_agent != "mappo":
         return make_networks(config, env, env_params)
-    space = env.action_space(env_params)
-    num_out = space.n if hasattr(space, "n") else int(jnp.prod(jnp.asarray(space.shape)))
-    actor = _MLP("obs", config.hidden_sizes, config.activation, int(num_out), 0.01)
-    critic = _MLP("world_state", config.hidden_sizes, config.activation, 1, 1.0)
-    return networks_from_modules(
-        actor, critic, env, env_params, action_mask_key=config.action_mask_key
-    )
+    return make_networks(config, env, env_params, tower_inputs=(("obs",), ("world_state",)))
 
 
 def marl_info_keys(env: JaxMARLEnv) -> tuple[str, ...]:

@@ -76,6 +76,9 @@ def test_differing_action_spaces_are_refused():
 def test_unsupported_settings_are_refused():
     with pytest.raises(ValueError, match=r"normalize_rewards is not supported"):
         pjp.make_train(spread_config(normalize_rewards=True))
+    # MAPPO's actor and critic see different inputs: no shared torso
+    with pytest.raises(ValueError, match=r"share_encoder: true.*different inputs"):
+        pjp.make_train(spread_config(multi_agent="mappo", recurrent="gru", share_encoder=True))
 
 
 # -------------------------------------------------------------------------- the env
@@ -173,11 +176,17 @@ class OneAgent:
         return obs[0], state, reward[0], terminated[0], truncated[0], info
 
 
-def test_one_agent_env_trains_bitwise_like_the_single_agent_path():
+@pytest.mark.parametrize("recurrent", [None, "gru"])
+def test_one_agent_env_trains_bitwise_like_the_single_agent_path(recurrent):
     """MPE_simple_v3 has one agent: IPPO (agents as rows) and plain PPO on the same env
-    with the agent axis squeezed compute the same program, bit for bit."""
+    with the agent axis squeezed compute the same program, bit for bit (a recurrent
+    policy too: its state per row restarts where the row's episode ended)."""
     env, _ = make_env("jaxmarl:MPE_simple_v3")
-    config = spread_config(env_name="jaxmarl:MPE_simple_v3")
+    # 16 steps per update: the 25-step episodes end inside the second update
+    config = spread_config(
+        env_name="jaxmarl:MPE_simple_v3", recurrent=recurrent, num_steps=16,
+        total_timesteps=4 * 16 * 3,
+    )  # fmt: skip
     marl = jax.jit(pjp.make_train(config))(jax.random.key(3))
     single_config = config.replace(multi_agent=None)
     single = jax.jit(pjp.make_train(single_config, env=OneAgent(env)))(jax.random.key(3))
@@ -201,8 +210,10 @@ def test_mappo_critic_sees_the_world_state():
     runner = jax.jit(fns.init)(jax.random.key(0))
     params = runner.train_state.params["params"]
     # actor on one agent's 18-dim obs; critic on the world state, 3 agents x 18 = 54
-    assert params["actor"]["Dense_0"]["kernel"].shape == (18, 64)
-    assert params["critic"]["Dense_0"]["kernel"].shape == (54, 64)
+    assert params["actor_encoder"]["obs_mlp"]["dense_0"]["kernel"].shape == (18, 64)
+    assert params["critic_encoder"]["world_state_mlp"]["dense_0"]["kernel"].shape == (54, 64)
+    assert set(params["actor_encoder"]) == {"obs_mlp"}
+    assert set(params["critic_encoder"]) == {"world_state_mlp"}
     obs = runner.env.obs
     assert obs["obs"].shape == (4 * 3, 18) and obs["world_state"].shape == (4 * 3, 54)
     # the world state of an env is every agent's obs, the same on the env's 3 rows
@@ -219,6 +230,35 @@ def test_mappo_critic_sees_the_world_state():
     # IPPO's critic sees the agent's own observation instead
     ippo = jax.eval_shape(pjp.make_train_fns(spread_config()).init, jax.random.key(0))
     assert ippo.env.obs.shape == (12, 18)
+
+
+def test_recurrent_mappo_carries_a_state_per_agent_row_for_each_tower():
+    """JaxMARL's mappo_rnn network: a GRU per tower (actor on the obs, critic on the world
+    state), one state per agent row, `[N * A, 2 S]`; it trains, and the critic's half of
+    the state follows the world state only."""
+    config = spread_config(multi_agent="mappo", recurrent="gru", recurrent_size=16,
+                           hidden_sizes=(32,))  # fmt: skip
+    assert not config.shares_encoder  # None resolves to separate towers under MAPPO
+    fns = pjp.make_train_fns(config)
+    runner = jax.jit(fns.init)(jax.random.key(0))
+    params = runner.train_state.params["params"]
+    assert params["actor_core"]["cell"]["iz"]["kernel"].shape == (32, 16)
+    assert params["critic_encoder"]["world_state_mlp"]["dense_0"]["kernel"].shape == (54, 32)
+    assert runner.env.policy_state.shape == (4 * 3, 2 * 16)
+    obs = runner.env.obs
+    step = jax.jit(fns.networks.step)
+    resets = jnp.ones((12,), bool)
+    state, _, value = step(runner.train_state.params, runner.env.policy_state, obs, resets)
+    moved = {**obs, "obs": obs["obs"] + 1.0}
+    moved_state, _, moved_value = step(runner.train_state.params, runner.env.policy_state,
+                                       moved, resets)  # fmt: skip
+    np.testing.assert_array_equal(moved_value, value)  # the critic never sees obs
+    np.testing.assert_array_equal(moved_state[:, 16:], state[:, 16:])
+    assert not np.allclose(moved_state[:, :16], state[:, :16])
+    out = jax.jit(pjp.make_train(config))(jax.random.key(1))
+    assert out.runner_state.env.policy_state.shape == (12, 32)
+    for name in ("loss", "approx_kl", "explained_variance"):
+        assert np.isfinite(np.asarray(out.metrics[name])).all(), name
 
 
 # ---------------------------------------------------------------------- learning

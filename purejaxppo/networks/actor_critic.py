@@ -10,6 +10,10 @@ One module for every built-in policy. Submodules (their names are the parameter 
 * `log_std` `[A]`: state-independent log standard deviation of Box actions
   (init `log_std_init`, default 0).
 
+Separate towers may see different entries of a dict observation (`tower_inputs`: the
+top-level keys of the actor's and of the critic's; MAPPO's actor on `"obs"`, its
+centralised critic on `"world_state"`); by default both see every encoded input.
+
 The default config (flat "mlp" encoders, separate towers) computes CleanRL's `Agent`:
 two MLPs on the flattened observation.
 """
@@ -45,6 +49,16 @@ class ActorCritic(nn.Module):
     shared: bool
     head_hidden_sizes: tuple[int, ...]
     log_std_init: float = 0.0
+    # (actor keys, critic keys): the top-level dict keys each separate tower encodes;
+    # None: both encode every input.
+    tower_inputs: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+
+    def tower(self, index: int) -> tuple[ObsInput, ...]:
+        """The inputs tower `index` (0 actor, 1 critic) encodes."""
+        if self.tower_inputs is None:
+            return self.inputs
+        keys = self.tower_inputs[index]
+        return tuple(spec for spec in self.inputs if spec.path[:1] and spec.path[0] in keys)
 
     def setup(self) -> None:
         enc, core = self.encoder_settings, self.core_settings
@@ -54,8 +68,8 @@ class ActorCritic(nn.Module):
             if stateful:
                 self.core = Core(core)
         else:
-            self.actor_encoder = Encoder(self.inputs, enc)
-            self.critic_encoder = Encoder(self.inputs, enc)
+            self.actor_encoder = Encoder(self.tower(0), enc)
+            self.critic_encoder = Encoder(self.tower(1), enc)
             if stateful:
                 self.actor_core = Core(core)
                 self.critic_core = Core(core)

@@ -98,7 +98,13 @@ def state_size(config: PPOConfig) -> int:
     return size
 
 
-def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networks:
+def make_networks(
+    config: PPOConfig,
+    env: Any,
+    env_params: Any = None,
+    *,
+    tower_inputs: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
+) -> Networks:
     """Builds the actor-critic of `config` for an environment (see `actor_critic.py`).
 
     Args:
@@ -109,6 +115,9 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
         MultiBinary actions; observations an array of any shape (flattened for the MLP,
         `[H, W, C]` for the conv encoders) or a gymnax `Dict` / `Tuple` of arrays.
         `env_params` defaults to `env.default_params`.
+      tower_inputs: `(actor keys, critic keys)`, the top-level keys of a dict
+        observation each separate tower encodes (MAPPO: `(("obs",), ("world_state",))`,
+        `multiagent.make_marl_networks`); None: both towers encode every input.
 
     Returns:
       `Networks`. `dist` is a distrax distribution with batch shape `[B]` (see
@@ -119,7 +128,8 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
       ValueError: for an unsupported action space, or settings that do not fit the env
         (conv encoder without image observations, convs that shrink the image below 1x1,
         `squash_actions` without finite Box bounds, an action mask on Box / MultiBinary
-        actions or of the wrong shape), naming the field and value.
+        actions or of the wrong shape), naming the field and value; `tower_inputs`
+        with a shared torso, or naming keys the observation does not have.
     """
     if env_params is None:
         env_params = getattr(env, "default_params", None)
@@ -129,6 +139,7 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
     check_action_mask(spec, obs_space, mask_key, env)
     inputs = observation_inputs(encoded_space)
     check_config(config, spec, inputs, env)
+    _check_tower_inputs(config, inputs, tower_inputs)
     core = CoreSettings.from_config(config)
     stateful = core.kind is not None
     module = ActorCritic(
@@ -140,6 +151,7 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
         shared=config.shares_encoder,
         head_hidden_sizes=(config.hidden_sizes[-1],) if stateful else (),
         log_std_init=config.log_std_init,
+        tower_inputs=tower_inputs,
     )
     size = state_size(config)
     squash = config.squash_actions
@@ -183,6 +195,27 @@ def make_networks(config: PPOConfig, env: Any, env_params: Any = None) -> Networ
         stateful=stateful,
     )
     return ensure_normalization(networks, config, env, env_params)
+
+
+def _check_tower_inputs(
+    config: PPOConfig, inputs: tuple[Any, ...], tower_inputs: tuple[tuple[str, ...], ...] | None
+) -> None:
+    """`tower_inputs` needs separate towers, and keys the encoded observation has."""
+    if tower_inputs is None:
+        return
+    if config.shares_encoder:
+        raise ValueError(
+            f"share_encoder={config.share_encoder!r}: the actor and the critic see different "
+            f"inputs ({tower_inputs[0]} and {tower_inputs[1]}), so they need separate towers; "
+            "set share_encoder: false"
+        )
+    keys = {spec.path[0] for spec in inputs if spec.path}
+    for tower, wanted in zip(("actor", "critic"), tower_inputs, strict=True):
+        if not wanted or not set(wanted) <= keys:
+            raise ValueError(
+                f"the {tower} encodes {wanted}, but the observation's encoded entries are "
+                f"{sorted(keys)}"
+            )
 
 
 def _make_unroll(module: ActorCritic, stateful: bool, initial_state: Any, distribution: Any):
