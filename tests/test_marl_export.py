@@ -4,7 +4,8 @@ The IPPO policy is the single-agent network applied to the rows `[N * A]` of the
 observations, so `export_torch` writes it like any policy; here its torch program (.pt2)
 and module source + state_dict must match JAX on real observations of N envs x A agents
 (MPE: arrays; SMAX: dict observations with the action mask). MAPPO's centralised critic
-is a custom network: its export is refused with a ValueError naming the setting.
+sees the world state (towers on different inputs): its export is refused with a
+ValueError naming the setting.
 """
 
 from __future__ import annotations

@@ -122,7 +122,8 @@ def prepare(request: ExportRequest) -> Prepared:
     if config.multi_agent == "mappo":
         raise ValueError(
             "export: multi_agent='mappo' policies have a centralised critic on the world "
-            "state (custom networks) and no export; IPPO's shared policy exports"
+            "state (towers on different inputs) and no export yet; IPPO's shared policy "
+            "exports"
         )
     env, env_params = resolve_env(config, request.env, request.env_params)
     networks = request.networks
