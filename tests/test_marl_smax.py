@@ -57,11 +57,16 @@ def test_spaces_masks_and_world_state():
     assert space.spaces["obs"].shape == (78,) and space.spaces["action_mask"].shape == (8,)
     assert "world_state" not in space.spaces
     mappo = env.with_world_state()
-    assert mappo.observation_space(params).spaces["world_state"].shape == (72,)
+    # SMAX's world state (72) + the agent-id one-hot, as JaxMARL's SMAXWorldStateWrapper
+    assert mappo.observation_space(params).spaces["world_state"].shape == (75,)
     obs, _ = mappo.reset(jax.random.key(0), params)
-    assert obs["obs"].shape == (3, 78) and obs["world_state"].shape == (3, 72)
+    assert obs["obs"].shape == (3, 78) and obs["world_state"].shape == (3, 75)
     assert obs["action_mask"].dtype == jnp.bool_ and obs["action_mask"].shape == (3, 8)
-    np.testing.assert_array_equal(obs["world_state"][0], obs["world_state"][2])
+    world = np.asarray(obs["world_state"])
+    np.testing.assert_array_equal(world[0, :72], world[2, :72])
+    np.testing.assert_array_equal(world[:, 72:], np.eye(3))
+    no_ids = pjp.make_env(SMAX, {"scenario": "3m"})[0].with_world_state()
+    assert no_ids.reset(jax.random.key(0), params)[0]["world_state"].shape == (3, 72)
 
 
 def test_unavailable_actions_are_never_sampled_and_wins_terminate():
@@ -120,8 +125,8 @@ def test_a_few_mappo_updates_run_with_win_rate_and_agent_returns(trained):
             metrics[f"info/episode_return/ally_{i}"], metrics["episode_return"]
         )
     params = out.train_state.params["params"]
-    assert params["actor"]["Dense_0"]["kernel"].shape == (78, 64)
-    assert params["critic"]["Dense_0"]["kernel"].shape == (72, 64)
+    assert params["actor_encoder"]["obs_mlp"]["dense_0"]["kernel"].shape == (78, 64)
+    assert params["critic_encoder"]["world_state_mlp"]["dense_0"]["kernel"].shape == (75, 64)
 
 
 def test_hanabi_legal_moves_are_the_action_mask_and_games_terminate():

@@ -40,7 +40,10 @@ them into extra rows of the batch (IPPO / MAPPO with one shared policy).
 - World state (MAPPO's critic input, `with_world_state()`): `env.get_world_state(state)`
   where the env has one (SMAX), else for MPE the concatenation of all agents'
   observations, as JaxMARL's MAPPO baselines (`MPEWorldStateWrapper`) build it. Other envs
-  have none: `with_world_state()` raises a ValueError naming the env.
+  have none: `with_world_state()` raises a ValueError naming the env. With `agent_ids:
+  true`, an env's own world state (SMAX) gets the agent-id one-hot appended per agent row,
+  as JaxMARL's `SMAXWorldStateWrapper` does with OBS_WITH_AGENT_ID (MPE's world state
+  already holds the agents' observations with their ids).
 """
 
 from __future__ import annotations
@@ -180,10 +183,16 @@ class JaxMARLEnv:
         size = self.obs_shape[0] + (self.num_agents if self.agent_ids else 0)
         return spaces.Box(-jnp.inf, jnp.inf, (size,), jnp.float32)
 
+    @property
+    def world_state_ids(self) -> bool:
+        """Whether each agent row's world state ends with the agent-id one-hot."""
+        return self.agent_ids and hasattr(self.env, "get_world_state")
+
     def world_state_size(self) -> int:
-        """W, the length of the world state."""
+        """W, the length of the world state (with the agent-id one-hot, if any)."""
         obs, state = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
-        return int(jax.eval_shape(self._world_state, obs, state).shape[0])
+        size = int(jax.eval_shape(self._world_state, obs, state).shape[0])
+        return size + (self.num_agents if self.world_state_ids else 0)
 
     def observation_space(self, params: Any = None) -> Any:
         """One agent's observation space: a Box, or a Dict of "obs" with "action_mask"
@@ -230,7 +239,10 @@ class JaxMARLEnv:
             entries["action_mask"] = jnp.stack([avail[a] for a in self.agents]).astype(bool)
         if self.world_state:
             world = self._world_state(obs, state)
-            entries["world_state"] = jnp.tile(world[None], (self.num_agents, 1))
+            world = jnp.tile(world[None], (self.num_agents, 1))
+            if self.world_state_ids:
+                world = jnp.concatenate([world, jnp.eye(self.num_agents)], axis=1)
+            entries["world_state"] = world
         return entries
 
     # ------------------------------------------------------------------- reset / step
@@ -321,7 +333,8 @@ def is_multi_agent_env(env: Any) -> bool:
 def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuiteParams]:
     """Builds `"jaxmarl:<id>"` (`jaxmarl.make(id, **env_kwargs)`).
 
-    env_kwargs: `agent_ids` (ours: append an agent-id one-hot to each observation),
+    env_kwargs: `agent_ids` (ours: append an agent-id one-hot to each observation, and to
+    an env's own world state),
     `shared_reward` (ours: true / false overrides `SHARED_REWARD_ENVS`, how the team
     reward is formed), and the JaxMARL env's own keyword arguments; for SMAX, `scenario`
     may be a map name ("3m", "2s3z", ...: `jaxmarl.environments.smax.map_name_to_scenario`),
