@@ -261,6 +261,17 @@ def test_recurrent_mappo_carries_a_state_per_agent_row_for_each_tower():
         assert np.isfinite(np.asarray(out.metrics[name])).all(), name
 
 
+def test_observation_statistics_count_every_agent_row():
+    """normalize_observations: one agent's observation per row, so the statistics count
+    updates x T x N x A rows, with MAPPO's world state normalised beside the obs."""
+    config = spread_config(multi_agent="mappo", normalize_observations=True)
+    out = jax.jit(pjp.make_train(config))(jax.random.key(0))
+    stats = out.train_state.params["obs_norm"]
+    np.testing.assert_allclose(float(stats["count"]), 2 * 8 * 4 * 3, rtol=1e-5)
+    assert stats["mean"]["obs"].shape == (18,) and stats["mean"]["world_state"].shape == (54,)
+    assert np.isfinite(np.asarray(out.metrics["loss"])).all()
+
+
 # ---------------------------------------------------------------------- learning
 def random_team_return(env, env_params, episodes: int = 256) -> float:
     """Mean team return of uniformly random actions over `episodes` 26-step episodes."""

@@ -1,11 +1,11 @@
-"""Export of a multi-agent (IPPO) shared policy: PyTorch parity on every agent's rows.
+"""Export of a multi-agent (IPPO, MAPPO) shared policy: PyTorch parity on every agent's rows.
 
 The IPPO policy is the single-agent network applied to the rows `[N * A]` of the agents'
 observations, so `export_torch` writes it like any policy; here its torch program (.pt2)
 and module source + state_dict must match JAX on real observations of N envs x A agents
-(MPE: arrays; SMAX: dict observations with the action mask). MAPPO's centralised critic
-sees the world state (towers on different inputs): its export is refused with a
-ValueError naming the setting.
+(MPE: arrays; SMAX: dict observations with the action mask). MAPPO's towers encode
+different inputs (the actor "obs", the critic "world_state"); its export keeps the same
+parity, with observation statistics and a GRU per tower.
 """
 
 from __future__ import annotations
@@ -100,8 +100,64 @@ def test_ippo_export_keeps_torch_parity_on_every_agent_row(tmp_path, case):
     assert not np.allclose(logits[0], logits[1])
 
 
-def test_mappo_export_is_refused(tmp_path):
-    config = pjp.PPOConfig(env_name=CASES["mpe"][0], multi_agent="mappo")
-    params = jax.jit(pjp.make_train_fns(config).networks.init)(jax.random.key(0))
-    with pytest.raises(ValueError, match=r"multi_agent='mappo'.*centralised critic"):
-        export_torch(params, config, tmp_path / "policy.pt")
+@pytest.mark.parametrize("case,recurrent", [("mpe", None), ("smax", "gru")])
+def test_mappo_export_keeps_torch_parity_with_towers_on_their_own_inputs(tmp_path, case, recurrent):
+    """MAPPO's actor encodes "obs" and its critic "world_state" (tower_inputs): the torch
+    module mirrors that, with observation statistics per tower (MPE) and a GRU per tower
+    (SMAX, with the action mask)."""
+    env_name, kwargs = CASES[case]
+    config = pjp.PPOConfig(
+        env_name=env_name, env_kwargs=kwargs, multi_agent="mappo", hidden_sizes=(32,),
+        recurrent=recurrent, recurrent_size=16, normalize_observations=recurrent is None,
+    )  # fmt: skip
+    fns = pjp.make_train_fns(config)
+    params = random_params(fns.networks, seed=7)
+    if "obs_norm" in params:  # statistics: a count and positive variances
+        params["obs_norm"]["var"] = jax.tree.map(np.abs, params["obs_norm"]["var"])
+        params["obs_norm"]["count"] = np.float32(100.0)
+    env, env_params = make_env(env_name, kwargs)
+    env = configure_env(config, env)
+    carry = jax.jit(lambda k: reset_agents(env, env_params, k, 4, fns.networks))(jax.random.key(0))
+    obs = carry.obs  # {"obs": [4 * A, D], "world_state": [4 * A, W], ...}
+    rows = obs["obs"].shape[0]
+    state = np.asarray(
+        jax.random.normal(jax.random.key(1), (rows, 32)) if recurrent else np.zeros((rows, 0))
+    ).astype(np.float32)
+    resets = jax.numpy.zeros((rows,), bool)
+
+    @jax.jit
+    def reference(obs, state):
+        new_state, dist, value = fns.networks.step(params, state if recurrent else (), obs, resets)
+        return dist.logits, value, new_state  # normalised: log-probabilities
+
+    logits, value, new_state = reference(obs, state)
+    logits, value = np.asarray(logits), np.asarray(value)
+
+    path = export_torch(params, config, tmp_path / "policy.pt", env, env_params)
+    meta = json.loads(path.with_suffix(".json").read_text())
+    assert meta["constructor"]["tower_inputs"] is not None
+    net = getattr(load_module(path.with_suffix(".module.py")), meta["class_name"])(
+        **meta["constructor"]
+    )
+    net.load_state_dict(torch.load(path.with_suffix(".state_dict.pt")), strict=True)
+    net.eval()
+    program = torch.export.load(path.with_suffix(".pt2")).module()
+    args = (to_torch(obs),) + ((torch.from_numpy(state),) if recurrent else ())
+    with torch.no_grad():
+        routes = {"module": net(*args), "pt2": program(*args)}
+    valid = np.asarray(obs["action_mask"]) if "action_mask" in obs else np.ones_like(logits, bool)
+    for route, out in routes.items():
+        log_probs = torch.log_softmax(out[0], -1).numpy()
+        np.testing.assert_allclose(
+            np.where(valid, log_probs, 0.0), np.where(valid, logits, 0.0), atol=TOL,
+            err_msg=route,
+        )  # fmt: skip
+        np.testing.assert_allclose(out[1].numpy(), value, atol=TOL, err_msg=route)
+        if recurrent:
+            np.testing.assert_allclose(out[2].numpy(), np.asarray(new_state), atol=TOL)
+    # the critic encodes the world state only: moving the obs leaves the value unchanged
+    moved = {**to_torch(obs), "obs": to_torch(obs)["obs"] + 1.0}
+    with torch.no_grad():
+        moved_out = net(moved, *args[1:])
+    np.testing.assert_allclose(moved_out[1].numpy(), routes["module"][1].numpy(), atol=TOL)
+    assert not np.allclose(moved_out[0].numpy(), routes["module"][0].numpy())

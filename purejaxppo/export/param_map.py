@@ -237,13 +237,16 @@ def _cell_arrays(flat: Mapping[str, np.ndarray], prefix: str, kind: str, size: i
 
 
 def torch_state_dict(flat: Mapping[str, np.ndarray], input_names: list[str],
-                     core_kind: str | None, core_size: int = 0) -> Flat:  # fmt: skip
+                     core_kind: str | None, core_size: int = 0,
+                     tower_names: Mapping[str, list[str]] | None = None) -> Flat:  # fmt: skip
     """Checked flat flax params (`check_params`) -> the torch `ActorCritic` state_dict.
 
     Args:
       flat: `{flax name: float32 array}` of an `ActorCritic` (every name is mapped).
       input_names: `ObsInput.name` of the encoded inputs, in the encoder's order.
       core_kind: None, "lstm", "gru" or "transformer"; core_size: LSTM / GRU units.
+      tower_names: `{"actor_encoder": names, "critic_encoder": names}` where the towers
+        encode different inputs (`ActorCritic.tower_inputs`); None: `input_names` both.
 
     Returns:
       `{torch name: contiguous float32 numpy array}`.
@@ -266,7 +269,8 @@ def torch_state_dict(flat: Mapping[str, np.ndarray], input_names: list[str],
                 layer = "out" if parts[1] == "out" else f"hidden.dense.{_num(parts[1], 'dense')}"
                 out[f"{top}.{layer}.{leaf}"] = transform(array)
             elif top in _TOWERS and top.endswith("encoder"):
-                key, transform = _encoder_entry(parts[1:-1] + [parts[-1]], input_names)
+                names = (tower_names or {}).get(top, input_names)
+                key, transform = _encoder_entry(parts[1:-1] + [parts[-1]], names)
                 out[f"{_TOWERS[top]}.{key}"] = transform(array)
             elif top in _TOWERS and parts[1] == "cell" and core_kind in ("lstm", "gru"):
                 cells.add(top)

@@ -43,6 +43,7 @@ import torch
 import purejaxppo.export.param_map as param_map
 import purejaxppo.export.torch_modules as torch_modules
 from purejaxppo.export.request import ExportRequest, params_from_source, parent, refuse_existing
+from purejaxppo.multiagent import configure_env, make_marl_networks
 from purejaxppo.networks import ActionSpec, Networks, make_networks, state_size
 from purejaxppo.networks.actor_critic import ActorCritic
 from purejaxppo.networks.layers import ACTIVATIONS
@@ -119,16 +120,12 @@ def write_torch(request: ExportRequest) -> Path:
 def prepare(request: ExportRequest) -> Prepared:
     """Checks the params against the network and builds the torch module with them."""
     config, index = request.config, request.index
-    if config.multi_agent == "mappo":
-        raise ValueError(
-            "export: multi_agent='mappo' policies have a centralised critic on the world "
-            "state (towers on different inputs) and no export yet; IPPO's shared policy "
-            "exports"
-        )
     env, env_params = resolve_env(config, request.env, request.env_params)
+    env = configure_env(config, env)  # multi-agent: MAPPO's world state
     networks = request.networks
     if networks is None:
-        networks = make_networks(config, env, env_params)
+        make = make_marl_networks if config.multi_agent else make_networks
+        networks = make(config, env, env_params)
     module = networks.module
     if not isinstance(module, ActorCritic):
         raise ValueError(
@@ -154,7 +151,13 @@ def prepare(request: ExportRequest) -> Prepared:
     param_map.check_finite(flat)
     names = [spec.name for spec in module.inputs]
     core = module.core_settings
-    arrays = param_map.torch_state_dict(flat, names, core.kind, core.size)
+    tower_names = None
+    if module.tower_inputs is not None:
+        tower_names = {
+            f"{tower}_encoder": [spec.name for spec in module.tower(i)]
+            for i, tower in enumerate(("actor", "critic"))
+        }
+    arrays = param_map.torch_state_dict(flat, names, core.kind, core.size, tower_names)
 
     spec = networks.action_spec
     obs_space = env.observation_space(env_params)
@@ -232,7 +235,8 @@ def _normalization(
         stats = jax.tree.map(lambda x: x[index], stats)
     by_path = {(() if key is None else (key,)): name for name, key in norm.leaves.items()}
     arrays = {}
-    towers = 1 if constructor["shared"] else 2
+    every = list(range(len(constructor["inputs"])))
+    towers = constructor.get("tower_inputs") or [every] * (1 if constructor["shared"] else 2)
     for i, spec in enumerate(constructor["inputs"]):
         name = by_path.get(tuple(spec["path"]))
         if name is None:
@@ -240,9 +244,12 @@ def _normalization(
         spec["normalize"], spec["obs_clip"] = True, _json_floats(norm.obs_clip)
         mean = stats["mean"][name]
         scale = (1.0 / np.sqrt(stats["var"][name].astype(np.float64) + 1e-8)).astype(np.float32)
-        for tower in range(towers):
-            arrays[f"encoders.{tower}.inputs.{i}.norm_mean"] = mean.reshape(spec["shape"])
-            arrays[f"encoders.{tower}.inputs.{i}.norm_scale"] = scale.reshape(spec["shape"])
+        for tower, index in enumerate(towers):
+            if i not in index:
+                continue
+            prefix = f"encoders.{tower}.inputs.{index.index(i)}"
+            arrays[f"{prefix}.norm_mean"] = mean.reshape(spec["shape"])
+            arrays[f"{prefix}.norm_scale"] = scale.reshape(spec["shape"])
     return arrays
 
 
@@ -283,7 +290,17 @@ def _constructor(module: ActorCritic, spec: ActionSpec, squash: bool, mask_key: 
             "squash": bool(squash),
         },
         "mask_key": mask_key,
+        **_tower_inputs(module),
     }
+
+
+def _tower_inputs(module: ActorCritic) -> dict[str, Any]:
+    """`{"tower_inputs": [[input indices] per tower]}` where the towers encode different
+    inputs (MAPPO), else `{}` (the torch module's default: every input)."""
+    if module.tower_inputs is None:
+        return {}
+    index = {spec: i for i, spec in enumerate(module.inputs)}
+    return {"tower_inputs": [[index[spec] for spec in module.tower(t)] for t in (0, 1)]}
 
 
 def _has_key(space: Any, key: str | None) -> bool:

@@ -434,7 +434,9 @@ class ActorCritic(nn.Module):
     scale), `encoder` (kind, hidden_sizes, activation and the conv settings), `core`
     (None, or kind, size and the transformer settings), `shared` (one torso or separate
     actor / critic towers), `head_hidden_sizes`, `action` (kind, num_actions, shape, low,
-    high, nvec, squash) and `mask_key` (the dict entry holding the action mask, or None).
+    high, nvec, squash), `mask_key` (the dict entry holding the action mask, or None) and
+    `tower_inputs` (the indices of the inputs each separate tower encodes; None: all of
+    them; MAPPO's actor encodes "obs", its critic "world_state").
     Bounds may be given as the strings "inf" / "-inf".
     """
 
@@ -443,25 +445,36 @@ class ActorCritic(nn.Module):
     num_towers: Final[int]
     state_size: Final[int]
     action_shape: List[int]
+    tower_index: List[List[int]]
 
     def __init__(self, inputs: List[Dict[str, Any]], encoder: Dict[str, Any],
                  core: Optional[Dict[str, Any]], shared: bool, head_hidden_sizes: List[int],
-                 action: Dict[str, Any], mask_key: Optional[str] = None):  # fmt: skip
+                 action: Dict[str, Any], mask_key: Optional[str] = None,
+                 tower_inputs: Optional[List[List[int]]] = None):  # fmt: skip
         super().__init__()
         self.paths = [list(spec["path"]) for spec in inputs]
         self.mask_key = mask_key
         self.num_towers = 1 if shared else 2
-        self.encoders = nn.ModuleList([Encoder(inputs, encoder) for _ in range(self.num_towers)])
-        size = self.encoders[0].out_size
+        # The inputs (indices into `inputs`) each tower encodes (MAPPO: actor obs, critic
+        # world state); default: every input.
+        every = list(range(len(inputs)))
+        self.tower_index = (
+            [list(t) for t in tower_inputs] if tower_inputs else [every] * self.num_towers
+        )
+        self.encoders = nn.ModuleList(
+            [Encoder([inputs[j] for j in index], encoder) for index in self.tower_index]
+        )
+        sizes = [e.out_size for e in self.encoders]
         cores = []
         self.state_size = 0
         if core is not None:
-            cores = [make_core(core, size) for _ in range(self.num_towers)]
-            self.state_size, size = core_sizes(core)
+            cores = [make_core(core, size) for size in sizes]
+            self.state_size, out = core_sizes(core)
+            sizes = [out for _ in sizes]
         self.cores = nn.ModuleList(cores)
         act, num = encoder["activation"], int(action["num_actions"])
-        self.actor_head = Head(size, head_hidden_sizes, act, num)
-        self.critic_head = Head(size, head_hidden_sizes, act, 1)
+        self.actor_head = Head(sizes[0], head_hidden_sizes, act, num)
+        self.critic_head = Head(sizes[-1], head_hidden_sizes, act, 1)
         self.kind = action["kind"]
         self.squash = bool(action.get("squash", False))
         self.action_shape = [int(s) for s in action["shape"]]
@@ -502,8 +515,8 @@ class ActorCritic(nn.Module):
              state: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:  # fmt: skip
         """One step from the encoded arrays `xs`, the mask and the state (None: no core)."""
         features: List[torch.Tensor] = []
-        for encoder in self.encoders:
-            features.append(encoder(xs))
+        for i, encoder in enumerate(self.encoders):
+            features.append(encoder([xs[j] for j in self.tower_index[i]]))
         new_state = state
         if state is not None:
             outs: List[torch.Tensor] = []

@@ -276,6 +276,10 @@ def ensure_normalization(
         )
     else:  # the observation's real dtypes (some envs' spaces declare float32 for ints)
         example, _ = jax.eval_shape(env.reset, jax.random.key(0), env_params)
+        from purejaxppo.envs.suites.jaxmarl import is_multi_agent_env
+
+        if is_multi_agent_env(env):  # [A, ...] per env: one agent's row
+            example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), example)
     try:
         return with_normalization(
             networks,
