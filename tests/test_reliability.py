@@ -463,3 +463,78 @@ def test_cli_reports_warnings_in_one_line_and_silences_orbax_error_logs(capsys):
     err = capsys.readouterr().err
     assert err == "purejaxppo: warning: checkpoint 4 is damaged; using the previous one, 3\n"
     assert warnings.showwarning is show  # restored
+
+
+# ---------------------------------------------------------------- Ctrl-C / SIGTERM
+def test_a_stop_request_saves_the_running_segment_and_a_second_stops_at_once():
+    from purejaxppo.drivers.segments import (
+        SegmentHooks,
+        TrainingInterrupted,
+        progress_bar,
+        run_segments,
+    )
+
+    saves = []
+
+    def process(done, length, fetched):
+        if done == 1:  # during the second segment
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    hooks = SegmentHooks(lambda done: 1, lambda done, length: None, process,
+                         lambda done, due: saves.append((done, due)))  # fmt: skip
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    bar = progress_bar(5, unit="update", desc="t", enabled=False)
+    with pytest.raises(TrainingInterrupted) as info:
+        run_segments(5, 0, hooks, bar=bar, fetch=lambda x: x, resume_hint="again")
+    assert saves == [(1, False), (2, True)]  # the stopped segment is saved (due)
+    assert (info.value.done, info.value.signal_name, info.value.resume_hint) == (
+        2,
+        "SIGTERM",
+        "again",
+    )
+    assert info.value.exit_code == 143
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+    def twice(done, length, fetched):
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # the second raises here, mid-segment
+
+    saves.clear()
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_segments(5, 0, hooks._replace(process=twice), bar=bar, fetch=lambda x: x)
+    assert not isinstance(info.value, TrainingInterrupted) and saves == []
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_ctrl_c_keeps_every_update_and_resume_ends_like_an_uninterrupted_run(
+    tmp_path, capsys, monkeypatch
+):
+    from purejaxppo.drivers import single
+
+    argv = ["train", "--num-envs", "4", "--num-steps", "16", "--hidden-sizes", "8",
+            "--total-timesteps", "384", "--log-freq", "1", "--no-progress"]  # fmt: skip
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    assert main([*argv, "--run-dir", str(straight)]) == 0
+    process = single._SingleRun.process
+
+    def ctrl_c_in_update_3(self, done, length, metrics):
+        if done == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return process(self, done, length, metrics)
+
+    monkeypatch.setattr(single._SingleRun, "process", ctrl_c_in_update_3)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--run-dir", str(stopped)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 130, err
+    assert (
+        f"stopped by SIGINT after update 3, saved; continue with: purejaxppo train --resume "
+        f"{stopped}" in err
+    ), err
+    assert sorted(p.name for p in (stopped / "checkpoints" / "last").iterdir()) == ["3"]
+    monkeypatch.setattr(single._SingleRun, "process", process)
+    assert main(["train", "--resume", str(stopped), "--no-progress"]) == 0
+    a = (straight / "metrics.csv").read_text()
+    b = (stopped / "metrics.csv").read_text()
+    assert a.count("\n") == 7 and a == b  # 6 updates, bitwise (CPU)

@@ -5,6 +5,9 @@ match), reported before anything on disk changes; 3 training diverged (NaN / Inf
 or parameters; the last finite checkpoint is kept); 4 the disk (or quota) is full
 (ENOSPC; the newest complete checkpoint is kept: free space, then --resume). Any other
 operating-system error (permissions, impossible paths) is one line naming the path, exit 2.
+Ctrl-C (SIGINT) or SIGTERM during training finishes and saves the running segment, then
+exits 130 / 143 with the command that continues the run (`drivers.segments`); a second
+Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from purejaxppo.cli.policy_commands import collect_command, eval_command, export
 from purejaxppo.cli.sweep import sweep_command
 from purejaxppo.cli.train import train_command
 from purejaxppo.cli.values import EXIT_NO_SPACE, EXIT_OS_ERROR
+from purejaxppo.drivers.segments import TrainingInterrupted
 
 COMMANDS = {
     "train": train_command,
@@ -64,6 +68,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _one_line_reports():
             return COMMANDS[command](parser, args)
+    except TrainingInterrupted as stop:
+        saved = (
+            f"saved; continue with: {stop.resume_hint}"
+            if stop.resume_hint
+            else "not saved (this command writes no checkpoints)"
+        )
+        parser.exit(
+            stop.exit_code,
+            f"purejaxppo: {command}: stopped by {stop.signal_name} after update {stop.done}, "
+            f"{saved}\n",
+        )
     except Exception as err:  # one line for a full disk / an OS error, never a traceback
         from purejaxppo.paths import describe_os_error, is_disk_full
 

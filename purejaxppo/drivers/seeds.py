@@ -269,6 +269,7 @@ def train_seeds(
             run_segments(
                 config.num_updates, 0, hooks, bar=bar, save_freq=config.save_freq,
                 save_minutes=config.save_minutes, label=f"{config.env_name} x{num_seeds} seeds",
+                resume_hint=f"purejaxppo train --resume {run_dir}/seed_<s>, one seed at a time",
             )  # fmt: skip
         return run.finish(plot, seed_plots, verbose)
 

@@ -14,7 +14,12 @@ logged and checkpoints are written between compiled calls (as rejax's
    check (`first_divergence`; a single run stops, a seed or a sweep run is marked),
    history, logging; returns the progress bar's postfix;
 5. `hooks.save(done, due)`: `due` is the save clock: a multiple of `save_freq`, at least
-   `save_minutes` since the last due save, or the end of the run.
+   `save_minutes` since the last due save, the end of the run, or a stop request.
+
+Ctrl-C (SIGINT) or SIGTERM during the loop asks it to stop (`stop_requests`): the running
+segment finishes, is processed and saved (`due`), and `TrainingInterrupted` is raised, so
+an interrupted run loses nothing and continues with `--resume`. A second Ctrl-C stops at
+once (`KeyboardInterrupt`, as without the handler).
 
 The segments call the same `update` as the one-call `train`, so a segmented run equals a
 one-call run for the same key (tests/test_cli.py, tests/test_train.py check bitwise).
@@ -23,9 +28,67 @@ The progress bar (tqdm) is made here and nowhere else (`progress_bar`).
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """A run stopped by SIGINT / SIGTERM at the end of a segment (`run_segments`).
+
+    Attributes:
+      done: updates (or generations) done; the driver's save hook ran after the last of
+        them (`due=True`), so its checkpoint is on disk where the driver saves any.
+      signal_name: "SIGINT" or "SIGTERM".
+      resume_hint: how to continue (a command line), or None where the driver writes no
+        checkpoint (sweeps).
+    """
+
+    def __init__(self, done: int, signal_name: str, resume_hint: str | None = None):
+        super().__init__(f"stopped by {signal_name} after update {done}")
+        self.done, self.signal_name, self.resume_hint = done, signal_name, resume_hint
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number (130 for SIGINT, 143 for SIGTERM), as a shell reports."""
+        return 128 + int(signal.Signals[self.signal_name])
+
+
+@contextlib.contextmanager
+def stop_requests() -> Iterator[list[str]]:
+    """While open, SIGINT and SIGTERM append their names to the yielded list instead of
+    stopping the process; a second signal raises `KeyboardInterrupt` at once. The
+    previous handlers come back on exit. Outside the main thread (where Python cannot
+    set handlers) the list stays empty and signals keep their handlers."""
+    requested: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield requested
+        return
+    names = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+
+    def request(signum: int, frame: Any) -> None:
+        if requested:
+            raise KeyboardInterrupt
+        requested.append(names[signum])
+        print(
+            f"\npurejaxppo: {names[signum]}: stopping after the running segment (it is saved "
+            "first); Ctrl-C again stops at once",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    previous = {sig: signal.getsignal(sig) for sig in names}
+    for sig in names:
+        signal.signal(sig, request)
+    try:
+        yield requested
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 class SegmentHooks(NamedTuple):
@@ -103,6 +166,7 @@ def run_segments(
     scale: int = 1,
     label: str | None = None,
     fetch: Callable[[Any], Any] | None = None,
+    resume_hint: str | None = None,
 ) -> int:
     """Runs segments from `done` until `total` (updates or generations); returns `total`.
 
@@ -116,28 +180,35 @@ def run_segments(
       label: the bar's description after the first segment (the first one compiles).
       fetch: the device-to-host transfer applied to `hooks.run`'s result (default
         `parallel.to_host`).
+      resume_hint: how to continue after a stop request, for `TrainingInterrupted`.
 
     Raises:
+      TrainingInterrupted: after SIGINT / SIGTERM, once the running segment is processed
+        and saved.
       Whatever the hooks raise (e.g. `guards.TrainingDiverged` from a single run).
     """
     if fetch is None:
         from purejaxppo.parallel import to_host as fetch
     last_save = time.monotonic()
-    while done < total:
-        length = hooks.length(done)
-        fetched = fetch(hooks.run(done, length))
-        postfix = hooks.process(done, length, fetched)
-        done += length
-        due = bool(save_freq) and done % save_freq == 0
-        due |= bool(save_minutes) and time.monotonic() - last_save >= 60 * save_minutes
-        due |= done == total
-        if hooks.save is not None:
-            hooks.save(done, due)
-        if due:
-            last_save = time.monotonic()
-        if label is not None:
-            bar.set_description(label)
-        if postfix:
-            bar.set_postfix(**postfix, refresh=False)
-        bar.update(length * scale)
+    with stop_requests() as requested:
+        while done < total:
+            length = hooks.length(done)
+            fetched = fetch(hooks.run(done, length))
+            postfix = hooks.process(done, length, fetched)
+            done += length
+            due = bool(save_freq) and done % save_freq == 0
+            due |= bool(save_minutes) and time.monotonic() - last_save >= 60 * save_minutes
+            due |= done == total or bool(requested)
+            if hooks.save is not None:
+                hooks.save(done, due)
+            if due:
+                last_save = time.monotonic()
+            if label is not None:
+                bar.set_description(label)
+            if postfix:
+                bar.set_postfix(**postfix, refresh=False)
+            bar.update(length * scale)
+            if requested and done < total:
+                hint = resume_hint if hooks.save is not None else None
+                raise TrainingInterrupted(done, requested[0], hint)
     return done

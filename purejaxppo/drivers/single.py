@@ -107,6 +107,8 @@ def train_and_log(
         checkpoint; `rundir.DirectoryNotEmpty` for a fresh run in a non-empty directory;
         `rundir.DirectoryLocked` while another process writes to `run_dir`.
       guards.TrainingDiverged: non-finite losses or parameters.
+      drivers.segments.TrainingInterrupted: Ctrl-C / SIGTERM; the running segment was
+        finished and saved first (resume with `resume=True`).
       ImportError: naming the extra of a logger whose package is missing.
     Also `ValueError` for `video_freq` on an env without a renderer (before anything on
     disk changes).
@@ -155,6 +157,7 @@ def _train_claimed(
         run_segments(
             c.num_updates, run.done, run.hooks(), bar=bar, save_freq=c.save_freq,
             save_minutes=c.save_minutes, label=c.env_name, fetch=jax.device_get,
+            resume_hint=f"purejaxppo train --resume {run_dir}",
         )  # fmt: skip
         table = pd.concat(run.frames, ignore_index=True)
         if plot:

@@ -307,8 +307,11 @@ class _PBTRun:
         hooks = SegmentHooks(length=self.length, run=self.run, process=self.process,
                              save=self.save)  # fmt: skip
         save_freq = self.checkpoint_every if self.checkpoint_dir is not None else 0
+        hint = None if self.checkpoint_dir is None else "the same command with --resume"
         with bar:
-            run_segments(self.num_gens, self.done, hooks, bar=bar, save_freq=save_freq)
+            run_segments(
+                self.num_gens, self.done, hooks, bar=bar, save_freq=save_freq, resume_hint=hint
+            )
         joined = joined_history(self.history)
         records = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("record/")}
         metrics = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("metric/")}
