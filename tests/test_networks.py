@@ -425,6 +425,14 @@ def test_dict_and_tuple_observations():
     assert {k.split("/")[1] for k in _shapes(params) if "encoder" in k} == {"0_mlp", "1_mlp"}
     dist, value = apply(params, (obs["vector"], -obs["vector"]))
     assert dist.logits.shape == (5, 2)
+    # Towers on their own entries (MAPPO's `tower_inputs`): only entries the observation has.
+    env_params = env.default_params
+    with pytest.raises(ValueError, match=r"the critic encodes \('state',\), but the observation's "
+                       r"encoded entries are \['image', 'vector'\]"):  # fmt: skip
+        pjp.make_networks(config, env, env_params, tower_inputs=(("vector",), ("state",)))
+    with pytest.raises(ValueError, match="share_encoder=True: the actor and the critic see"):
+        pjp.make_networks(config.replace(share_encoder=True), env, env_params,
+                          tower_inputs=(("vector",), ("image",)))  # fmt: skip
 
 
 def test_impala_gradients_and_squashed_training():
