@@ -119,6 +119,12 @@ class PPOConfig:
       vf_coef: weight of the value loss.
       ent_coef: weight of the entropy bonus.
       max_grad_norm: global gradient-norm clip (> 0).
+      grad_clip_per_network: clip the actor's and the critic's gradients each to the norm
+        `max_grad_norm` on its own, as the two optimizers of MAPPO's reference code do
+        (Yu et al. 2022's on-policy, JaxMARL's mappo_*.py); false (default) clips the
+        norm of the whole gradient (CleanRL). Needs separate towers: `share_encoder:
+        true` is refused (`ValueError`); a custom network's other parameters are a third
+        group.
       learning_rate: Adam step size at the first update.
       actor_learning_rate: step size of the actor's parameters (the actor tower and head,
         `log_std`; a user's actor module); None (default) uses `learning_rate`.
@@ -270,6 +276,7 @@ class PPOConfig:
     vf_coef: float = traced(0.5, "loss")
     ent_coef: float = traced(0.01, "loss")
     max_grad_norm: float = traced(0.5, "optim")
+    grad_clip_per_network: bool = static(False, "optim")
     learning_rate: float = traced(2.5e-4, "optim")
     actor_learning_rate: float | None = traced(None, "optim", none_as=math.nan)
     critic_learning_rate: float | None = traced(None, "optim", none_as=math.nan)

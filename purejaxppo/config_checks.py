@@ -239,6 +239,14 @@ def check_optim(c: Any) -> None:
         if getattr(c, name) <= 0:
             raise bad(name, getattr(c, name), "must be > 0")
     _at_least(c, ("end_learning_rate",), 0, "must be >= 0")
+    if c.grad_clip_per_network and c.shares_encoder:
+        raise bad(
+            "grad_clip_per_network",
+            True,
+            "clips the actor's and the critic's gradients separately, but the actor and "
+            "critic share an encoder (share_encoder resolves to true: set "
+            "share_encoder: false)",
+        )
     for name in ("actor_learning_rate", "critic_learning_rate"):
         # 0 is allowed: it freezes that tower (a traced value, e.g. per sweep / PBT member).
         if getattr(c, name) is not None and not getattr(c, name) >= 0:

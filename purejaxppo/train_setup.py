@@ -262,6 +262,7 @@ def make_init(
             initial_learning_rates(config),
             config.adam_eps,
             param_labels(params),
+            config.grad_clip_per_network,
         )
         if shard_key is not None:
             env_key = shard_key(env_key)

@@ -25,6 +25,11 @@ def _leaves_equal(a, b) -> bool:
     )
 
 
+def _close(a, b) -> None:
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-8)
+
+
 # --------------------------------------------------------------------- the interface
 def test_feed_forward_networks_have_empty_state_and_agree():
     env, env_params = pjp.make_env("CartPole-v1")
@@ -140,6 +145,46 @@ def test_actor_and_critic_learning_rates():
     assert not _leaves_equal(before["critic_head"], after["critic_head"])
     with pytest.raises(ValueError, match="actor_learning_rate=-1.0: must be > 0"):
         TINY.replace(actor_learning_rate=-1.0)
+
+
+def test_grad_clip_per_network_is_two_optimizers():
+    """`grad_clip_per_network` updates like MAPPO's separate actor and critic optimizers
+    (each clip_by_global_norm + Adam), and is refused with a shared encoder."""
+    import optax
+
+    from purejaxppo.update import make_optimizer
+
+    params = {"params": {"actor_head": {"k": jnp.ones((3, 2))}, "log_std": jnp.zeros(2),
+                         "critic_head": {"k": jnp.ones((3, 1))}}}  # fmt: skip
+    tx = make_optimizer(0.25, 1e-3, 1e-5, param_labels(params), clip_per_group=True)
+    state = tx.init(params)
+    one = optax.chain(optax.clip_by_global_norm(0.25), optax.adam(1e-3, eps=1e-5))
+    actor = {"actor_head": params["params"]["actor_head"], "log_std": params["params"]["log_std"]}
+    actor_state, critic_state = one.init(actor), one.init(params["params"]["critic_head"])
+    for i, scale in enumerate((10.0, 0.01, 3.0)):  # clipped, unclipped, clipped
+        leaves, treedef = jax.tree.flatten(params)
+        keys = jax.random.split(jax.random.key(i), len(leaves))
+        noise = [jax.random.normal(k, x.shape) for k, x in zip(keys, leaves, strict=True)]
+        grads = jax.tree.unflatten(treedef, [scale * x for x in noise])
+        updates, state = tx.update(grads, state, params)
+        g = grads["params"]
+        want_actor, actor_state = one.update(
+            {"actor_head": g["actor_head"], "log_std": g["log_std"]}, actor_state
+        )
+        want_critic, critic_state = one.update(g["critic_head"], critic_state)
+        got = updates["params"]
+        for name in ("actor_head", "log_std"):
+            _close(got[name], want_actor[name])
+        _close(got["critic_head"], want_critic)
+    # Below the threshold nothing is clipped: a run equals the default run.
+    fns = pjp.make_train_fns(TINY)
+    per = pjp.make_train_fns(TINY.replace(grad_clip_per_network=True))
+    hp = pjp.Hyperparams.from_config(TINY).replace(max_grad_norm=jnp.float32(1e9))
+    a, _ = jax.jit(fns.run, static_argnums=2)(fns.init(jax.random.key(0)), hp, 2)
+    b, _ = jax.jit(per.run, static_argnums=2)(per.init(jax.random.key(0)), hp, 2)
+    _close(a.train_state.params, b.train_state.params)
+    with pytest.raises(ValueError, match="grad_clip_per_network=True: .*share_encoder"):
+        TINY.replace(grad_clip_per_network=True, recurrent="gru")
 
 
 # --------------------------------------------------------------------- review fixes

@@ -67,6 +67,17 @@ def test_spaces_masks_and_world_state():
     np.testing.assert_array_equal(world[:, 72:], np.eye(3))
     no_ids = pjp.make_env(SMAX, {"scenario": "3m"})[0].with_world_state()
     assert no_ids.reset(jax.random.key(0), params)[0]["world_state"].shape == (3, 72)
+    # JaxMARL's SMAX MAPPO: ids in the critic's world state only, not in the observations
+    jaxmarl_like = {"scenario": "3m", "agent_ids": False, "world_state_ids": True}
+    ws_only = pjp.make_env(SMAX, jaxmarl_like)[0].with_world_state()
+    ws_obs = ws_only.reset(jax.random.key(0), params)[0]
+    assert ws_obs["obs"].shape == (3, 75) and ws_obs["world_state"].shape == (3, 75)
+    np.testing.assert_array_equal(ws_obs["obs"], obs["obs"][:, :75])
+    np.testing.assert_array_equal(ws_obs["world_state"], obs["world_state"])
+    with pytest.raises(ValueError, match="world_state_ids=True, but the env has no world"):
+        make_env("jaxmarl:MPE_simple_spread_v3", {"world_state_ids": True})
+    with pytest.raises(ValueError, match=r"world_state_ids=1 must be true, false or absent"):
+        make_env(SMAX, {"scenario": "3m", "world_state_ids": 1})
 
 
 def test_unavailable_actions_are_never_sampled_and_wins_terminate():

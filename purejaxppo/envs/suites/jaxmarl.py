@@ -40,10 +40,12 @@ them into extra rows of the batch (IPPO / MAPPO with one shared policy).
 - World state (MAPPO's critic input, `with_world_state()`): `env.get_world_state(state)`
   where the env has one (SMAX), else for MPE the concatenation of all agents'
   observations, as JaxMARL's MAPPO baselines (`MPEWorldStateWrapper`) build it. Other envs
-  have none: `with_world_state()` raises a ValueError naming the env. With `agent_ids:
-  true`, an env's own world state (SMAX) gets the agent-id one-hot appended per agent row,
-  as JaxMARL's `SMAXWorldStateWrapper` does with OBS_WITH_AGENT_ID (MPE's world state
-  already holds the agents' observations with their ids).
+  have none: `with_world_state()` raises a ValueError naming the env. With the kwarg
+  `world_state_ids: true` (default: `agent_ids`), an env's own world state (SMAX) gets
+  the agent-id one-hot appended per agent row, as JaxMARL's `SMAXWorldStateWrapper` does
+  with OBS_WITH_AGENT_ID, which adds no id to the agents' observations: JaxMARL's SMAX
+  MAPPO is `agent_ids: false, world_state_ids: true` (MPE's world state already holds
+  the agents' observations with their ids).
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class JaxMARLEnv:
         env: Any,
         *,
         agent_ids: bool = False,
+        world_state_ids: bool | None = None,
         world_state: bool = False,
         shared_reward: bool | None = None,
     ):
@@ -104,6 +107,7 @@ class JaxMARLEnv:
         self.agents = tuple(env.agents)
         self.num_agents = len(self.agents)
         self.agent_ids = agent_ids
+        self._world_state_ids = agent_ids if world_state_ids is None else world_state_ids
         self.world_state = world_state
         self.default_params = SuiteParams()
         inner = getattr(env, "_env", env)  # SMAX's heuristic-enemy wrapper holds the SMAX
@@ -159,6 +163,7 @@ class JaxMARLEnv:
             self.name,
             self.env,
             agent_ids=self.agent_ids,
+            world_state_ids=self._world_state_ids,
             world_state=True,
             shared_reward=self.shared_reward,
         )
@@ -186,7 +191,7 @@ class JaxMARLEnv:
     @property
     def world_state_ids(self) -> bool:
         """Whether each agent row's world state ends with the agent-id one-hot."""
-        return self.agent_ids and hasattr(self.env, "get_world_state")
+        return self._world_state_ids and hasattr(self.env, "get_world_state")
 
     def world_state_size(self) -> int:
         """W, the length of the world state (with the agent-id one-hot, if any)."""
@@ -333,8 +338,9 @@ def is_multi_agent_env(env: Any) -> bool:
 def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuiteParams]:
     """Builds `"jaxmarl:<id>"` (`jaxmarl.make(id, **env_kwargs)`).
 
-    env_kwargs: `agent_ids` (ours: append an agent-id one-hot to each observation, and to
-    an env's own world state),
+    env_kwargs: `agent_ids` (ours: append an agent-id one-hot to each observation),
+    `world_state_ids` (ours: append it to an env's own world state, SMAX's; default
+    `agent_ids`),
     `shared_reward` (ours: true / false overrides `SHARED_REWARD_ENVS`, how the team
     reward is formed), and the JaxMARL env's own keyword arguments; for SMAX, `scenario`
     may be a map name ("3m", "2s3z", ...: `jaxmarl.environments.smax.map_name_to_scenario`),
@@ -356,12 +362,13 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
         raise unknown_name("jaxmarl", name, registered_envs)
     kwargs = dict(env_kwargs)
     agent_ids = bool(kwargs.pop("agent_ids", False))
+    world_state_ids = kwargs.pop("world_state_ids", None)
     shared_reward = kwargs.pop("shared_reward", None)
-    if shared_reward is not None and not isinstance(shared_reward, bool):
-        raise ValueError(
-            f"env_kwargs of jaxmarl:{name}: shared_reward={shared_reward!r} must be true, "
-            "false or absent (absent: SHARED_REWARD_ENVS decides)"
-        )
+    for key, value in (("world_state_ids", world_state_ids), ("shared_reward", shared_reward)):
+        if value is not None and not isinstance(value, bool):
+            raise ValueError(
+                f"env_kwargs of jaxmarl:{name}: {key}={value!r} must be true, false or absent"
+            )
     if isinstance(kwargs.get("scenario"), str):
         from jaxmarl.environments.smax import map_name_to_scenario
 
@@ -381,5 +388,16 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
         raise ValueError(
             f"env_kwargs of jaxmarl:{name}: {sorted(env_kwargs)} rejected ({err})"
         ) from err
-    suite_env = JaxMARLEnv(f"jaxmarl:{name}", env, agent_ids=agent_ids, shared_reward=shared_reward)
+    if world_state_ids and not hasattr(env, "get_world_state"):
+        raise ValueError(
+            f"env_kwargs of jaxmarl:{name}: world_state_ids=True, but the env has no world "
+            "state of its own (get_world_state) to append agent ids to"
+        )
+    suite_env = JaxMARLEnv(
+        f"jaxmarl:{name}",
+        env,
+        agent_ids=agent_ids,
+        world_state_ids=world_state_ids,
+        shared_reward=shared_reward,
+    )
     return suite_env, suite_env.default_params
