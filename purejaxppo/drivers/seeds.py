@@ -255,10 +255,8 @@ def train_seeds(
             length=lambda done: segment_length(
                 done, config.num_updates, config.log_freq, config.save_freq
             ),
-            run=run.run,
-            process=run.process,
-            save=run.save,
-        )
+            run=run.run, process=run.process, save=run.save,
+        )  # fmt: skip
         bar = progress_bar(
             config.num_updates,
             unit="update",

@@ -167,6 +167,7 @@ def run_segments(
     label: str | None = None,
     fetch: Callable[[Any], Any] | None = None,
     resume_hint: str | None = None,
+    stop_on_signals: bool = True,
 ) -> int:
     """Runs segments from `done` until `total` (updates or generations); returns `total`.
 
@@ -181,6 +182,9 @@ def run_segments(
       fetch: the device-to-host transfer applied to `hooks.run`'s result (default
         `parallel.to_host`).
       resume_hint: how to continue after a stop request, for `TrainingInterrupted`.
+      stop_on_signals: handle SIGINT / SIGTERM as stop requests (`stop_requests`). Off
+        for a program spread over several processes, whose hosts could see a signal
+        after different segments and wait on each other's collectives.
 
     Raises:
       TrainingInterrupted: after SIGINT / SIGTERM, once the running segment is processed
@@ -190,7 +194,7 @@ def run_segments(
     if fetch is None:
         from purejaxppo.parallel import to_host as fetch
     last_save = time.monotonic()
-    with stop_requests() as requested:
+    with stop_requests() if stop_on_signals else contextlib.nullcontext([]) as requested:
         while done < total:
             length = hooks.length(done)
             fetched = fetch(hooks.run(done, length))

@@ -310,8 +310,9 @@ class _PBTRun:
         hint = None if self.checkpoint_dir is None else "the same command with --resume"
         with bar:
             run_segments(
-                self.num_gens, self.done, hooks, bar=bar, save_freq=save_freq, resume_hint=hint
-            )
+                self.num_gens, self.done, hooks, bar=bar, save_freq=save_freq, resume_hint=hint,
+                stop_on_signals=jax.process_count() == 1,
+            )  # fmt: skip
         joined = joined_history(self.history)
         records = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("record/")}
         metrics = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("metric/")}

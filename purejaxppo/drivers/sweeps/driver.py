@@ -395,5 +395,8 @@ def _run_chunk(programs, inputs, first, real, bar, config, start) -> list:
         return {"sps": f"{steps / (time.perf_counter() - start):,.0f}"}
 
     hooks = SegmentHooks(length=lambda done: segment, run=run, process=process)
-    run_segments(config.num_updates, 0, hooks, bar=bar, scale=real, fetch=lambda x: x)
+    run_segments(
+        config.num_updates, 0, hooks, bar=bar, scale=real, fetch=lambda x: x,
+        stop_on_signals=jax.process_count() == 1,
+    )  # fmt: skip
     return pieces
