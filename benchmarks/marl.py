@@ -87,10 +87,10 @@ PUBLISHED_STEPS = 1e7  # JaxMARL's TOTAL_TIMESTEPS for MPE and SMAX (IPPO and MA
 PUBLISHED = {
     "mpe-ippo": "none (curves only); JaxMARL ippo_ff_mpe.py here: -61.0 (3 seeds, 1e7)",
     "mpe-mappo": "none (curves only); JaxMARL mappo_rnn_mpe.py here: -27.8 (1 seed, 1e7)",
-    "smax3m-mappo": "none (3m not in its results); JaxMARL mappo_rnn_smax.py here: 0.951 "
-    "(2 seeds, 1e7)",
-    "smax3m-mappo-gru": "none (3m not in its results); JaxMARL mappo_rnn_smax.py here: 0.951 "
-    "(2 seeds, 1e7)",
+    "smax3m-mappo": "none (3m not in its results); JaxMARL mappo_rnn_smax.py here: 0.941 "
+    "(3 seeds, 1e7)",
+    "smax3m-mappo-gru": "none (3m not in its results); JaxMARL mappo_rnn_smax.py here: 0.941 "
+    "(3 seeds, 1e7)",
 }
 
 
