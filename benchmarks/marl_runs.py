@@ -26,7 +26,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from reference import atomic_write  # noqa: E402
+from reference import atomic_write, markdown_table  # noqa: E402
 
 
 def expand(run_dirs: list[Path]) -> list[Path]:
@@ -83,14 +83,7 @@ def main() -> None:
         "",
         args.note,
         "",
-        "| " + " | ".join(cols) + " |",
-        "|" + "---|" * len(cols),
-        *(
-            "| "
-            + " | ".join(f"{r[c]:.4f}" if isinstance(r[c], float) else str(r[c]) for c in cols)
-            + " |"
-            for r in rows
-        ),
+        *markdown_table(rows, cols, ".4f"),
         "",
         summary,
         "",

@@ -187,6 +187,19 @@ def atomic_write(path: Path, write) -> None:
             os.unlink(tmp)
 
 
+def markdown_table(rows: list[dict], cols: list[str], float_format: str = ".4g") -> list[str]:
+    """The lines of a Markdown table of `rows` (dicts) over `cols`; floats as `float_format`."""
+
+    def cell(value) -> str:
+        return format(value, float_format) if isinstance(value, float) else str(value)
+
+    return [
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+        *("| " + " | ".join(cell(r[c]) for c in cols) + " |" for r in rows),
+    ]
+
+
 def write_results(
     rows: list[dict], out: Path, stamp: str, note: str, device: str | None = None
 ) -> list[Path]:

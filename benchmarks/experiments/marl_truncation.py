@@ -28,7 +28,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import marl  # noqa: E402
-from reference import atomic_write  # noqa: E402
+from reference import atomic_write, markdown_table  # noqa: E402
 
 from purejaxppo.envs.suites import jaxmarl as jaxmarl_suite  # noqa: E402
 
@@ -68,14 +68,7 @@ def main() -> None:
             f"Load average before: {load:.1f}. Team return, final = mean of the last 10% of "
             "updates per seed; mean (min, max) over seeds.",
             "",
-            "| " + " | ".join(cols) + " |",
-            "|" + "---|" * len(cols),
-            *(
-                "| "
-                + " | ".join(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols)
-                + " |"
-                for r in rows
-            ),
+            *markdown_table(rows, cols),
             "",
         ]
     )
