@@ -27,16 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from harness import atomic_write
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-from reference import atomic_write  # noqa: E402
 
 
 def env_only(task_id: str, options: dict, num_envs: int, steps: int) -> float:

@@ -32,15 +32,14 @@ returns, their moving mean, the target, random and the published 10M number). No
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from harness import atomic_write
+from reference import PUBLISHED
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from reference import PUBLISHED, atomic_write  # noqa: E402
 
 #: Uniform random play, Mnih et al. 2015 (Nature), Extended Data Table 2.
 RANDOM = {"Pong-v5": -20.7, "Breakout-v5": 1.7, "BeamRider-v5": 363.9}

@@ -29,11 +29,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from harness import (
+    atomic_write,
+    env_with_pythonpath,
+    machine,
+    run_json_process,
+    versions,
+    write_text,
+)
 
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE / ".venv-rejax"
@@ -120,8 +128,7 @@ def run_ours(
     """
     import resource
 
-    sys.path.insert(0, str(HERE))
-    from experiments import variants
+    from experiments import variants  # benchmarks/experiments/ (the script runs from benchmarks/)
 
     variants.set_xla_flags(variant, os.environ)
 
@@ -204,15 +211,6 @@ def run_ours(
     }
 
 
-def _env_with_pythonpath(pythonpath: str | None, xla_flags: str = "") -> dict:
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
-    if xla_flags:
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + xla_flags).strip()
-    return env
-
-
 def run_cell(
     library: str,
     agents: int,
@@ -225,7 +223,7 @@ def run_cell(
         cmd = [sys.executable, __file__, "--worker", "--agents", str(agents), "--variants", variant]
         cmd += ["--repeat-budget-s", str(args.repeat_budget_s)]
         cmd += ["--cpu-devices", str(cpu_devices)]
-        env = _env_with_pythonpath(args.ours_pythonpath, args.xla_flags)
+        env = env_with_pythonpath(args.ours_pythonpath, args.xla_flags)
     else:
         cmd = [
             args.peer_python or str(PEER_VENV / "bin" / "python"),
@@ -235,19 +233,12 @@ def run_cell(
             "--repeat-budget-s",
             str(args.repeat_budget_s),
         ]
-        env = _env_with_pythonpath(args.peer_pythonpath, args.xla_flags)
+        env = env_with_pythonpath(args.peer_pythonpath, args.xla_flags)
     cmd += ["--total-timesteps", str(args.total_timesteps), "--repeats", str(args.repeats)]
     cell = {"library": library, "variant": variant, "agents": agents, "cpu_devices": cpu_devices}
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=env, timeout=args.cell_timeout
-        )
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        return {**cell, "error": f"timeout after {args.cell_timeout} s; " + err[-1500:]}
-    if proc.returncode != 0:
-        return {**cell, "error": proc.stderr[-2000:]}
-    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    row = run_json_process(cmd, env, args.cell_timeout)
+    if "error" in row:
+        return {**cell, **row}
     # The peer's process runs on one device whatever --cpu-devices says; record its flags.
     row.setdefault("cpu_devices", cpu_devices)
     row.setdefault("xla_flags", env.get("XLA_FLAGS", ""))
@@ -262,23 +253,6 @@ def ensure_peer_venv(args: argparse.Namespace) -> bool:
     print(f"creating the rejax virtualenv at {PEER_VENV} ...", file=sys.stderr)
     script = HERE / "peers" / "setup_rejax_venv.sh"
     return subprocess.run(["bash", str(script), str(PEER_VENV)]).returncode == 0
-
-
-def _nvidia_smi() -> str | None:
-    try:
-        out = subprocess.run(
-            [
-                "nvidia-smi",
-                "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
-                "--format=csv,noheader",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def main() -> int:
@@ -442,36 +416,23 @@ def main() -> int:
         ]
         if c in table
     ]
-    import importlib.metadata as md
-
-    versions = {}
-    for package in ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "distrax"):
-        try:
-            versions[package] = md.version(package)
-        except md.PackageNotFoundError:
-            pass
-    machine = {
-        "machine": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "jax": next(iter(table["jax"].dropna()), None) if "jax" in table else None,
-        "device": next(iter(table["device"].dropna()), None) if "device" in table else None,
-        "driver_versions": versions,
-        "gpu": _nvidia_smi(),
-    }
-    print(json.dumps(machine))
+    record = machine(
+        jax=next(iter(table["jax"].dropna()), None) if "jax" in table else None,
+        device=next(iter(table["device"].dropna()), None) if "device" in table else None,
+        # The versions of this (the driver's) process; each row has its cell's own.
+        driver_versions=versions(("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "distrax")),
+    )
+    print(json.dumps(record))
     with pd.option_context("display.width", 200, "display.float_format", "{:,.3f}".format):
         print(table[columns].to_string(index=False))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     kind = str(table["platform"].dropna().iloc[0]) if "platform" in table else "unknown"
     stem = args.out_dir / f"cartpole-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
-    table.to_csv(stem.with_suffix(".csv"), index=False)
-    record = {**machine, "xla_flags": args.xla_flags, "rows": table.to_dict(orient="records")}
+    atomic_write(stem.with_suffix(".csv"), lambda p: table.to_csv(p, index=False))
+    record = {**record, "xla_flags": args.xla_flags, "rows": table.to_dict(orient="records")}
     if args.rounds > 1:
         record["all_rounds"] = all_rows.to_dict(orient="records")
-    stem.with_suffix(".json").write_text(json.dumps(record, indent=1, default=str))
+    write_text(stem.with_suffix(".json"), json.dumps(record, indent=1, default=str))
     print(f"wrote {stem}.json and .csv")
     return 0
 

@@ -23,8 +23,6 @@ shim below (Brax 0.14 still calls it).
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -126,7 +124,7 @@ def make_ours(env_name: str, steps: int):
 
     import purejaxppo  # noqa: F401  (before jax runs: XLA flags)
     from purejaxppo.config import PPOConfig
-    from purejaxppo.policy import evaluate
+    from purejaxppo.evaluation import evaluate
     from purejaxppo.train import make_train
 
     config = PPOConfig.from_yaml(ROOT / "configs" / f"brax_{env_name}.yaml", total_timesteps=steps)
@@ -150,18 +148,6 @@ def make_ours(env_name: str, steps: int):
         }
 
     return run, compile_s
-
-
-def atomic_write(path: Path, write) -> None:
-    """Writes through a temporary file in the same folder, then renames it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def summarize(cells: list[dict]):
@@ -193,6 +179,10 @@ def summarize(cells: list[dict]):
 
 def write_results(cells: list[dict], base: Path, note: str) -> None:
     import matplotlib
+
+    # Here, not at the top: tests/test_brax_recipe.py loads this file by its path (for
+    # RECIPES), so `harness` is not importable then.
+    from harness import atomic_write
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -40,7 +40,7 @@ LONG = [*TINY, "--total-timesteps", str(4 * 16 * N_LONG), "--save-freq", "10"]
 SHORT = [*TINY, "--total-timesteps", str(4 * 16 * 6), "--save-freq", "2"]
 RESULTS: list[dict[str, str]] = []
 #: The checkout whose purejaxppo runs: the working directory of every CLI subprocess
-#: (`python -m` puts it first on sys.path), set by --code.
+#: (`python -m` puts it first on the module search path), set by --code.
 CODE = [ROOT]
 
 

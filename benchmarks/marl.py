@@ -38,7 +38,6 @@ Writes benchmarks/results/marl-<device>-<time>.{csv,md,png}.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -215,9 +214,9 @@ def plot(curves: dict, path: Path) -> None:
         ax.set_title(f"{title} (seeds: mean, min-max)")
         ax.legend()
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=80)
-    os.replace(tmp, path)
+    from harness import atomic_write  # here: marl_truncation.py imports this module
+
+    atomic_write(path, lambda p: fig.savefig(p, dpi=80, format="png"))
 
 
 def main() -> None:
@@ -246,10 +245,12 @@ def main() -> None:
     table = pd.DataFrame(rows)
     device = jax.devices()[0].platform
     tag = f"marl-{device}-{time.strftime('%Y%m%d-%H%M%S')}"
+    from harness import atomic_write, write_text
+
     csv = args.out / f"{tag}.csv"
-    table.to_csv(csv, index=False)
+    atomic_write(csv, lambda p: table.to_csv(p, index=False))
     md = args.out / f"{tag}.md"
-    md.write_text(markdown(table) + "\n")
+    write_text(md, markdown(table) + "\n")
     plot(curves, args.out / f"{tag}.png")
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     print(f"wrote {csv}, {md}, {md.with_suffix('.png')}")

@@ -16,17 +16,15 @@ summary, and the metric's learning curves against env steps. Not a test.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
+from harness import atomic_write, markdown_table
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from reference import atomic_write, markdown_table  # noqa: E402
 
 
 def expand(run_dirs: list[Path]) -> list[Path]:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import pickle
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+from harness import atomic_write, write_text
 
 import purejaxppo  # noqa: F401  (XLA flags before jax compiles)
 from purejaxppo.config import PPOConfig
@@ -208,9 +208,7 @@ def plot(curves: dict, functions, path: Path, title: str) -> None:
     axes.flat[0].legend()
     fig.suptitle(title)
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=80)
-    os.replace(tmp, path)
+    atomic_write(path, lambda p: fig.savefig(p, dpi=80, format="png"))
 
 
 def policy_std(params) -> np.ndarray:
@@ -281,9 +279,8 @@ def main() -> None:
         parser.error(f"--save-params={args.save_params} exists; not overwriting it")
     out, compile_s, wall_s, env_steps = train(config, env, env_params, args.seeds)
     if args.save_params is not None:
-        tmp = args.save_params.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(jax.device_get(out.train_state.params)))
-        os.replace(tmp, args.save_params)
+        params = pickle.dumps(jax.device_get(out.train_state.params))
+        atomic_write(args.save_params, lambda p: Path(p).write_bytes(params))
     print(
         f"train: {args.seeds} seeds x {config.total_timesteps} env steps, compile {compile_s:.0f} s, "
         f"run {wall_s:.0f} s, {env_steps / wall_s:.0f} env steps/s (2 shared CPU cores)"
@@ -313,8 +310,7 @@ def main() -> None:
     table, lines, k, n = summarize(curves, per_seed, functions, out.train_state.params)
     tag = ("metabbo_quick_" if args.quick else "metabbo_") + args.env.split(":")[1].lower()
     csv = args.out / f"{tag}.csv"
-    table.to_csv(csv.with_suffix(".tmp"), index=False)
-    os.replace(csv.with_suffix(".tmp"), csv)
+    atomic_write(csv, lambda p: table.to_csv(p, index=False))
     header = (
         f"# {args.env}{' --quick' if args.quick else ''}: mean log10 final best cost on the "
         f"test functions (lower is better), {instances} instances x {args.repeats} repeats"
@@ -325,11 +321,11 @@ def main() -> None:
         f"{env_steps / wall_s:.0f} env steps/s (2 CPU cores shared with other jobs)\n\n"
     )
     md = args.out / f"{tag}.md"
-    md.with_suffix(".tmp").write_text(
+    write_text(
+        md,
         header + markdown(table) + "\n\n" + "\n".join(lines) + "\n"
-        f"\nmetabbo_learned_beats_default={k}/{n}\n"
+        f"\nmetabbo_learned_beats_default={k}/{n}\n",
     )
-    os.replace(md.with_suffix(".tmp"), md)
     plot(curves, functions, args.out / f"{tag}.png", f"{args.env} test functions")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print("\n".join(lines))

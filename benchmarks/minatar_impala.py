@@ -17,11 +17,9 @@ Compile time is measured apart (every segment length is compiled ahead of time),
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import math
 import os
-import platform
 import sys
 import time
 import warnings
@@ -31,6 +29,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from harness import machine, write_text
 
 import purejaxppo as pjp
 
@@ -191,16 +190,6 @@ def plot(
     plt.close(fig)
 
 
-def versions() -> dict[str, str]:
-    out = {}
-    for package in ("jax", "jaxlib", "flax", "optax", "gymnax", "distrax", "purejaxppo"):
-        try:
-            out[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
@@ -300,17 +289,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"minatar-impala-{device.platform}-{time.strftime('%Y%m%d-%H%M%S')}"
     record = {
-        "machine": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "jax": jax.__version__,
-        "versions": versions(),
-        "device": getattr(device, "device_kind", device.platform),
-        "platform": device.platform,
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        **machine(
+            ("jax", "jaxlib", "flax", "optax", "gymnax", "distrax", "purejaxppo"),
+            jax=jax.__version__,
+            device=getattr(device, "device_kind", device.platform),
+            platform=device.platform,
+            xla_flags=os.environ.get("XLA_FLAGS", ""),
+        ),
         "config": config.to_dict(),
         "log_freq": log_freq,
         "numbers": numbers,
@@ -321,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             "entropy": to_json(np.asarray(metrics["entropy"], np.float64)),
         },
     }
-    stem.with_suffix(".json").write_text(json.dumps(record, indent=1))
+    write_text(stem.with_suffix(".json"), json.dumps(record, indent=1))
     runs = f"{args.seeds} run{'s' * (args.seeds > 1)}"
     title = f"PPO + IMPALA on {config.env_name} ({runs}, seed {config.seed})"
     plot(stem.with_suffix(".png"), env_steps, returns, random_mean, title)

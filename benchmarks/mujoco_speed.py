@@ -47,9 +47,10 @@ from purejaxppo.envs.suites import envpool as envpool_suite  # noqa: E402
 from purejaxppo.rollout import make_rollout  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _LAUNCH
+from harness import atomic_write  # noqa: E402
+from reference import direct_steps_per_s, env_only  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from reference import atomic_write, direct_steps_per_s, env_only  # noqa: E402
 
 
 class _HostTimer:

@@ -17,16 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from harness import atomic_write
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-from reference import atomic_write  # noqa: E402
 
 #: name -> (config file, overrides)
 CASES = {

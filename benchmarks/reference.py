@@ -29,12 +29,11 @@ published mean +- std as a band) and prints the table. Not a test: nothing is as
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from harness import atomic_write, markdown_lines
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -175,31 +174,6 @@ def env_only(env: str, num_envs: int, steps: int) -> dict:
     }
 
 
-def atomic_write(path: Path, write) -> None:
-    """Writes through a temporary file in the same folder, then renames it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def markdown_table(rows: list[dict], cols: list[str], float_format: str = ".4g") -> list[str]:
-    """The lines of a Markdown table of `rows` (dicts) over `cols`; floats as `float_format`."""
-
-    def cell(value) -> str:
-        return format(value, float_format) if isinstance(value, float) else str(value)
-
-    return [
-        "| " + " | ".join(cols) + " |",
-        "|" + "---|" * len(cols),
-        *("| " + " | ".join(cell(r[c]) for c in cols) + " |" for r in rows),
-    ]
-
-
 def write_results(
     rows: list[dict], out: Path, stamp: str, note: str, device: str | None = None
 ) -> list[Path]:
@@ -229,8 +203,7 @@ def write_results(
     curves_csv = base.with_name(base.name + "-curves.csv")
     atomic_write(curves_csv, lambda p: curves.to_csv(p, index=False))
     cells = [list(table.columns)] + [[str(v) for v in r] for r in table.itertuples(index=False)]
-    lines = ["| " + " | ".join(c) + " |" for c in cells]
-    lines.insert(1, "|" + "---|" * len(table.columns))
+    lines = markdown_lines(cells)
     text = f"# Reference results ({stamp})\n\n{note}\n\n" + "\n".join(lines) + "\n"
     atomic_write(md, lambda p: Path(p).write_text(text))
     fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6), squeeze=False)

@@ -1,8 +1,14 @@
-"""Acting during training, shared below every driver (as brax's `training/acting.py`).
+"""Acting, shared below every driver and `Policy` (as brax's `training/acting.py`).
 
 `make_evaluators` builds the jitted greedy / sampled evaluation episodes of the eval
 splits; `make_media` the periodic greedy videos and collected datasets. Drivers call them
 between segments; nothing here knows how the run is driven.
+
+`make_get_action` / `make_evaluate_actions` are the pure one-step functions behind
+`Policy.get_action` / `Policy.evaluate_actions` (AgileRL's `get_action` /
+`evaluate_actions`): an action with its log-probability, entropy and value, and the
+log-probability, entropy and value of given actions, computed as the rollout and the
+update compute them.
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ import jax
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs.spaces import episode_limit
-from purejaxppo.networks import Networks, make_networks
+from purejaxppo.networks import (
+    Networks,
+    make_networks,
+)
 from purejaxppo.types import RunnerState
 
 #: `fold_in` index of the evaluation episodes' key stream (of the run's key).
@@ -73,14 +82,15 @@ def split_env(config: PPOConfig, name: str, spec: dict[str, Any], env: Any, env_
             kwargs["generator"] = level_generator(name, env_id, env, spec[LEVEL_KEY])
             env, env_params = make_env(env_id, kwargs)
     overrides = {k: v for k, v in spec.items() if k not in (*SPLIT_ENV_KEYS, LEVEL_KEY)}
-    fields = set(env_params.__dataclass_fields__)
+    fields = set(getattr(env_params, "__dataclass_fields__", ()))  # host envs: no EnvParams
     unknown = sorted(set(overrides) - fields)
     if unknown:
         raise ValueError(
             f"eval_splits[{name!r}]: {unknown} are not EnvParams fields of "
             f"{env_id} ({sorted(fields)})"
         )
-    env_params = env_params.replace(**overrides)
+    if overrides:
+        env_params = env_params.replace(**overrides)
     if spec:  # the same spaces as the training env: the policy's network fits both
         for what in ("observation_space", "action_space"):
             want = describe_space(getattr(base_env, what)(base_params))
@@ -140,7 +150,7 @@ def make_evaluators(config: PPOConfig, networks: Networks | None = None) -> dict
     if not config.eval_freq:
         return {}
     from purejaxppo.envs import make_env
-    from purejaxppo.policy import make_episode_runner
+    from purejaxppo.evaluation import make_episode_runner
 
     env, env_params = make_env(config.env_name, config.env_kwargs)
     if networks is None:

@@ -11,6 +11,8 @@ Layout: `<run_dir>/checkpoints/{last,best}/<update>/{state,history,meta}`; of ea
 the newest `keep` complete checkpoints are kept (`PPOConfig.keep_checkpoints`, default 3;
 "best": best evaluation return so far). `load_checkpoint` restores the newest one that
 reads back; when that is not the newest on disk (a damaged file), it warns naming it.
+Readers (`load_checkpoint`, `list_checkpoints`, ...) never change the directory, so they
+are safe beside a training run that is writing it; only `save_checkpoint` cleans up.
 """
 
 from __future__ import annotations
@@ -38,15 +40,23 @@ class Checkpoint(NamedTuple):
 
 
 @contextlib.contextmanager
-def make_manager(directory: str | Path, keep: int | None = None) -> Any:
+def make_manager(directory: str | Path, keep: int | None = None, *, writer: bool = False) -> Any:
     """The orbax `CheckpointManager` of every purejaxppo checkpoint (runs and PBT
-    populations): synchronous writes, at most `keep` steps kept (None: all), leftovers of
-    an interrupted write removed. A context manager: waits for orbax's background
-    threads and closes the manager on exit."""
+    populations): synchronous writes. A context manager: waits for orbax's background
+    threads and closes the manager on exit.
+
+    Only a writer (`writer=True`, the save paths) changes the directory: it keeps at most
+    `keep` steps (None: all) and removes the `*.orbax-checkpoint-tmp` leftovers of an
+    interrupted write. A reader (the default) deletes nothing: the temporary directory
+    it sees may be the save in progress of a training run writing there at the same
+    time, which a cleanup would kill (issue #38). Every read path uses a reader.
+    """
     import orbax.checkpoint as ocp
 
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep, enable_async_checkpointing=False, cleanup_tmp_directories=True
+        max_to_keep=keep if writer else None,
+        enable_async_checkpointing=False,
+        cleanup_tmp_directories=writer,
     )
     manager = ocp.CheckpointManager(Path(directory).resolve(), options=options)
     try:
@@ -111,7 +121,7 @@ def save_checkpoint(
     state = jax.device_get(_to_saveable(runner_state))
     nbytes = sum(np.asarray(x).nbytes for x in jax.tree.leaves((state, metrics)))
     check_free_space(directory, nbytes, f"checkpoint {directory / str(step)}")
-    with make_manager(directory, None if keep == "all" else keep) as manager:
+    with make_manager(directory, None if keep == "all" else keep, writer=True) as manager:
         manager.save(
             step,
             args=ocp.args.Composite(
@@ -187,7 +197,13 @@ def load_checkpoint(
       ValueError: no checkpoint in `run_dir`; a checkpoint of another format version
         (naming it); a config that differs from the saved one (naming the fields); or no checkpoint whose arrays match the network / env of
         the config (corrupt files, another network shape), naming what failed for the
-        newest; a `step` that was not kept (naming the kept steps).
+        newest; a `step` that was not kept (naming the kept steps); a `step` whose
+        directory vanished while it was read (a training run writing `run_dir` rotated
+        it away), naming it. Without `step`, a checkpoint that vanishes so is no error:
+        the steps are listed again and the newest complete one is restored.
+
+    A reader: it never deletes anything under `run_dir` (`make_manager`), so loading
+    while a training run writes there is safe.
     """
     directory = _directory(run_dir, kind)
     if not directory.is_dir():
@@ -200,41 +216,54 @@ def load_checkpoint(
                 f"{', ...' if len(seeds) > 4 else ''})"
             )
         raise ValueError(f"no complete checkpoint under {directory}")
-    with make_manager(directory) as manager:
-        steps = sorted(manager.all_steps(), reverse=True)
-        if not steps:
-            raise ValueError(
-                f"nothing to resume: no complete checkpoint under {directory} (none finished "
-                "writing); rerun without --resume, or with --overwrite"
-            )
-        if step is not None:
-            if step not in steps:
-                kept = ", ".join(str(s) for s in sorted(steps))
+    requested, vanished = step, None
+    for _ in range(_VANISHED_RETRIES):  # a step rotated away under us: list them again
+        with make_manager(directory) as manager:
+            steps = sorted(manager.all_steps(), reverse=True)
+            if not steps:
                 raise ValueError(
-                    f"step {step} was not kept in {directory}: the kept steps are {kept} "
-                    "(keep_checkpoints: all keeps every saved one)"
+                    f"nothing to resume: no complete checkpoint under {directory} (none "
+                    "finished writing); rerun without --resume, or with --overwrite"
                 )
-            try:
-                return _restore(manager, directory, step, config, env, env_params, networks)
-            except _ConfigMismatch as err:
-                raise ValueError(str(err)) from None
-        first_error = None
-        for step in steps:
-            try:
-                checkpoint = _restore(manager, directory, step, config, env, env_params, networks)
-            except _ConfigMismatch as err:
-                raise ValueError(str(err)) from None
-            except ValueError as err:
-                first_error = first_error or err
-                continue
-            if step != steps[0]:
-                warnings.warn(
-                    f"checkpoint {directory / str(steps[0])} is damaged ({first_error}); "
-                    f"using the previous one, {directory / str(step)}",
-                    stacklevel=2,
-                )
-            return checkpoint
-    raise first_error
+            if requested is not None:
+                if requested not in steps:
+                    kept = ", ".join(str(s) for s in sorted(steps))
+                    raise ValueError(
+                        f"step {requested} was not kept in {directory}: the kept steps are "
+                        f"{kept} (keep_checkpoints: all keeps every saved one)"
+                    )
+                try:
+                    return _restore(
+                        manager, directory, requested, config, env, env_params, networks
+                    )
+                except _Vanished as err:
+                    raise ValueError(f"{err}: the kept steps were {sorted(steps)}") from None
+                except _ConfigMismatch as err:
+                    raise ValueError(str(err)) from None
+            first_error = None
+            for step in steps:
+                try:
+                    checkpoint = _restore(
+                        manager, directory, step, config, env, env_params, networks
+                    )
+                except _Vanished as err:
+                    vanished = err
+                    break
+                except _ConfigMismatch as err:
+                    raise ValueError(str(err)) from None
+                except ValueError as err:
+                    first_error = first_error or err
+                    continue
+                if step != steps[0]:
+                    warnings.warn(
+                        f"checkpoint {directory / str(steps[0])} is damaged ({first_error}); "
+                        f"using the previous one, {directory / str(step)}",
+                        stacklevel=2,
+                    )
+                return checkpoint
+            else:
+                raise first_error
+    raise ValueError(f"{vanished} (again after {_VANISHED_RETRIES} tries)")
 
 
 def load_init_params(
@@ -264,6 +293,15 @@ class _ConfigMismatch(ValueError):
     """The checkpoint reads back but belongs to another config: no fallback."""
 
 
+class _Vanished(ValueError):
+    """The checkpoint's directory disappeared while it was read (a training run writing
+    the same directory rotated it away, `keep_checkpoints`): list the steps again."""
+
+
+#: Times `load_checkpoint` lists the steps again after one vanished while it was read.
+_VANISHED_RETRIES = 3
+
+
 #: Version of the checkpoint layout. 2: the `Networks` interface (explicit parameter
 #: names, `EnvCarry.policy_state` / `reset`, per-group optimizer state). Checkpoints
 #: without a version are version 1 (purejaxppo before the networks package).
@@ -283,6 +321,7 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
     try:
         meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
     except Exception as err:  # orbax raises several types for unreadable files
+        _check_still_there(where)
         raise ValueError(f"checkpoint {where} is unreadable: {err}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise ValueError(f"checkpoint {where}: its meta data holds no 'config' mapping")
@@ -326,6 +365,7 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
             ),
         )
     except Exception as err:
+        _check_still_there(where)
         raise ValueError(
             f"checkpoint {where} does not match the network / env of "
             f"this config (hidden_sizes={list(config.hidden_sizes)}, "
@@ -343,6 +383,16 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
         update_step=step,
         eval_history=meta.get("eval_history", {}),
     )
+
+
+def _check_still_there(where: Path) -> None:
+    """Raises `_Vanished` when the step directory `where` is gone (a reading error then
+    means a writer rotated it away, not a damaged checkpoint)."""
+    if not where.is_dir():
+        raise _Vanished(
+            f"checkpoint {where} vanished while it was read (a training run writing "
+            f"{where.parent} rotated it away: keep_checkpoints)"
+        ) from None
 
 
 def _check_shapes(abstract: Any, restored: Any, where: Path) -> None:

@@ -13,7 +13,11 @@ Layout of `out/` (a new directory):
     `episode_id`, and `info/<key>` for the requested info keys; per episode `[E]`:
     `final_obs` (the observation the last step led to), `episode_ids`, `episode_return`,
     `episode_length`.
-  `metadata.json`: env id, config, counts, the key scheme.
+  `metadata.json`: env id, config, counts, the key scheme. Written last (atomically):
+    a directory without it is a partial dataset (an interrupted `collect`), which
+    `load_episodes` refuses and a new `collect` into it names as partial. While `collect`
+    runs, `collect.partial` marks the directory; it is removed once metadata.json is in
+    place.
   `minari/<dataset_id>` (with `minari_id`): a Minari dataset (the `minari` extra), which
     `minari.load_dataset(dataset_id)` reads with `MINARI_DATASETS_PATH=out/minari`.
     Minari's observations have L + 1 entries per episode (the final observation last);
@@ -28,10 +32,9 @@ n <= parallel plays the same episodes as `evaluate(policy, num_episodes=n, key=k
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import warnings
+import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -73,11 +76,9 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
     all E envs and returns the new carry and the per-step records `[C, E]` (obs, action,
     reward, terminated, truncated, log_prob, value, final_obs, active, infos).
     """
-    from purejaxppo.envs.host import check_jittable_env
+    from purejaxppo.envs.kinds import check
 
-    check_jittable_env(
-        getattr(env, "name", repr(env)), "dataset collection (episodes run inside jit)", env
-    )
+    check("collect", getattr(env, "name", repr(env)), env)
 
     def start(key, num_envs):
         reset_key, scan_key = jax.random.split(key)
@@ -163,108 +164,25 @@ class _Writer:
             self.minari.add(episodes)
 
 
-class _MinariWriter:
-    """Creates the Minari dataset from the first flush and appends the later ones."""
-
-    def __init__(self, root: Path, dataset_id: str, env: Any, env_params: Any, meta: dict):
-        self.root, self.dataset_id = root, dataset_id
-        self.observation_space = to_gymnasium_space(env.observation_space(env_params))
-        self.action_space = to_gymnasium_space(env.action_space(env_params))
-        self.meta = meta
-        self.dataset = None
-
-    def add(self, episodes: list[dict[str, Any]]) -> None:
-        import minari
-        from minari.data_collector import EpisodeBuffer
-
-        buffers = []
-        for e in episodes:
-            obs = jax.tree.map(
-                lambda steps, final: np.concatenate([steps, np.asarray(final)[None]]),
-                e["obs"],
-                e["final_obs"],
-            )
-            # Python lists: Minari's arrow storage cannot read back 1-D numpy infos.
-            pad = lambda x: [*map(float, x), 0.0]  # noqa: E731
-            buffers.append(
-                EpisodeBuffer(
-                    id=int(e["id"]),
-                    observations=obs,
-                    actions=e["action"],
-                    rewards=e["reward"].tolist(),
-                    terminations=e["terminated"].tolist(),
-                    truncations=e["truncated"].tolist(),
-                    infos={"log_prob": pad(e["log_prob"]), "value": pad(e["value"])},
-                )
-            )
-        with _minari_root(self.root), warnings.catch_warnings():
-            # Minari warns about the missing gymnasium env spec / author email.
-            warnings.simplefilter("ignore", UserWarning)
-            if self.dataset is None:
-                self.dataset = minari.create_dataset_from_buffers(
-                    dataset_id=self.dataset_id,
-                    buffer=buffers,
-                    observation_space=self.observation_space,
-                    action_space=self.action_space,
-                    algorithm_name="purejaxppo PPO",
-                    data_format="arrow",  # pyarrow is a dependency already (no h5py)
-                    description=json.dumps(self.meta),
-                )
-            else:
-                self.dataset.update_dataset_from_buffer(buffers)
-
-
-@contextlib.contextmanager
-def _minari_root(root: Path) -> Iterator[None]:
-    old = os.environ.get("MINARI_DATASETS_PATH")
-    os.environ["MINARI_DATASETS_PATH"] = str(root)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("MINARI_DATASETS_PATH", None)
-        else:
-            os.environ["MINARI_DATASETS_PATH"] = old
-
-
-def to_gymnasium_space(space: Any) -> Any:
-    """A gymnax space as the gymnasium space Minari wants (Discrete, Box, Dict, Tuple,
-    MultiDiscrete, MultiBinary)."""
-    import gymnasium
-    from gymnax.environments import spaces
-
-    name = type(space).__name__
-    if isinstance(space, spaces.Discrete):
-        return gymnasium.spaces.Discrete(int(space.n))
-    if isinstance(space, spaces.Box):
-        shape = tuple(int(s) for s in space.shape)
-        dtype = np.dtype(space.dtype)
-        low = np.broadcast_to(np.asarray(space.low, dtype), shape)
-        high = np.broadcast_to(np.asarray(space.high, dtype), shape)
-        return gymnasium.spaces.Box(low, high, shape, dtype)
-    if isinstance(space, spaces.Dict):
-        return gymnasium.spaces.Dict({k: to_gymnasium_space(s) for k, s in space.spaces.items()})
-    if isinstance(space, spaces.Tuple):
-        return gymnasium.spaces.Tuple([to_gymnasium_space(s) for s in space.spaces])
-    if name == "MultiDiscrete":
-        return gymnasium.spaces.MultiDiscrete(np.asarray(space.nvec))
-    if name == "MultiBinary":
-        return gymnasium.spaces.MultiBinary(int(space.n))
-    raise ValueError(f"no gymnasium equivalent of the space {space!r}")
-
-
 def check_output(out: str | Path, minari_id: str | None, num_episodes: int) -> Path:
     """Checks the arguments of `collect` before anything runs.
 
     Raises:
-      ValueError: num_episodes < 1, `out` exists (nothing is overwritten), or a Minari id
-        that is not "namespace/name-vN" / "name-vN".
+      ValueError: num_episodes < 1, `out` exists (nothing is overwritten; a partial
+        dataset of an interrupted collect is named as such), or a Minari id that is not
+        "namespace/name-vN" / "name-vN".
       ImportError: `minari_id` without the `minari` extra.
     """
     if num_episodes < 1:
         raise ValueError(f"collect: num_episodes={num_episodes!r} must be >= 1")
     out = Path(out)
     if out.exists():
+        if is_partial(out):
+            raise ValueError(
+                f"collect: {out} is a partial dataset (an interrupted collect: no "
+                f"{METADATA}); delete it and collect again, or give a new directory "
+                "(nothing overwritten)"
+            )
         raise ValueError(f"collect: {out} exists; give a new directory (nothing overwritten)")
     if minari_id is not None:
         import re
@@ -321,7 +239,7 @@ def collect(
     out = check_output(out, minari_id, num_episodes)
     env, env_params = policy.env, policy.env_params
     if info_keys:
-        from purejaxppo.rollout import info_keys_of
+        from purejaxppo.envs.rows import info_keys_of
 
         unknown = sorted(set(info_keys) - set(info_keys_of(env, env_params)))
         if unknown:
@@ -334,7 +252,7 @@ def collect(
     if chunk_runner is None:
         chunk_runner = make_chunk_runner(policy.networks, env, env_params, tuple(info_keys))
 
-    out.mkdir(parents=True)
+    _start_partial(out)
     meta = {
         "env_name": policy.config.env_name,
         "num_episodes": num_episodes,
@@ -345,7 +263,9 @@ def collect(
     }
     minari = None
     if minari_id is not None:
-        minari = _MinariWriter(out / "minari", minari_id, env, env_params, meta)
+        from purejaxppo.minari_writer import MinariWriter
+
+        minari = MinariWriter(out / "minari", minari_id, env, env_params, meta)
     writer = _Writer(out, flush_steps, minari)
     returns, lengths = np.zeros(num_episodes, np.float32), np.zeros(num_episodes, np.int32)
     done_episodes = 0
@@ -363,9 +283,7 @@ def collect(
         done_episodes += size
         group += 1
     writer.flush()
-    (out / "metadata.json").write_text(
-        json.dumps({**meta, "num_steps": int(lengths.sum()), "files": len(writer.files)})
-    )
+    _finish(out, {**meta, "num_steps": int(lengths.sum()), "files": len(writer.files)})
     return CollectResult(
         out=out,
         num_episodes=num_episodes,
@@ -375,6 +293,24 @@ def collect(
         files=writer.files,
         minari_id=minari_id,
     )
+
+
+def _start_partial(out: Path) -> None:
+    """Creates `out` marked partial (`PARTIAL`) until `_finish` writes its metadata."""
+    out.mkdir(parents=True)
+    (out / PARTIAL).write_text(
+        f"purejaxppo collect is writing this directory; without {METADATA} it is partial "
+        "(an interrupted collect): delete it and collect again\n"
+    )
+
+
+def _finish(out: Path, meta: dict[str, Any]) -> None:
+    """Writes `metadata.json` atomically (the dataset is complete from then on) and
+    removes the partial marker."""
+    staged = out / f"{METADATA}.tmp"
+    staged.write_text(json.dumps(meta))
+    os.replace(staged, out / METADATA)
+    (out / PARTIAL).unlink()
 
 
 def _play_group(
@@ -422,10 +358,71 @@ def _join(pieces: list[dict[str, Any]], episode_id: int) -> dict[str, Any]:
     return {**joined, "final_obs": final_obs, "id": episode_id}
 
 
+#: The file `collect` writes last: a directory without it is a partial dataset.
+METADATA = "metadata.json"
+#: The marker of a directory `collect` is writing (removed after `METADATA`).
+PARTIAL = "collect.partial"
+
+
+def is_partial(out: str | Path) -> bool:
+    """True when `out` holds what an interrupted `collect` left: its `collect.partial`
+    marker or `episodes_*.npz` chunks, and no `metadata.json`."""
+    out = Path(out)
+    if not out.is_dir() or (out / METADATA).is_file():
+        return False
+    return (out / PARTIAL).is_file() or any(out.glob("episodes_*.npz"))
+
+
 def load_episodes(out: str | Path) -> dict[str, np.ndarray]:
-    """All `.npz` chunks of a `collect` directory, concatenated (sorted by file)."""
-    files = sorted(Path(out).glob("episodes_*.npz"))
-    if not files:
-        raise ValueError(f"load_episodes: no episodes_*.npz in {out}")
-    parts = [dict(np.load(f)) for f in files]
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    """All episodes of a complete `collect` directory: its `.npz` chunks concatenated
+    (sorted by file); per step `[S, ...]`, per episode `[E]` (see the module docstring).
+
+    Raises:
+      ValueError: `out` is no collect dataset; a partial one (no `metadata.json`: an
+        interrupted collect), naming it and how to redo it; chunk files or episodes
+        that do not match the counts of its `metadata.json`; a truncated or damaged
+        chunk file, naming it.
+    """
+    out = Path(out)
+    files = sorted(out.glob("episodes_*.npz"))
+    if not (out / METADATA).is_file():
+        if is_partial(out):
+            raise ValueError(
+                f"load_episodes: {out} is a partial dataset ({len(files)} episodes_*.npz "
+                f"chunk(s), no {METADATA}: the collect writing it was interrupted); delete "
+                "it and collect again (purejaxppo collect RUN_DIR --episodes N --out DIR)"
+            )
+        raise ValueError(f"load_episodes: no collect dataset in {out} (no {METADATA})")
+    try:
+        meta = json.loads((out / METADATA).read_text())
+        num_episodes, num_files = int(meta["num_episodes"]), int(meta["files"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(
+            f"load_episodes: {out / METADATA} is damaged ({type(err).__name__}: {err})"
+        ) from None
+    if len(files) != num_files:
+        raise ValueError(
+            f"load_episodes: {out} holds {len(files)} episodes_*.npz files; its {METADATA} "
+            f"says collect wrote {num_files} (files were removed or added since)"
+        )
+    parts = [_read_chunk(f) for f in files]
+    episodes = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    found = len(np.unique(episodes["episode_ids"]))
+    if found != num_episodes or len(episodes["episode_ids"]) != num_episodes:
+        raise ValueError(
+            f"load_episodes: {out} holds {len(episodes['episode_ids'])} episodes ({found} "
+            f"distinct ids); its {METADATA} says {num_episodes}"
+        )
+    return episodes
+
+
+def _read_chunk(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of one chunk file; a ValueError naming it when it does not read back."""
+    try:
+        with np.load(path) as chunk:
+            return {key: chunk[key] for key in chunk.files}
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as err:
+        raise ValueError(
+            f"load_episodes: {path} is truncated or damaged ({type(err).__name__}: {err}); "
+            f"collect the dataset of {path.parent} again"
+        ) from None

@@ -10,7 +10,7 @@ the host loop, which needs no callback support and shares `learn` with users' ow
 is kept; see benchmarks/results/gymnasium_host.json.
 
 `make_train_fns(config)` returns these functions for a host env (`TrainFns.host` True), so
-`make_train`, `purejaxppo train` and `runner.train_and_log` need no other change.
+`make_train`, `purejaxppo train` and `drivers.single.train_and_log` need no other change.
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def make_host_train_fns(
         networks=networks,
         metric_names=metric_names,
         host=True,
+        kind=setup.kind,
     )
 
 

@@ -1,7 +1,8 @@
 """`Hyperparams`: the traced fields of `PPOConfig` as a pytree of float32 scalars (or `[S]`
 batches under `vmap`), and `check_hyperparams`, which validates concrete values with
-`PPOConfig`'s rules and messages. The fields come from `config.TRACED_FIELDS` (declared
-traced on each `PPOConfig` field)."""
+`PPOConfig`'s rules and messages. Its fields are `config.TRACED_FIELDS` (declared traced
+on each `PPOConfig` field), written out so that type checkers see them;
+tests/test_hyperparams_class.py keeps the two equal, in order."""
 
 from __future__ import annotations
 
@@ -23,8 +24,36 @@ _FIELDS = {f.name: f for f in dataclasses.fields(PPOConfig)}
 __all__ = ["Hyperparams", "check_hyperparams"]
 
 
-class _HyperparamsMethods:
-    """The methods of `Hyperparams` (its fields come from `TRACED_FIELDS`)."""
+def _checked_replace(self: Hyperparams, **changes: Any) -> Hyperparams:
+    """A copy with leaves changed; concrete values are validated like `PPOConfig`'s
+    (`check_hyperparams`). Raises ValueError naming the field and value."""
+    out = dataclasses.replace(self, **changes)
+    check_hyperparams(out)
+    return out
+
+
+@struct.dataclass
+class Hyperparams:
+    """Traced hyperparameters: a pytree of float32 scalars (or `[S]` batches under vmap),
+    one leaf per traced `PPOConfig` field, in the order of `config.TRACED_FIELDS`.
+
+    `target_kl` is `inf` when early stopping is off; `actor_learning_rate` /
+    `critic_learning_rate` are NaN when unset (then `learning_rate` applies). Build one
+    with `from_config`, change values with `.replace(...)`, and stack several with
+    `Hyperparams.stack`.
+    """
+
+    gamma: jax.Array
+    gae_lambda: jax.Array
+    clip_coef: jax.Array
+    vf_coef: jax.Array
+    ent_coef: jax.Array
+    max_grad_norm: jax.Array
+    learning_rate: jax.Array
+    actor_learning_rate: jax.Array
+    critic_learning_rate: jax.Array
+    end_learning_rate: jax.Array
+    target_kl: jax.Array
 
     @classmethod
     def from_config(cls, config: PPOConfig) -> Hyperparams:
@@ -35,12 +64,9 @@ class _HyperparamsMethods:
             values[name] = _FIELDS[name].metadata["none_as"] if value is None else value
         return cls(**{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
 
-    def replace(self, **changes: Any) -> Hyperparams:
-        """A copy with leaves changed; concrete values are validated like `PPOConfig`'s
-        (`check_hyperparams`). Raises ValueError naming the field and value."""
-        out = dataclasses.replace(self, **changes)
-        check_hyperparams(out)
-        return out
+    # `struct.dataclass` overwrites a class's `replace` with its own, unchecked one; the
+    # checked one is set again after the class (below).
+    replace = _checked_replace
 
     @staticmethod
     def stack(hparams: typing.Sequence[Hyperparams]) -> Hyperparams:
@@ -49,6 +75,9 @@ class _HyperparamsMethods:
         for index, h in enumerate(hparams):
             check_hyperparams(h, where=f"Hyperparams.stack: item {index}: ")
         return jax.tree.map(lambda *xs: jnp.stack(xs), *hparams)
+
+
+Hyperparams.replace = _checked_replace  # see the comment in the class
 
 
 def check_hyperparams(
@@ -87,25 +116,3 @@ def check_hyperparams(
         except ValueError as err:
             at = f"[{', '.join(map(str, index))}] " if index else ""
             raise ValueError(f"{where}{at}{err}") from None
-
-
-def _make_hyperparams() -> type:
-    namespace = {
-        "__module__": __name__,
-        "__qualname__": "Hyperparams",
-        "__annotations__": {name: "jax.Array" for name in TRACED_FIELDS},
-        "__doc__": f"""Traced hyperparameters: a pytree of float32 scalars (or `[S]` batches
-    under vmap), one leaf per traced `PPOConfig` field: {", ".join(TRACED_FIELDS)}.
-
-    `target_kl` is `inf` when early stopping is off; `actor_learning_rate` /
-    `critic_learning_rate` are NaN when unset (then `learning_rate` applies). Build one
-    with `from_config`, change values with `.replace(...)`, and stack several with
-    `Hyperparams.stack`.
-    """,
-    }
-    cls = struct.dataclass(type("Hyperparams", (_HyperparamsMethods,), namespace))
-    cls.replace = _HyperparamsMethods.replace  # struct.dataclass sets its own, unchecked
-    return cls
-
-
-Hyperparams = _make_hyperparams()

@@ -15,8 +15,10 @@ one run needs and compares them with what the device has free:
 
 It is an estimate (XLA fuses and rematerialises; CNN / recurrent / transformer encoders
 use more than the dense layers counted here); it is meant to catch sizes that are off by
-orders of magnitude. A run vmapped over seeds or settings (sweeps) multiplies it; that is
-not counted here.
+orders of magnitude. It is of ONE run: runs vmapped over seeds or settings multiply it.
+A sweep therefore sizes its chunks itself (`drivers.sweeps.program.chunk_size`): it
+measures one run's memory from the compiled program and fits `runs_per_chunk` runs in
+the device's free memory (`bytes_limit - bytes_in_use`, `free_bytes`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -31,6 +34,8 @@ import numpy as np
 
 #: Above this fraction of the free device memory, `check_memory` warns.
 WARN_FRACTION = 0.5
+#: The fraction of a device's free memory a sweep's chunk may fill (`runs_per_chunk`).
+CHUNK_FRACTION = 0.7
 
 
 def estimate_bytes(config: Any, networks: Any, num_envs: int, obs_size: int = 0) -> int:
@@ -71,14 +76,63 @@ def available_bytes(device: Any = None) -> tuple[int | None, str]:
             return int(pages * os.sysconf("SC_PAGE_SIZE")), "available RAM"
         except (ValueError, OSError, AttributeError):
             return None, "available RAM unknown"
-    try:
-        stats = device.memory_stats() or {}
-    except Exception:  # some backends do not report memory
-        stats = {}
-    if "bytes_limit" not in stats:
+    free = free_bytes(memory_stats(device))
+    if free is None:
         return None, f"{device.platform} memory unknown"
-    free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
     return free, f"free {device.platform} memory"
+
+
+def memory_stats(device: Any) -> dict[str, Any]:
+    """`device.memory_stats()`, or {} where the backend reports none (CPU)."""
+    try:
+        return dict(device.memory_stats() or {})
+    except Exception:  # some backends do not report memory
+        return {}
+
+
+def free_bytes(stats: Mapping[str, Any]) -> int | None:
+    """Free bytes of a device from its `memory_stats()`: `bytes_limit - bytes_in_use`
+    (the allocator's pool, less its live buffers); None without `bytes_limit`."""
+    if "bytes_limit" not in stats:
+        return None
+    return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+
+
+def runs_per_chunk(
+    bytes_per_run: float,
+    bytes_limit: float,
+    bytes_in_use: float,
+    num_runs: int,
+    num_devices: int,
+    fraction: float = CHUNK_FRACTION,
+) -> int:
+    """Runs in one chunk of a sweep: as many whole runs per device as fit, each needing
+    `bytes_per_run`, in `fraction` of the device's free memory `bytes_limit -
+    bytes_in_use` (bytes), times `num_devices`; at least one run per device and at most
+    `num_runs` padded to a multiple of `num_devices` (`parallel.pad_runs`).
+
+    Example: 300 MB per run, 10 GB limit, 2 GB in use, 100 runs on 4 devices: 70% of
+    8 GB / 300 MB = 18.7 -> 18 runs per device -> 72 runs per chunk.
+
+    Raises:
+      ValueError: naming the argument, for `bytes_per_run` or `bytes_limit` <= 0,
+        `bytes_in_use` < 0, `num_runs` or `num_devices` < 1, or `fraction` outside (0, 1].
+    """
+    from purejaxppo import parallel
+
+    for name, value in (("bytes_per_run", bytes_per_run), ("bytes_limit", bytes_limit)):
+        if not value > 0:
+            raise ValueError(f"{name}={value}: must be > 0 bytes")
+    if not bytes_in_use >= 0:
+        raise ValueError(f"bytes_in_use={bytes_in_use}: must be >= 0 bytes")
+    for name, value in (("num_runs", num_runs), ("num_devices", num_devices)):
+        if value < 1:
+            raise ValueError(f"{name}={value}: must be >= 1")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction={fraction}: must be in (0, 1]")
+    free = max(0.0, float(bytes_limit) - float(bytes_in_use))
+    fit = parallel.runs_per_chunk_for_memory(bytes_per_run, free, num_devices, fraction)
+    return min(fit, parallel.pad_runs(num_runs, num_devices))
 
 
 def _gib(nbytes: float) -> str:

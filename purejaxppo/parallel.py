@@ -159,7 +159,7 @@ def batch_runs(init: Callable, run: Callable, *, vmap_init: bool = False) -> Cal
 
     `vmap_init=True` vmaps `init` too: for "envpool:" ids (`envs.suites.envpool`), whose
     R runs share one pool that a vmapped reset builds once with R x N envs (a `lax.map`
-    would rebuild it R times). Those programs run on one device (`check_one_device`), where
+    would rebuild it R times). Those programs run on one device (`envs.kinds.check_runs_devices`), where
     the deadlock above cannot happen; the MLP params came out bitwise those of `lax.map`
     (XLA:CPU, jax 0.10.2).
     """
@@ -179,6 +179,8 @@ def make_data_parallel_train(
     devices: Sequence[jax.Device] | int | None = None,
     env: Any = None,
     env_params: Any = None,
+    *,
+    init_params: Any = None,
 ) -> Callable[..., TrainOutput]:
     """Builds `train(key, hparams=None) -> TrainOutput` for ONE agent whose `num_envs`
     environments are split over D devices (all devices of all processes by default).
@@ -198,20 +200,28 @@ def make_data_parallel_train(
       config: the agent's configuration; `num_envs` is the total over all devices.
       devices: None (all devices), an int (the first n local devices) or a device list.
       env, env_params: optional gymnax-API environment (see `make_train`).
+      init_params: a warm start (see `make_train`; required with `config.init_from`).
 
     Raises:
       ValueError: before compiling, for a host env ("gymnasium:<id>"), if D does not
         divide `num_envs`, or if the per-device
         batch `num_envs / D * num_steps` does not split into `num_minibatches`.
     """
-    from purejaxppo.envs.host import check_jittable_env
+    from purejaxppo.envs.kinds import check
 
-    check_jittable_env(config.env_name, "make_data_parallel_train (envs split over devices)", env)
+    check("data_parallel", config.env_name, env, multi_agent=config.multi_agent)
     from purejaxppo.train import make_train_fns
 
     mesh = make_mesh(devices, DATA_AXIS)
     num_shards = mesh.devices.size
-    fns = make_train_fns(config, env, env_params, axis_name=DATA_AXIS, num_shards=num_shards)
+    fns = make_train_fns(
+        config,
+        env,
+        env_params,
+        axis_name=DATA_AXIS,
+        num_shards=num_shards,
+        init_params=init_params,
+    )
     runner_spec = RunnerState(train_state=P(), env=P(DATA_AXIS), key=P(), update_step=P())
     out_spec = TrainOutput(runner_state=runner_spec, metrics=P())
 

@@ -18,12 +18,16 @@ first thing. From Python, the same two lines:
   keeps compiled programs on disk, so the second `purejaxppo train` of the same config
   skips most of the compile. Default directory `$XDG_CACHE_HOME/purejaxppo/jax` (or
   `~/.cache/purejaxppo/jax`); `--no-compile-cache` or `PUREJAXPPO_NO_COMPILE_CACHE=1` turn
-  it off, `PUREJAXPPO_COMPILE_CACHE=DIR` moves it.
+  it off, `PUREJAXPPO_COMPILE_CACHE=DIR` moves it. The same on every platform (CPU, GPU,
+  TPU): the choice (`compile_cache_setting`) is made before JAX picks its backend and
+  never asks which; JAX serialises executables on all three (on a GPU it also keeps its
+  autotuning results under the directory).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 #: Environment variables read here.
@@ -83,27 +87,43 @@ def configure_cpu_devices(requested: int | None = None) -> int | None:
     return count
 
 
-def compile_cache_dir() -> Path:
-    """The default persistent-cache directory (see the module docstring)."""
-    explicit = os.environ.get(CACHE_DIR_ENV)
+def compile_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The persistent-cache directory (see the module docstring), whether on or off:
+    `PUREJAXPPO_COMPILE_CACHE`, else under `$XDG_CACHE_HOME` or `~/.cache` (`environ`:
+    default `os.environ`)."""
+    environ = os.environ if environ is None else environ
+    explicit = environ.get(CACHE_DIR_ENV)
     if explicit:
         return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    base = environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "purejaxppo" / "jax"
 
 
-def enable_compile_cache(enabled: bool = True) -> Path | None:
-    """Turns on JAX's persistent compilation cache; returns its directory (None: off).
-
-    Off when `enabled` is False or `PUREJAXPPO_NO_COMPILE_CACHE` is set to anything but
-    "" / "0". Every program is cached, however short its compile (JAX's default skips
-    programs that compile in under a second).
+def compile_cache_setting(environ: Mapping[str, str], enabled: bool = True) -> Path | None:
+    """The persistent-cache directory a command uses, None for off: a pure function of
+    the environment variables (`environ`, e.g. `os.environ`) and `enabled` (False:
+    `--no-compile-cache`). Off when `enabled` is False or `PUREJAXPPO_NO_COMPILE_CACHE` is
+    anything but "" / "0"; else `PUREJAXPPO_COMPILE_CACHE`, or
+    `$XDG_CACHE_HOME/purejaxppo/jax`, or `~/.cache/purejaxppo/jax`. Nothing depends on the
+    platform (`JAX_PLATFORMS`, the devices): GPU and TPU runs get the cache as CPU runs do.
     """
-    if not enabled or os.environ.get(NO_CACHE_ENV, "") not in ("", "0"):
+    if not enabled or environ.get(NO_CACHE_ENV, "") not in ("", "0"):
+        return None
+    return compile_cache_dir(environ)
+
+
+def enable_compile_cache(enabled: bool = True) -> Path | None:
+    """Turns on JAX's persistent compilation cache, on every platform; returns its
+    directory (None: off, see `compile_cache_setting`).
+
+    Every program is cached, however short its compile (JAX's default skips programs
+    that compile in under a second).
+    """
+    directory = compile_cache_setting(os.environ, enabled)
+    if directory is None:
         return None
     import jax
 
-    directory = compile_cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -1,25 +1,37 @@
 """`Policy`: a trained actor-critic that acts, and `evaluate`: episodes under vmap + scan.
 
 After the seed library's `PPOPolicy`: `Policy.load(run_dir)`, `policy.act(obs, key,
-temperature)`, `policy.reset(done)`, `get_params()` / `set_params()`.
+temperature)`, `policy.reset(done)`, `get_params()` / `set_params()`; and AgileRL's
+`policy.get_action(obs, key)` / `policy.evaluate_actions(obs, actions)`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
 
+from purejaxppo.actions import (
+    ActionEvaluation,
+    ActionOutput,
+    action_shape,
+    make_evaluate_actions,
+    make_get_action,
+)
 from purejaxppo.config import PPOConfig
-from purejaxppo.envs import make_env
-from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.guards import check_finite_params
-from purejaxppo.networks import Networks, State, make_networks, reset_state, select_action
+from purejaxppo.networks import (
+    Networks,
+    State,
+    reset_state,
+    select_action,
+    to_env_action,
+)
 from purejaxppo.types import Params, TrainOutput, TrainState
 
 
@@ -99,10 +111,10 @@ class Policy:
     """A PPO policy: params plus the config that fixes its network.
 
     Recurrent policies (`config.recurrent`) keep the policy state of the envs they act for
-    between `act` calls (`[B, S]`, the initial state at first and again when the batch
-    size changes); `reset(done)` restarts it where `done` (call it after every env step
-    with `terminated | truncated`), `reset()` for all envs. Feed-forward policies have the
-    empty state `()`.
+    between `act` / `get_action` calls (`[B, S]`, the initial state at first and again
+    when the batch size changes); `reset(done)` restarts it where `done` (call it after
+    every env step with `terminated | truncated`), `reset()` for all envs. Feed-forward
+    policies have the empty state `()`.
 
     Args:
       params: flax params of the actor-critic (`TrainState.params`).
@@ -114,7 +126,8 @@ class Policy:
 
     Raises:
       ValueError: `params` hold a NaN or Inf (a diverged run), naming the leaf; a
-        multi-agent config (`multi_agent` set: not supported by Policy yet).
+        `multi_agent` that does not match the env. A multi-agent policy acts on rows, one
+        per agent (`[B, ...]` of one agent's observations), shared by every agent.
     """
 
     def __init__(
@@ -125,28 +138,27 @@ class Policy:
         env_params: Any = None,
         networks: Networks | None = None,
     ):
+        from purejaxppo.envs.kinds import check
         from purejaxppo.train import resolve_env
 
-        if config.multi_agent is not None:
-            raise ValueError(
-                f"Policy: multi_agent={config.multi_agent!r} runs cannot be loaded as a Policy "
-                "yet (evaluate and video are single-agent); the trained params are in the run's "
-                "checkpoints (purejaxppo.checkpoint.load_checkpoint), and IPPO's shared "
-                "policy exports (purejaxppo.export.export_torch / export_onnx)"
-            )
         env, env_params = resolve_env(config, env, env_params)
+        kind = check("policy", config.env_name, env)
+        env = kind.configure(config, env)  # multi-agent: MAPPO's world state
         self.config = config
         self.env, self.env_params = env, env_params
-        self.networks = make_networks(config, env, env_params) if networks is None else networks
+        self.networks = kind.networks(config, env, env_params) if networks is None else networks
         self.spec = self.networks.action_spec
         # A tuple, or for dict / tuple observations a dict / list of tuples.
         self.obs_shape = observation_shapes(env.observation_space(env_params))
         self.apply = self.networks.apply
         self.recurrent = self.networks.stateful
         self._state: State | None = None  # [B, S] for recurrent policies
+        self._entry_state: State | None = None  # the state the last act / get_action began at
         _check_finite(params, "Policy")
         self._params = params
         self._act = jax.jit(make_act(self.networks))
+        self._get_action = jax.jit(make_get_action(self.networks), static_argnames="greedy")
+        self._evaluate_actions = jax.jit(make_evaluate_actions(self.networks))
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -225,8 +237,8 @@ class Policy:
     def act(
         self,
         obs: jax.typing.ArrayLike,
-        key: jax.Array,
-        temperature: float = 1.0,
+        key: jax.Array | None = None,
+        temperature: float | None = None,
         return_model_output: bool = False,
     ) -> Any:
         """Actions for observations `[B, *obs_shape]` or one observation `[*obs_shape]`.
@@ -235,12 +247,14 @@ class Policy:
         With an action mask in the observation (`PPOConfig.action_mask_key`), masked
         actions are never returned, sampled or greedy.
 
-        temperature 1 samples from the policy, 0 takes the argmax (discrete, per component
-        for MultiDiscrete, logit > 0 per bit for MultiBinary) / the mean (continuous; with
-        `squash_actions` the squashed pre-tanh mean); in between it sharpens (logits / T)
-        or narrows (std * T, before squashing). Continuous actions come within the action
-        bounds (clipped, or squashed), ready for `env.step`. See
-        `networks.select_action`.
+        temperature 1 (the default with a `key`) samples from the policy, 0 takes the
+        argmax (discrete, per component for MultiDiscrete, logit > 0 per bit for
+        MultiBinary) / the mean (continuous; with `squash_actions` the squashed pre-tanh
+        mean); in between it sharpens (logits / T) or narrows (std * T, before
+        squashing). `key=None` takes the greedy action (temperature 0; deterministic).
+        Continuous actions come within the action bounds (clipped, or squashed), ready
+        for `env.step`. See `networks.select_action`. A recurrent policy advances its
+        kept state.
 
         Returns:
           actions `[B]` int32 / `[B, *action_shape]` int32 (MultiDiscrete, MultiBinary) or
@@ -250,143 +264,217 @@ class Policy:
           of the (pre-squash) Gaussian; and `value`).
 
         Raises:
-          ValueError: if obs does not end in the env's observation shape, or temperature < 0.
+          ValueError: if obs does not end in the env's observation shape, temperature < 0,
+            or temperature > 0 without a key.
         """
-        if temperature < 0:
+        if temperature is not None and temperature < 0:
             raise ValueError(f"temperature={temperature!r}: must be >= 0")
+        if key is None:
+            if temperature:
+                raise ValueError(
+                    f"temperature={temperature!r} samples, which needs a key: pass key=, or "
+                    "leave temperature unset with key=None for the greedy action"
+                )
+            key, temperature = jax.random.key(0), 0.0  # greedy: the key is not used
+        elif temperature is None:
+            temperature = 1.0
         batch, single = batch_observation(obs, self.obs_shape)
         size = jax.tree.leaves(batch)[0].shape[0]
-        state = self._state
-        if state is None or jax.tree.leaves(state)[0].shape[0] != size:
-            state = self.networks.initial_state(size)
-        state, action, output = self._act(
+        state = self._start_state(size)
+        next_state, action, output = self._act(
             self._params, state, batch, jnp.zeros((size,), bool), key, jnp.float32(temperature)
         )
-        if self.recurrent:
-            self._state = state
+        self._advance(state, next_state)
         if single:
             action, output = action[0], jax.tree.map(lambda x: x[0], output)
         return (action, output) if return_model_output else action
 
+    def get_action(
+        self,
+        obs: jax.typing.ArrayLike,
+        key: jax.Array | None = None,
+        action_mask: jax.typing.ArrayLike | None = None,
+    ) -> ActionOutput:
+        """An action with its log-probability, entropy and value (AgileRL's `get_action`).
 
-class EvalResult(NamedTuple):
-    """Per-episode results of `evaluate`."""
+        Sampled with `key` exactly as the rollout samples (`dist.sample_and_log_prob`);
+        `key=None` takes the greedy action (the mode: argmax, per component / bit, or the
+        Gaussian mean, squashed with `squash_actions`) and its log-probability. A
+        recurrent policy steps from its kept state and advances it, as `act` does.
 
-    returns: np.ndarray  # float32 [num_episodes], undiscounted
-    lengths: np.ndarray  # int32 [num_episodes]
+        `action` is in the policy's action space and `log_prob` is of that action, the
+        pair the rollout stores (`Transition.action`, `Transition.log_prob`): for Box
+        actions the unclipped Gaussian sample, which may lie outside the bounds. Step the
+        env with `to_env_action(action)` (clipped to the bounds, the env's action shape),
+        and give `evaluate_actions` the `action` itself, not the clipped one. For
+        Discrete, MultiDiscrete and MultiBinary actions, and squashed Box actions (already
+        within the bounds), the two are the same numbers.
 
-    def summary(self) -> dict[str, float]:
-        """mean, std and IQM (mean of the middle 50%, Agarwal et al. 2021) of returns."""
-        r = np.sort(np.asarray(self.returns, np.float64))
-        n = len(r)
-        middle = r[n // 4 : n - n // 4] if n >= 4 else r
-        return {"mean": float(r.mean()), "std": float(r.std()), "iqm": float(middle.mean())}
+        Args:
+          obs: `[B, *obs_shape]` or one observation `[*obs_shape]` (dict / tuple
+            observations as in `act`).
+          key: PRNG key; None: greedy.
+          action_mask: optional `[B, A]` bool or 0/1 (A = n for Discrete(n), sum(nvec)
+            for MultiDiscrete; `[A]` for one observation): only actions where it is
+            nonzero can be chosen, on top of any mask the observation carries.
 
+        Returns:
+          `ActionOutput(action, log_prob, entropy, value)`: action `[B]` int32
+          (Discrete), `[B, K]` / `[B, n]` int32 (MultiDiscrete / MultiBinary) or
+          `[B, A]` float32 (Box, A = the flattened action size); log_prob, entropy and
+          value float32 `[B]`. No batch axis for one observation.
 
-def evaluate(
-    policy_or_state: Policy | TrainOutput | TrainState,
-    env_id: str | None = None,
-    num_episodes: int = 100,
-    key: jax.Array | None = None,
-    greedy: bool = False,
-    env_params: Any = None,
-    config: PPOConfig | None = None,
-    max_steps: int | None = None,
-) -> EvalResult:
-    """Runs `num_episodes` episodes in parallel (`vmap` over envs, `lax.scan` over time).
-
-    Each env plays exactly one episode (steps after its end are masked out).
-
-    Args:
-      policy_or_state: a `Policy`, or a single-agent `TrainOutput` / `TrainState` (then
-        `config` is required).
-      env_id: env to evaluate on; default the policy's own `config.env_name`.
-      num_episodes: episodes (= parallel envs).
-      key: PRNG key; default `jax.random.key(0)`.
-      greedy: argmax / mean actions instead of sampling.
-      env_params: e.g. other physics for a validation split; default the env's own (with
-        the config's `env_kwargs` when `env_id` is the training env).
-      max_steps: scan length; default `env_params.max_steps_in_episode`.
-
-    Returns:
-      `EvalResult` with `returns` float32 `[num_episodes]` and `lengths` int32.
-
-    Raises:
-      ValueError: for `num_episodes < 1`, a missing config, or an env whose spaces do
-        not match the policy.
-    """
-    if num_episodes < 1:
-        raise ValueError(f"num_episodes={num_episodes!r}: must be >= 1")
-    if not isinstance(policy_or_state, Policy):
-        if config is None:
-            raise ValueError("evaluate: pass config= with a TrainOutput / TrainState")
-        policy_or_state = Policy.from_train_output(policy_or_state, config)
-    policy = policy_or_state
-    cfg = policy.config
-    if env_id is None or env_id == cfg.env_name:
-        env, default_params = make_env(cfg.env_name, cfg.env_kwargs)
-    else:
-        env, default_params = make_env(env_id)
-    env_params = default_params if env_params is None else env_params
-    env_shapes = observation_shapes(env.observation_space(env_params))
-    if env_shapes != policy.obs_shape:
-        raise ValueError(
-            f"evaluate: {env_id} observations {env_shapes} do not match the policy's "
-            f"{policy.obs_shape}"
-        )
-    if max_steps is None:
-        max_steps = episode_limit(env, env_params)
-    key = jax.random.key(0) if key is None else key
-    run = make_episode_runner(policy, env, env_params, num_episodes, max_steps)
-    returns, lengths = run(policy.get_params(), key, jnp.float32(0.0 if greedy else 1.0))
-    return EvalResult(np.asarray(returns), np.asarray(lengths))
-
-
-def make_episode_runner(
-    policy: Policy | Networks, env: Any, env_params: Any, num_episodes: int, max_steps: int
-) -> Any:
-    """Jitted `run(params, key, temperature) -> (returns [E], lengths [E])`.
-
-    `policy`: a `Policy` or its `Networks`. Build it once and call it with new params (the
-    training loop's periodic evaluation does) to compile once.
-    """
-    from purejaxppo.envs.host import check_jittable_env
-
-    check_jittable_env(getattr(env, "name", repr(env)), "evaluation (episodes run inside jit)", env)
-    networks = policy.networks if isinstance(policy, Policy) else policy
-    act = make_act(networks)
-
-    @jax.jit
-    def run(params, key, temperature):
-        reset_key, scan_key = jax.random.split(key)
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(
-            jax.random.split(reset_key, num_episodes), env_params
-        )
-        no_reset = jnp.zeros((num_episodes,), bool)
-
-        def step(carry, step_key):
-            obs, state, ret, length, active, policy_state = carry
-            act_key, env_key = jax.random.split(step_key)
-            policy_state, action, _ = act(params, policy_state, obs, no_reset, act_key, temperature)
-            obs, state, reward, terminated, truncated, _ = jax.vmap(
-                env.step, in_axes=(0, 0, 0, None)
-            )(jax.random.split(env_key, num_episodes), state, action, env_params)
-            ret = ret + jnp.where(active, reward.astype(jnp.float32), 0.0)
-            length = length + active.astype(jnp.int32)
-            active = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
-            return (obs, state, ret, length, active, policy_state), None
-
-        init = (
-            obs,
+        Raises:
+          ValueError: obs not of the observation shape (naming it); an `action_mask` of
+            another shape than `[B, A]`, or on Box / MultiBinary actions.
+        """
+        batch, single = batch_observation(obs, self.obs_shape)
+        size = jax.tree.leaves(batch)[0].shape[0]
+        mask = self._check_mask(action_mask, size, single)
+        state = self._start_state(size)
+        greedy = key is None
+        next_state, output = self._get_action(
+            self._params,
             state,
-            jnp.zeros(num_episodes, jnp.float32),
-            jnp.zeros(num_episodes, jnp.int32),
-            jnp.ones(num_episodes, bool),
-            networks.initial_state(num_episodes),
+            batch,
+            jnp.zeros((size,), bool),
+            jax.random.key(0) if greedy else key,
+            mask,
+            greedy=greedy,
         )
-        (_, _, ret, length, _, _), _ = jax.lax.scan(
-            step, init, jax.random.split(scan_key, max_steps)
-        )
-        return ret, length
+        self._advance(state, next_state)
+        return jax.tree.map(lambda x: x[0], output) if single else output
 
-    return run
+    def evaluate_actions(
+        self,
+        obs: jax.typing.ArrayLike,
+        actions: jax.typing.ArrayLike,
+        action_mask: jax.typing.ArrayLike | None = None,
+        *,
+        state: State | None = None,
+        params: Params | None = None,
+    ) -> ActionEvaluation:
+        """Log-probability, entropy and value of given actions (AgileRL's
+        `evaluate_actions`): what a PPO loss needs, differentiable in `params`.
+
+        `actions` are in the policy's action space, as `get_action` returns them (for
+        Box actions the unclipped sample; the clipped env action has another
+        log-probability wherever the clip moved it). Box actions may also be given in the
+        env's action shape `[B, *action_shape]`; they are flattened.
+
+        A recurrent policy evaluates from `state` `[B, S]`, by default the state the last
+        `act` / `get_action` call began at (so `evaluate_actions(obs, out.action)` after
+        `out = get_action(obs, key)` reproduces `out`), or the initial state when there
+        was none or it was for another number of envs; the kept state is not changed.
+        Pass the states stored with a batch of transitions to evaluate them
+        (`policy.state` before each `get_action`; None there means the initial state,
+        `initial_state(B)`).
+
+        Args:
+          obs: `[B, *obs_shape]` or one observation `[*obs_shape]`.
+          actions: `[B]` int (Discrete), `[B, K]` / `[B, n]` int (MultiDiscrete /
+            MultiBinary) or `[B, A]` float (Box); no batch axis for one observation.
+          action_mask: as in `get_action` (pass the mask `get_action` used).
+          state: recurrent policies: the policy state `[B, S]` entering the step.
+          params: parameters to evaluate with (e.g. traced under `jax.grad`); default the
+            policy's own.
+
+        Returns:
+          `ActionEvaluation(log_prob, entropy, value)`, float32 `[B]` each (scalars for one
+          observation).
+
+        Raises:
+          ValueError: obs, actions, action_mask or state of another shape than expected
+            (naming the argument, the expected and the given shape).
+        """
+        batch, single = batch_observation(obs, self.obs_shape)
+        size = jax.tree.leaves(batch)[0].shape[0]
+        actions = self._check_actions(actions, size, single)
+        mask = self._check_mask(action_mask, size, single)
+        if state is None:
+            state = self._entry_state if self.recurrent else None
+            if state is None or jax.tree.leaves(state)[0].shape[0] != size:
+                state = self.networks.initial_state(size)
+        else:
+            want = jax.tree.map(np.shape, self.networks.initial_state(size))
+            got = jax.tree.map(np.shape, state)
+            if want != got:
+                raise ValueError(
+                    f"state: expected the policy state of {size} envs, shape {want}, got {got}"
+                )
+        out = self._evaluate_actions(
+            self._params if params is None else params,
+            state,
+            batch,
+            jnp.zeros((size,), bool),
+            actions,
+            mask,
+        )
+        return jax.tree.map(lambda x: x[0], out) if single else out
+
+    def to_env_action(self, action: jax.typing.ArrayLike) -> jax.Array:
+        """`get_action`'s action `[B, ...]` (or one action) -> what `env.step` takes:
+        int32 `[B]` / `[B, *action_shape]`, or for Box float32 `[B, *action_shape]`
+        clipped to the bounds (`networks.to_env_action`; the same numbers `act` returns).
+
+        Raises:
+          ValueError: an action of another shape than `get_action` returns.
+        """
+        action = jnp.asarray(action)
+        one = action_shape(self.spec)
+        if action.shape != one and action.shape[1:] != one:
+            raise ValueError(
+                f"action: expected shape {one} or [B, *{one}] ({self.spec.kind} actions), "
+                f"got {action.shape}"
+            )
+        single = action.shape == one
+        env_action = to_env_action(self.spec, action[None] if single else action)
+        return env_action[0] if single else env_action
+
+    def _start_state(self, size: int) -> State:
+        """The state the next step of `size` envs begins at: the kept one, or initial."""
+        state = self._state
+        if state is None or jax.tree.leaves(state)[0].shape[0] != size:
+            state = self.networks.initial_state(size)
+        return state
+
+    def _advance(self, state: State, next_state: State) -> None:
+        """Keeps a recurrent policy's state after a step that began at `state`."""
+        if self.recurrent:
+            self._entry_state, self._state = state, next_state
+
+    def _check_actions(self, actions: Any, size: int, single: bool) -> jax.Array:
+        """`actions` `[B, *action_shape(spec)]` int32 / float32 (Box: also the env's shape)."""
+        actions = jnp.asarray(actions)
+        one = action_shape(self.spec)
+        want = one if single else (size, *one)
+        env_shape = self.spec.shape if single else (size, *self.spec.shape)
+        if self.spec.kind == "continuous" and actions.shape == env_shape:
+            actions = actions.reshape(want)
+        if actions.shape != want:
+            raise ValueError(
+                f"actions: expected shape {want} ({self.spec.kind} actions of shape {one} for "
+                f"{'one observation' if single else f'B = {size} observations'}), "
+                f"got {actions.shape}"
+            )
+        dtype = jnp.float32 if self.spec.kind == "continuous" else jnp.int32
+        actions = actions.astype(dtype)
+        return actions[None] if single else actions
+
+    def _check_mask(self, mask: Any, size: int, single: bool) -> jax.Array | None:
+        """`action_mask` `[B, A]` (bool / 0-1), or None."""
+        if mask is None:
+            return None
+        if self.spec.kind not in ("discrete", "multi_discrete"):
+            raise ValueError(
+                f"action_mask: only Discrete and MultiDiscrete actions can be masked; this "
+                f"policy's actions are {self.spec.kind}"
+            )
+        mask = jnp.asarray(mask)
+        want = (self.spec.num_actions,) if single else (size, self.spec.num_actions)
+        if mask.shape != want:
+            raise ValueError(
+                f"action_mask: expected shape {want} (one flag per action"
+                f"{'' if single else f' for B = {size} observations'}), got {mask.shape}"
+            )
+        return mask[None] if single else mask

@@ -53,9 +53,16 @@ _LEGACY_EVIDENCE = {"run": "config.yaml", "sweep": "request.yaml", "pbt": "check
 RUN_FILES = ("config.yaml", "metrics.csv", "checkpoints", "learning_curve.png")
 #: Every top-level name a pre-marker `purejaxppo train` run directory may hold.
 LEGACY_RUN_FILES = (
-    *RUN_FILES, "videos", "datasets", "metrics.jsonl", "tensorboard", "wandb", "mlruns",
-    "summary.csv", "summary.json",
-)  # fmt: skip
+    *RUN_FILES,
+    "videos",
+    "datasets",
+    "metrics.jsonl",
+    "tensorboard",
+    "wandb",
+    "mlruns",
+    "summary.csv",
+    "summary.json",
+)
 
 
 class DirectoryNotEmpty(ValueError):

@@ -9,13 +9,11 @@ import jax
 import jax.numpy as jnp
 
 from purejaxppo.callback import MetricsCallback, make_emitter
-from purejaxppo.checkpoint import load_init_params
 from purejaxppo.config import PPOConfig
 from purejaxppo.host_train import make_host_train_fns
 from purejaxppo.hyperparams import Hyperparams, check_hyperparams
 from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
 from purejaxppo.metrics import METRICS, UpdateMetrics
-from purejaxppo.multiagent import make_marl_rollout
 from purejaxppo.networks import Networks
 from purejaxppo.rollout import make_rollout
 from purejaxppo.train_setup import (
@@ -54,8 +52,9 @@ def make_train_fns(
 ) -> TrainFns:
     """Builds the pure functions of a PPO run for `config` (see `make_train`).
 
-    `init_params`: a warm start (see `make_train`); default: `config.init_from`'s
-    checkpoint when set (`checkpoint.load_init_params`), else none.
+    `init_params`: a warm start (see `make_train`). `config.init_from` is a path that the
+    drivers (`purejaxppo train`, `--num-seeds`, `sweep`, `pbt`) resolve to parameters
+    themselves; here it must come with its `init_params`.
 
     `callback` / `callback_every`: see `make_train` (they apply to `train` only; the
     segmented `run` / `update` never call back).
@@ -85,7 +84,11 @@ def make_train_fns(
         axis_name=axis_name,
     )
     if init_params is None and config.init_from is not None:
-        init_params, _ = load_init_params(config.init_from, config.init_parts, config.init_step)
+        raise ValueError(
+            f"init_from={config.init_from!r}: make_train takes the warm start's parameters, "
+            "not its path: pass init_params=pjp.load_init_params(config.init_from, "
+            "config.init_parts, config.init_step)[0]"
+        )
     if setup.host:
         return make_host_train_fns(
             config,
@@ -133,6 +136,7 @@ def make_train_fns(
         apply=setup.networks.apply,
         networks=setup.networks,
         metric_names=setup.metric_names,
+        kind=setup.kind,
     )
 
 
@@ -174,17 +178,7 @@ def make_update(
     """`update(runner, hparams) -> (runner, metrics)`: one rollout of `num_steps` steps of
     the vmapped envs, then `learning.make_learn`'s epochs of minibatch steps."""
     networks, num_steps = setup.networks, setup.num_steps
-    if config.multi_agent:  # agents as extra rows of the batch (`purejaxppo.multiagent`)
-        rollout = make_marl_rollout(setup.env, setup.env_params, networks, num_steps)
-    else:
-        rollout = make_rollout(
-            setup.env,
-            setup.env_params,
-            networks,
-            num_steps,
-            setup.info_keys,
-            config.reset_ratio,
-        )
+    rollout = make_rollout(setup.rows, networks, num_steps)  # every kind of env: its rows
     learn_fn = make_learn(config, networks, axis_name=axis_name, num_actions=setup.num_actions)
 
     def update(
@@ -287,8 +281,10 @@ def make_train(
     Args:
       config: the static configuration.
       env, env_params: optional gymnax-API environment object to train on instead of
-        `make_env(config.env_name, config.env_kwargs)`; `env_params` defaults to the
-        env's own (a given `env_params` is used with the config's env too).
+        `make_env(config.env_name, config.env_kwargs)`, or a gymnasium env factory
+        (`env=lambda: MyEnv()`, a host env: `train` then runs on the host, not under
+        jit / vmap); `env_params` defaults to the env's own (a given `env_params` is
+        used with the config's env too).
       networks: optional `Networks` to train instead of `make_networks(config, env,
         env_params)` (bring your own actor and critic, see `networks_from_modules`).
       callback: optional `fn(run, update, metrics)` called on the host, while the jitted
@@ -307,8 +303,9 @@ def make_train(
         `Policy.load(run_dir).get_params()` or `TrainOutput.train_state.params`, with its
         `obs_norm` statistics), or a `TrainState` when `config.init_parts` has
         "optimizer". The run starts from its `config.init_parts` (default params and
-        normalisation) instead of `networks.init`; default: `config.init_from`'s
-        checkpoint when set, else none. `train`'s own `init_params` argument replaces it
+        normalisation) instead of `networks.init`; required when `config.init_from` is
+        set (`pjp.load_init_params(config.init_from, config.init_parts,
+        config.init_step)[0]`; the CLI and drivers load it). `train`'s own `init_params` argument replaces it
         and is traced like any argument: `jax.vmap(train, in_axes=(0, None, None,
         None))(keys, None, None, params)` starts S seeds from the same params.
 

@@ -13,21 +13,14 @@ import jax
 import jax.numpy as jnp
 
 from purejaxppo.config import PPOConfig
-from purejaxppo.envs import make_env
-from purejaxppo.envs.host import is_host_env
+from purejaxppo.envs import kinds, make_env
 from purejaxppo.envs.resets import check_reset_ratio
+from purejaxppo.envs.rows import RowsEnv, info_keys_of
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.memory import check_memory, observation_size
 from purejaxppo.metrics import METRICS, extra_metric_names
-from purejaxppo.multiagent import (
-    configure_env,
-    make_marl_networks,
-    marl_info_keys,
-    reset_agents,
-)
-from purejaxppo.networks import Networks, ensure_normalization, make_networks
+from purejaxppo.networks import Networks, ensure_normalization
 from purejaxppo.networks.custom import param_labels
-from purejaxppo.rollout import host_env_carry, info_keys_of, reset_envs
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
 from purejaxppo.update import make_optimizer
 from purejaxppo.warm_start import apply_init, check_init, source_parts
@@ -60,6 +53,8 @@ class TrainFns(NamedTuple):
     # True for a host env (`envs.host.HostEnv`): `init` is jittable, but `run`, `update`
     # and `train` step the env on the host and must not be wrapped in jit / vmap.
     host: bool = False
+    # The kind of env the run trains on (`envs.kinds`): what the drivers ask of it.
+    kind: kinds.EnvKind = kinds.JAX
 
 
 class TrainSetup(NamedTuple):
@@ -73,15 +68,27 @@ class TrainSetup(NamedTuple):
     info_keys: tuple[str, ...]
     num_actions: int | None  # Discrete action count with `action_histogram`, else None
     metric_names: tuple[str, ...]
-    host: bool
+    kind: kinds.EnvKind  # the kind of env, decided once (`envs.kinds`)
+    rows: RowsEnv  # the envs as rows of the batch, what the rollout steps
+
+    @property
+    def host(self) -> bool:
+        """Whether the env steps on the host (`host_train` runs it)."""
+        return not self.kind.in_program
 
 
 def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> tuple[Any, Any]:
     """`(env, env_params)`: the given env, or `make_env(config.env_name, config.env_kwargs)`;
-    a given `env_params` is kept either way (default: the env's own / the config's)."""
+    a given `env_params` is kept either way (default: the env's own / the config's). A
+    gymnasium env factory becomes a host env (`envs.kinds.as_env`).
+
+    Raises:
+      ValueError: an `env` that is neither an env object nor a gymnasium env factory.
+    """
     if env is None:
         env, default_params = make_env(config.env_name, config.env_kwargs)
     else:
+        env = kinds.as_env(env)
         default_params = env.default_params
     return env, default_params if env_params is None else env_params
 
@@ -104,13 +111,21 @@ def _check_sizes(config: PPOConfig, num_shards: int, axis_name: str | None) -> i
     return num_envs
 
 
-def _check_host(config: PPOConfig, num_shards: int, axis_name: str | None) -> None:
-    if axis_name is not None or num_shards != 1:
-        raise ValueError(
-            f"env_name={config.env_name!r} steps on the host (not a JAX env): "
-            "data-parallel training runs the env inside one compiled program and "
-            "cannot use it"
-        )
+def _check_operations(config: PPOConfig, env: Any, num_shards: int, axis_name: str | None):
+    """The kind of `env`, after refusing (from `envs.kinds`' table) what the config asks
+    of it that the kind cannot do."""
+    asked = {
+        "data_parallel": axis_name is not None or num_shards != 1,
+        "eval_freq": config.eval_freq > 0 or bool(config.eval_splits),
+        "video": config.video_freq > 0,
+        "collect": config.collect_freq > 0,
+    }
+    for operation in [op for op, used in asked.items() if used]:
+        kinds.check(operation, config.env_name, env)
+    return kinds.kind_of(env)
+
+
+def _check_host(config: PPOConfig) -> None:
     if config.info_metrics:
         raise ValueError(
             f"info_metrics={list(config.info_metrics)}: not available for the host env "
@@ -168,14 +183,14 @@ def prepare(
         raise ValueError(f"callback_every={callback_every!r}: must be >= 1")
     num_envs = _check_sizes(config, num_shards, axis_name)
     env, env_params = resolve_env(config, env, env_params)
-    host = is_host_env(env)
+    kind = _check_operations(config, env, num_shards, axis_name)
+    host = not kind.in_program
     if host:
-        _check_host(config, num_shards, axis_name)
+        _check_host(config)
         env_params = None
-    env = configure_env(config, env, num_shards)  # multi-agent checks; MAPPO's world state
+    env = kind.configure(config, env)  # multi-agent checks; MAPPO's world state
     if networks is None:
-        make = make_marl_networks if config.multi_agent else make_networks
-        networks = make(config, env, env_params)
+        networks = kind.networks(config, env, env_params)
     networks = ensure_normalization(networks, config, env, env_params)
     check_memory(config, networks, num_envs, 0 if host else observation_size(env, env_params))
     # Feed-forward policies train on single transitions, recurrent ones on sequences.
@@ -194,9 +209,8 @@ def prepare(
                 "on the host; set reset_ratio: null"
             )
         check_reset_ratio(config.reset_ratio, env, env_params, num_envs)
-    info_keys = () if host else _check_info_keys(config, env, env_params)
-    if config.multi_agent:  # per-agent returns, outcomes (`purejaxppo.multiagent`)
-        info_keys = marl_info_keys(env)
+    # The kind's rows fix their own keys (agents: per-agent returns and outcomes).
+    rows = kind.rows(env, env_params, _check_info_keys(config, env, env_params), config.reset_ratio)
     num_actions = _num_actions(config, networks)
     return TrainSetup(
         env=env,
@@ -204,10 +218,11 @@ def prepare(
         networks=networks,
         num_envs=num_envs,
         num_steps=config.num_steps,
-        info_keys=info_keys,
+        info_keys=rows.info_keys,
         num_actions=num_actions,
-        metric_names=METRICS + extra_metric_names(num_actions, info_keys),
-        host=host,
+        metric_names=METRICS + extra_metric_names(num_actions, rows.info_keys),
+        kind=kind,
+        rows=rows,
     )
 
 
@@ -236,11 +251,12 @@ def make_init(
         and env (naming the first one).
     """
     env, env_params = resolve_env(config, env, env_params)
-    env = configure_env(config, env)
+    kind = kinds.kind_of(env)
+    env = kind.configure(config, env)
     if networks is None:
-        make = make_marl_networks if config.multi_agent else make_networks
-        networks = make(config, env, env_params)
+        networks = kind.networks(config, env, env_params)
     networks = ensure_normalization(networks, config, env, env_params)
+    rows = kind.rows(env, env_params)  # its `reset` only: resetting needs no info keys
     num_envs = config.num_envs if num_envs is None else num_envs
     parts = tuple(config.init_parts)
 
@@ -266,12 +282,7 @@ def make_init(
         )
         if shard_key is not None:
             env_key = shard_key(env_key)
-        if is_host_env(env):
-            env_carry = host_env_carry(env, num_envs, networks)
-        elif config.multi_agent:  # agents as extra rows (`purejaxppo.multiagent`)
-            env_carry = reset_agents(env, env_params, env_key, num_envs, networks)
-        else:
-            env_carry = reset_envs(env, env_params, env_key, num_envs, networks)
+        env_carry = rows.reset(env_key, num_envs, networks)
         if config.normalize_rewards:
             env_carry = env_carry.replace(discounted_return=jnp.zeros((num_envs,), jnp.float32))
         return RunnerState(

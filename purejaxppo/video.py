@@ -69,8 +69,13 @@ def _canvas(height: int, width: int, color: int = 255) -> np.ndarray:
     return np.full((height, width, 3), color, np.uint8)
 
 
-def _line(img: np.ndarray, p0: tuple[float, float], p1: tuple[float, float], width: int,
-          color: Sequence[int]) -> None:  # fmt: skip
+def _line(
+    img: np.ndarray,
+    p0: tuple[float, float],
+    p1: tuple[float, float],
+    width: int,
+    color: Sequence[int],
+) -> None:
     """Draws a thick line from p0 to p1 (x, y pixel coordinates) into img."""
     height, width_px = img.shape[:2]
     ys, xs = np.mgrid[0:height, 0:width_px]
@@ -128,8 +133,9 @@ def render_image_observation(obs: Any, scale: int = 16) -> Frame:
     return np.kron(img, np.ones((scale, scale, 1), np.uint8)).astype(np.uint8)
 
 
-def render_vector_observation(obs: Any, low: float, high: float,
-                              size: tuple[int, int] = (120, 160)) -> Frame:  # fmt: skip
+def render_vector_observation(
+    obs: Any, low: float, high: float, size: tuple[int, int] = (120, 160)
+) -> Frame:
     """A vector observation as vertical bars scaled to [low, high] (probe envs)."""
     values = np.asarray(obs, np.float32).reshape(-1)
     height, width = size
@@ -149,6 +155,10 @@ def make_renderer(env: Any, env_params: Any) -> Renderer:
     Raises:
       ValueError: naming the env when none of the renderers applies.
     """
+    from purejaxppo.envs.kinds import kind_of
+
+    if not kind_of(env).in_program:  # host env: its recorder keeps gymnasium's frames
+        return lambda frame, obs: np.asarray(frame, np.uint8)
     if callable(getattr(env, "render", None)):
         return lambda state, obs: np.asarray(env.render(state, env_params), np.uint8)
     name = getattr(env, "name", type(env).__name__)
@@ -177,16 +187,21 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
     One env, `max_steps` steps of `policy.make_act` (temperature 0: greedy) in a
     `lax.scan`, keeping the state and observation each action was taken in (`[max_steps]`
     leaves; `active` marks the steps before the episode ended). Build once, call with new
-    params to compile once.
-    """
-    from purejaxppo.envs.host import check_jittable_env
+    params to compile once. A host env plays its episode on the host and keeps each
+    step's frame as its state (`host_episodes.make_host_episode_recorder`).
 
-    check_jittable_env(
-        getattr(env, "name", repr(env)), "video recording (the episode runs inside jit)", env
-    )
+    Raises:
+      ValueError: a kind of env that cannot film (`envs.kinds`), or a host env that
+        cannot render.
+    """
+    from purejaxppo.envs.kinds import check
+    from purejaxppo.host_episodes import make_host_episode_recorder
     from purejaxppo.policy import make_act
 
+    kind = check("video", getattr(env, "name", repr(env)), env)
     act = make_act(networks)
+    if not kind.in_program:
+        return make_host_episode_recorder(env, act, networks.initial_state, max_steps)
 
     @jax.jit
     def record(params, key, temperature):

@@ -82,7 +82,7 @@ def test_bad_input_exits_with_a_clear_message(argv, message, capsys, tmp_path):
 
 def test_config_files_load_and_build(tmp_path):
     config_dir = os.path.join(os.path.dirname(__file__), "..", "configs")
-    names = sorted(os.listdir(config_dir))
+    names = sorted(n for n in os.listdir(config_dir) if n.endswith(".yaml"))
     assert {
         "cartpole.yaml",
         "acrobot.yaml",

@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 
 from purejaxppo.config import PPOConfig
+from purejaxppo.envs import kinds
 from purejaxppo.envs.registry import make_env
+from purejaxppo.envs.rows import vmapped_envs
 from purejaxppo.envs.suites._common import raw_key
-from purejaxppo.envs.suites.envpool import check_one_device, check_unbatched
 from purejaxppo.networks import make_networks
-from purejaxppo.rollout import make_rollout, reset_envs
+from purejaxppo.rollout import make_rollout
 from purejaxppo.train import make_train
 
 
@@ -152,11 +153,12 @@ def test_rollout_stays_float32_with_x64():
     with jax.enable_x64(True):
         networks = make_networks(config, env, params)
         net_params = networks.init(jax.random.key(0))
-        rollout_fn = make_rollout(env, params, networks, num_steps=3)
+        envs = vmapped_envs(env, params)
+        rollout_fn = make_rollout(envs, networks, num_steps=3)
 
         @jax.jit
         def run(key):
-            carry = reset_envs(env, params, key, 2, networks)
+            carry = envs.reset(key, 2, networks)
             return rollout_fn(net_params, carry, key)
 
         _, transitions, _ = run(jax.random.key(0))
@@ -269,16 +271,15 @@ def test_sweep_of_two_settings_runs_on_one_pool():
     assert returns[0][0] == returns[1][0] == single["episode_return"][0]
 
 
-def test_several_devices_and_in_jit_evaluation_are_refused():
-    # check_unbatched: what would need a second pool of the env (evaluation, collect,
-    # video, data-parallel) is refused by name; other suites pass.
-    with pytest.raises(ValueError, match=r"envpool:Hopper-v4.*evaluation.*cannot use it"):
-        check_unbatched("envpool:Hopper-v4", "evaluation (episodes run inside jit)")
-    check_unbatched("brax:hopper", "evaluation (episodes run inside jit)")
-    with pytest.raises(ValueError, match=r"envpool:Hopper-v4.*2 devices.*devices=1"):
-        check_one_device("envpool:Hopper-v4", "--num-seeds 2", 2)
-    check_one_device("envpool:Hopper-v4", "--num-seeds 2", 1)
-    check_one_device("brax:hopper", "--num-seeds 2", 2)
+def test_several_devices_and_data_parallel_training_are_refused():
+    # From `envs.kinds`' table: one pool per program, on one device; other suites pass.
+    with pytest.raises(ValueError, match=r"envpool:Hopper-v4.*EnvPool.*data-parallel"):
+        kinds.check("data_parallel", "envpool:Hopper-v4")
+    kinds.check("data_parallel", "brax:hopper")
+    with pytest.raises(ValueError, match=r"envpool:Hopper-v4.*devices=1.*asked for 2 devices"):
+        kinds.check_runs_devices("envpool:Hopper-v4", 2)
+    kinds.check_runs_devices("envpool:Hopper-v4", 1)
+    kinds.check_runs_devices("brax:hopper", 2)
 
 
 def test_batched_drivers_refuse_several_devices_before_touching_disk(tmp_path):
@@ -297,12 +298,12 @@ assert len(jax.devices()) == 2
 config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8,
                    total_timesteps=32, num_minibatches=2, update_epochs=1)
 run_dir = Path({str(tmp_path)!r}) / "seeds"
-with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*--num-seeds 2.*2 devices"):
+with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*several devices.*2 devices"):
     train_seeds(config, run_dir, 2, devices=2)
 assert not run_dir.exists()
-with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*sweep.*2 devices"):
+with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*several devices.*2 devices"):
     sweep(config, seeds=2, devices=2)
-with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*pbt.*2 devices"):
+with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*several devices.*2 devices"):
     search = {{"learning_rate": ("log_uniform", 1e-4, 1e-3)}}
     pbt(config, population=2, ready_every=2, search=search, devices=2)
 result = train_seeds(config, run_dir, 2, progress=False, plot=False)

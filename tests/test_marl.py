@@ -16,7 +16,8 @@ import pytest
 
 import purejaxppo as pjp
 from purejaxppo.envs import make_env
-from purejaxppo.multiagent import make_marl_rollout
+from purejaxppo.envs.agent_rows import agent_rows
+from purejaxppo.rollout import make_rollout
 from purejaxppo.update import make_minibatch_grads, make_sequences
 
 SPREAD = "jaxmarl:MPE_simple_spread_v3"
@@ -119,7 +120,7 @@ def test_shared_param_gradient_is_the_stacked_batch_gradient():
     config = spread_config(norm_adv=False)
     fns = pjp.make_train_fns(config)
     env, env_params = make_env(SPREAD)
-    rollout = make_marl_rollout(env, env_params, fns.networks, config.num_steps)
+    rollout = make_rollout(agent_rows(env, env_params), fns.networks, config.num_steps)
     grads_fn = make_minibatch_grads(config, fns.networks)
     hparams = pjp.Hyperparams.from_config(config)
     rows = config.num_envs * 3
@@ -324,11 +325,9 @@ def test_ippo_on_mpe_spread_beats_random():
     assert (final > random_return + 5.0).all(), (final, random_return)
 
 
-def test_policy_and_evaluation_refuse_multi_agent_runs_clearly():
-    """Policy / eval / export are single-agent: a multi-agent config gets one ValueError
-    naming the setting, and training refuses evaluation during the run before compiling."""
+def test_evaluation_during_training_is_refused_clearly():
+    """Training refuses evaluation during the run before compiling, from `envs.kinds`'
+    table (a multi-agent `Policy` and `evaluate` work: tests/test_kinds.py)."""
     config = pjp.PPOConfig(env_name="jaxmarl:MPE_simple_spread_v3", multi_agent="ippo")
-    with pytest.raises(ValueError, match=r"multi_agent='ippo' runs cannot be loaded as a Policy"):
-        pjp.Policy({}, config)
-    with pytest.raises(ValueError, match=r"evaluation \(eval_freq, eval_splits\) is not supported"):
+    with pytest.raises(ValueError, match=r"multi-agent JaxMARL env.*evaluation during training"):
         pjp.make_train(config.replace(eval_freq=5))

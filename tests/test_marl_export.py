@@ -21,8 +21,9 @@ import torch
 
 import purejaxppo as pjp
 from purejaxppo.envs import make_env
+from purejaxppo.envs.agent_rows import agent_rows
 from purejaxppo.export import export_torch
-from purejaxppo.multiagent import configure_env, reset_agents
+from purejaxppo.multiagent import configure_env
 from purejaxppo.networks import apply_action_mask
 
 TOL = 1e-5
@@ -67,7 +68,8 @@ def test_ippo_export_keeps_torch_parity_on_every_agent_row(tmp_path, case):
     params = random_params(fns.networks, seed=len(case))
     env, env_params = make_env(env_name, kwargs)
     env = configure_env(config, env)
-    carry = jax.jit(lambda k: reset_agents(env, env_params, k, 6, fns.networks))(jax.random.key(0))
+    rows = agent_rows(env, env_params)
+    carry = jax.jit(lambda k: rows.reset(k, 6, fns.networks))(jax.random.key(0))
     obs = carry.obs  # [6 * A, ...]: every agent's row of 6 envs
 
     @jax.jit
@@ -117,7 +119,8 @@ def test_mappo_export_keeps_torch_parity_with_towers_on_their_own_inputs(tmp_pat
         params["obs_norm"]["count"] = np.float32(100.0)
     env, env_params = make_env(env_name, kwargs)
     env = configure_env(config, env)
-    carry = jax.jit(lambda k: reset_agents(env, env_params, k, 4, fns.networks))(jax.random.key(0))
+    agents = agent_rows(env, env_params)
+    carry = jax.jit(lambda k: agents.reset(k, 4, fns.networks))(jax.random.key(0))
     obs = carry.obs  # {"obs": [4 * A, D], "world_state": [4 * A, W], ...}
     rows = obs["obs"].shape[0]
     state = np.asarray(

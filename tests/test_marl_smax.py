@@ -15,7 +15,8 @@ import pytest
 
 import purejaxppo as pjp
 from purejaxppo.envs import make_env
-from purejaxppo.multiagent import make_marl_rollout
+from purejaxppo.envs.agent_rows import agent_rows
+from purejaxppo.rollout import make_rollout
 
 SMAX = "jaxmarl:HeuristicEnemySMAX"
 KWARGS = {"scenario": "3m", "agent_ids": True}
@@ -38,7 +39,7 @@ def smax_config(**overrides):
 
 def one_rollout(fns, env, env_params, num_steps):
     """(traj, stats) of one jitted `num_steps` rollout from the fresh init of key 0."""
-    rollout = make_marl_rollout(env, env_params, fns.networks, num_steps)
+    rollout = make_rollout(agent_rows(env, env_params), fns.networks, num_steps)
 
     @jax.jit
     def run(key):

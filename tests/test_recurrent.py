@@ -16,8 +16,9 @@ import pytest
 
 import purejaxppo as pjp
 from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
+from purejaxppo.envs.rows import vmapped_envs
 from purejaxppo.networks import make_networks, state_size
-from purejaxppo.rollout import make_rollout, reset_envs
+from purejaxppo.rollout import make_rollout
 from purejaxppo.update import make_sequences
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -82,8 +83,9 @@ def test_update_rerun_reproduces_the_rollout(core, seq_len):
     size = {"lstm": 8, "gru": 4, "transformer": 2 * 3 * 8 + 3}[core]
     assert state_size(config) == size
     params = nets.init(jax.random.key(1))
-    rollout = jax.jit(make_rollout(env, env_params, nets, config.num_steps))
-    carry = reset_envs(env, env_params, jax.random.key(2), config.num_envs, nets)
+    envs = vmapped_envs(env, env_params)
+    rollout = jax.jit(make_rollout(envs, nets, config.num_steps))
+    carry = envs.reset(jax.random.key(2), config.num_envs, nets)
     # Two rollouts, so the second starts from a carried, non-zero state.
     carry, _, _ = rollout(params, carry, jax.random.key(3))
     assert float(jnp.abs(carry.policy_state).max()) > 0

@@ -9,7 +9,7 @@ adapter's `step` patched from outside the library to report every truncation as 
 termination (`trunc_as_term`: the JaxMARL treatment), same seeds, same budget, and
 prints / writes both rows of `benchmarks/marl.py`'s table.
 
-    PYTHONPATH=. python benchmarks/experiments/marl_truncation.py --timesteps 2048000
+    python -m benchmarks.experiments.marl_truncation --timesteps 2048000   # from the repo root
 
 Writes `benchmarks/results/marl-truncation-<time>.{csv,md}`. Not a test.
 """
@@ -18,19 +18,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 import jax.numpy as jnp
 import pandas as pd
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-import marl  # noqa: E402
-from reference import atomic_write, markdown_table  # noqa: E402
+from benchmarks import marl
+from benchmarks.harness import atomic_write, markdown_table
+from purejaxppo.envs.suites import jaxmarl as jaxmarl_suite
 
-from purejaxppo.envs.suites import jaxmarl as jaxmarl_suite  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def patch_truncation_as_termination() -> None:

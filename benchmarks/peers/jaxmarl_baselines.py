@@ -39,9 +39,10 @@ The XLA flag purejaxppo sets on import (--xla_cpu_enable_concurrency_optimized_s
 a CPU deadlock workaround for vmapped programs on jax 0.10.x) is set here too, so both run
 under the same XLA flags.
 
-Usage (the JaxMARL venv; the repository root on PYTHONPATH is not needed):
+Usage (the JaxMARL venv, from the repository root: it runs as a module of the `benchmarks`
+package, for `benchmarks/harness.py`):
   bash benchmarks/peers/setup_jaxmarl_venv.sh /tmp/jaxmarl-venv /tmp/JaxMARL
-  /tmp/jaxmarl-venv/bin/python benchmarks/peers/jaxmarl_baselines.py \\
+  /tmp/jaxmarl-venv/bin/python -m benchmarks.peers.jaxmarl_baselines \\
       --baselines-dir /tmp/JaxMARL --task mpe-ippo --seeds 3 --total-timesteps 1e7 [--stamp S]
 Appends a row to benchmarks/results/marl-jaxmarl-peer-cpu-<stamp>.{csv,md} (one stamp for
 the three tasks gives one table). Progress goes to stderr.
@@ -63,10 +64,10 @@ if _CPU_SCHEDULER_FLAG not in os.environ.get("XLA_FLAGS", ""):
         os.environ.get("XLA_FLAGS", "") + f" {_CPU_SCHEDULER_FLAG}=false"
     ).strip()
 
+from benchmarks.harness import atomic_write  # noqa: E402  (after XLA_FLAGS, like the rest)
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from reference import atomic_write  # noqa: E402
 
 SCRIPT_COMMIT = "014b4f0af877856dc0a90437596a23a31153e303"
 #: task -> (script, config, config commit, score source, score key, overrides)

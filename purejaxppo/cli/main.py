@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -25,6 +26,7 @@ from purejaxppo.cli.sweep import sweep_command
 from purejaxppo.cli.train import train_command
 from purejaxppo.cli.values import EXIT_NO_SPACE, EXIT_OS_ERROR
 from purejaxppo.drivers.segments import TrainingInterrupted
+from purejaxppo.envs.host import EnvError
 
 COMMANDS = {
     "train": train_command,
@@ -68,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _one_line_reports():
             return COMMANDS[command](parser, args)
+    except EnvError as err:  # the user's env failed: one line (traceback on request)
+        if os.environ.get("PUREJAXPPO_DEBUG"):
+            raise
+        parser.exit(2, f"purejaxppo: error: {err} (PUREJAXPPO_DEBUG=1 shows its traceback)\n")
     except TrainingInterrupted as stop:
         saved = (
             f"saved; continue with: {stop.resume_hint}"

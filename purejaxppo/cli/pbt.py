@@ -23,12 +23,18 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     try:
         config = load_config(o.config, args)
         search = parse_random(o.search)
+        if not search:  # checked before --out and before anything compiles
+            raise ValueError(
+                "pbt needs at least one --search FIELD=DIST:LOW:HIGH (e.g. --search "
+                "learning_rate=log_uniform:1e-5:1e-2): it explores only searched fields"
+            )
         for name, spec in search.items():
             if name not in TRACED_FIELDS:  # checked before --out, as every bad input
                 raise ValueError(
                     f"--search {name}: pbt searches traced fields only ({', '.join(TRACED_FIELDS)})"
                 )
-            if spec[0] == "choice":
+            kind, *_ = spec  # (kind, *arguments), as `parse_random` builds it
+            if kind == "choice":
                 raise ValueError(
                     f"--search {name}={spec}: pbt needs a range (uniform:LOW:HIGH or "
                     "log_uniform:LOW:HIGH), not a choice"
@@ -66,9 +72,9 @@ def _run_pbt(
     # --devices N: N CPU devices (on CPU); default: every core, on as many CPU devices as
     # divide the population.
     count = configure_cpu_devices(devices)
-    from purejaxppo.envs.suites.envpool import is_envpool_id
+    from purejaxppo.envs.kinds import kind_of_id
 
-    if devices is None and not is_envpool_id(config.env_name):  # EnvPool: one device
+    if devices is None and kind_of_id(config.env_name).supports("runs_on_devices"):
         if count is not None:
             devices = max(d for d in range(1, count + 1) if o.population % d == 0)
             if not o.no_progress:

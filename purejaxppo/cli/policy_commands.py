@@ -18,8 +18,9 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         parser.exit(2, "purejaxppo: error: --overwrite is for --all-steps (eval writes no file)\n")
     import jax
 
+    from purejaxppo.evaluation import evaluate
     from purejaxppo.guards import check_finite_params
-    from purejaxppo.policy import Policy, evaluate
+    from purejaxppo.policy import Policy
 
     try:
         if o.video is not None:
@@ -72,11 +73,11 @@ def _eval_all_steps(parser: argparse.ArgumentParser, o: EvalOptions) -> int:
         table = evaluate_series(
             o.run_dir, o.episodes, jax.random.key(o.seed), greedy=o.greedy, env_id=o.env_name
         )
-        paths = write_series(o.run_dir, table, title=str(o.run_dir))
+        csv_path, png_path = write_series(o.run_dir, table, title=str(o.run_dir))
     except (ValueError, ImportError) as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    print(f"wrote {paths[0]} and {paths[1]}")
+    print(f"wrote {csv_path} and {png_path}")
     return 0
 
 
@@ -150,6 +151,6 @@ def export_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
     if onnx:
         print(f"wrote {path} (ONNX) and {path.name}.json")
     else:
-        print(f"wrote {path.with_suffix('.module.py')}, .state_dict.pt, .pt2, .json "
-              "(and the TorchScript file where it scripts)")  # fmt: skip
+        also = ".state_dict.pt, .pt2, .json (and the TorchScript file where it scripts)"
+        print(f"wrote {path.with_suffix('.module.py')}, {also}")
     return 0

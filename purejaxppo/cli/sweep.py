@@ -7,7 +7,8 @@ import contextlib
 import dataclasses
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -22,9 +23,23 @@ from purejaxppo.config import PPOConfig, load_yaml
 
 #: Sweep options saved in `<out>/request.yaml` for `purejaxppo sweep --resume`.
 _SWEEP_REQUEST = (
-    "seeds", "num_samples", "random_seed", "max_runs_per_chunk", "devices", "log_every",
+    "seeds",
+    "num_samples",
+    "random_seed",
+    "max_runs_per_chunk",
+    "devices",
+    "log_every",
     "format",
-)  # fmt: skip
+)
+
+
+class _Request(NamedTuple):
+    """What a sweep runs: a new one's arguments, or those `--resume` reads back."""
+
+    config: PPOConfig
+    grid: dict[str, list]  # field -> values (`parse_grid`)
+    random: dict[str, tuple]  # field -> distribution spec (`parse_random`)
+    out: Path | None  # the output directory; None: a unique one under sweeps/ (`_claim`)
 
 
 def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
@@ -32,21 +47,19 @@ def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     options = dataclasses.asdict(pop_options(SweepOptions, args))
 
     try:
-        config, grid, random, out = _request(options, args)
+        request = _request(options, args)
     except (ValueError, ImportError) as err:
         error(parser, err)
     with contextlib.ExitStack() as stack:
         if options["process_id"] == 0:  # one process writes the directory and the request
-            out = _claim(parser, stack, options, config, out)
-            _write_request(options, config, grid, random, out)
-        return _run_sweep(parser, options, config, grid, random, out)
+            request = request._replace(out=_claim(parser, stack, options, request))
+            _write_request(options, request)
+        return _run_sweep(parser, options, request)
 
 
-def _run_sweep(
-    parser: argparse.ArgumentParser, options: dict[str, Any], config: Any, grid: Any,
-    random: Any, out: Any,
-) -> int:  # fmt: skip
+def _run_sweep(parser: argparse.ArgumentParser, options: dict[str, Any], request: _Request) -> int:
     """Sets the devices, sweeps, writes and prints the results."""
+    config, out = request.config, request.out
     _set_devices(parser, options, config.env_name.startswith("envpool:"))
     from purejaxppo.drivers.sweeps import sweep, write_sweep
 
@@ -54,8 +67,8 @@ def _run_sweep(
         result = sweep(
             config,
             seeds=options["seeds"],
-            grid=grid,
-            random=random,
+            grid=request.grid,
+            random=request.random,
             num_samples=options["num_samples"],
             random_seed=options["random_seed"],
             devices=options["devices"],
@@ -78,9 +91,9 @@ def _run_sweep(
     return 0
 
 
-def _request(options: dict[str, Any], args: dict[str, Any]) -> tuple:
-    """(config, grid, random, out) of a new sweep, or of the sweep `--resume` continues;
-    validated (settings, loggers, output directory) without starting JAX's backend."""
+def _request(options: dict[str, Any], args: dict[str, Any]) -> _Request:
+    """The `_Request` of a new sweep, or of the sweep `--resume` continues; validated
+    (settings, loggers, output directory) without starting JAX's backend."""
     from purejaxppo import rundir
 
     resume, out = options["resume"], options["out"]
@@ -126,20 +139,23 @@ def _request(options: dict[str, Any], args: dict[str, Any]) -> tuple:
     from purejaxppo.sinks import check_sinks
 
     check_sinks(config.loggers)  # `--loggers tensorboard,wandb`: one run per run
-    return config, grid, random, out
+    return _Request(config=config, grid=grid, random=random, out=out)
 
 
 def _claim(
-    parser: argparse.ArgumentParser, stack: contextlib.ExitStack, options: dict[str, Any],
-    config: Any, out: Any,
-) -> Any:  # fmt: skip
+    parser: argparse.ArgumentParser,
+    stack: contextlib.ExitStack,
+    options: dict[str, Any],
+    request: _Request,
+) -> Path:
     """Creates the output directory (default: a unique one) and holds it as its only writer
     (`rundir.claim`) until the sweep ends; the old contents go under the lock."""
     from purejaxppo import rundir
 
+    out = request.out
     if out is None:
         out = rundir.make_unique_dir(
-            "sweeps", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            "sweeps", f"{request.config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
         )
     try:
         claim = rundir.claim(
@@ -151,17 +167,17 @@ def _claim(
     return out
 
 
-def _write_request(options: dict[str, Any], config: Any, grid: Any, random: Any, out: Any) -> None:
+def _write_request(options: dict[str, Any], request: _Request) -> None:
     """Writes `request.yaml` atomically (process 0)."""
-    request = {
-        "config": config.to_dict(),
-        "grid": grid,
-        "random": {name: list(spec) for name, spec in random.items()},
+    saved = {
+        "config": request.config.to_dict(),
+        "grid": request.grid,
+        "random": {name: list(spec) for name, spec in request.random.items()},
     }
-    request.update({name: options[name] for name in _SWEEP_REQUEST})
-    partial = out / "request.yaml.partial"
-    partial.write_text(yaml.safe_dump(request, sort_keys=False))
-    partial.replace(out / "request.yaml")
+    saved.update({name: options[name] for name in _SWEEP_REQUEST})
+    partial = request.out / "request.yaml.partial"
+    partial.write_text(yaml.safe_dump(saved, sort_keys=False))
+    partial.replace(request.out / "request.yaml")
 
 
 def _set_devices(

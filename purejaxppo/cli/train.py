@@ -15,6 +15,9 @@ from purejaxppo.cli.values import (
 )
 from purejaxppo.config import PPOConfig
 
+#: Warm-start fields: a resumed run continues its own checkpoint, so `--resume` refuses them.
+WARM_START_FIELDS = ("init_from", "init_parts", "init_step")
+
 
 def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     """`purejaxppo train`: validate, then one run (or `--num-seeds N` runs); print the result."""
@@ -33,6 +36,13 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             error(parser, "--resume takes the run's own config and dir")
         if overwrite:
             error(parser, "--resume and --overwrite exclude each other")
+        warm = [f"--{k.replace('_', '-')}" for k in WARM_START_FIELDS if k in args]
+        if warm:
+            error(
+                parser,
+                f"--resume continues {resume} from its own checkpoint; {', '.join(warm)} (a "
+                "warm start) is for a new run: drop it, or start a new run with --run-dir",
+            )
         if not (resume / "config.yaml").is_file():
             error(parser, f"--resume {resume}: no run directory there (no config.yaml)")
         config_path, run_dir = resume / "config.yaml", resume
@@ -107,9 +117,10 @@ def _train_seeds_command(
 
     count = configure_cpu_devices(devices)
     from purejaxppo.drivers.seeds import train_seeds  # imports JAX; keep --help fast
-    from purejaxppo.envs.suites.envpool import is_envpool_id
+    from purejaxppo.envs.kinds import kind_of_id
 
-    if count is not None and devices is None and not is_envpool_id(config.env_name):
+    split = kind_of_id(config.env_name).supports("runs_on_devices")
+    if count is not None and devices is None and split:
         devices = min(count, num_seeds)  # EnvPool: one pool, one device (the driver's default)
 
     try:

@@ -77,13 +77,21 @@ def parse_random(items: Sequence[str]) -> dict[str, tuple]:
 
 
 def load_config(path: Path | None, overrides: dict[str, Any]) -> PPOConfig:
-    """Defaults <- YAML file <- overrides; raises ValueError naming a bad field.
+    """Defaults <- YAML file <- overrides; raises ValueError naming a bad field, or a
+    `path` that is a directory or does not exist.
 
     A warm start (`init_from`) without `init_step` gets its source's absolute path and
     the step of its newest checkpoint (`resolve_init_from`), so config.yaml records them.
     """
     if path is None:
         config = PPOConfig.from_dict(overrides)
+    elif path.is_dir():
+        hint = (
+            f" (the run's config: {path / 'config.yaml'})"
+            if (path / "config.yaml").is_file()
+            else ""
+        )
+        raise ValueError(f"--config {path}: is a directory, not a YAML file{hint}")
     elif not path.is_file():
         raise ValueError(f"--config {path}: no such file")
     else:

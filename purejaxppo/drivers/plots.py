@@ -94,12 +94,11 @@ def plot_seeds(metrics: pd.DataFrame, path: str | Path, title: str = "") -> None
         keep = ~np.isnan(mean)
         (line,) = ax.plot(x[keep], mean[keep], lw=1.5, label=f"mean over {num_seeds} seeds")
         color = line.get_color()
-        ax.fill_between(
-            x[keep], (mean - std)[keep], (mean + std)[keep], color=color, alpha=0.3, lw=0,
-            label="±1 std",
-        )  # fmt: skip
-        ax.fill_between(x[keep], low[keep], high[keep], color=color, alpha=0.12, lw=0,
-                        label="min-max")  # fmt: skip
+        bands = {"±1 std": (mean - std, mean + std, 0.3), "min-max": (low, high, 0.12)}
+        for band, (below, above, alpha) in bands.items():
+            ax.fill_between(
+                x[keep], below[keep], above[keep], color=color, alpha=alpha, lw=0, label=band
+            )
         ax.set_ylabel(label)
         ax.set_xlabel("env steps")
         ax.grid(alpha=0.3)

@@ -31,8 +31,10 @@ run under `vmap`) are refused for N > 1 before anything is computed (`check_seed
 EnvPool ids ("envpool:<id>") train the N seeds on ONE pool of N x num_envs envs, on one
 device by default (`envs.suites.envpool`); `devices` > 1 is refused for them.
 
-This module imports JAX's heavy parts (envs, networks) only inside `train_seeds`, so
-that the command line can validate a request before it sets the CPU device count.
+This module imports the env suites and the training program (`envs.kinds`, `train`) only
+inside `train_seeds`: importing them imports gymnax, which starts JAX's backend, and the
+command line imports `check_seeds` to validate a request before it sets the CPU device
+count (tests/test_seeds_imports.py). Everything else is imported at the top.
 """
 
 from __future__ import annotations
@@ -43,11 +45,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 import pandas as pd
+from jax.sharding import PartitionSpec as P
 
-from purejaxppo import rundir
+from purejaxppo import parallel, rundir
+from purejaxppo.checkpoint import save_checkpoint
 from purejaxppo.config import PPOConfig
+from purejaxppo.drivers import warm
+from purejaxppo.drivers.plots import plot_learning_curve, plot_seeds
 from purejaxppo.drivers.report import (
     AGGREGATES,  # noqa: F401 - the rows of summary.csv, documented here
     final_return,
@@ -57,12 +64,14 @@ from purejaxppo.drivers.report import (
     write_yaml,
 )
 from purejaxppo.drivers.segments import (
+    Divergence,
     SegmentHooks,
     first_divergence,
     progress_bar,
     run_segments,
     segment_length,
 )
+from purejaxppo.guards import all_finite, nonfinite_leaf
 from purejaxppo.hyperparams import Hyperparams
 
 __all__ = ["SeedsResult", "check_seeds", "train_seeds"]
@@ -218,21 +227,16 @@ def train_seeds(
       ValueError: before anything is compiled or written: `check_seeds`'s errors, a host
         env ("gymnasium:<id>", which cannot run under `vmap`), a bad env / network config
         (`make_train_fns`), more devices than there are local ones, several devices for
-        an "envpool:" id (`envpool.check_one_device`), or a non-empty `run_dir`
+        an "envpool:" id (`envs.kinds`' table), or a non-empty `run_dir`
         (`rundir.DirectoryNotEmpty`).
     """
-    import jax
-
-    from purejaxppo import parallel
-    from purejaxppo.drivers import warm
-    from purejaxppo.envs.host import check_jittable_env
-    from purejaxppo.envs.suites import envpool
+    # Lazy: both import gymnax, which starts JAX's backend (the module docstring).
+    from purejaxppo.envs import kinds
     from purejaxppo.train import make_train_fns
 
     # Validate everything before anything on disk changes.
     seeds = check_seeds(config, num_seeds, devices=devices if isinstance(devices, int) else None)
-    operation = f"--num-seeds {num_seeds} (the seeds vmapped in one program)"
-    check_jittable_env(config.env_name, operation, batched_runs=True)
+    kinds.check("batched_runs", config.env_name, multi_agent=config.multi_agent)
     if run_dir is not None:
         run_dir = Path(run_dir)
         rundir.check_fresh(run_dir, overwrite)
@@ -240,23 +244,17 @@ def train_seeds(
     init_params = warm.load_warm_start(config)
     fns = make_train_fns(warm.program_config(config))
     warm.check_warm_start(fns, init_params)
-    devices = envpool.runs_devices(config.env_name, devices)  # EnvPool: one device
+    devices = kinds.runs_devices(config.env_name, devices)  # EnvPool: one device
     if devices is None:
         devices = min(num_seeds, len(jax.local_devices()))
     mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
-    envpool.check_one_device(config.env_name, operation, mesh.devices.size)
+    kinds.check_runs_devices(config.env_name, mesh.devices.size)
     if run_dir is None:
         run_dir = default_seeds_dir(config, num_seeds)
     # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
     with rundir.claim(run_dir, "run", overwrite=overwrite):
         run = _SeedsRun(config, fns, seeds, mesh, run_dir, init_params)
         run.write_start(verbose)
-        hooks = SegmentHooks(
-            length=lambda done: segment_length(
-                done, config.num_updates, config.log_freq, config.save_freq
-            ),
-            run=run.run, process=run.process, save=run.save,
-        )  # fmt: skip
         bar = progress_bar(
             config.num_updates,
             unit="update",
@@ -265,10 +263,15 @@ def train_seeds(
         )
         with bar:
             run_segments(
-                config.num_updates, 0, hooks, bar=bar, save_freq=config.save_freq,
-                save_minutes=config.save_minutes, label=f"{config.env_name} x{num_seeds} seeds",
+                config.num_updates,
+                0,
+                run.hooks(),
+                bar=bar,
+                save_freq=config.save_freq,
+                save_minutes=config.save_minutes,
+                label=f"{config.env_name} x{num_seeds} seeds",
                 resume_hint=f"purejaxppo train --resume {run_dir}/seed_<s>, one seed at a time",
-            )  # fmt: skip
+            )
         return run.finish(plot, seed_plots, verbose)
 
 
@@ -276,11 +279,6 @@ class _SeedsRun:
     """The state of one `train_seeds` and its `SegmentHooks` (run, process, save)."""
 
     def __init__(self, config, fns, seeds: list[int], mesh, run_dir: Path, init_params=None):
-        import jax
-        from jax.sharding import PartitionSpec as P
-
-        from purejaxppo import parallel
-
         self.config, self.fns, self.seeds, self.mesh = config, fns, seeds, mesh
         self.run_dir, self.names = run_dir, fns.metric_names
         self.num_seeds = num_seeds = len(seeds)
@@ -301,15 +299,23 @@ class _SeedsRun:
         self.init_params = init_params  # the warm start (host arrays) or None
         self.programs: dict[int, Callable] = {}  # segment length -> compiled program
         self.history: list[dict[str, np.ndarray]] = []  # per segment: name -> [S, length]
-        self.diverged: dict[int, tuple[int, str]] = {}  # seed index -> (update, what)
+        self.diverged: dict[int, Divergence] = {}  # seed index -> where it diverged
         self.saved_step = [0] * num_seeds  # newest "last" checkpoint of each seed (0: none)
         self.runner = self.previous = self.host = None
         self.start = time.perf_counter()
 
+    def hooks(self) -> SegmentHooks:
+        """Segments of `log_freq` updates, ending on every save."""
+        c = self.config
+        return SegmentHooks(
+            length=lambda done: segment_length(done, c.num_updates, c.log_freq, c.save_freq),
+            run=self.run,
+            process=self.process,
+            save=self.save,
+        )
+
     def write_start(self, verbose: bool) -> None:
         """Writes config.yaml, seeds.yaml and every seed's config.yaml; starts the runs."""
-        from purejaxppo import parallel
-
         num_seeds, num_runs, num_devices = self.num_seeds, self.num_runs, self.num_devices
         seeds = self.seeds
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -335,21 +341,13 @@ class _SeedsRun:
                 f"{num_devices} device(s), {num_runs // num_devices} per device{padding}",
                 file=sys.stderr,
             )
-        from purejaxppo.drivers import warm
-        from purejaxppo.envs.suites.envpool import is_envpool_id
-
-        init = warm.init_runs(
-            self.fns.init, lambda runner: runner, vmap_init=is_envpool_id(self.config.env_name)
-        )
+        vmap_init = self.fns.kind.vmap_init_runs
+        init = warm.init_runs(self.fns.init, lambda runner: runner, vmap_init=vmap_init)
         init_program = parallel.make_runs_program(init, self.mesh, warm.runs_specs(0))
         self.runner = init_program(self.key_data, warm.replicate(self.init_params, self.mesh))
 
     def run_program(self, length: int) -> Callable:
         """`(runner [R], hparams [R]) -> (runner, metrics [R, length], params finite [R])`."""
-        import jax
-
-        from purejaxppo import parallel
-        from purejaxppo.guards import all_finite
 
         def run(runner: Any, hp: Hyperparams) -> Any:
             runner, metrics = self.fns.run(runner, hp, length)
@@ -373,9 +371,11 @@ class _SeedsRun:
             if k in self.diverged:
                 continue
             bad = first_divergence(
-                {n: metrics[n][k] for n in names}, done, length,
-                lambda k=k: None if finite[k] else f"params {self.nonfinite_leaf(k)}",
-            )  # fmt: skip
+                {n: metrics[n][k] for n in names},
+                done,
+                length,
+                nonfinite_params=lambda k=k: None if finite[k] else self.nonfinite_params(k),
+            )
             if bad is not None:
                 self.diverged[k] = bad
                 if done > self.saved_step[k]:  # keep the last finite state, as train does
@@ -389,11 +389,11 @@ class _SeedsRun:
             "ret": f"{np.nanmean(latest):.1f}" if np.isfinite(latest).any() else "n/a",
         }
 
-    def nonfinite_leaf(self, k: int) -> str | None:
-        """Path of seed k's first non-finite parameter array (`guards.nonfinite_leaf`)."""
-        from purejaxppo.guards import nonfinite_leaf
-
-        return nonfinite_leaf(_seed_state(self.to_host(self.runner), k).train_state.params)
+    def nonfinite_params(self, k: int) -> str:
+        """ "params <path of seed k's first non-finite parameter array>"
+        (`guards.nonfinite_leaf`)."""
+        leaf = nonfinite_leaf(_seed_state(self.to_host(self.runner), k).train_state.params)
+        return f"params {leaf}"
 
     def save(self, done: int, due: bool) -> None:
         if not due:
@@ -406,10 +406,6 @@ class _SeedsRun:
     def to_host(self, state: Any) -> Any:
         """The runs' state as numpy arrays `[R, ...]` (one transfer; slicing a seed out of
         the devices' arrays would compile a gather per leaf), the key as key data."""
-        import jax
-
-        from purejaxppo import parallel
-
         return parallel.to_host(state.replace(key=jax.random.key_data(state.key)))
 
     def seed_history(self, k: int, segments: int | None = None) -> dict[str, np.ndarray]:
@@ -422,8 +418,6 @@ class _SeedsRun:
         return frame
 
     def save_seed(self, k: int, host: Any, segments: int | None = None) -> None:
-        from purejaxppo.checkpoint import save_checkpoint
-
         state = _seed_state(host, k)
         history = self.seed_history(k, segments)
         save_checkpoint(self.seed_dirs[k], state, history, self.seed_configs[k])
@@ -434,10 +428,6 @@ class _SeedsRun:
     def finish(self, plot: bool, seed_plots: bool, verbose: bool) -> SeedsResult:
         """Writes each seed's table (the full one, NaN rows of a diverged seed included),
         then the top level; returns the `SeedsResult`."""
-        import jax
-
-        from purejaxppo.drivers.plots import plot_learning_curve, plot_seeds
-
         config, seeds, run_dir = self.config, self.seeds, self.run_dir
         tables = [self.seed_table(k) for k in range(self.num_seeds)]
         for k, table in enumerate(tables):
@@ -455,7 +445,7 @@ class _SeedsRun:
         )
         metrics_table = metrics_table[["seed", "update", *self.names]]
         finals = np.array([final_return(t["episode_return"].to_numpy()) for t in tables])
-        first_bad = {seeds[k]: update for k, (update, _) in self.diverged.items()}
+        first_bad = {seeds[k]: bad.update for k, bad in self.diverged.items()}
         summary = summarize_seeds(seeds, finals, first_bad)
         write_csv(run_dir / "metrics.csv", metrics_table)
         write_csv(run_dir / "summary.csv", summary)
@@ -493,7 +483,5 @@ class _SeedsRun:
 
 
 def _seed_state(host: Any, k: Any) -> Any:
-    import jax
-
     state = jax.tree.map(lambda x: x[k], host)
     return state.replace(key=jax.random.wrap_key_data(state.key))

@@ -135,24 +135,31 @@ def segment_length(done: int, total: int, cap: int, *every: int) -> int:
     return length
 
 
+class Divergence(NamedTuple):
+    """Where a run diverged (`first_divergence`)."""
+
+    update: int  # the first update (1-based) with a non-finite value
+    what: str  # the loss metric, or what `nonfinite_params` named (e.g. "params")
+
+
 def first_divergence(
     metrics: Mapping[str, Any],
     done: int,
     length: int,
     nonfinite_params: Callable[[], str | None],
-) -> tuple[int, str] | None:
+) -> Divergence | None:
     """The divergence check after a segment of `length` updates that started at `done`:
-    (first update with a NaN / Inf loss, its metric) (`guards.first_nonfinite_update`);
+    the first update with a NaN / Inf loss and its metric (`guards.first_nonfinite_update`);
     else, if `nonfinite_params()` names something non-finite in the parameters (called
-    only then), (the segment's last update, that name); else None."""
+    only then), the segment's last update and that name; else None."""
     from purejaxppo.guards import first_nonfinite_update
 
     bad = first_nonfinite_update(metrics, done + 1)
-    if bad is None:
-        what = nonfinite_params()
-        if what is not None:
-            bad = (done + length, what)
-    return bad
+    if bad is not None:
+        update, metric = bad
+        return Divergence(update=update, what=metric)
+    what = nonfinite_params()
+    return None if what is None else Divergence(update=done + length, what=what)
 
 
 def run_segments(

@@ -19,7 +19,8 @@ from purejaxppo.checkpoint import list_checkpoints, load_checkpoint
 from purejaxppo.drivers.plots import plot_checkpoint_series
 from purejaxppo.drivers.report import iqm, write_atomic, write_csv
 from purejaxppo.envs import make_env
-from purejaxppo.policy import Policy, make_episode_runner, observation_shapes
+from purejaxppo.evaluation import make_episode_runner
+from purejaxppo.policy import Policy, observation_shapes
 
 #: Files `write_series` writes into the run directory.
 SERIES_FILES = ("eval_steps.csv", "eval_steps.png")

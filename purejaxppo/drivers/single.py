@@ -24,6 +24,7 @@ from purejaxppo import rundir
 from purejaxppo.acting import EVAL_KEY_STREAM, make_evaluators, make_media
 from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
 from purejaxppo.config import PPOConfig
+from purejaxppo.drivers import warm
 from purejaxppo.drivers.plots import plot_learning_curve
 from purejaxppo.drivers.report import final_return
 from purejaxppo.drivers.segments import (
@@ -33,7 +34,6 @@ from purejaxppo.drivers.segments import (
     run_segments,
     segment_length,
 )
-from purejaxppo.envs.suites.envpool import is_envpool_id
 from purejaxppo.guards import TrainingDiverged, nonfinite_leaf
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.sinks import check_sinks, make_sinks
@@ -118,8 +118,9 @@ def train_and_log(
     if not resume:
         rundir.check_fresh(run_dir, overwrite)
     # A resumed run starts from its own checkpoint, not from its warm start's source.
-    fns = make_train_fns(config.replace(init_from=None) if resume else config)
-    _check_host(config, fns)
+    fns = make_train_fns(
+        warm.program_config(config), init_params=None if resume else warm.load_warm_start(config)
+    )
     loggers = [name for name in config.loggers if name != "csv"]  # metrics.csv: below
     check_sinks(loggers)
     media = make_media(config, fns)  # checks video_freq's renderer
@@ -150,34 +151,30 @@ def _train_claimed(
     if not resume:
         run.sinks.log_config(c.to_dict())
     bar = progress_bar(
-        c.num_updates, initial=run.done, unit="update", desc=f"{c.env_name} (compiling)",
+        c.num_updates,
+        initial=run.done,
+        unit="update",
+        desc=f"{c.env_name} (compiling)",
         enabled=progress,
-    )  # fmt: skip
+    )
     with bar, run.sinks:
         run_segments(
-            c.num_updates, run.done, run.hooks(), bar=bar, save_freq=c.save_freq,
-            save_minutes=c.save_minutes, label=c.env_name, fetch=jax.device_get,
+            c.num_updates,
+            run.done,
+            run.hooks(),
+            bar=bar,
+            save_freq=c.save_freq,
+            save_minutes=c.save_minutes,
+            label=c.env_name,
+            fetch=jax.device_get,
             resume_hint=f"purejaxppo train --resume {run_dir}",
-        )  # fmt: skip
+        )
         table = pd.concat(run.frames, ignore_index=True)
         if plot:
             plot_learning_curve(table, run_dir / "learning_curve.png", title=c.env_name)
             steps = int(table["env_steps"].iloc[-1])
             run.sinks.log_image("learning_curve", run_dir / "learning_curve.png", steps)
     return table
-
-
-def _check_host(config: PPOConfig, fns: Any) -> None:
-    """A host env (`TrainFns.host`) cannot evaluate, record or collect inside jit."""
-    if not fns.host:
-        return
-    for field in ("eval_freq", "video_freq", "collect_freq"):
-        if getattr(config, field):
-            raise ValueError(
-                f"{field}={getattr(config, field)}: not available for the host env "
-                f"{config.env_name!r} (evaluation, videos and datasets run the env "
-                "inside jit); set it to 0"
-            )
 
 
 class _SingleRun:
@@ -227,7 +224,7 @@ class _SingleRun:
         checkpoint = load_checkpoint(self.run_dir, self.config)
         rundir.set_aside_newer_checkpoints(self.run_dir, checkpoint.update_step)
         self.runner = checkpoint.runner_state
-        if is_envpool_id(self.config.env_name):
+        if self.fns.kind.episodes_restart_on_resume:
             self._restart_episodes(key, checkpoint.update_step)
         self.done = self.saved_step = self.start_updates = checkpoint.update_step
         self.eval_history.update(checkpoint.eval_history)
@@ -251,8 +248,9 @@ class _SingleRun:
         )
 
     def _restart_episodes(self, key: jax.Array, update_step: int) -> None:
-        """An EnvPool pool lives on the host, outside the checkpoint: the resumed run
-        rebuilds it with fresh episodes (seeded from `fold_in(fold_in(key,
+        """An EnvPool pool lives on the host, outside the checkpoint
+        (`EnvKind.episodes_restart_on_resume`): the resumed run rebuilds it with fresh
+        episodes (seeded from `fold_in(fold_in(key,
         RESUME_KEY_STREAM), update_step)`) and keeps everything else the checkpoint holds
         (params with their normalisation statistics, optimizer state, key, update step).
         The episodes running at the checkpoint are cut short, so the resumed run is not
@@ -307,9 +305,7 @@ class _SingleRun:
         frame.to_csv(self.metrics_path, mode="a", header=len(self.frames) == 0, index=False)
         previous_step = int(self.previous.update_step)
         if previous_step > 0 and (self.saved_step is None or previous_step > self.saved_step):
-            save_checkpoint(
-                self.run_dir, self.previous, self._history(), self.config, self.eval_history
-            )
+            self._save_checkpoint(self.previous, "last")
             self.saved_step = previous_step
         kept = (
             "no update finished with finite values, so there is no checkpoint"
@@ -318,11 +314,11 @@ class _SingleRun:
             f"{self.run_dir / 'checkpoints' / 'last' / str(self.saved_step)}"
         )
         raise TrainingDiverged(
-            f"training diverged at update {diverged[0]}: {diverged[1]} is not finite "
+            f"training diverged at update {diverged.update}: {diverged.what} is not finite "
             f"(NaN or Inf); {kept}; nothing non-finite was saved. Try a smaller "
             f"learning_rate or max_grad_norm.",
-            update=diverged[0],
-            what=diverged[1],
+            update=diverged.update,
+            what=diverged.what,
         )
 
     def _evaluate(self, frame: pd.DataFrame) -> bool:
@@ -340,19 +336,29 @@ class _SingleRun:
             frame.loc[frame.index[-1], column] = value
             self.eval_history[name].append([self.done, value])
         chosen = self.eval_history[self.config.best_split or next(iter(self.evaluators))]
-        return chosen[-1][1] >= max(v for _, v in chosen)
+        _, latest = chosen[-1]  # [update, return] pairs, as the checkpoint stores them
+        return latest >= max(v for _, v in chosen)
 
     def _history(self) -> dict[str, np.ndarray]:
         so_far = pd.concat(self.frames, ignore_index=True)
         return {name: so_far[name].to_numpy() for name in self.names}
 
+    def _save_checkpoint(self, runner: RunnerState, kind: str) -> None:
+        """Saves `runner` with the metrics and evaluations so far as `kind` ("last" /
+        "best", `checkpoint.save_checkpoint`)."""
+        save_checkpoint(
+            self.run_dir,
+            runner,
+            metrics=self._history(),
+            config=self.config,
+            eval_history=self.eval_history,
+            kind=kind,
+        )
+
     def save(self, done: int, due: bool) -> None:
         """ "last" when the save clock is due (or at the end), "best" when improved."""
         kinds = (["last"] if due else []) + (["best"] if self.improved else [])
         for kind in kinds:
-            save_checkpoint(
-                self.run_dir, self.runner, self._history(), self.config, self.eval_history,
-                kind=kind,
-            )  # fmt: skip
+            self._save_checkpoint(self.runner, kind)
         if due:
             self.saved_step = done

@@ -3,9 +3,11 @@
 A `HostEnv` (for example `make_env("gymnasium:CartPole-v1")`) declares gymnax spaces, so
 `make_networks` builds the right actor-critic for it, but its episodes are stepped by
 Python code: `make_train` trains on it with a host loop around a jitted policy step and
-the jitted PPO update (`purejaxppo.host_train`). Operations that trace the env inside a
+the jitted PPO update (`purejaxppo.host_train`); evaluation and video play their episodes
+in a Python loop too (`purejaxppo.host_episodes`). Operations that trace the env inside a
 compiled program (vmap over seeds, sweeps, PBT, data-parallel training) cannot use it and
-raise `ValueError` (`check_jittable_env`) before anything compiles.
+are refused from `envs.kinds.HOST`'s table before anything compiles. An error of the env's
+own code is one `EnvError` line.
 """
 
 from __future__ import annotations
@@ -15,10 +17,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["HOST_SUITES", "HostEnv", "HostVecEnv", "check_jittable_env", "is_host_env"]
+__all__ = ["HOST_SUITES", "EnvError", "HostEnv", "HostVecEnv", "is_host_env"]
 
 #: Suite prefixes of `make_env` ids whose environments step on the host.
 HOST_SUITES = ("gymnasium",)
+
+
+class EnvError(RuntimeError):
+    """An error raised by a host env's own code (its `reset` / `step`, a dead worker, a
+    non-finite reward), as one line naming the env and where: the CLI prints it and
+    exits 2; `PUREJAXPPO_DEBUG=1` shows the env's traceback (the error's `__cause__`)."""
+
+
+def describe_error(err: BaseException) -> str:
+    """`Type: first line of the message` (`Type` alone when the message is empty)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[0][:300]}" if lines else type(err).__name__
 
 
 class HostVecEnv:
@@ -81,11 +95,13 @@ class HostEnv:
         action_space: Any,
         make_vec: Callable[[int, str], HostVecEnv],
         max_steps_in_episode: int | None = None,
+        make_render: Callable[[], Any] | None = None,
     ):
         self.name = name
         self._observation_space = observation_space
         self._action_space = action_space
         self._make_vec = make_vec
+        self._make_render = make_render
         self.max_steps_in_episode = max_steps_in_episode
 
     def __repr__(self) -> str:
@@ -104,6 +120,17 @@ class HostEnv:
         one subprocess each ("async"; `PPOConfig.host_vectorization`)."""
         return self._make_vec(num_envs, mode)
 
+    def make_render(self) -> Any:
+        """One copy of the env that renders `rgb_array` frames (`env.render()` returns a
+        uint8 `[H, W, 3]` array), stepped with the gymnasium API.
+
+        Raises:
+          ValueError: the env cannot render frames.
+        """
+        if self._make_render is None:
+            raise ValueError(f"{self.name}: this host env has no renderer")
+        return self._make_render()
+
 
 def is_host_env(env: Any) -> bool:
     """Whether `env` steps on the host (a `HostEnv`), i.e. cannot be traced by `jax.jit`."""
@@ -114,30 +141,3 @@ def is_host_env_id(env_id: str) -> bool:
     """Whether a `make_env` id names a host suite ("gymnasium:CartPole-v1")."""
     prefix, sep, _ = env_id.partition(":")
     return bool(sep) and prefix in HOST_SUITES
-
-
-def check_jittable_env(
-    env_id: str, operation: str, env: Any = None, *, batched_runs: bool = False
-) -> None:
-    """Raises `ValueError` when `operation` needs a jittable env and gets a host env, or
-    needs an "envpool:" id inside a program of its own (evaluation, collect, video, envs
-    split over devices: `envpool.check_unbatched`).
-
-    Args:
-      env_id: the config's `env_name`.
-      operation: what needs the env inside a compiled program (named in the message).
-      env: the env object the operation was given, if any.
-      batched_runs: `operation` vmaps whole runs in one program (`--num-seeds`, sweep,
-        pbt): "envpool:" ids pass (the runs share one pool; the driver still calls
-        `envpool.check_one_device` on its mesh).
-    """
-    from purejaxppo.envs.suites.envpool import check_unbatched
-
-    if not batched_runs:
-        check_unbatched(env_id, operation)  # a stateful pool: one per env object
-    if is_host_env_id(env_id) or (env is not None and is_host_env(env)):
-        raise ValueError(
-            f"env_name={env_id!r} steps on the host (not a JAX env): {operation} runs the "
-            "env inside one compiled program and cannot use it. Train host envs one agent "
-            "at a time (`make_train(config)(key)` without jit / vmap, or `purejaxppo train`)."
-        )

@@ -77,8 +77,9 @@ def flatten(params: Any) -> dict[str, Any]:
     return flat
 
 
-def check_params(flat: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]],
-                 index: int | None) -> Flat:  # fmt: skip
+def check_params(
+    flat: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]], index: int | None
+) -> Flat:
     """Checks names and shapes against `expected`; picks agent `index` of vmapped params.
 
     Args:
@@ -236,9 +237,13 @@ def _cell_arrays(flat: Mapping[str, np.ndarray], prefix: str, kind: str, size: i
     }
 
 
-def torch_state_dict(flat: Mapping[str, np.ndarray], input_names: list[str],
-                     core_kind: str | None, core_size: int = 0,
-                     tower_names: Mapping[str, list[str]] | None = None) -> Flat:  # fmt: skip
+def torch_state_dict(
+    flat: Mapping[str, np.ndarray],
+    input_names: list[str],
+    core_kind: str | None,
+    core_size: int = 0,
+    tower_names: Mapping[str, list[str]] | None = None,
+) -> Flat:
     """Checked flat flax params (`check_params`) -> the torch `ActorCritic` state_dict.
 
     Args:

@@ -142,22 +142,20 @@ def pbt(
         (low >= high), a population not divisible by the device count, `ready_every`
         larger than the run, an unknown exploit / explore name or another bad option,
         naming the field and value, several devices for an "envpool:" id (its members
-        share one pool on one device, the default for it: `envpool.check_one_device`);
-        on resume, for a missing checkpoint or one written with other arguments, or an
-        "envpool:" id (`envpool.check_resumable`).
+        share one pool on one device, the default for it); on resume, for a missing
+        checkpoint or one written with other arguments, or an "envpool:" id (`envs.kinds`'
+        table: `pbt`, `pbt_resume`, `runs_on_devices`).
     """
-    from purejaxppo.envs.host import check_jittable_env
-    from purejaxppo.envs.suites import envpool
+    from purejaxppo.envs import kinds
 
-    operation = "pbt (a vmapped population)"
-    check_jittable_env(config.env_name, operation, env, batched_runs=True)
-    if resume:
-        envpool.check_resumable(config.env_name)  # the pool's state is not checkpointed
+    kinds.check("pbt", config.env_name, env, multi_agent=config.multi_agent)
+    if resume:  # EnvPool: the pool's state is not checkpointed
+        kinds.check("pbt_resume", config.env_name, env, multi_agent=config.multi_agent)
     given = locals()
     options = PBTOptions(**{f.name: given[f.name] for f in dataclasses.fields(PBTOptions)})
     space = parse_search(search, config)
-    mesh = parallel.make_mesh(envpool.runs_devices(config.env_name, devices), parallel.RUNS_AXIS)
-    envpool.check_one_device(config.env_name, operation, mesh.devices.size)
+    mesh = parallel.make_mesh(kinds.runs_devices(config.env_name, devices), parallel.RUNS_AXIS)
+    kinds.check_runs_devices(config.env_name, mesh.devices.size)
     check_options(options, config, mesh.devices.size)
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs checkpoint_dir")
@@ -304,15 +302,19 @@ class _PBTRun:
             desc="pbt",
             enabled=progress and jax.process_index() == 0,
         )
-        hooks = SegmentHooks(length=self.length, run=self.run, process=self.process,
-                             save=self.save)  # fmt: skip
+        hooks = SegmentHooks(length=self.length, run=self.run, process=self.process, save=self.save)
         save_freq = self.checkpoint_every if self.checkpoint_dir is not None else 0
         hint = None if self.checkpoint_dir is None else "the same command with --resume"
         with bar:
             run_segments(
-                self.num_gens, self.done, hooks, bar=bar, save_freq=save_freq, resume_hint=hint,
+                self.num_gens,
+                self.done,
+                hooks,
+                bar=bar,
+                save_freq=save_freq,
+                resume_hint=hint,
                 stop_on_signals=jax.process_count() == 1,
-            )  # fmt: skip
+            )
         joined = joined_history(self.history)
         records = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("record/")}
         metrics = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("metric/")}
@@ -323,8 +325,13 @@ class _PBTRun:
             hparams=parallel.to_host(state.hparams),
             key=np.asarray(jax.random.key_data(state.key)),
         )
-        compiled = COMPILES.count - self.compiled_before
         return build_result(
-            self.config, self.space, self.options, records, metrics, final_state, compiled,
-            self.num_devices,
-        )  # fmt: skip
+            self.config,
+            self.space,
+            self.options,
+            records=records,
+            metrics=metrics,
+            final_state=final_state,
+            num_compiles=COMPILES.count - self.compiled_before,
+            num_devices=self.num_devices,
+        )

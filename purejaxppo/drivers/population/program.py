@@ -34,7 +34,6 @@ from purejaxppo.drivers.population.search import (
     tournament_parents,
     truncation_parents,
 )
-from purejaxppo.envs.suites.envpool import is_envpool_id
 from purejaxppo.guards import all_finite
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.train import make_train_fns
@@ -77,7 +76,7 @@ def make_generation_program(
 
     # lax.map, not vmap (batched QR deadlock on CPU), but for envpool ids (one pool of all
     # members' envs, on one device): see `parallel.batch_runs`.
-    init = warm.init_runs(fns.init, lambda r: r, vmap_init=is_envpool_id(config.env_name))
+    init = warm.init_runs(fns.init, lambda r: r, vmap_init=fns.kind.vmap_init_runs)
     init = parallel.make_runs_program(init, mesh, warm.runs_specs(0))
     train_members = make_member_trainer(fns, options, mesh)
 

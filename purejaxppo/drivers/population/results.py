@@ -22,9 +22,16 @@ from purejaxppo.types import RunnerState
 
 #: Lineage columns besides the searched fields.
 LINEAGE_COLUMNS = (
-    "generation", "member", "parent", "replaced", "update", "env_steps", "fitness",
-    "episode_return", "diverged",
-)  # fmt: skip
+    "generation",
+    "member",
+    "parent",
+    "replaced",
+    "update",
+    "env_steps",
+    "fitness",
+    "episode_return",
+    "diverged",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,8 +112,20 @@ def _lineage(records: dict[str, np.ndarray], space: SearchSpace, batch_size: int
     return pd.DataFrame(lineage_rows)
 
 
-def build_result(config, space, options, records, metrics, final_state, num_compiles, devices):
-    """The `PBTResult` of a finished run from its records and metrics (numpy)."""
+def build_result(
+    config: PPOConfig,
+    space: SearchSpace,
+    options: PBTOptions,
+    *,
+    records: dict[str, np.ndarray],
+    metrics: dict[str, np.ndarray],
+    final_state: Any,
+    num_compiles: int,
+    num_devices: int,
+) -> PBTResult:
+    """The `PBTResult` of a finished run from its records (`[G, P, ...]` per generation
+    and member) and metrics (`[P, U]` per member and update), numpy; `final_state` is
+    the final `PopulationState` on the host."""
     num_gens, population = records["fitness"].shape
     lineage = _lineage(records, space, config.batch_size)
 
@@ -186,7 +205,7 @@ def build_result(config, space, options, records, metrics, final_state, num_comp
         search=space.spec,
         options=options,
         num_compiles=num_compiles,
-        num_devices=devices,
+        num_devices=num_devices,
     )
 
 

@@ -53,12 +53,18 @@ def parse_search(search: Mapping[str, Sequence[Any]] | None, config: PPOConfig) 
     `sweep(random=...)`) and returns its `SearchSpace`.
 
     Raises:
-      ValueError: naming the field and value, for an unknown field, a static field, a
+      ValueError: an empty `search`; naming the field and value, for an unknown field, a static field, a
         distribution other than uniform / log_uniform, low >= high, a log_uniform range
         that is not positive, or bounds that are not valid values of the field.
     """
+    if not search:
+        raise ValueError(
+            f"search={search!r}: pbt needs at least one traced field to search, e.g. "
+            "search={'learning_rate': ('log_uniform', 1e-4, 1e-2)} "
+            "(CLI: --search learning_rate=log_uniform:1e-4:1e-2)"
+        )
     names, kinds, lows, highs = [], [], [], []
-    for name, spec in (search or {}).items():
+    for name, spec in search.items():
         check_field(name, "search")
         if name not in TRACED_FIELDS:
             raise ValueError(

@@ -19,12 +19,12 @@ KEEP = 2
 
 
 def saveable(state: PopulationState) -> dict[str, Any]:
-    host = parallel.to_host(
+    runner, hparams = parallel.to_host(
         (state.runner.replace(key=jax.random.key_data(state.runner.key)), state.hparams)
     )
     return {
-        "runner": host[0],
-        "hparams": host[1],
+        "runner": runner,
+        "hparams": hparams,
         "key": np.asarray(jax.random.key_data(state.key)),
     }
 
@@ -43,7 +43,7 @@ def save_population(
     arrays = saveable(state)
     if jax.process_index() != 0:
         return
-    with make_manager(directory, keep=KEEP) as manager:
+    with make_manager(directory, keep=KEEP, writer=True) as manager:
         if generation in manager.all_steps():  # a resumed run that had saved it already
             return
         manager.save(
@@ -69,7 +69,7 @@ def load_population(directory: str | Path, abstract: dict[str, Any]) -> tuple:
     directory = Path(directory)
     if not directory.is_dir():
         raise ValueError(f"resume: no population checkpoint under {directory}")
-    with make_manager(directory, keep=KEEP) as manager:
+    with make_manager(directory) as manager:  # a reader: deletes nothing
         steps = sorted(manager.all_steps(), reverse=True)
         if not steps:
             raise ValueError(

@@ -17,6 +17,7 @@ for one run (tests/test_sweep.py checks it).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import sys
@@ -35,7 +36,13 @@ from purejaxppo import parallel
 from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers import warm
 from purejaxppo.drivers.report import summarize
-from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments
+from purejaxppo.drivers.segments import (
+    SegmentHooks,
+    TrainingInterrupted,
+    progress_bar,
+    run_segments,
+    stop_requests,
+)
 from purejaxppo.drivers.settings import (
     make_settings,
 )
@@ -48,7 +55,7 @@ from purejaxppo.drivers.sweeps.program import (
     train_runs,
 )
 from purejaxppo.drivers.sweeps.results import SweepResult, curve_rows, runs_frame, table_rows
-from purejaxppo.envs.suites import envpool
+from purejaxppo.envs import kinds
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.train import METRICS, make_train_fns
 
@@ -108,7 +115,9 @@ def sweep(
         gives n CPU devices (the CLI sets one per usable core).
       max_runs_per_chunk: most runs in one program call; a multiple of the device count.
         None: all of a group's runs at once, or, on devices that report their memory
-        (GPUs), as many as fit in 70% of it (measured by compiling for one run per device).
+        (GPUs), as many as fit in 70% of their free memory (one run's memory measured by
+        compiling for one run per device, times the runs per device;
+        `memory.runs_per_chunk`).
         The last chunk is padded with copies of a run whose results are dropped.
       progress: show a tqdm bar (the runs then advance in jitted segments of updates: one
         more small program per group, same numbers).
@@ -130,14 +139,17 @@ def sweep(
         value (naming the field), bad seeds, or a `max_runs_per_chunk` that is not a
         positive multiple of the device count (or several devices for an "envpool:" id);
         or for a chunk file in `progress_dir` from another sweep.
+      drivers.segments.TrainingInterrupted: after SIGINT / SIGTERM (one process only;
+        one request for the whole sweep): the running chunk finishes and is saved (with
+        `progress`, the running segment finishes and that chunk's runs are dropped), the
+        finished runs are printed, and the exception carries the call that continues
+        (`purejaxppo sweep --resume OUT` for the CLI's sweeps; exit code 130 / 143).
 
     A run whose losses turn NaN / Inf is marked in `runs` (`diverged`: the first such
     update, 0 for none) and counted in `summary` (`num_diverged`); the other runs are
     unaffected.
     """
-    from purejaxppo.envs.host import check_jittable_env
-
-    check_jittable_env(config.env_name, _OPERATION, batched_runs=True)
+    kinds.check("batched_runs", config.env_name, multi_agent=config.multi_agent)
     settings, run_configs = make_settings(config, grid, random, num_samples, random_seed)
     seed_list = _seed_list(seeds)
     if log_every < 1:
@@ -146,7 +158,8 @@ def sweep(
     swept = list(dict.fromkeys(name for s in settings for name in s))
     groups = _static_groups(run_configs)
     num_runs = len(settings) * len(seed_list)
-    _warn_one_cpu_device(mesh, num_runs, envpool.is_envpool_id(config.env_name))
+    one_device = not kinds.kind_of_id(config.env_name).supports("runs_on_devices")
+    _warn_one_cpu_device(mesh, num_runs, one_device)
     if verbose and jax.process_index() == 0:
         print(
             f"sweep: {num_runs} runs = {len(settings)} setting(s) x {len(seed_list)} seed(s) "
@@ -186,7 +199,12 @@ def _run_groups(
     start = time.perf_counter()
     if progress_dir is not None:
         Path(progress_dir).mkdir(parents=True, exist_ok=True)
-    with bar:
+    num_runs = sum(len(g) * len(seed_list) for g in groups.values())
+    # ONE stop request for the whole sweep, open around all its chunks (a program over
+    # several processes takes none: its hosts could stop after different chunks).
+    signals = stop_requests() if jax.process_count() == 1 else contextlib.nullcontext([])
+    with bar, signals as requested:
+        stop = _Stop(requested, progress_dir, num_runs)
         for group_index, setting_indices in enumerate(groups.values()):
             group_cfg = run_configs[setting_indices[0]]
             runs = [
@@ -209,6 +227,7 @@ def _run_groups(
                 verbose,
                 start,
                 None if progress_dir is None else (Path(progress_dir), group_index),
+                stop,
             )
             tables.append(table)
             curves.append(curve)
@@ -220,12 +239,64 @@ def _run_groups(
 _OPERATION = "sweep (runs vmapped over seeds and settings)"
 
 
+class _Stop:
+    """A sweep's stop request: SIGINT / SIGTERM while the sweep runs (`stop_requests`,
+    opened once around all chunks) stops it at the next `check`, between chunks (the
+    running chunk finishes and is saved first) or, with a progress bar, between segments
+    of a chunk (that chunk's runs are then recomputed when the sweep continues)."""
+
+    def __init__(self, requested: list[str], progress_dir: Any, num_runs: int):
+        self.requested = requested
+        self.progress_dir = None if progress_dir is None else Path(progress_dir)
+        self.num_runs = num_runs
+        self.finished = 0  # runs whose results are saved (or were loaded) so far
+        self.done = 0  # updates done by the runs of the last chunk finished
+
+    def chunk_finished(self, runs: int, updates: int) -> None:
+        self.finished += runs
+        self.done = updates
+
+    def resume_hint(self) -> str | None:
+        """How to continue: the CLI's `sweep --resume OUT` (the chunks live in OUT/chunks
+        next to its request.yaml), else the same call with the same `progress_dir`."""
+        if self.progress_dir is None:
+            return None
+        out = self.progress_dir.parent
+        if (out / "request.yaml").is_file():
+            return f"purejaxppo sweep --resume {out}"
+        return (
+            f"sweep(...) again with the same arguments and progress_dir={str(self.progress_dir)!r}"
+        )
+
+    def check(self, done: int | None = None, running: str = "") -> None:
+        """Raises `TrainingInterrupted` (exit code 130 / 143) once a stop was requested,
+        after printing what is saved; `done`: updates of the interrupted runs (default:
+        the last finished chunk's), `running`: what is lost of the chunk that was running."""
+        if not self.requested:
+            return
+        if jax.process_index() == 0:
+            where = (
+                f"saved in {self.progress_dir}"
+                if self.progress_dir is not None
+                else "not saved (no progress_dir)"
+            )
+            print(
+                f"sweep: stopped by {self.requested[0]}: {self.finished} of {self.num_runs} "
+                f"runs finished, their results {where}{running}; the other "
+                f"{self.num_runs - self.finished} runs run when the sweep continues",
+                file=sys.stderr,
+                flush=True,
+            )
+        done = self.done if done is None else done
+        raise TrainingInterrupted(done, self.requested[0], self.resume_hint())
+
+
 def _runs_mesh(devices: Any, max_runs_per_chunk: int | None, env_name: str) -> Any:
     """The runs' mesh (one device for an "envpool:" id by default, and refused on more:
     its runs share one pool); checks that `max_runs_per_chunk` splits evenly over it."""
-    mesh = parallel.make_mesh(envpool.runs_devices(env_name, devices), parallel.RUNS_AXIS)
+    mesh = parallel.make_mesh(kinds.runs_devices(env_name, devices), parallel.RUNS_AXIS)
     num_devices = mesh.devices.size
-    envpool.check_one_device(env_name, _OPERATION, num_devices)
+    kinds.check_runs_devices(env_name, num_devices)
     if max_runs_per_chunk is not None and (
         max_runs_per_chunk < 1 or max_runs_per_chunk % num_devices
     ):
@@ -284,10 +355,12 @@ def _warn_one_cpu_device(mesh, num_runs: int, one_device: bool = False) -> None:
 
 def _run_group(
     networks, config, runs, hparams_list, settings, swept, mesh, max_chunk, progress, log_every, bar,
-    verbose, start, saving,
+    verbose, start, saving, stop,
 ):  # fmt: skip
     """Trains one static group's runs in chunks (or loads the chunks `saving = (dir,
-    group index)` holds); returns (table rows, curves, {run id: diverged update})."""
+    group index)` holds); returns (table rows, curves, {run id: diverged update}).
+    Stops (`stop.check`) before compiling and before each chunk it computes."""
+    stop.check()
     # A warm start is read once and passed to the programs as an argument (`warm`).
     init_params = warm.load_warm_start(config)
     fns = make_train_fns(warm.program_config(config), networks=networks)
@@ -296,19 +369,22 @@ def _run_group(
     num_updates = config.num_updates
 
     programs = (
-        *_group_programs(fns, num_updates, mesh, progress, envpool.is_envpool_id(config.env_name)),
+        *_group_programs(fns, num_updates, mesh, progress, fns.kind.vmap_init_runs),
         warm.replicate(init_params, mesh),
     )
     key_data = np.stack(
         [np.asarray(jax.random.key_data(jax.random.key(seed))) for *_, seed in runs]
     )
     hparams = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *hparams_list)
+    measured = []
     chunk = chunk_size(
-        len(runs), num_devices, max_chunk, mesh, fns, config, key_data, hparams, programs[-1]
-    )
+        len(runs), num_devices, max_chunk, mesh, fns, config, key_data, hparams, programs[-1],
+        report=measured.append,
+    )  # fmt: skip
     if verbose and jax.process_index() == 0 and chunk < len(runs):
         print(
-            f"sweep: group of {len(runs)} runs in chunks of {chunk}",
+            f"sweep: group of {len(runs)} runs in chunks of {chunk}"
+            + "".join(f" ({line})" for line in measured),
             file=sys.stderr,
         )
     tables, curves, diverged = [], [], {}
@@ -326,7 +402,9 @@ def _run_group(
             tables.append(table_rows(local, local_index, runs, settings, swept, log_every))
             curves.append(curve_rows(all_returns, first, runs, config))
             diverged.update(zip(run_ids.tolist(), first_true(bad).tolist(), strict=True))
+            stop.chunk_finished(real, num_updates)
             continue
+        stop.check()
         size = chunk if len(runs) > chunk else parallel.pad_runs(real, num_devices)
         pick = np.minimum(np.arange(first, first + size), first + real - 1)  # pad: repeat
         inputs = parallel.to_global(
@@ -334,7 +412,7 @@ def _run_group(
             mesh,
             P(parallel.RUNS_AXIS),
         )
-        pieces = _run_chunk(programs, inputs, first, real, bar, config, start)
+        pieces = _run_chunk(programs, inputs, first, real, bar, config, start, stop)
         local = {name: np.concatenate([p[0][name] for p in pieces], axis=1) for name in METRICS}
         local_index = pieces[0][1]
         all_returns = np.concatenate([p[2] for p in pieces], axis=1)
@@ -344,6 +422,7 @@ def _run_group(
         tables.append(table_rows(local, local_index, runs, settings, swept, log_every))
         curves.append(curve_rows(all_returns, first, runs, config))
         diverged.update(zip(run_ids.tolist(), first_true(bad).tolist(), strict=True))
+        stop.chunk_finished(real, num_updates)
     tables = pd.concat(tables, ignore_index=True)
     return tables, pd.concat(curves, ignore_index=True), diverged
 
@@ -373,9 +452,10 @@ def _group_programs(
     return segment, init_program, run_program
 
 
-def _run_chunk(programs, inputs, first, real, bar, config, start) -> list:
+def _run_chunk(programs, inputs, first, real, bar, config, start, stop) -> list:
     """Runs one chunk's `real` runs (rows `first`..) through `run_segments`; returns the
-    per-segment `collect_chunk` pieces."""
+    per-segment `collect_chunk` pieces. A stop request (`stop`, the sweep's own: the
+    segments take none) ends the chunk after its running segment."""
     segment, init_program, run_program, init_params = programs
     key_data, hparams = inputs
     carry = {"runner": None if init_program is None else init_program(key_data, init_params)}
@@ -389,6 +469,12 @@ def _run_chunk(programs, inputs, first, real, bar, config, start) -> list:
 
     def process(done: int, length: int, metrics: Any) -> dict[str, str] | None:
         pieces.append(collect_chunk(metrics, first, real))
+        if done + length < config.num_updates:
+            stop.check(
+                done + length,
+                f"; the running chunk's {real} runs stopped after update {done + length} of "
+                f"{config.num_updates}, not saved",
+            )
         if init_program is None:
             return None
         steps = (bar.n + length * real) * config.batch_size
@@ -397,6 +483,6 @@ def _run_chunk(programs, inputs, first, real, bar, config, start) -> list:
     hooks = SegmentHooks(length=lambda done: segment, run=run, process=process)
     run_segments(
         config.num_updates, 0, hooks, bar=bar, scale=real, fetch=lambda x: x,
-        stop_on_signals=jax.process_count() == 1,
+        stop_on_signals=False,
     )  # fmt: skip
     return pieces

@@ -12,9 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from purejaxppo import parallel
+from purejaxppo import memory, parallel
 from purejaxppo.drivers import warm
-from purejaxppo.envs.suites.envpool import is_envpool_id
 from purejaxppo.guards import LOSS_METRICS
 from purejaxppo.train import METRICS
 
@@ -79,16 +78,30 @@ def nonfinite_losses(losses):
     return functools.reduce(jnp.logical_or, [~jnp.isfinite(v) for v in losses.values()])
 
 
-def chunk_size(num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hparams, init):
+def chunk_size(
+    num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hparams, init, report=None
+):
+    """Runs per program call of a static group of `num_runs` runs on `num_devices`.
+
+    `max_chunk` when given. Else, where the device reports no memory limit (CPU), all
+    runs at once (padded to a multiple of `num_devices`); with at most one run per device
+    there is nothing to choose either. Otherwise one run's memory is measured (the
+    whole-run program compiled for one run per device: its temporaries, arguments and
+    outputs) and `memory.runs_per_chunk` fits as many runs as that times the runs per
+    device in 70% of the device's free memory (`bytes_limit - bytes_in_use`; over several
+    processes, of `bytes_limit`, so that all of them pick the same chunk).
+    `report(line)`, when given, gets a one-line account of the measurement.
+    """
     if max_chunk is not None:
         return max_chunk
+    padded = parallel.pad_runs(num_runs, num_devices)
     limit = parallel.device_bytes_limit(mesh)
-    if limit is None:
-        return parallel.pad_runs(num_runs, num_devices)
-    # Measure one run per device: compile the whole-run program for D runs, read its
-    # memory, and fill `fraction` of the device with as many runs as fit.
+    if limit is None or padded == num_devices:
+        return padded
+    # Measure one run per device: compile the whole-run program for D runs and read its
+    # memory (per device).
     program = parallel.make_runs_program(
-        train_runs(fns, config.num_updates, is_envpool_id(config.env_name)),
+        train_runs(fns, config.num_updates, fns.kind.vmap_init_runs),
         mesh,
         warm.runs_specs(1),
     )
@@ -98,5 +111,17 @@ def chunk_size(num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hp
     )
     stats = program.lower(args[0], init, args[1]).compile().memory_analysis()
     per_run = stats.temp_size_in_bytes + stats.argument_size_in_bytes + stats.output_size_in_bytes
-    chunk = parallel.runs_per_chunk_for_memory(per_run, limit, num_devices)
-    return min(chunk, parallel.pad_runs(num_runs, num_devices))
+    # Every process must pick the same chunk: the memory in use (which may differ between
+    # hosts) counts only for a sweep in one process.
+    local = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+    in_use = 0
+    if local and jax.process_count() == 1:
+        in_use = int(memory.memory_stats(local[0]).get("bytes_in_use", 0))
+    chunk = memory.runs_per_chunk(per_run, limit, in_use, num_runs, num_devices)
+    if report is not None:
+        report(
+            f"one run needs about {per_run / 2**20:,.1f} MiB (compiled); "
+            f"{(limit - in_use) / 2**30:,.2f} GiB of {limit / 2**30:,.2f} GiB free per device "
+            f"-> {chunk // num_devices} run(s) per device"
+        )
+    return chunk

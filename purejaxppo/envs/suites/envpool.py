@@ -49,15 +49,16 @@ Semantics:
     batch steps the episodes it steps alone. Their inits are vmapped too
     (`parallel.batch_runs(vmap_init=True)`; a `lax.map` of R inits would rebuild the pool
     R times, N envs each), so the runs' reset is one reset of the R x N pool. The pool
-    lives on one host and one device: runs split over several devices get a
-    `ValueError` before anything compiles (`check_one_device`), and so do the programs
-    that would step a second pool of the env beside training (evaluation inside jit,
-    `collect`, video, data-parallel training: `check_unbatched(env_id, operation)`).
+    lives on one host and one device: runs split over several devices and data-parallel
+    training are refused before anything compiles (`envs.kinds.ENVPOOL`'s table).
+  * Pools are kept per env object and batch size: evaluation, `collect` and evaluation
+    during training make their own env object (`make_env`), so their pools never
+    disturb the training pool.
   * Resuming a checkpoint: the pool lives on the host and is rebuilt only by `reset`, so
     `purejaxppo train --resume` (one run) restarts the envs' episodes and continues the
     params, optimizer state and statistics (not bitwise the uninterrupted run). A PBT
-    population does not resume on an EnvPool id: `check_resumable` refuses it before
-    anything on disk changes.
+    population does not resume on an EnvPool id (refused from `envs.kinds`' table before
+    anything on disk changes).
 """
 
 from __future__ import annotations
@@ -85,13 +86,8 @@ __all__ = [
     "EXTRA",
     "EnvPoolEnv",
     "EnvPoolState",
-    "batched_runs_error",
-    "check_one_device",
-    "check_resumable",
-    "check_unbatched",
     "is_envpool_id",
     "make",
-    "runs_devices",
 ]
 
 #: The pip extra that installs EnvPool.
@@ -251,55 +247,6 @@ class _Pools:
 def is_envpool_id(env_id: str) -> bool:
     """Whether `env_id` names an EnvPool task ("envpool:<task id>")."""
     return env_id.startswith("envpool:")
-
-
-def batched_runs_error(env_id: str, operation: str) -> ValueError:
-    """The ValueError for `operation` (evaluation inside jit, collect, video, envs split
-    over devices) on an EnvPool id: it would need a pool beside the training runs' one."""
-    return ValueError(
-        f"env_name={env_id!r}: an EnvPool pool is stateful and steps on the host; "
-        f"{operation} cannot use it (it would need a pool of its own beside the one the "
-        "training runs share)."
-    )
-
-
-def check_unbatched(env_id: str, operation: str) -> None:
-    """Raises `batched_runs_error` when `env_id` is an "envpool:" id (nothing imported or
-    compiled: call it before touching disk, as `envs.host.check_jittable_env` does for
-    host envs)."""
-    if is_envpool_id(env_id):
-        raise batched_runs_error(env_id, operation)
-
-
-def check_one_device(env_id: str, operation: str, num_devices: int) -> None:
-    """Raises `ValueError` when `operation` splits the runs of an "envpool:" id over
-    `num_devices` > 1 devices: the runs of a program share one pool on the host, stepped
-    from one device (nothing imported or compiled: call it before touching disk)."""
-    if is_envpool_id(env_id) and num_devices > 1:
-        raise ValueError(
-            f"env_name={env_id!r}: {operation} splits the runs over {num_devices} devices; "
-            "EnvPool runs batched in one program share one pool on the host, stepped from "
-            "one device. Use one device (devices=1, --devices 1)."
-        )
-
-
-def runs_devices(env_id: str, devices: Any) -> Any:
-    """The `devices` argument of a batched-runs driver: 1 (one device) for an "envpool:"
-    id left at the default (None), else `devices` unchanged."""
-    return 1 if devices is None and is_envpool_id(env_id) else devices
-
-
-def check_resumable(env_id: str) -> None:
-    """Raises `ValueError` for resuming a PBT population on an "envpool:" id: the pool's
-    state lives on the host, outside the checkpoint (nothing imported or compiled: call it
-    before touching disk). A single run resumes with fresh episodes instead
-    (`drivers.single`)."""
-    if is_envpool_id(env_id):
-        raise ValueError(
-            f"env_name={env_id!r}: resuming a PBT population is not supported for EnvPool "
-            "envs (the pool's state lives on the host, not in the checkpoint). Start a new "
-            "population."
-        )
 
 
 def _batched_call(host_fn: Any, result_shapes: Any) -> Any:
@@ -463,8 +410,11 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[EnvPoo
     Raises:
       ImportError: envpool is missing (names the `[envpool]` extra).
       ValueError: an unknown id (close matches listed), a task that is neither MuJoCo nor
-        Atari, an Atari option on a MuJoCo id or the reverse (naming the option), or any
-        other option the task does not take.
+        Atari, an Atari option on a MuJoCo id or the reverse (naming the option), any
+        other option the task does not take, or a value out of range (naming key and
+        value; checked before the pool is built): frame_skip, stack_num, noop_max,
+        img_height, img_width and max_episode_steps must be integers >= 1,
+        repeat_action_probability a number in [0, 1].
     """
     envpool = _envpool()
     env_kwargs = dict(env_kwargs or {})
@@ -492,5 +442,40 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[EnvPoo
         raise ValueError(
             f"env_kwargs of {env_id}: {key!r} not accepted; this task takes {sorted(accepted)}"
         )
+    _check_values(env_id, env_kwargs)
     spec = envpool.make_spec(name, **env_kwargs)
     return EnvPoolEnv(name, env_kwargs, kind == "atari", spec), SuiteParams()
+
+
+#: Integer options and their least value. noop_max >= 1: EnvPool 1.2.5's Atari reset
+#: crashes the process (SIGSEGV) with noop_max=0.
+_INT_MINIMUM = {
+    "frame_skip": 1,
+    "stack_num": 1,
+    "noop_max": 1,
+    "img_height": 1,
+    "img_width": 1,
+    "max_episode_steps": 1,
+}
+
+
+def _check_values(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
+    """Raises a one-line ValueError naming the key and value of an option out of range
+    (EnvPool takes them silently, or crashes the process): `_INT_MINIMUM`'s integers,
+    `repeat_action_probability` a number in [0, 1]."""
+    for key, least in _INT_MINIMUM.items():
+        if key not in env_kwargs:
+            continue
+        value = env_kwargs[key]
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ValueError(f"env_kwargs of {env_id}: {key}={value!r} must be an integer")
+        if value < least:
+            raise ValueError(f"env_kwargs of {env_id}: {key}={value!r} must be >= {least}")
+    if "repeat_action_probability" in env_kwargs:
+        value = env_kwargs["repeat_action_probability"]
+        number = not isinstance(value, bool) and isinstance(value, int | float | np.number)
+        if not number or not 0.0 <= float(value) <= 1.0:
+            raise ValueError(
+                f"env_kwargs of {env_id}: repeat_action_probability={value!r} must be a "
+                "number in [0, 1]"
+            )

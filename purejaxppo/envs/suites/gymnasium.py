@@ -12,18 +12,19 @@ hands out as `final_obs` (terminated and truncated stay separate).
 from __future__ import annotations
 
 import difflib
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces as gx
 
-from purejaxppo.envs.host import HostEnv, HostVecEnv
+from purejaxppo.envs.host import EnvError, HostEnv, HostVecEnv, describe_error
 from purejaxppo.envs.spaces import MultiBinary, MultiDiscrete
 
-__all__ = ["EXTRA", "convert_space", "make"]
+__all__ = ["EXTRA", "convert_space", "from_factory", "make"]
 
 #: The pip extra that installs gymnasium.
 EXTRA = "gymnasium"
@@ -133,8 +134,12 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
         close = difflib.get_close_matches(name, list(gym.registry), n=5, cutoff=0.5)
         hint = f" Close matches: {', '.join(close)}." if close else ""
         raise ValueError(f"env_name={env_id!r}: {name!r} is not a gymnasium id.{hint}")
+
+    def factory(**kwargs: Any) -> Any:
+        return gym.make(name, **env_kwargs, **kwargs)
+
     try:
-        probe = gym.make(name, **env_kwargs)
+        probe = factory()
     except gym.error.DependencyNotInstalled as err:  # Box2D, MuJoCo, ...
         extra = "box2d" if "box2d" in str(err).lower() else EXTRA
         raise ImportError(f"{env_id} needs: pip install 'purejaxppo[{extra}]' ({err})") from err
@@ -144,6 +149,83 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
         raise ValueError(
             f"env_kwargs={env_kwargs!r} for {env_id}: {bad!r} is not accepted ({err})"
         ) from None
+
+    def make_vec(num_envs: int, mode: str = "sync") -> Any:
+        return gym.make_vec(
+            name,
+            num_envs=num_envs,
+            vectorization_mode=mode,  # "async": gymnasium's AsyncVectorEnv, a process each
+            vector_kwargs=_vector_kwargs(gym, mode),
+            **env_kwargs,
+        )
+
+    return _host_env(env_id, probe, make_vec, factory), None
+
+
+def from_factory(factory: Callable[..., Any], name: str | None = None) -> HostEnv:
+    """A `HostEnv` from your own gymnasium env: `factory()` returns a new `gymnasium.Env`.
+
+    Every copy the run steps is `factory()` (`gymnasium.vector.SyncVectorEnv`, or
+    `AsyncVectorEnv` under `host_vectorization: async`, which needs a factory that pickles:
+    a module-level function, not a lambda). Video calls `factory(render_mode="rgb_array")`
+    when the factory takes that keyword.
+
+    Args:
+      factory: a callable returning a `gymnasium.Env`.
+      name: the env's name in messages and run directories (default: the env spec's id,
+        else the env's class name), prefixed "gymnasium:".
+
+    Raises:
+      ValueError: `factory` is not callable, returns no `gymnasium.Env` (names what it
+        returned), or returns envs whose spaces differ (names both).
+    """
+    gym = _gymnasium()
+    if not callable(factory):
+        raise ValueError(f"env={factory!r}: pass a gymnasium env factory (a callable)")
+    probe = factory()
+    if not isinstance(probe, gym.Env):
+        raise ValueError(
+            f"env factory {getattr(factory, '__name__', factory)!r} returned "
+            f"{type(probe).__name__}, not a gymnasium.Env"
+        )
+    if name is None:
+        name = probe.spec.id if probe.spec is not None else type(probe.unwrapped).__name__
+    env_id = name if name.startswith("gymnasium:") else f"gymnasium:{name}"
+    spaces = (probe.observation_space, probe.action_space)
+
+    def checked_factory(**kwargs: Any) -> Any:
+        env = factory(**kwargs)
+        if not isinstance(env, gym.Env):
+            raise ValueError(f"{env_id}: the factory returned {type(env).__name__}")
+        if (env.observation_space, env.action_space) != spaces:
+            got = (env.observation_space, env.action_space)
+            env.close()
+            raise ValueError(
+                f"{env_id}: the factory returned envs with different spaces: {spaces} and {got}"
+            )
+        return env
+
+    def make_vec(num_envs: int, mode: str = "sync") -> Any:
+        cls = gym.vector.AsyncVectorEnv if mode == "async" else gym.vector.SyncVectorEnv
+        return cls([checked_factory] * num_envs, **_vector_kwargs(gym, mode))
+
+    return _host_env(env_id, probe, make_vec, checked_factory)
+
+
+def _vector_kwargs(gym: Any, mode: str) -> dict[str, Any]:
+    return {
+        "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP,
+        # JAX's threads are running here: a forked child could deadlock on a lock one of
+        # them held. The workers start from a clean server process.
+        **({"context": "forkserver"} if mode == "async" else {}),
+    }
+
+
+def _host_env(
+    env_id: str, probe: Any, make_gym_vec: Callable[[int, str], Any], factory: Callable
+) -> HostEnv:
+    """The `HostEnv` of `probe`'s spaces whose `make_vec` wraps `make_gym_vec`'s vector
+    env (SAME_STEP autoreset) and whose `make_render` builds one rgb_array env."""
     try:
         observation_space = convert_space(probe.observation_space, f"{env_id} observation")
         action_space = convert_space(probe.action_space, f"{env_id} action")
@@ -155,34 +237,48 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
     action_dtype = gym_action_space.dtype
 
     def make_vec(num_envs: int, mode: str = "sync") -> HostVecEnv:
-        vec = gym.make_vec(
-            name,
-            num_envs=num_envs,
-            vectorization_mode=mode,  # "async": gymnasium's AsyncVectorEnv, a process each
-            vector_kwargs={
-                "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP,
-                # JAX's threads are running here: a forked child could deadlock on a
-                # lock one of them held. The workers start from a clean server process.
-                **({"context": "forkserver"} if mode == "async" else {}),
-            },
-            **env_kwargs,
-        )
+        vec = make_gym_vec(num_envs, mode)
+        where = f" (in one of its {num_envs} worker processes)" if mode == "async" else ""
+
+        def guarded(what: str, call: Callable[[], Any]) -> Any:
+            """`call()`, with an error of the env's own code as one `EnvError` line."""
+            gym = _gymnasium()
+            level = gym.logger.min_level
+            gym.logger.min_level = gym.logger.ERROR + 10  # async: no worker traceback dump
+            try:
+                return call()
+            except (EOFError, BrokenPipeError, ConnectionError) as err:
+                raise EnvError(
+                    f"env {env_id}: a worker process died during {what}{where} "
+                    f"({describe_error(err)})"
+                ) from err
+            except Exception as err:
+                raise EnvError(
+                    f"env {env_id} raised in {what}{where}: {describe_error(err)}"
+                ) from err
+            finally:
+                gym.logger.min_level = level
 
         def reset(seed: int) -> Any:
-            obs, _ = vec.reset(seed=int(seed))
+            obs, _ = guarded("reset", lambda: vec.reset(seed=int(seed)))
             return cast(obs)
 
         def step(action: np.ndarray):
-            obs, reward, terminated, truncated, info = vec.step(
-                np.asarray(action, action_dtype).reshape((num_envs, *gym_action_space.shape))
-            )
+            shaped = np.asarray(action, action_dtype).reshape((num_envs, *gym_action_space.shape))
+            obs, reward, terminated, truncated, info = guarded("step", lambda: vec.step(shaped))
+            reward = np.asarray(reward, np.float32)
+            if not np.isfinite(reward).all():
+                bad = int(np.flatnonzero(~np.isfinite(reward))[0])
+                raise EnvError(
+                    f"env {env_id} returned a non-finite reward {reward[bad]} (env {bad}) in step"
+                )
             terminated = np.asarray(terminated, bool)
             truncated = np.asarray(truncated, bool)
             done = terminated | truncated
             final_obs = _with_final(obs, info["final_obs"], done) if done.any() else obs
             return (
                 cast(obs),
-                np.asarray(reward, np.float32),
+                reward,
                 terminated,
                 truncated,
                 cast(final_obs),
@@ -190,5 +286,13 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
 
         return HostVecEnv(reset, step, vec.close, num_envs)
 
-    env = HostEnv(env_id, observation_space, action_space, make_vec, max_steps)
-    return env, None
+    def make_render() -> Any:
+        # pygame (classic control, Box2D) opens an audio device it never uses; without
+        # one it prints ALSA errors. Frames need no sound.
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+        try:
+            return factory(render_mode="rgb_array")
+        except TypeError as err:
+            raise ValueError(f"{env_id}: the env cannot render rgb_array frames ({err})") from None
+
+    return HostEnv(env_id, observation_space, action_space, make_vec, max_steps, make_render)

@@ -59,6 +59,7 @@ import numpy as np
 from gymnax.environments import spaces
 
 from purejaxppo.envs.suites._common import SuiteParams, raw_key, select, unknown_name
+from purejaxppo.envs.suites.jaxmarl_kwargs import check_kwargs_known, import_jaxmarl
 
 WON = "won"
 
@@ -306,6 +307,7 @@ def _mask_fn(env: Any) -> Any:
 
 def _overrides_avail_actions(env: Any) -> bool:
     """True when the env implements `get_avail_actions` (the base class raises)."""
+    import_jaxmarl()
     from jaxmarl.environments.multi_agent_env import MultiAgentEnv
 
     method = getattr(type(env), "get_avail_actions", None)
@@ -348,11 +350,13 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
 
     Raises:
       ImportError: jaxmarl is not installed (naming the extra).
-      ValueError: unknown id (close matches listed), kwargs the env rejects, agents with
-        differing action spaces or unpaddable observations.
+      ValueError: unknown id (close matches listed); a kwarg the env class does not take
+        (its `__init__` parameters, and the keys it reads from or forwards its `**kwargs`
+        to: `_accepted_kwargs`), naming the closest known one; kwargs the env rejects,
+        agents with differing action spaces or unpaddable observations.
     """
     try:
-        import jaxmarl
+        jaxmarl = import_jaxmarl()
         from jaxmarl.registration import registered_envs
     except ImportError as err:
         raise ImportError(
@@ -364,6 +368,7 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
     agent_ids = bool(kwargs.pop("agent_ids", False))
     world_state_ids = kwargs.pop("world_state_ids", None)
     shared_reward = kwargs.pop("shared_reward", None)
+    check_kwargs_known(name, kwargs)
     for key, value in (("world_state_ids", world_state_ids), ("shared_reward", shared_reward)):
         if value is not None and not isinstance(value, bool):
             raise ValueError(

@@ -1,0 +1,207 @@
+"""The benchmarks' shared code (issue #39): timing, peer processes run in the same
+invocation, atomic writes, Markdown tables and the record that goes with every result
+(machine, package versions, device, command).
+
+Imported, never run. The scripts in `benchmarks/` import it as `from harness import ...`
+(`python benchmarks/X.py` puts `benchmarks/` first on the module search path); the scripts below it
+(`experiments/`, `peers/`) run as modules from the repository root (`python -m
+benchmarks.experiments.marl_truncation`) and import `benchmarks.harness`. It imports only
+the standard library at module level, so a peer's own virtualenv can use it too.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+
+#: Packages whose versions `versions()` records by default.
+PACKAGES = ("purejaxppo", "jax", "jaxlib", "flax", "optax", "chex", "gymnax", "distrax", "numpy")
+
+
+# --- files -------------------------------------------------------------------------------
+
+
+def atomic_write(path: Path, write: Callable[[str], object]) -> None:
+    """Calls `write(tmp)` on a temporary file in `path`'s folder, then renames it into
+    place: a reader sees the old file or the new one, never half of one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_text(path: Path, text: str) -> None:
+    """`atomic_write` of a text file."""
+    atomic_write(path, lambda p: Path(p).write_text(text))
+
+
+def stamp() -> str:
+    """The time stamp in results file names: `20261124-024842`."""
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+# --- Markdown ----------------------------------------------------------------------------
+
+
+def markdown_table(rows: list[dict], cols: list[str], float_format: str = ".4g") -> list[str]:
+    """The lines of a Markdown table of `rows` (dicts) over `cols`; floats as `float_format`."""
+
+    def cell(value) -> str:
+        return format(value, float_format) if isinstance(value, float) else str(value)
+
+    return markdown_lines([cols, *([cell(r[c]) for c in cols] for r in rows)])
+
+
+def markdown_lines(cells: Sequence[Sequence[str]], align: Sequence[str] | None = None) -> list[str]:
+    """The lines of a Markdown table whose first row of `cells` is the header. `align`:
+    one separator per column (`"---"`, `"--:"`, ...; default `---`)."""
+    header, *body = cells
+    sep = align or ["---"] * len(header)
+    return [
+        "| " + " | ".join(map(str, header)) + " |",
+        "|" + "|".join(sep) + "|",
+        *("| " + " | ".join(map(str, row)) + " |" for row in body),
+    ]
+
+
+# --- timing ------------------------------------------------------------------------------
+
+
+def time_call(call: Callable[[], object]) -> tuple[float, object]:
+    """(wall seconds, result) of one `call()`; block on JAX results inside `call`."""
+    start = time.perf_counter()
+    out = call()
+    return time.perf_counter() - start, out
+
+
+def best_of(
+    call: Callable[[], object], repeats: int, budget_s: float = float("inf")
+) -> tuple[list[float], object]:
+    """Runs `call` up to `repeats` times, stopping early once the runs so far took
+    `budget_s` seconds; returns (every run's wall seconds, the last result). Report
+    `min(times)` as the speed and say how many runs it is the best of."""
+    times, out = [], None
+    for _ in range(max(1, repeats)):
+        seconds, out = time_call(call)
+        times.append(seconds)
+        if sum(times) >= budget_s:
+            break
+    return times, out
+
+
+# --- peer processes (same invocation) ----------------------------------------------------
+
+
+def env_with_pythonpath(pythonpath: str | None, xla_flags: str = "") -> dict:
+    """This process's environment with `pythonpath` prepended to PYTHONPATH and
+    `xla_flags` appended to XLA_FLAGS (for a cell's or a peer's own process)."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
+    if xla_flags:
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + xla_flags).strip()
+    return env
+
+
+def run_json_process(
+    cmd: Sequence[str], env: dict | None = None, timeout: float | None = None
+) -> dict:
+    """Runs one measurement in a fresh process (ours or a peer's, in this invocation, so
+    both see the same machine and load) and returns the JSON object its last stdout line
+    prints; on a failure or timeout, `{"error": <the end of its stderr>}`."""
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return {"error": f"timeout after {timeout} s; " + err[-1500:]}
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-2000:]}
+    lines = proc.stdout.strip().splitlines()
+    if not lines:
+        return {"error": "no output; " + proc.stderr[-1500:]}
+    return json.loads(lines[-1])
+
+
+# --- the record that goes with a result --------------------------------------------------
+
+
+def nvidia_smi() -> str | None:
+    """The GPUs' name, driver, memory and max SM clock (None without `nvidia-smi`)."""
+    try:
+        out = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def versions(packages: Iterable[str] = PACKAGES) -> dict:
+    """{package: installed version} of those of `packages` that are installed."""
+    out = {}
+    for package in packages:
+        try:
+            out[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def device_name() -> dict:
+    """{"device": the first JAX device's kind, "platform": cpu / gpu / tpu} (imports jax)."""
+    import jax
+
+    device = jax.devices()[0]
+    return {"device": getattr(device, "device_kind", device.platform), "platform": device.platform}
+
+
+def command() -> str:
+    """The command line that started this process, as a shell would take it."""
+    return shlex.join([Path(sys.executable).name, *sys.argv])
+
+
+def machine(packages: Iterable[str] = PACKAGES, **extra) -> dict:
+    """The record every results file carries: machine, processor, cores, load average,
+    Python, date, package versions, GPU (nvidia-smi) and the command; `extra` (device,
+    notes, ...) is added last. Does not import jax (see `device_name`)."""
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {
+        "machine": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "load_average": load,
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "versions": versions(packages),
+        "gpu": nvidia_smi(),
+        "command": command(),
+        **extra,
+    }

@@ -1,0 +1,168 @@
+"""N envs as R rows of the batch: the one interface the rollout steps.
+
+Every kind of env (`envs.kinds`) is adapted below the training loop into a `RowsEnv`, as
+brax's `envs/wrappers/training.py:wrap` and JaxMARL's `batchify` do: the rollout
+(`rollout.make_rollout`, the only rollout scan) never asks what kind of env it steps.
+
+Rows: R = N for a single-agent env (row n = env n) and R = N * A for a multi-agent env with
+A agents (row n * A + a = agent a of env n, `envs.agent_rows`). The policy acts on rows,
+and a `Transition` is `[T, R]`; episode counters keep whatever per-env layout the kind
+needs (`EnvCarry`).
+
+A host env (gymnasium) steps outside the compiled program: its `RowsEnv` has `step=None`
+and only builds the carry (`host_rows`); `host_train` steps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from purejaxppo.envs.resets import make_batched_step
+from purejaxppo.metrics import EpisodeStats
+from purejaxppo.types import EnvCarry
+
+__all__ = ["EnvStep", "RowsEnv", "host_rows", "info_keys_of", "vmapped_envs"]
+
+
+class EnvStep(NamedTuple):
+    """One step of N envs as R rows (see the module docstring)."""
+
+    obs: Any  # [R, *obs_shape]; the reset observation where an episode ended
+    env_state: Any  # the envs' state, leading axis [N]
+    reward: jax.Array  # [R] float32
+    terminated: jax.Array  # [R] bool
+    truncated: jax.Array  # [R] bool
+    final_obs: Any  # [R, *obs_shape]; the observation the step led to (before any reset)
+    reset: jax.Array  # [R] bool; the row's episode ended at this step
+    episode_return: jax.Array  # the carry's counter after the step (zero where ended)
+    episode_length: jax.Array  # likewise
+    ended: EpisodeStats  # sums over the episodes that ended at this step
+
+
+class RowsEnv(NamedTuple):
+    """What the rollout and `make_init` need of a kind of env.
+
+    reset(key, num_envs, networks) -> EnvCarry: resets N envs and starts the policy state
+        of their R rows at `networks.initial_state(R)`.
+    step(key, carry, env_action [R, ...]) -> EnvStep: steps the N envs with one key
+        (split per env inside); None for envs that step on the host.
+    info_keys: the keys of `EpisodeStats.info_sum` that `step` fills (metrics `info/<key>`).
+    """
+
+    reset: Callable[[jax.Array, int, Any], EnvCarry]
+    step: Callable[[jax.Array, EnvCarry, Any], EnvStep] | None
+    info_keys: tuple[str, ...] = ()
+
+
+def _zero_counters(num_envs: int) -> dict[str, jax.Array]:
+    return {
+        "episode_return": jnp.zeros((num_envs,), jnp.float32),
+        "episode_length": jnp.zeros((num_envs,), jnp.int32),
+    }
+
+
+def vmapped_envs(
+    env: Any,
+    env_params: Any,
+    info_keys: tuple[str, ...] = (),
+    reset_ratio: int | None = None,
+) -> RowsEnv:
+    """N copies of a single-agent JAX env (gymnax API), vmapped: one row per env.
+
+    `step` steps every env with its own key (gymnax auto-resets ended episodes; with
+    `reset_ratio` > 1, optimistic resets: `envs.resets.make_batched_step`) and updates the
+    running episode return / length; `ended` sums the episodes that ended at this step, and
+    for each of `info_keys` the env's `info[key]` at their last step (mean over any
+    trailing axes). EnvPool envs ("envpool:") take this path too: their adapter batches
+    the vmap into one pool call.
+    """
+    batched_step = make_batched_step(env, env_params, reset_ratio)
+
+    def reset(key: jax.Array, num_envs: int, networks: Any) -> EnvCarry:
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(key, num_envs), env_params
+        )
+        return EnvCarry(
+            env_state=env_state,
+            obs=obs,
+            policy_state=networks.initial_state(num_envs),
+            reset=jnp.ones((num_envs,), bool),
+            **_zero_counters(num_envs),
+        )
+
+    def step(key: jax.Array, carry: EnvCarry, env_action: Any) -> EnvStep:
+        num_envs = carry.reset.shape[0]
+        obs, env_state, reward, terminated, truncated, info = batched_step(
+            jax.random.split(key, num_envs), carry.env_state, env_action
+        )
+        reward = reward.astype(jnp.float32)
+        done = jnp.logical_or(terminated, truncated)
+        episode_return = carry.episode_return + reward
+        episode_length = carry.episode_length + 1
+        ended = EpisodeStats(
+            return_sum=jnp.sum(jnp.where(done, episode_return, 0.0)),
+            length_sum=jnp.sum(jnp.where(done, episode_length, 0)).astype(jnp.float32),
+            count=jnp.sum(done).astype(jnp.float32),
+            info_sum={key: _sum_where(done, info[key]) for key in info_keys},
+        )
+        return EnvStep(
+            obs=obs,
+            env_state=env_state,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=info["final_observation"],
+            reset=done,
+            episode_return=jnp.where(done, 0.0, episode_return),
+            episode_length=jnp.where(done, 0, episode_length),
+            ended=ended,
+        )
+
+    return RowsEnv(reset=reset, step=step, info_keys=tuple(info_keys))
+
+
+def _sum_where(done: jax.Array, values: jax.Array) -> jax.Array:
+    """Sum over the envs where `done` `[N]` of `values` `[N, ...]` (trailing axes averaged)."""
+    values = jnp.asarray(values, jnp.float32).reshape((done.shape[0], -1)).mean(axis=1)
+    return jnp.sum(jnp.where(done, values, 0.0))
+
+
+def host_rows(env: Any) -> RowsEnv:
+    """A host env (`envs.host.HostEnv`): `reset` builds the carry of N envs before their
+    first reset (zero observations of the space's shapes and dtypes, `reset` True
+    everywhere, no `env_state`: the envs' state lives on the host; the host loop replaces
+    the observations with the envs' own when it first resets them); `step` is None."""
+
+    def zeros(space: Any, num_envs: int) -> Any:
+        if isinstance(getattr(space, "spaces", None), dict):
+            return {k: zeros(s, num_envs) for k, s in space.spaces.items()}
+        if isinstance(getattr(space, "spaces", None), (list, tuple)):
+            return tuple(zeros(s, num_envs) for s in space.spaces)
+        return jnp.zeros((num_envs, *space.shape), space.dtype)
+
+    def reset(key: jax.Array, num_envs: int, networks: Any) -> EnvCarry:
+        del key  # the host loop seeds the envs from the runner's key
+        return EnvCarry(
+            env_state=(),
+            obs=zeros(env.observation_space(None), num_envs),
+            policy_state=networks.initial_state(num_envs),
+            reset=jnp.ones((num_envs,), bool),
+            **_zero_counters(num_envs),
+        )
+
+    return RowsEnv(reset=reset, step=None)
+
+
+def info_keys_of(env: Any, env_params: Any) -> tuple[str, ...]:
+    """The keys of `env.step`'s info dict (from `jax.eval_shape`, nothing runs)."""
+
+    def info(key: jax.Array) -> dict[str, Any]:
+        _, state = env.reset(key, env_params)
+        action = env.action_space(env_params).sample(key)
+        return env.step(key, state, action, env_params)[5]
+
+    return tuple(sorted(jax.eval_shape(info, jax.random.key(0))))
