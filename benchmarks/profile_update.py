@@ -15,14 +15,16 @@ GPU), each compiled once as `jit(vmap(...))` over `--agents` independent agents 
 Every time is milliseconds per update per call of the vmapped program (all agents
 together); `other` is update - (rollout + bootstrap + gae + epochs): sequence cutting,
 metrics, the learning-rate schedule. `env_steps_per_s` = agents * num_envs * num_steps /
-update. With `--ops`, the update is also compiled without the repetition scan, and the
-optimised HLO (`jax.jit(f).lower(...).compile().as_text()`) of the rollout, the GAE, the
-epochs and the whole update is read: every while loop with its trip count and the ops of
-its body, counted as fusions, custom-calls (cuBLAS / oneDNN matmuls) and other
-non-trivial ops (sort, copy, gather, ...), whose sum `kernels` is about the kernels one
-loop iteration launches on a GPU (parameters, tuples, constants, bitcasts and control
-flow are not counted). `launches` is the whole program's count: each loop body times its
-trip count, each conditional's larger branch. The named loops are `rollout_step` (the
+update; phases timed apart are fused apart, so `other` can come out below 0. With
+`--ops`, the optimised HLO (`jax.jit(f).lower(...).compile().as_text()`) of the timed
+rollout, GAE, epochs and update programs is read, one repetition of each (the body of
+the repetition scan; a program whose scan XLA unrolled is compiled once more without
+it): every while loop with its trip count and the ops of its body, counted as fusions,
+custom-calls (cuBLAS / oneDNN matmuls) and other non-trivial ops (sort, copy, gather,
+...), whose sum `kernels` is about the kernels one loop iteration launches on a GPU
+(parameters, tuples, constants, bitcasts and control flow are not counted). `launches`
+is a whole update's count: each loop body times its trip count, each conditional's
+larger branch (on CPU: thunks, not kernels). The named loops are `rollout_step` (the
 rollout's scan body: one env step) and `minibatch_step` (the innermost loop of the
 epochs: one Adam step on a minibatch).
 

@@ -18,7 +18,7 @@ import numpy as np
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.agent_rows import make_agents_episode_runner
-from purejaxppo.envs.kinds import AGENTS, check, kind_of
+from purejaxppo.envs.kinds import AGENTS, check
 from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.host_episodes import make_host_episode_runner
 from purejaxppo.networks import Networks
@@ -82,9 +82,8 @@ def evaluate(
         policy_or_state = Policy.from_train_output(policy_or_state, config)
     policy = policy_or_state
     cfg = policy.config
-    if env_id is None or env_id == cfg.env_name:
-        env, default_params = make_env(cfg.env_name, cfg.env_kwargs)
-        env = kind_of(env).configure(cfg, env)  # multi-agent: MAPPO's world state
+    if env_id is None or env_id == cfg.env_name:  # the policy's own (configured) env
+        env, default_params = policy.env, policy.env_params
     else:
         env, default_params = make_env(env_id)
     env_params = default_params if env_params is None else env_params

@@ -187,10 +187,13 @@ class Policy:
         return cls(checkpoint.runner_state.train_state.params, checkpoint.config, networks=networks)
 
     @classmethod
-    def from_train_output(cls, source: TrainOutput | TrainState, config: PPOConfig) -> Policy:
-        """The policy of a (single-agent) `TrainOutput` or `TrainState`."""
+    def from_train_output(
+        cls, source: TrainOutput | TrainState, config: PPOConfig, env: Any = None
+    ) -> Policy:
+        """The policy of a `TrainOutput` or `TrainState`; `env`: the env object or gymnasium
+        env factory it trained on when not `config.env_name` (see `make_train`)."""
         state = source.train_state if isinstance(source, TrainOutput) else source
-        return cls(state.params, config)
+        return cls(state.params, config, env)
 
     def get_params(self) -> Params:
         return self._params

@@ -158,6 +158,8 @@ def test_gymnasium_cli_run_evaluates_during_training_and_after(tmp_path, capsys)
     assert main(["eval", str(run), "--episodes", "2"]) == 0
     out = capsys.readouterr().out
     assert f"{GYM}: 2 episodes" in out and "mean length" in out
+    assert main(["eval", str(run), "--episodes", "2", "--all-steps"]) == 0
+    assert (run / "eval_steps.csv").is_file()
 
 
 class BrokenCartPole(gymnasium.Wrapper):

@@ -318,3 +318,56 @@ def test_config_that_is_a_directory_says_so(tmp_path, capsys):
     assert not run_dir.exists()
     line = _refused(["train", "--config", str(tmp_path / "none.yaml")], capsys)
     assert line.endswith("none.yaml: no such file")
+
+
+def test_a_step_count_that_is_not_a_multiple_of_the_batch_is_rounded_once(tmp_path, capsys):
+    import yaml
+
+    from purejaxppo.cli import main
+
+    run = tmp_path / "run"
+    argv = ["train", "--run-dir", str(run), "--no-progress", "--num-envs", "4"]
+    assert main([*argv, "--num-steps", "64", "--total-timesteps", "600"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("total_timesteps=600 rounded down to 512 (2 updates") == 1
+    assert "not a multiple" not in err
+    assert yaml.safe_load((run / "config.yaml").read_text())["total_timesteps"] == 512
+
+
+def test_signals_are_answered_at_once_even_mid_segment(tmp_path):
+    """The first SIGINT prints its line at once; the second stops the process within a
+    second, in the middle of a long compiled segment, with one line and no traceback
+    (before: both waited for the segment's end)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    entry = "import sys; from purejaxppo.cli import main; sys.exit(main())"
+    argv = [sys.executable, "-c", entry, "train", "--run-dir", str(run)]
+    argv += ["--no-progress", "--num-envs", "4", "--num-steps", "128"]
+    argv += ["--total-timesteps", str(4 * 128 * 5000), "--log-freq", "5000"]  # one segment
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "config.yaml").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)  # into the segment's compile / run
+        assert process.poll() is None
+        process.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        process.wait(timeout=10)
+        waited = time.monotonic() - sent
+    finally:
+        process.kill()
+    err = process.stderr.read()
+    assert process.returncode == 130, err[-2000:]
+    assert waited < 3.0, waited
+    assert "SIGINT: stopping after the running segment" in err
+    assert "stopped at once by a second SIGINT; the newest complete checkpoint is kept" in err
+    assert "Traceback" not in err

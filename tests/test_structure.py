@@ -76,3 +76,63 @@ def test_a_driver_importing_another_driver_is_found(tmp_path):
     assert found == [
         "driver imports another driver: purejaxppo.drivers.sweeps.driver -> purejaxppo.drivers.seeds"
     ]
+
+
+def test_more_than_max_fmt_skip_pragmas_is_found(tmp_path):
+    tool = load_tool()
+    write(tmp_path, "purejaxppo/__init__.py", "")
+    # MAX_FMT_SKIP (10) pragmas: allowed; strings and prose that mention it do not count.
+    packed = "x = (1,  2)  # fmt: skip\n"
+    write(tmp_path, "purejaxppo/a.py", packed * 6 + 'y = "# fmt: skip"\n# fmt: skip is banned\n')
+    write(tmp_path, "purejaxppo/b.py", "z = [1,  2]  # noqa: E231  # fmt: skip\n" * 4)
+    assert tool.offences(tmp_path) == []
+    # One more, anywhere in the package: 11 > 10.
+    write(tmp_path, "purejaxppo/c.py", packed)
+    found = [line for _, line in tool.offences(tmp_path)]
+    assert found == [
+        "11 `# fmt: skip` pragmas (> 10): purejaxppo/a.py 6, purejaxppo/b.py 4, purejaxppo/c.py 1"
+    ]
+
+
+def test_more_than_max_positional_parameters_is_found(tmp_path):
+    tool = load_tool()
+    write(tmp_path, "purejaxppo/__init__.py", "")
+    # 8 positional (self / cls, *args and keyword-only ones not counted): allowed.
+    write(
+        tmp_path,
+        "purejaxppo/ok.py",
+        """\
+        def f(a, b, c, d, e, f, g, h, *args, i=0, **kwargs): ...
+        def g(a, b, /, c, d, e, f, g, h, *, i, j, k): ...
+        class C:
+            def m(self, a, b, c, d, e, f, g, h): ...
+            @classmethod
+            def n(cls, a, b, c, d, e, f, g, h): ...
+        """,
+    )
+    assert tool.offences(tmp_path) == []
+    write(
+        tmp_path,
+        "purejaxppo/bad.py",
+        """\
+        def helper(a, b, c, d, e, f, g, h, i): ...
+        class C:
+            def method(self, a, b, /, c, d, e, f, g, h, i=0): ...
+        """,
+    )
+    found = [line for _, line in tool.offences(tmp_path)]
+    assert found == [
+        "purejaxppo/bad.py:1 helper: 9 positional parameters (> 8)",
+        "purejaxppo/bad.py:3 method: 9 positional parameters (> 8)",
+    ]
+    # The temporary allow-list (POSITIONAL_PENDING) names a function by file and name.
+    write(tmp_path, "purejaxppo/bad.py", "")
+    write(tmp_path, "purejaxppo/drivers/__init__.py", "")
+    write(tmp_path, "purejaxppo/drivers/sweeps/__init__.py", "")
+    write(
+        tmp_path,
+        "purejaxppo/drivers/sweeps/driver.py",
+        "def _run_group(a, b, c, d, e, f, g, h, i): ...\n",
+    )
+    assert "purejaxppo/drivers/sweeps/driver.py:_run_group" in tool.POSITIONAL_PENDING
+    assert tool.offences(tmp_path) == []

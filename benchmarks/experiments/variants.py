@@ -147,7 +147,7 @@ def apply(variant: str) -> None:
         return True if v in ("true", "full") else int(v)
 
     if t.get("gae") == "assoc":
-        import purejaxppo.train as m
+        import purejaxppo.learning as m  # where the update calls gae_advantages
 
         m.gae_advantages = gae_advantages_assoc
     elif "gae" in t:

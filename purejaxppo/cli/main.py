@@ -25,7 +25,7 @@ from purejaxppo.cli.policy_commands import collect_command, eval_command, export
 from purejaxppo.cli.sweep import sweep_command
 from purejaxppo.cli.train import train_command
 from purejaxppo.cli.values import EXIT_NO_SPACE, EXIT_OS_ERROR
-from purejaxppo.drivers.segments import TrainingInterrupted
+from purejaxppo.drivers.segments import StopNow, TrainingInterrupted
 from purejaxppo.envs.host import EnvError
 
 COMMANDS = {
@@ -85,6 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"purejaxppo: {command}: stopped by {stop.signal_name} after update {stop.done}, "
             f"{saved}\n",
         )
+    except StopNow as stop:  # a second signal: one line, and out at once
+        hint = f"; continue with: {stop.resume_hint}" if stop.resume_hint else ""
+        sys.stderr.write(
+            f"purejaxppo: {command}: {stop}; the newest complete checkpoint is kept{hint}\n"
+        )
+        sys.stderr.flush()
+        sys.stdout.flush()
+        # Not sys.exit: XLA may still be running the segment's computation, and the
+        # interpreter's teardown under it aborts the process.
+        os._exit(stop.exit_code)
     except Exception as err:  # one line for a full disk / an OS error, never a traceback
         from purejaxppo.paths import describe_os_error, is_disk_full
 

@@ -53,13 +53,15 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             config = config.replace(loggers=list(dict.fromkeys(loggers)))
     except ValueError as err:
         error(parser, err)
-    if config.total_timesteps % config.batch_size:
+    if config.total_timesteps % config.batch_size:  # rounded once; config.yaml records it
+        rounded = config.num_updates * config.batch_size
         print(
-            f"purejaxppo: warning: total_timesteps={config.total_timesteps} is not a multiple "
-            f"of num_envs*num_steps = {config.batch_size}: the run does {config.num_updates} "
-            f"update(s) = {config.num_updates * config.batch_size} env steps",
+            f"purejaxppo: total_timesteps={config.total_timesteps} rounded down to {rounded} "
+            f"({config.num_updates} updates of num_envs*num_steps = {config.batch_size} env "
+            "steps; config.yaml records it)",
             file=sys.stderr,
         )
+        config = config.replace(total_timesteps=rounded)
     if num_seeds != 1 or devices is not None:
         return _train_seeds_command(
             parser, config, run_dir, num_seeds, devices, progress, overwrite

@@ -16,10 +16,13 @@ logged and checkpoints are written between compiled calls (as rejax's
 5. `hooks.save(done, due)`: `due` is the save clock: a multiple of `save_freq`, at least
    `save_minutes` since the last due save, the end of the run, or a stop request.
 
-Ctrl-C (SIGINT) or SIGTERM during the loop asks it to stop (`stop_requests`): the running
-segment finishes, is processed and saved (`due`), and `TrainingInterrupted` is raised, so
-an interrupted run loses nothing and continues with `--resume`. A second Ctrl-C stops at
-once (`KeyboardInterrupt`, as without the handler).
+Ctrl-C (SIGINT) or SIGTERM during the loop asks it to stop (`stop_requests`): a line says
+so at once, the running segment finishes, is processed and saved (`due`), and
+`TrainingInterrupted` is raised, so an interrupted run loses nothing and continues with
+`--resume`. A second signal stops at once (`StopNow`, a `KeyboardInterrupt`), also in the
+middle of a segment: the segment's compiled call runs in a worker thread that the main
+thread waits for in steps of 0.1 s (`run_responsively`), because Python runs signal
+handlers only in the main thread and never while it blocks in a native call.
 
 The segments call the same `update` as the one-call `train`, so a segmented run equals a
 one-call run for the same key (tests/test_cli.py, tests/test_train.py check bitwise).
@@ -35,6 +38,44 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
+
+
+class StopNow(KeyboardInterrupt):
+    """A second SIGINT / SIGTERM: stop at once (the running segment is lost; the newest
+    complete checkpoint on disk is kept). `resume_hint`: how to continue, or None."""
+
+    resume_hint: str | None = None
+
+    def __init__(self, signal_name: str):
+        super().__init__(f"stopped at once by a second {signal_name}")
+        self.signal_name = signal_name
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + int(signal.Signals[self.signal_name])
+
+
+def run_responsively(call: Callable[[], Any]) -> Any:
+    """`call()` in a daemon worker thread while the main thread waits in 0.1 s steps, so
+    that a signal's handler runs at once (off the main thread: `call()` directly)."""
+    if threading.current_thread() is not threading.main_thread():
+        return call()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as err:  # handed to the main thread
+            box["error"] = err
+
+    worker = threading.Thread(target=target, name="purejaxppo-segment", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -63,7 +104,8 @@ def stop_requests() -> Iterator[list[str]]:
     """While open, SIGINT and SIGTERM append their names to the yielded list instead of
     stopping the process; a second signal raises `KeyboardInterrupt` at once. The
     previous handlers come back on exit. Outside the main thread (where Python cannot
-    set handlers) the list stays empty and signals keep their handlers."""
+    set handlers) the list stays empty and signals keep their handlers. The first signal
+    prints one line at once (what is saved, and when); the second raises `StopNow`."""
     requested: list[str] = []
     if threading.current_thread() is not threading.main_thread():
         yield requested
@@ -72,7 +114,7 @@ def stop_requests() -> Iterator[list[str]]:
 
     def request(signum: int, frame: Any) -> None:
         if requested:
-            raise KeyboardInterrupt
+            raise StopNow(names[signum])
         requested.append(names[signum])
         print(
             f"\npurejaxppo: {names[signum]}: stopping after the running segment (it is saved "
@@ -89,6 +131,16 @@ def stop_requests() -> Iterator[list[str]]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+@contextlib.contextmanager
+def _hinted(resume_hint: str | None) -> Iterator[None]:
+    """Attaches `resume_hint` to a `StopNow` passing through."""
+    try:
+        yield
+    except StopNow as stop:
+        stop.resume_hint = resume_hint
+        raise
 
 
 class SegmentHooks(NamedTuple):
@@ -201,10 +253,17 @@ def run_segments(
     if fetch is None:
         from purejaxppo.parallel import to_host as fetch
     last_save = time.monotonic()
-    with stop_requests() if stop_on_signals else contextlib.nullcontext([]) as requested:
+    with contextlib.ExitStack() as stack:
+        requested = stack.enter_context(
+            stop_requests() if stop_on_signals else contextlib.nullcontext([])
+        )
+        stack.enter_context(_hinted(resume_hint if hooks.save is not None else None))
         while done < total:
             length = hooks.length(done)
-            fetched = fetch(hooks.run(done, length))
+            if stop_on_signals:
+                fetched = run_responsively(lambda: fetch(hooks.run(done, length)))  # noqa: B023
+            else:
+                fetched = fetch(hooks.run(done, length))
             postfix = hooks.process(done, length, fetched)
             done += length
             due = bool(save_freq) and done % save_freq == 0

@@ -19,6 +19,7 @@ from purejaxppo.checkpoint import list_checkpoints, load_checkpoint
 from purejaxppo.drivers.plots import plot_checkpoint_series
 from purejaxppo.drivers.report import iqm, write_atomic, write_csv
 from purejaxppo.envs import make_env
+from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.evaluation import make_episode_runner
 from purejaxppo.policy import Policy, observation_shapes
 
@@ -54,8 +55,8 @@ def evaluate_series(
         raise ValueError(f"no complete checkpoint under {Path(run_dir) / 'checkpoints/last'}")
     policy = Policy.load(run_dir, step=steps[0])
     config = policy.config
-    if env_id is None or env_id == config.env_name:
-        env, env_params = make_env(config.env_name, config.env_kwargs)
+    if env_id is None or env_id == config.env_name:  # the policy's own (configured) env
+        env, env_params = policy.env, policy.env_params
     else:
         env, env_params = make_env(env_id)
     shapes = observation_shapes(env.observation_space(env_params))
@@ -63,7 +64,7 @@ def evaluate_series(
         raise ValueError(
             f"eval: {env_id} observations {shapes} do not match the policy's {policy.obs_shape}"
         )
-    max_steps = int(env_params.max_steps_in_episode)
+    max_steps = episode_limit(env, env_params)
     run = make_episode_runner(policy, env, env_params, num_episodes, max_steps)
     key = jax.random.key(0) if key is None else key
     temperature = jnp.float32(0.0 if greedy else 1.0)

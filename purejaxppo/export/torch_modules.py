@@ -109,8 +109,14 @@ class NatureCNN(nn.Module):
 
     activation: Final[str]
 
-    def __init__(self, shape: List[int], channels: List[int], kernels: List[int],
-                 strides: List[int], activation: str):  # fmt: skip
+    def __init__(
+        self,
+        shape: List[int],
+        channels: List[int],
+        kernels: List[int],
+        strides: List[int],
+        activation: str,
+    ):
         super().__init__()
         self.activation = activation
         height, width, depth = shape
@@ -226,8 +232,13 @@ class InputEncoder(nn.Module):
         self.register_buffer("norm_scale", torch.ones(stats_shape), self.normalized)
         kind, act = encoder["kind"], encoder["activation"]
         if spec["image"] and kind == "cnn":
-            self.conv = NatureCNN(shape, encoder["cnn_channels"], encoder["cnn_kernel_sizes"],
-                                  encoder["cnn_strides"], act)  # fmt: skip
+            self.conv = NatureCNN(
+                shape,
+                encoder["cnn_channels"],
+                encoder["cnn_kernel_sizes"],
+                encoder["cnn_strides"],
+                act,
+            )
             size = self.conv.out_size
         elif spec["image"] and kind == "impala":
             self.conv = ImpalaCNN(shape, encoder["impala_channels"], act)
@@ -371,8 +382,16 @@ class TransformerCore(nn.Module):
     memory_len: Final[int]
     state_size: Final[int]
 
-    def __init__(self, num_layers: int, num_heads: int, dim: int, memory_len: int,
-                 activation: str = "relu", *, in_features: int):  # fmt: skip
+    def __init__(
+        self,
+        num_layers: int,
+        num_heads: int,
+        dim: int,
+        memory_len: int,
+        activation: str = "relu",
+        *,
+        in_features: int,
+    ):
         super().__init__()
         if dim % num_heads != 0:
             raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
@@ -409,9 +428,13 @@ def make_core(core: Dict[str, Any], in_size: int) -> nn.Module:
     if core["kind"] == "gru":
         return GRUCore(in_size, core["size"])
     if core["kind"] == "transformer":
-        return TransformerCore(core["transformer_layers"], core["transformer_heads"],
-                               core["transformer_dim"], core["memory_len"],
-                               in_features=in_size)  # fmt: skip
+        return TransformerCore(
+            core["transformer_layers"],
+            core["transformer_heads"],
+            core["transformer_dim"],
+            core["memory_len"],
+            in_features=in_size,
+        )
     raise ValueError(f"recurrent={core['kind']!r}: no such core")
 
 
@@ -447,10 +470,17 @@ class ActorCritic(nn.Module):
     action_shape: List[int]
     tower_index: List[List[int]]
 
-    def __init__(self, inputs: List[Dict[str, Any]], encoder: Dict[str, Any],
-                 core: Optional[Dict[str, Any]], shared: bool, head_hidden_sizes: List[int],
-                 action: Dict[str, Any], mask_key: Optional[str] = None,
-                 tower_inputs: Optional[List[List[int]]] = None):  # fmt: skip
+    def __init__(
+        self,
+        inputs: List[Dict[str, Any]],
+        encoder: Dict[str, Any],
+        core: Optional[Dict[str, Any]],
+        shared: bool,
+        head_hidden_sizes: List[int],
+        action: Dict[str, Any],
+        mask_key: Optional[str] = None,
+        tower_inputs: Optional[List[List[int]]] = None,
+    ):
         super().__init__()
         self.paths = [list(spec["path"]) for spec in inputs]
         self.mask_key = mask_key
@@ -511,8 +541,9 @@ class ActorCritic(nn.Module):
         mask = obs[self.mask_key] if self.mask_key is not None else None
         return xs, mask
 
-    def step(self, xs: List[torch.Tensor], mask: Optional[torch.Tensor],
-             state: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:  # fmt: skip
+    def step(
+        self, xs: List[torch.Tensor], mask: Optional[torch.Tensor], state: Optional[torch.Tensor]
+    ) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
         """One step from the encoded arrays `xs`, the mask and the state (None: no core)."""
         features: List[torch.Tensor] = []
         for i, encoder in enumerate(self.encoders):

@@ -108,13 +108,13 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
 
     env = ENVS[name](
         env_id,
-        train,
-        test,
-        num_dims,
-        population_size,
-        instances,
-        kw["reward"],
-        budget,
+        train_functions=train,
+        test_functions=test,
+        num_dims=num_dims,
+        population_size=population_size,
+        num_test_instances=instances,
+        reward=kw["reward"],
+        max_steps_in_episode=budget,
         num_train_instances=train_instances,
     )
     return env, env.default_params

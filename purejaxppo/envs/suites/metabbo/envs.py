@@ -112,6 +112,7 @@ class MetaBBOEnv(SuiteEnv):
     def __init__(
         self,
         name: str,
+        *,
         train_functions: tuple[int, ...],
         test_functions: tuple[int, ...],
         num_dims: int,
