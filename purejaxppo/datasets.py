@@ -77,8 +77,11 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
     reward, terminated, truncated, log_prob, value, final_obs, active, infos).
     """
     from purejaxppo.envs.kinds import check
+    from purejaxppo.host_episodes import make_host_chunk_runner
 
-    check("collect", getattr(env, "name", repr(env)), env)
+    kind = check("collect", getattr(env, "name", repr(env)), env)
+    if not kind.in_program:  # a host env: the same records from a Python loop
+        return make_host_chunk_runner(env, networks, select_action, tuple(info_keys))
 
     def start(key, num_envs):
         reset_key, scan_key = jax.random.split(key)
@@ -238,6 +241,8 @@ def collect(
     """
     out = check_output(out, minari_id, num_episodes)
     env, env_params = policy.env, policy.env_params
+    if chunk_runner is None:  # refuses what the env's kind cannot collect
+        chunk_runner = make_chunk_runner(policy.networks, env, env_params, tuple(info_keys))
     if info_keys:
         from purejaxppo.envs.rows import info_keys_of
 
@@ -249,8 +254,6 @@ def collect(
     key = jax.random.key(0) if key is None else key
     params = policy.get_params() if params is None else params
     temperature = jnp.float32(0.0 if greedy else 1.0)
-    if chunk_runner is None:
-        chunk_runner = make_chunk_runner(policy.networks, env, env_params, tuple(info_keys))
 
     _start_partial(out)
     meta = {
@@ -320,25 +323,29 @@ def _play_group(
     steps; yields each episode (`_join`) as it ends, or truncated at `max_steps`."""
     start, chunk = chunk_runner
     carry, scan_key = start(group_key, size)
-    step_keys = jax.random.split(scan_key, max_steps)
-    running: list[list[dict[str, Any]]] = [[] for _ in range(size)]
-    finished = np.zeros(size, bool)
-    for begin in range(0, max_steps, chunk_steps):
-        keys = step_keys[begin : begin + chunk_steps]
-        carry, records = chunk(params, carry, keys, temperature)
-        records = jax.device_get(records)
-        for e in np.flatnonzero(~finished):
-            mask = records["active"][:, e]
-            if mask.any():
-                running[e].append(jax.tree.map(lambda x, e=e, m=mask: x[:, e][m], records))
-            ended = bool(mask.any()) and _ended_last(records, e)
-            last_chunk = begin + chunk_steps >= max_steps
-            if ended or (last_chunk and not finished[e]):
-                finished[e] = True
-                yield _join(running[e], first_id + e)
-                running[e] = []
-        if finished.all():
-            break
+    try:
+        step_keys = jax.random.split(scan_key, max_steps)
+        running: list[list[dict[str, Any]]] = [[] for _ in range(size)]
+        finished = np.zeros(size, bool)
+        for begin in range(0, max_steps, chunk_steps):
+            keys = step_keys[begin : begin + chunk_steps]
+            carry, records = chunk(params, carry, keys, temperature)
+            records = jax.device_get(records)
+            for e in np.flatnonzero(~finished):
+                mask = records["active"][:, e]
+                if mask.any():
+                    running[e].append(jax.tree.map(lambda x, e=e, m=mask: x[:, e][m], records))
+                ended = bool(mask.any()) and _ended_last(records, e)
+                last_chunk = begin + chunk_steps >= max_steps
+                if ended or (last_chunk and not finished[e]):
+                    finished[e] = True
+                    yield _join(running[e], first_id + e)
+                    running[e] = []
+            if finished.all():
+                break
+    finally:
+        if hasattr(carry, "close"):  # a host env's copies (`host_episodes`)
+            carry.close()
 
 
 def _ended_last(records: dict[str, Any], e: int) -> bool:

@@ -16,7 +16,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["make_host_episode_recorder", "make_host_episode_runner"]
+__all__ = [
+    "HostChunkCarry",
+    "make_host_chunk_runner",
+    "make_host_episode_recorder",
+    "make_host_episode_runner",
+]
 
 Act = Callable[..., tuple[Any, jax.Array, Any]]  # policy.make_act's act
 
@@ -112,3 +117,75 @@ def make_host_episode_recorder(
         )
 
     return record
+
+
+class HostChunkCarry:
+    """The carry of `make_host_chunk_runner`: the vector env and the running state.
+    `close()` closes the envs (`datasets.collect` calls it when the group is done)."""
+
+    def __init__(self, vec: Any, obs: Any, active: np.ndarray, policy_state: Any):
+        self.vec, self.obs, self.active, self.policy_state = vec, obs, active, policy_state
+
+    def close(self) -> None:
+        self.vec.close()
+
+
+def make_host_chunk_runner(
+    env: Any, networks: Any, select_action: Callable[..., Any], info_keys: tuple = ()
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """`datasets.make_chunk_runner`'s `(start, chunk)` for a host env: `start(key, E)`
+    makes and resets E copies (seeded from `key`); `chunk(params, carry, keys [C],
+    temperature)` plays C steps on the host around a jitted policy step and returns the
+    carry and numpy records `[C, E]` with the same keys (no `info` keys: host envs have no
+    traced info dict).
+
+    Raises:
+      ValueError: `info_keys` asked of a host env.
+    """
+    if info_keys:
+        raise ValueError(
+            f"collect: info_keys={list(info_keys)}: {env.name} is a host env (no info dict is kept)"
+        )
+
+    @jax.jit
+    def policy(params, state, obs, key, temperature):
+        reset = jnp.zeros((jax.tree.leaves(obs)[0].shape[0],), bool)
+        state, dist, value = networks.step(params, state, obs, reset)
+        action, _ = select_action(networks.action_spec, dist, value, key, temperature)
+        return state, action, dist.log_prob(action).astype(jnp.float32), value
+
+    def start(key: jax.Array, num_envs: int) -> tuple[HostChunkCarry, jax.Array]:
+        reset_key, scan_key = jax.random.split(key)
+        vec = env.make_vec(num_envs)
+        obs = vec.reset(_seed(reset_key))
+        active = np.ones(num_envs, bool)
+        return HostChunkCarry(vec, obs, active, networks.initial_state(num_envs)), scan_key
+
+    def chunk(params, carry: HostChunkCarry, keys, temperature):
+        records = []
+        for step_key in keys:
+            carry.policy_state, action, log_prob, value = policy(
+                params, carry.policy_state, carry.obs, step_key, temperature
+            )
+            action = np.asarray(action)
+            obs, reward, terminated, truncated, final_obs = carry.vec.step(action)
+            records.append(
+                {
+                    "obs": carry.obs,
+                    "action": action,
+                    "reward": reward,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "log_prob": np.asarray(log_prob),
+                    "value": np.asarray(value, np.float32),
+                    "final_obs": final_obs,
+                    "active": carry.active.copy(),
+                    "info": {},
+                }
+            )
+            carry.active &= ~(terminated | truncated)
+            carry.obs = obs
+        stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *records)
+        return carry, stacked
+
+    return start, chunk

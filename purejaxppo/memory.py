@@ -118,8 +118,6 @@ def runs_per_chunk(
       ValueError: naming the argument, for `bytes_per_run` or `bytes_limit` <= 0,
         `bytes_in_use` < 0, `num_runs` or `num_devices` < 1, or `fraction` outside (0, 1].
     """
-    from purejaxppo import parallel
-
     for name, value in (("bytes_per_run", bytes_per_run), ("bytes_limit", bytes_limit)):
         if not value > 0:
             raise ValueError(f"{name}={value}: must be > 0 bytes")
@@ -131,8 +129,11 @@ def runs_per_chunk(
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction={fraction}: must be in (0, 1]")
     free = max(0.0, float(bytes_limit) - float(bytes_in_use))
-    fit = parallel.runs_per_chunk_for_memory(bytes_per_run, free, num_devices, fraction)
-    return min(fit, parallel.pad_runs(num_runs, num_devices))
+    # (`parallel.runs_per_chunk_for_memory` and `parallel.pad_runs`, written out here:
+    # this module sits below `parallel` in the imports.)
+    fit = max(1, int(fraction * free // max(bytes_per_run, 1.0))) * num_devices
+    padded = -(-num_runs // num_devices) * num_devices
+    return min(fit, padded)
 
 
 def _gib(nbytes: float) -> str:

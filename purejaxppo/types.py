@@ -46,18 +46,26 @@ class TrainState:
 
 @struct.dataclass
 class EnvCarry:
-    """Environment-side carry of the rollout, for N vmapped envs."""
+    """Environment-side carry of the rollout: N envs as R rows of the batch.
 
-    env_state: PyTree  # gymnax EnvState with leading axis [N]
-    obs: jax.Array  # [N, *obs_shape]; current observation
-    episode_return: jax.Array  # [N] float32; undiscounted return of the running episode
-    episode_length: jax.Array  # [N] int32; steps of the running episode
-    # Policy state for the next step (`Networks.initial_state` pytree; () feed-forward),
+    R = N for single-agent envs; R = N * A for JaxMARL's A agents per env (row n * A + a:
+    agent a of env n; `envs.agent_rows`). What the policy reads and writes is per row;
+    the envs' state and episode counters keep the layout their kind needs (`envs.kinds`).
+    """
+
+    # The envs' state, leading axis [N] (JAX, EnvPool, JaxMARL); () for host envs, whose
+    # state lives on the host.
+    env_state: PyTree
+    obs: jax.Array  # [R, *obs_shape]; current observation of each row
+    # Undiscounted return of the running episode: [N] float32 (JaxMARL: [N, A], per agent).
+    episode_return: jax.Array
+    episode_length: jax.Array  # [N] int32; steps of each env's running episode
+    # Policy state for the next step (`Networks.initial_state(R)` pytree; () feed-forward),
     # not yet reset: `Networks.step` restarts the rows where `reset`.
     policy_state: PyTree
-    reset: jax.Array  # [N] bool; the previous step ended the env's episode (True at start)
-    # [N] float32 discounted return of the running episode, for `normalize_rewards`
-    # (`purejaxppo.normalize.normalize_rewards`); None when off.
+    reset: jax.Array  # [R] bool; the previous step ended the row's episode (True at start)
+    # [R] float32 discounted return of the running episode, for `normalize_rewards`
+    # (`purejaxppo.normalize.normalize_rewards`; single-agent runs); None when off.
     discounted_return: jax.Array | None = None
 
 

@@ -132,6 +132,19 @@ def test_gymnasium_video_frames_are_gymnasiums_own(host_policy):
     assert not np.array_equal(frames[0], frames[-1])
 
 
+def test_gymnasium_collect_writes_the_episodes_evaluate_plays(host_policy, tmp_path):
+    result = pjp.collect(host_policy, 3, tmp_path / "data", jax.random.key(1), parallel=2)
+    data = pjp.load_episodes(tmp_path / "data")
+    assert result.num_episodes == 3 and len(data["episode_return"]) == 3
+    np.testing.assert_array_equal(data["reward"], np.ones_like(data["reward"]))
+    np.testing.assert_array_equal(data["episode_return"], result.lengths.astype(np.float32))
+    # Every episode ends with its last step, and only there.
+    ends = np.logical_or(data["terminated"], data["truncated"])
+    assert int(ends.sum()) == 3 and data["obs"].shape == (int(result.lengths.sum()), 4)
+    with pytest.raises(ValueError, match="host env"):
+        pjp.collect(host_policy, 1, tmp_path / "other", info_keys=("x",))
+
+
 def test_a_factory_that_is_no_gymnasium_env_is_refused_by_name():
     config = pjp.PPOConfig(env_name=GYM, num_envs=2, num_steps=8, total_timesteps=32)
     with pytest.raises(ValueError, match="returned int, not a gymnasium.Env"):

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 import purejaxppo as pjp
-from purejaxppo import parallel
+from purejaxppo import memory, parallel
 from purejaxppo.cli import main, parse_grid, parse_random
 from purejaxppo.drivers import report, settings, sweeps
-from purejaxppo.drivers.sweeps import driver as sweep_driver
+from purejaxppo.drivers.sweeps import groups as sweep_groups
 from purejaxppo.train import METRICS
 
 # 12 updates of 4 envs x 16 steps: a few seconds per compile.
@@ -74,12 +74,12 @@ def test_memory_rule_chunks_and_matches(grid_sweep, monkeypatch):
     def fake_limit(mesh):
         return 10**9
 
-    def fake_rule(bytes_per_run, bytes_limit, num_devices, fraction=0.7):
+    def fake_rule(bytes_per_run, bytes_limit, bytes_in_use, num_runs, num_devices, *args):
         seen["bytes_per_run"] = bytes_per_run
         return 4  # as if only 4 runs fit
 
     monkeypatch.setattr(parallel, "device_bytes_limit", fake_limit)
-    monkeypatch.setattr(parallel, "runs_per_chunk_for_memory", fake_rule)
+    monkeypatch.setattr(memory, "runs_per_chunk", fake_rule)
     result = pjp.sweep(CONFIG, seeds=3, grid=GRID)
     assert seen["bytes_per_run"] > 10_000  # a real measurement of a run's buffers
     np.testing.assert_array_equal(metric_array(result.table), metric_array(grid_sweep.table))
@@ -156,7 +156,7 @@ def test_bad_sweeps_fail_before_compiling(kwargs, message, monkeypatch):
     def no_compile(*args, **kw):
         raise AssertionError("compiled before validating")
 
-    monkeypatch.setattr(sweep_driver, "make_train_fns", no_compile)
+    monkeypatch.setattr(sweep_groups, "make_train_fns", no_compile)
     with pytest.raises(ValueError, match=None) as err:
         pjp.sweep(CONFIG, **{"seeds": 2, **kwargs})
     assert message in str(err.value)

@@ -15,7 +15,7 @@ import pytest
 import purejaxppo as pjp
 from purejaxppo import memory
 from purejaxppo.drivers.segments import TrainingInterrupted
-from purejaxppo.drivers.sweeps import driver as sweep_driver
+from purejaxppo.drivers.sweeps import groups as sweep_groups
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = os.path.join(os.path.dirname(sys.executable), "purejaxppo")
@@ -78,13 +78,14 @@ def test_chunk_size_measures_and_subtracts_memory_in_use(monkeypatch, capsys):
     lines = []
     # With at most one run per device nothing is measured.
     seen.clear()
-    assert program.chunk_size(1, 1, None, None, None, CONFIG, None, None, None, lines.append) == 1
+    one = dict(mesh=None, fns=None, config=CONFIG, key_data=None, hparams=None, init=None)
+    assert program.chunk_size(1, 1, None, **one, report=lines.append) == 1
     assert seen == {} and lines == []
 
 
 def _signal_after_first_chunk(monkeypatch, signum=signal.SIGTERM):
     """Sends `signum` to this process right after the first chunk file is saved."""
-    real_save = sweep_driver.save_chunk
+    real_save = sweep_groups.save_chunk
     saved = []
 
     def save_then_signal(path, *args):
@@ -93,7 +94,7 @@ def _signal_after_first_chunk(monkeypatch, signum=signal.SIGTERM):
         if len(saved) == 1:
             os.kill(os.getpid(), signum)
 
-    monkeypatch.setattr(sweep_driver, "save_chunk", save_then_signal)
+    monkeypatch.setattr(sweep_groups, "save_chunk", save_then_signal)
     return saved
 
 
@@ -117,7 +118,7 @@ def test_stop_with_a_progress_bar_ends_the_running_chunk_after_its_segment(
     tmp_path, monkeypatch, capsys
 ):
     # The request comes in the first chunk's first segment: that chunk is not saved.
-    real_collect = sweep_driver.collect_chunk
+    real_collect = sweep_groups.collect_chunk
     calls = []
 
     def collect_then_signal(*args):
@@ -126,7 +127,7 @@ def test_stop_with_a_progress_bar_ends_the_running_chunk_after_its_segment(
             os.kill(os.getpid(), signal.SIGTERM)
         return real_collect(*args)
 
-    monkeypatch.setattr(sweep_driver, "collect_chunk", collect_then_signal)
+    monkeypatch.setattr(sweep_groups, "collect_chunk", collect_then_signal)
     with pytest.raises(TrainingInterrupted) as stop:
         pjp.sweep(CONFIG, seeds=2, max_runs_per_chunk=1, devices=1, progress=True,
                   progress_dir=tmp_path / "chunks")  # fmt: skip

@@ -1,5 +1,6 @@
 """benchmarks/tables.py (issue #39): the marked tables of README.md and docs/ equal what
-their results files give, and `--check` names the table and cell when they do not.
+their results files give, and `--check` names the table and cell when they do not; every
+file in benchmarks/results/ is cited by a claim or a page, and every claim's file exists.
 
 The failure cases run on copies in tmp_path (the Markdown files and results files the
 claims name), passing the root to tables.py's functions; the real files are never edited.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -132,3 +134,132 @@ def test_check_command_fails_on_a_copy(repo_copy):
     )
     assert proc.returncode == 1
     assert "atari-cpu" in proc.stderr and "EnvPool alone" in proc.stderr
+
+
+# --- Only current results: every file in benchmarks/results/ is cited, every cited file exists.
+
+#: The pages that may cite a results file (besides a claim's `results`): the READMEs and
+#: the docs. A results file citing another does not count, nor does a glob (`name-*`).
+PAGES = ("README.md", "benchmarks/README.md")
+#: Files a run writes beside its main file: `NAME-curves.csv` (reference.py) and
+#: `NAME-cells.csv` (brax_peer.py) belong to run NAME and are cited with it.
+COMPANIONS = ("-curves", "-cells")
+
+
+def _expand_braces(token: str) -> list[str]:
+    """`a-{1,2}.{csv,md}` -> a-1.csv, a-1.md, a-2.csv, a-2.md (shell-style, nested left first)."""
+    start = token.find("{")
+    end = token.find("}", start)
+    if start < 0 or end < 0:
+        return [token]
+    head, alternatives, tail = token[:start], token[start + 1 : end], token[end + 1 :]
+    return [x for alt in alternatives.split(",") for x in _expand_braces(head + alt + tail)]
+
+
+def page_paths(root: Path) -> list[Path]:
+    docs = sorted(
+        p for p in (root / "docs").rglob("*.md") if "results" not in p.relative_to(root).parts
+    )
+    return [root / p for p in PAGES if (root / p).is_file()] + docs
+
+
+def cited_text(root: Path) -> str:
+    """The pages' text with every `{a,b}` group expanded (one line per expansion)."""
+    lines = []
+    for path in page_paths(root):
+        for line in path.read_text().splitlines():
+            lines.append(line)
+            for token in re.findall(r"[\w.{},-]*\{[\w.,-]+\}[\w.{},-]*", line):
+                lines.extend(_expand_braces(token))
+    return "\n".join(lines)
+
+
+def run_name(name: str) -> str:
+    """A results file's run: its name up to the first dot, less a companion suffix."""
+    stem = name.split(".", 1)[0]
+    for suffix in COMPANIONS:
+        if stem.endswith(suffix):
+            return stem[: -len(suffix)]
+    return stem
+
+
+def uncited_results(tables, root: Path) -> list[str]:
+    """Entries of benchmarks/results/ that no claim and no page cites (by full run name,
+    not as a prefix of a longer name: `faults-2026-11-25` is not cited by
+    `faults-2026-11-25-after-damaged.md`)."""
+    claimed = {
+        run_name(p.name)
+        for claim in tables.load_claims(root / "benchmarks" / "claims.yaml", root)
+        for p in claim.results.values()
+    }
+    text = cited_text(root)
+    uncited = []
+    for entry in sorted((root / "benchmarks" / "results").iterdir()):
+        name = run_name(entry.name)
+        if name in claimed:
+            continue
+        if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text):
+            uncited.append(entry.name)
+    return uncited
+
+
+def missing_claim_results(tables, root: Path) -> list[str]:
+    return [
+        f"{claim.name}: {p.relative_to(root)}"
+        for claim in tables.load_claims(root / "benchmarks" / "claims.yaml", root)
+        for p in claim.results.values()
+        if not p.is_file()
+    ]
+
+
+@pytest.fixture
+def pages_copy(tmp_path):
+    """tmp_path holding the pages, claims.yaml and all of benchmarks/results/, as in the repo."""
+    for path in page_paths(ROOT):
+        rel = path.relative_to(ROOT)
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, tmp_path / rel)
+    shutil.copy(ROOT / "benchmarks" / "claims.yaml", tmp_path / "benchmarks" / "claims.yaml")
+    shutil.copytree(ROOT / "benchmarks" / "results", tmp_path / "benchmarks" / "results")
+    return tmp_path
+
+
+def test_expand_braces_and_run_names():
+    assert _expand_braces("r-{1,2}.{csv,md}") == ["r-1.csv", "r-1.md", "r-2.csv", "r-2.md"]
+    assert run_name("reference-cpu-1-curves.csv") == "reference-cpu-1"
+    assert run_name("brax-peer-h100-1-cells.csv") == "brax-peer-h100-1"
+    assert run_name("mujoco-peers-cpu-1933") == "mujoco-peers-cpu-1933"  # a folder
+
+
+def test_every_results_file_is_cited_and_every_claim_file_exists(tables):
+    assert uncited_results(tables, ROOT) == [], (
+        "results files that no claim in benchmarks/claims.yaml and no page (README.md, "
+        "benchmarks/README.md, docs/) cites: cite them, or delete superseded runs"
+    )
+    assert missing_claim_results(tables, ROOT) == []
+
+
+def test_a_stray_results_file_fails(tables, pages_copy):
+    assert uncited_results(tables, pages_copy) == []
+    results = pages_copy / "benchmarks" / "results"
+    shutil.copy(
+        results / "cartpole-cpu-20261124-024842.csv", results / "cartpole-cpu-20990101-000000.csv"
+    )
+    # A run whose name only extends a cited one is not cited by it.
+    (results / "faults-2026-11-25-rerun.md").write_text("# a stray rerun\n")
+    assert uncited_results(tables, pages_copy) == [
+        "cartpole-cpu-20990101-000000.csv",
+        "faults-2026-11-25-rerun.md",
+    ]
+    # Citing it on a page (here in a brace group) makes it current.
+    readme = pages_copy / "benchmarks" / "README.md"
+    readme.write_text(readme.read_text() + "\n`results/cartpole-cpu-{20990101-000000,x}.csv`\n")
+    assert uncited_results(tables, pages_copy) == ["faults-2026-11-25-rerun.md"]
+
+
+def test_a_claims_missing_results_file_fails(tables, pages_copy):
+    assert missing_claim_results(tables, pages_copy) == []
+    (pages_copy / "benchmarks" / "results" / "atari-cpu-20261125-190232.json").unlink()
+    assert missing_claim_results(tables, pages_copy) == [
+        "atari-cpu: benchmarks/results/atari-cpu-20261125-190232.json"
+    ]

@@ -26,7 +26,7 @@ from purejaxppo.cli.sweep import sweep_command
 from purejaxppo.cli.train import train_command
 from purejaxppo.cli.values import EXIT_NO_SPACE, EXIT_OS_ERROR
 from purejaxppo.drivers.segments import StopNow, TrainingInterrupted
-from purejaxppo.envs.host import EnvError
+from purejaxppo.errors import EnvError
 
 COMMANDS = {
     "train": train_command,

@@ -150,6 +150,9 @@ class SegmentHooks(NamedTuple):
     run: Callable[[int, int], Any]  # (done, length) -> device results
     process: Callable[[int, int, Any], Mapping[str, Any] | None]  # -> bar postfix
     save: Callable[[int, bool], None] | None = None  # (done after, due) per segment
+    # (done, length) -> None: compiles the next segment's program before `run` runs it,
+    # so that the bar says "compiling" only while it compiles (None: `run` compiles).
+    prepare: Callable[[int, int], None] | None = None
 
 
 def progress_bar(
@@ -237,7 +240,8 @@ def run_segments(
       bar: the progress bar (`progress_bar`), advanced by `length * scale` a segment.
       save_freq, save_minutes: the save clock (0: off); the end of the run is always due.
       scale: bar units per update (a sweep counts updates of all its runs).
-      label: the bar's description after the first segment (the first one compiles).
+      label: the bar's description once the first segment's program is compiled (after
+        `hooks.prepare`, else after the first segment, which compiles it).
       fetch: the device-to-host transfer applied to `hooks.run`'s result (default
         `parallel.to_host`).
       resume_hint: how to continue after a stop request, for `TrainingInterrupted`.
@@ -260,6 +264,13 @@ def run_segments(
         stack.enter_context(_hinted(resume_hint if hooks.save is not None else None))
         while done < total:
             length = hooks.length(done)
+            if hooks.prepare is not None:
+                if stop_on_signals:
+                    run_responsively(lambda: hooks.prepare(done, length))  # noqa: B023
+                else:
+                    hooks.prepare(done, length)
+                if label is not None:
+                    bar.set_description(label)  # compiled: running from here on
             if stop_on_signals:
                 fetched = run_responsively(lambda: fetch(hooks.run(done, length)))  # noqa: B023
             else:

@@ -197,6 +197,7 @@ class _SingleRun:
         self.previous = self.runner = None
         # A host env (`TrainFns.host`) steps on the host: its `run` jits its own pieces.
         self.run_segment = fns.run if fns.host else jax.jit(fns.run, static_argnums=2)
+        self.programs: dict[int, Any] = {}  # segment length -> compiled program
         self.start_time, self.start_updates = time.perf_counter(), 0
 
     def hooks(self) -> SegmentHooks:
@@ -208,7 +209,14 @@ class _SingleRun:
             run=self.run,
             process=self.process,
             save=self.save,
+            prepare=None if self.fns.host else self.prepare,
         )
+
+    def prepare(self, done: int, length: int) -> None:
+        """Compiles the program of a segment of `length` updates (once per length)."""
+        if length not in self.programs:
+            lowered = self.run_segment.lower(self.runner, self.hparams, length)
+            self.programs[length] = lowered.compile()
 
     @property
     def metrics_path(self) -> Path:
@@ -267,7 +275,11 @@ class _SingleRun:
 
     def run(self, done: int, length: int) -> Any:
         self.previous = self.runner
-        self.runner, metrics = self.run_segment(self.runner, self.hparams, length)
+        program = self.programs.get(length)
+        if program is None:
+            self.runner, metrics = self.run_segment(self.runner, self.hparams, length)
+        else:
+            self.runner, metrics = program(self.runner, self.hparams)
         return metrics
 
     def process(self, done: int, length: int, metrics: Any) -> dict[str, str]:

@@ -17,22 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from purejaxppo.errors import EnvError
+
 __all__ = ["HOST_SUITES", "EnvError", "HostEnv", "HostVecEnv", "is_host_env"]
 
 #: Suite prefixes of `make_env` ids whose environments step on the host.
 HOST_SUITES = ("gymnasium",)
-
-
-class EnvError(RuntimeError):
-    """An error raised by a host env's own code (its `reset` / `step`, a dead worker, a
-    non-finite reward), as one line naming the env and where: the CLI prints it and
-    exits 2; `PUREJAXPPO_DEBUG=1` shows the env's traceback (the error's `__cause__`)."""
-
-
-def describe_error(err: BaseException) -> str:
-    """`Type: first line of the message` (`Type` alone when the message is empty)."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return f"{type(err).__name__}: {lines[0][:300]}" if lines else type(err).__name__
 
 
 class HostVecEnv:

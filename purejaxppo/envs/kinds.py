@@ -188,7 +188,6 @@ HOST = EnvKind(
         "batched_runs": _ONE_AGENT + "; a host env cannot step inside one compiled program",
         "runs_on_devices": _ONE_AGENT,
         "data_parallel": _ONE_AGENT + " on one device",
-        "collect": "act with `pjp.Policy` in a gymnasium loop and record the episodes",
         "pbt": _ONE_AGENT + " per setting; a population runs in one compiled program",
         "pbt_resume": _ONE_AGENT + " per setting",
     },
@@ -197,6 +196,7 @@ HOST = EnvKind(
         "eval": "episodes stepped on the host around the jitted policy step",
         "eval_freq": "episodes stepped on the host between segments",
         "video": "gymnasium's render_mode='rgb_array' frames",
+        "collect": "episodes stepped on the host around the jitted policy step",
     },
 )
 
@@ -247,10 +247,8 @@ def as_env(env: Any) -> Any:
             f"env={env!r}: a gymnasium.Env instance; a run steps several new copies, so "
             f"pass a factory instead (env=lambda: gymnasium.make(...) or your Env class)"
         )
-    if is_host_env(env) or (
-        not isinstance(env, type) and hasattr(env, "reset") and hasattr(env, "step")
-    ):
-        return env
+    if not isinstance(env, type) and hasattr(env, "observation_space"):
+        return env  # an env object (gymnax API, `HostEnv`, JaxMARL, spaces only)
     if callable(env):
         from purejaxppo.envs.suites.gymnasium import from_factory
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import sys
 import time
 import warnings
@@ -30,34 +29,22 @@ from typing import Any
 import jax
 import numpy as np
 import pandas as pd
-from jax.sharding import PartitionSpec as P
 
 from purejaxppo import parallel
 from purejaxppo.config import TRACED_FIELDS, PPOConfig
-from purejaxppo.drivers import warm
 from purejaxppo.drivers.report import summarize
 from purejaxppo.drivers.segments import (
-    SegmentHooks,
     TrainingInterrupted,
     progress_bar,
-    run_segments,
     stop_requests,
 )
 from purejaxppo.drivers.settings import (
     make_settings,
 )
-from purejaxppo.drivers.sweeps.program import (
-    chunk_size,
-    collect_chunk,
-    first_true,
-    load_chunk,
-    save_chunk,
-    train_runs,
-)
-from purejaxppo.drivers.sweeps.results import SweepResult, curve_rows, runs_frame, table_rows
+from purejaxppo.drivers.sweeps.groups import Group, Plan, run_group
+from purejaxppo.drivers.sweeps.results import SweepResult, runs_frame
 from purejaxppo.envs import kinds
 from purejaxppo.hyperparams import Hyperparams
-from purejaxppo.train import METRICS, make_train_fns
 
 
 def _seed_list(seeds: int | Sequence[int]) -> list[int]:
@@ -71,10 +58,6 @@ def _seed_list(seeds: int | Sequence[int]) -> list[int]:
     if not all(0 <= s < 2**32 for s in seeds):
         raise ValueError(f"seeds={seeds}: every seed must be in [0, 2**32)")
     return seeds
-
-
-def _largest_divisor_at_most(n: int, bound: int) -> int:
-    return max(d for d in range(1, max(1, min(n, bound)) + 1) if n % d == 0)
 
 
 def sweep(
@@ -157,78 +140,96 @@ def sweep(
     mesh = _runs_mesh(devices, max_runs_per_chunk, config.env_name)
     swept = list(dict.fromkeys(name for s in settings for name in s))
     groups = _static_groups(run_configs)
-    num_runs = len(settings) * len(seed_list)
-    one_device = not kinds.kind_of_id(config.env_name).supports("runs_on_devices")
-    _warn_one_cpu_device(mesh, num_runs, one_device)
-    if verbose and jax.process_index() == 0:
-        print(
-            f"sweep: {num_runs} runs = {len(settings)} setting(s) x {len(seed_list)} seed(s) "
-            f"in {len(groups)} static group(s) -> {len(groups)} compile(s) of the training "
-            f"program, on {mesh.devices.size} device(s)",
-            file=sys.stderr,
-        )
-    tables, curves, diverged = _run_groups(
-        groups, run_configs, seed_list, settings, swept, mesh, networks, max_runs_per_chunk,
-        progress, log_every, verbose, progress_dir,
-    )  # fmt: skip
-    table = pd.concat(tables, ignore_index=True).sort_values(["run", "update"], kind="stable")
-    curves = pd.concat(curves, ignore_index=True).sort_values(["run", "update"], kind="stable")
-    runs = runs_frame(curves, settings, seed_list, swept, diverged)
+    plan = Plan(
+        seed_list=seed_list,
+        settings=settings,
+        swept=swept,
+        mesh=mesh,
+        networks=networks,
+        max_runs_per_chunk=max_runs_per_chunk,
+        progress=progress,
+        log_every=log_every,
+        verbose=verbose,
+        progress_dir=None if progress_dir is None else Path(progress_dir),
+    )
+    _announce(plan, config, groups)
+    return _result(plan, len(groups), *_run_groups(plan, groups, run_configs))
+
+
+def _result(
+    plan: Plan,
+    num_compiles: int,
+    tables: list[pd.DataFrame],
+    curves: list[pd.DataFrame],
+    diverged: dict[int, int],
+) -> SweepResult:
+    """The `SweepResult` of the groups' tables, curves and diverged updates."""
+    order = {"by": ["run", "update"], "kind": "stable"}
+    table = pd.concat(tables, ignore_index=True).sort_values(**order)
+    curves = pd.concat(curves, ignore_index=True).sort_values(**order)
+    runs = runs_frame(curves, plan.settings, plan.seed_list, plan.swept, diverged)
     return SweepResult(
         table=table.reset_index(drop=True),
         runs=runs,
-        summary=summarize(runs, swept),
+        summary=summarize(runs, plan.swept),
         curves=curves.reset_index(drop=True),
-        settings=settings,
-        num_compiles=len(groups),
-        num_devices=mesh.devices.size,
+        settings=plan.settings,
+        num_compiles=num_compiles,
+        num_devices=plan.mesh.devices.size,
     )
+
+
+def _announce(plan: Plan, config: PPOConfig, groups: Mapping[Any, list[int]]) -> None:
+    """Warns about one CPU device for many runs; prints the sweep's size (`verbose`)."""
+    num_runs = len(plan.settings) * len(plan.seed_list)
+    one_device = not kinds.kind_of_id(config.env_name).supports("runs_on_devices")
+    _warn_one_cpu_device(plan.mesh, num_runs, one_device)
+    if plan.verbose and jax.process_index() == 0:
+        print(
+            f"sweep: {num_runs} runs = {len(plan.settings)} setting(s) x "
+            f"{len(plan.seed_list)} seed(s) in {len(groups)} static group(s) -> "
+            f"{len(groups)} compile(s) of the training program, on "
+            f"{plan.mesh.devices.size} device(s)",
+            file=sys.stderr,
+        )
 
 
 def _run_groups(
-    groups, run_configs, seed_list, settings, swept, mesh, networks, max_runs_per_chunk,
-    progress, log_every, verbose, progress_dir,
-):  # fmt: skip
-    """Trains every static group (`_run_group`) under one progress bar; returns the
+    plan: Plan, groups: Mapping[Any, list[int]], run_configs: list[PPOConfig]
+) -> tuple[list[pd.DataFrame], list[pd.DataFrame], dict[int, int]]:
+    """Trains every static group (`groups.run_group`) under one progress bar; returns the
     per-group tables, curves and {run id: diverged update}."""
+    seed_list = plan.seed_list
     total = sum(run_configs[g[0]].num_updates * len(g) * len(seed_list) for g in groups.values())
     bar = progress_bar(
-        total, unit="update", desc="sweep", enabled=progress and jax.process_index() == 0
+        total, unit="update", desc="sweep", enabled=plan.progress and jax.process_index() == 0
     )
     tables, curves, diverged = [], [], {}
     start = time.perf_counter()
-    if progress_dir is not None:
-        Path(progress_dir).mkdir(parents=True, exist_ok=True)
+    if plan.progress_dir is not None:
+        plan.progress_dir.mkdir(parents=True, exist_ok=True)
     num_runs = sum(len(g) * len(seed_list) for g in groups.values())
     # ONE stop request for the whole sweep, open around all its chunks (a program over
     # several processes takes none: its hosts could stop after different chunks).
     signals = stop_requests() if jax.process_count() == 1 else contextlib.nullcontext([])
     with bar, signals as requested:
-        stop = _Stop(requested, progress_dir, num_runs)
+        stop = _Stop(requested, plan.progress_dir, num_runs)
         for group_index, setting_indices in enumerate(groups.values()):
-            group_cfg = run_configs[setting_indices[0]]
             runs = [
                 (s * len(seed_list) + k, s, seed)
                 for s in setting_indices
                 for k, seed in enumerate(seed_list)
             ]
-            table, curve, group_diverged = _run_group(
-                networks,
-                group_cfg,
-                runs,
-                [Hyperparams.from_config(run_configs[s]) for _, s, _ in runs],
-                settings,
-                swept,
-                mesh,
-                max_runs_per_chunk,
-                progress,
-                log_every,
-                bar,
-                verbose,
-                start,
-                None if progress_dir is None else (Path(progress_dir), group_index),
-                stop,
+            group = Group(
+                index=group_index,
+                config=run_configs[setting_indices[0]],
+                runs=runs,
+                hparams_list=[Hyperparams.from_config(run_configs[s]) for _, s, _ in runs],
+                bar=bar,
+                start=start,
+                stop=stop,
             )
+            table, curve, group_diverged = run_group(plan, group)
             tables.append(table)
             curves.append(curve)
             diverged.update(group_diverged)
@@ -351,138 +352,3 @@ def _warn_one_cpu_device(mesh, num_runs: int, one_device: bool = False) -> None:
         RuntimeWarning,
         stacklevel=3,
     )
-
-
-def _run_group(
-    networks, config, runs, hparams_list, settings, swept, mesh, max_chunk, progress, log_every, bar,
-    verbose, start, saving, stop,
-):  # fmt: skip
-    """Trains one static group's runs in chunks (or loads the chunks `saving = (dir,
-    group index)` holds); returns (table rows, curves, {run id: diverged update}).
-    Stops (`stop.check`) before compiling and before each chunk it computes."""
-    stop.check()
-    # A warm start is read once and passed to the programs as an argument (`warm`).
-    init_params = warm.load_warm_start(config)
-    fns = make_train_fns(warm.program_config(config), networks=networks)
-    warm.check_warm_start(fns, init_params)
-    num_devices = mesh.devices.size
-    num_updates = config.num_updates
-
-    programs = (
-        *_group_programs(fns, num_updates, mesh, progress, fns.kind.vmap_init_runs),
-        warm.replicate(init_params, mesh),
-    )
-    key_data = np.stack(
-        [np.asarray(jax.random.key_data(jax.random.key(seed))) for *_, seed in runs]
-    )
-    hparams = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *hparams_list)
-    measured = []
-    chunk = chunk_size(
-        len(runs), num_devices, max_chunk, mesh, fns, config, key_data, hparams, programs[-1],
-        report=measured.append,
-    )  # fmt: skip
-    if verbose and jax.process_index() == 0 and chunk < len(runs):
-        print(
-            f"sweep: group of {len(runs)} runs in chunks of {chunk}"
-            + "".join(f" ({line})" for line in measured),
-            file=sys.stderr,
-        )
-    tables, curves, diverged = [], [], {}
-    for chunk_index, first in enumerate(range(0, len(runs), chunk)):
-        real = min(chunk, len(runs) - first)
-        run_ids = np.array([runs[first + row][0] for row in range(real)])
-        path = None
-        if saving is not None:
-            count, index = jax.process_count(), jax.process_index()
-            name = f"group{saving[1]:03d}-chunk{chunk_index:05d}.{index}-of-{count}.npz"
-            path = saving[0] / name
-        if path is not None and path.exists():
-            local, local_index, all_returns, bad = load_chunk(path, run_ids)
-            bar.update(num_updates * real)
-            tables.append(table_rows(local, local_index, runs, settings, swept, log_every))
-            curves.append(curve_rows(all_returns, first, runs, config))
-            diverged.update(zip(run_ids.tolist(), first_true(bad).tolist(), strict=True))
-            stop.chunk_finished(real, num_updates)
-            continue
-        stop.check()
-        size = chunk if len(runs) > chunk else parallel.pad_runs(real, num_devices)
-        pick = np.minimum(np.arange(first, first + size), first + real - 1)  # pad: repeat
-        inputs = parallel.to_global(
-            (key_data[pick], jax.tree.map(lambda x: x[pick], hparams)),  # noqa: B023
-            mesh,
-            P(parallel.RUNS_AXIS),
-        )
-        pieces = _run_chunk(programs, inputs, first, real, bar, config, start, stop)
-        local = {name: np.concatenate([p[0][name] for p in pieces], axis=1) for name in METRICS}
-        local_index = pieces[0][1]
-        all_returns = np.concatenate([p[2] for p in pieces], axis=1)
-        bad = np.concatenate([p[3] for p in pieces], axis=1)
-        if path is not None:
-            save_chunk(path, run_ids, local, local_index, all_returns, bad)
-        tables.append(table_rows(local, local_index, runs, settings, swept, log_every))
-        curves.append(curve_rows(all_returns, first, runs, config))
-        diverged.update(zip(run_ids.tolist(), first_true(bad).tolist(), strict=True))
-        stop.chunk_finished(real, num_updates)
-    tables = pd.concat(tables, ignore_index=True)
-    return tables, pd.concat(curves, ignore_index=True), diverged
-
-
-def _group_programs(
-    fns: Any, num_updates: int, mesh: Any, progress: bool, vmap_init: bool = False
-) -> tuple:
-    """(segment length, init program or None, segment program) of one static group: with
-    `progress`, about 20 segments of updates (a divisor of `num_updates`) after an init
-    program `(key_data, init_params) -> runner`; without, one whole-run program
-    `(key_data, init_params, hparams) -> metrics` (`init_params`: the warm start, `warm`;
-    `vmap_init`: see `parallel.batch_runs`)."""
-    if not progress:
-        program = parallel.make_runs_program(
-            train_runs(fns, num_updates, vmap_init), mesh, warm.runs_specs(1)
-        )
-        return num_updates, None, program
-    segment = _largest_divisor_at_most(num_updates, max(1, math.ceil(num_updates / 20)))
-    init_program = parallel.make_runs_program(
-        warm.init_runs(fns.init, lambda runner: runner, vmap_init=vmap_init),
-        mesh,
-        warm.runs_specs(0),
-    )
-    run_program = parallel.make_runs_program(
-        jax.vmap(lambda runner, hp: fns.run(runner, hp, segment)), mesh
-    )
-    return segment, init_program, run_program
-
-
-def _run_chunk(programs, inputs, first, real, bar, config, start, stop) -> list:
-    """Runs one chunk's `real` runs (rows `first`..) through `run_segments`; returns the
-    per-segment `collect_chunk` pieces. A stop request (`stop`, the sweep's own: the
-    segments take none) ends the chunk after its running segment."""
-    segment, init_program, run_program, init_params = programs
-    key_data, hparams = inputs
-    carry = {"runner": None if init_program is None else init_program(key_data, init_params)}
-    pieces = []
-
-    def run(done: int, length: int) -> Any:
-        if init_program is None:  # one whole-run program
-            return run_program(key_data, init_params, hparams)
-        carry["runner"], metrics = run_program(carry["runner"], hparams)
-        return metrics
-
-    def process(done: int, length: int, metrics: Any) -> dict[str, str] | None:
-        pieces.append(collect_chunk(metrics, first, real))
-        if done + length < config.num_updates:
-            stop.check(
-                done + length,
-                f"; the running chunk's {real} runs stopped after update {done + length} of "
-                f"{config.num_updates}, not saved",
-            )
-        if init_program is None:
-            return None
-        steps = (bar.n + length * real) * config.batch_size
-        return {"sps": f"{steps / (time.perf_counter() - start):,.0f}"}
-
-    hooks = SegmentHooks(length=lambda done: segment, run=run, process=process)
-    run_segments(
-        config.num_updates, 0, hooks, bar=bar, scale=real, fetch=lambda x: x,
-        stop_on_signals=False,
-    )  # fmt: skip
-    return pieces

@@ -79,7 +79,7 @@ def nonfinite_losses(losses):
 
 
 def chunk_size(
-    num_runs, num_devices, max_chunk, mesh, fns, config, key_data, hparams, init, report=None
+    num_runs, num_devices, max_chunk, *, mesh, fns, config, key_data, hparams, init, report=None
 ):
     """Runs per program call of a static group of `num_runs` runs on `num_devices`.
 

@@ -21,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces as gx
 
-from purejaxppo.envs.host import EnvError, HostEnv, HostVecEnv, describe_error
+from purejaxppo.envs.host import HostEnv, HostVecEnv
 from purejaxppo.envs.spaces import MultiBinary, MultiDiscrete
+from purejaxppo.errors import EnvError, describe_error
 
 __all__ = ["EXTRA", "convert_space", "from_factory", "make"]
 

@@ -1,0 +1,229 @@
+"""One static group of a sweep: its runs trained in chunks, each chunk in segments.
+
+`run_group(plan, group)` compiles the group's programs once (`program.train_runs`, or an
+init and a segment program for the progress bar), sizes its chunks (`program.chunk_size`),
+and trains or loads (`plan.progress_dir`) every chunk; `driver.sweep` calls it per group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+import pandas as pd
+from jax.sharding import PartitionSpec as P
+
+from purejaxppo import parallel
+from purejaxppo.config import PPOConfig
+from purejaxppo.drivers import warm
+from purejaxppo.drivers.segments import SegmentHooks, run_segments
+from purejaxppo.drivers.sweeps.program import (
+    chunk_size,
+    collect_chunk,
+    first_true,
+    load_chunk,
+    save_chunk,
+    train_runs,
+)
+from purejaxppo.drivers.sweeps.results import curve_rows, table_rows
+from purejaxppo.hyperparams import Hyperparams
+from purejaxppo.train import METRICS, make_train_fns
+
+__all__ = ["ChunkPiece", "Group", "Plan", "run_group"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What every static group of one sweep shares (`sweep`'s arguments, resolved)."""
+
+    seed_list: list[int]
+    settings: list[dict[str, Any]]
+    swept: list[str]  # the fields the settings set
+    mesh: Any
+    networks: Any
+    max_runs_per_chunk: int | None
+    progress: bool
+    log_every: int
+    verbose: bool
+    progress_dir: Path | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """One static group's call of `_run_group`: its config, its runs `(run id, setting
+    index, seed)` with their hyperparameters, and where the sweep stands."""
+
+    index: int
+    config: PPOConfig
+    runs: list[tuple[int, int, int]]
+    hparams_list: list[Hyperparams]
+    bar: Any
+    start: float  # time.perf_counter() at the sweep's start
+    stop: Any  # the sweep's `_Stop`
+
+
+class ChunkPiece(NamedTuple):
+    """One segment's results of a chunk (`program.collect_chunk`)."""
+
+    local: dict[str, np.ndarray]  # this process's metric rows
+    index: np.ndarray  # their run rows in the group
+    returns: np.ndarray  # episode returns of all runs of the chunk `[real, U]`
+    bad: np.ndarray  # non-finite loss flags `[real, U]`
+
+
+def _largest_divisor_at_most(n: int, bound: int) -> int:
+    return max(d for d in range(1, max(1, min(n, bound)) + 1) if n % d == 0)
+
+
+def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, int]]:
+    """Trains one static group's runs in chunks (or loads the chunks that
+    `plan.progress_dir` holds for it); returns (table rows, curves, {run id: diverged
+    update}). Stops (`stop.check`) before compiling and before each chunk it computes."""
+    config, runs, bar, stop = group.config, group.runs, group.bar, group.stop
+    mesh, settings, swept, log_every = plan.mesh, plan.settings, plan.swept, plan.log_every
+    stop.check()
+    # A warm start is read once and passed to the programs as an argument (`warm`).
+    init_params = warm.load_warm_start(config)
+    fns = make_train_fns(warm.program_config(config), networks=plan.networks)
+    warm.check_warm_start(fns, init_params)
+    num_devices = mesh.devices.size
+    num_updates = config.num_updates
+
+    programs = (
+        *_group_programs(fns, num_updates, mesh, plan.progress, fns.kind.vmap_init_runs),
+        warm.replicate(init_params, mesh),
+    )
+    key_data = np.stack(
+        [np.asarray(jax.random.key_data(jax.random.key(seed))) for *_, seed in runs]
+    )
+    hparams = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *group.hparams_list)
+    measured = []
+    chunk = chunk_size(
+        len(runs),
+        num_devices,
+        plan.max_runs_per_chunk,
+        mesh=mesh,
+        fns=fns,
+        config=config,
+        key_data=key_data,
+        hparams=hparams,
+        init=programs[-1],
+        report=measured.append,
+    )
+    if plan.verbose and jax.process_index() == 0 and chunk < len(runs):
+        print(
+            f"sweep: group of {len(runs)} runs in chunks of {chunk}"
+            + "".join(f" ({line})" for line in measured),
+            file=sys.stderr,
+        )
+    tables, curves, diverged = [], [], {}
+    for chunk_index, first in enumerate(range(0, len(runs), chunk)):
+        real = min(chunk, len(runs) - first)
+        run_ids = np.array([runs[first + row][0] for row in range(real)])
+        path = None
+        if plan.progress_dir is not None:
+            count, index = jax.process_count(), jax.process_index()
+            name = f"group{group.index:03d}-chunk{chunk_index:05d}.{index}-of-{count}.npz"
+            path = plan.progress_dir / name
+        if path is not None and path.exists():
+            local, local_index, all_returns, bad = load_chunk(path, run_ids)
+            bar.update(num_updates * real)
+            tables.append(table_rows(local, local_index, runs, settings, swept, log_every))
+            curves.append(curve_rows(all_returns, first, runs, config))
+            diverged.update(zip(run_ids.tolist(), first_true(bad).tolist(), strict=True))
+            stop.chunk_finished(real, num_updates)
+            continue
+        stop.check()
+        size = chunk if len(runs) > chunk else parallel.pad_runs(real, num_devices)
+        pick = np.minimum(np.arange(first, first + size), first + real - 1)  # pad: repeat
+        inputs = parallel.to_global(
+            (key_data[pick], jax.tree.map(lambda x: x[pick], hparams)),  # noqa: B023
+            mesh,
+            P(parallel.RUNS_AXIS),
+        )
+        pieces = _run_chunk(programs, inputs, first, real, group)
+        local = {name: np.concatenate([p.local[name] for p in pieces], axis=1) for name in METRICS}
+        local_index = pieces[0].index
+        all_returns = np.concatenate([p.returns for p in pieces], axis=1)
+        bad = np.concatenate([p.bad for p in pieces], axis=1)
+        if path is not None:
+            save_chunk(path, run_ids, local, local_index, all_returns, bad)
+        tables.append(table_rows(local, local_index, runs, settings, swept, log_every))
+        curves.append(curve_rows(all_returns, first, runs, config))
+        diverged.update(zip(run_ids.tolist(), first_true(bad).tolist(), strict=True))
+        stop.chunk_finished(real, num_updates)
+    tables = pd.concat(tables, ignore_index=True)
+    return tables, pd.concat(curves, ignore_index=True), diverged
+
+
+def _group_programs(
+    fns: Any, num_updates: int, mesh: Any, progress: bool, vmap_init: bool = False
+) -> tuple:
+    """(segment length, init program or None, segment program) of one static group: with
+    `progress`, about 20 segments of updates (a divisor of `num_updates`) after an init
+    program `(key_data, init_params) -> runner`; without, one whole-run program
+    `(key_data, init_params, hparams) -> metrics` (`init_params`: the warm start, `warm`;
+    `vmap_init`: see `parallel.batch_runs`)."""
+    if not progress:
+        program = parallel.make_runs_program(
+            train_runs(fns, num_updates, vmap_init), mesh, warm.runs_specs(1)
+        )
+        return num_updates, None, program
+    segment = _largest_divisor_at_most(num_updates, max(1, math.ceil(num_updates / 20)))
+    init_program = parallel.make_runs_program(
+        warm.init_runs(fns.init, lambda runner: runner, vmap_init=vmap_init),
+        mesh,
+        warm.runs_specs(0),
+    )
+    run_program = parallel.make_runs_program(
+        jax.vmap(lambda runner, hp: fns.run(runner, hp, segment)), mesh
+    )
+    return segment, init_program, run_program
+
+
+def _run_chunk(programs, inputs, first: int, real: int, group: Group) -> list[ChunkPiece]:
+    """Runs one chunk's `real` runs (rows `first`..) through `run_segments`; returns the
+    per-segment `collect_chunk` pieces. A stop request (`group.stop`, the sweep's own: the
+    segments take none) ends the chunk after its running segment."""
+    config, bar, start, stop = group.config, group.bar, group.start, group.stop
+    segment, init_program, run_program, init_params = programs
+    key_data, hparams = inputs
+    carry = {"runner": None if init_program is None else init_program(key_data, init_params)}
+    pieces = []
+
+    def run(done: int, length: int) -> Any:
+        if init_program is None:  # one whole-run program
+            return run_program(key_data, init_params, hparams)
+        carry["runner"], metrics = run_program(carry["runner"], hparams)
+        return metrics
+
+    def process(done: int, length: int, metrics: Any) -> dict[str, str] | None:
+        pieces.append(ChunkPiece(*collect_chunk(metrics, first, real)))
+        if done + length < config.num_updates:
+            stop.check(
+                done + length,
+                f"; the running chunk's {real} runs stopped after update {done + length} of "
+                f"{config.num_updates}, not saved",
+            )
+        if init_program is None:
+            return None
+        steps = (bar.n + length * real) * config.batch_size
+        return {"sps": f"{steps / (time.perf_counter() - start):,.0f}"}
+
+    hooks = SegmentHooks(length=lambda done: segment, run=run, process=process)
+    run_segments(
+        config.num_updates,
+        0,
+        hooks,
+        bar=bar,
+        scale=real,
+        fetch=lambda x: x,
+        stop_on_signals=False,
+    )
+    return pieces
