@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import itertools
 import json
 import os
@@ -57,9 +58,17 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-from experiments import variants  # noqa: E402
+
+
+def _load_variants() -> Any:
+    """benchmarks/experiments/variants.py, loaded by its path."""
+    spec = importlib.util.spec_from_file_location("variants", HERE / "experiments" / "variants.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+variants = _load_variants()
 
 # XLA reads XLA_FLAGS when its backend starts: the variant's flags go in before jax runs.
 if "--variant" in sys.argv[:-1]:

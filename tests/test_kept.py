@@ -26,7 +26,7 @@ from purejaxppo import checkpoint as ckpt
 from purejaxppo import guards, rundir
 from purejaxppo.cli import main
 from purejaxppo.drivers.single import train_and_log
-from purejaxppo.drivers.sweeps import driver as sweeps
+from purejaxppo.drivers.sweeps import groups as sweep_groups
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = os.path.join(os.path.dirname(sys.executable), "purejaxppo")
@@ -91,7 +91,8 @@ def test_existing_run_dir_keeps_every_file_whatever_fails(tmp_path, capsys):
     assert main(["train", "--run-dir", str(run_dir), "--overwrite", *TINY,
                  "--total-timesteps", "160"]) == 0  # fmt: skip
     err = capsys.readouterr().err
-    assert "not a multiple of num_envs*num_steps = 64" in err and "removing" in err
+    assert "rounded down to 128 (2 updates of num_envs*num_steps = 64" in err
+    assert "removing" in err
     assert len(pd.read_csv(run_dir / "metrics.csv")) == 2
     assert steps_on_disk(run_dir) == [2]
 
@@ -225,7 +226,7 @@ def test_sweep_output_paths_are_checked_before_computing(tmp_path, capsys, monke
     def no_compile(*args, **kwargs):
         raise AssertionError("computed before checking the output path")
 
-    monkeypatch.setattr(sweeps, "make_train_fns", no_compile)
+    monkeypatch.setattr(sweep_groups, "make_train_fns", no_compile)
     existing_file = tmp_path / "results.csv"
     existing_file.write_text("keep me")
     full_dir = fake_run_dir(tmp_path / "full")
