@@ -205,6 +205,7 @@ def collect(
     key: jax.Array | None = None,
     *,
     greedy: bool = False,
+    temperature: float | None = None,
     params: Any = None,
     minari_id: str | None = None,
     info_keys: Sequence[str] = (),
@@ -222,6 +223,8 @@ def collect(
       out: a directory that must not exist yet (see the module docstring for its files).
       key: PRNG key (default `jax.random.key(0)`); see the module docstring.
       greedy: argmax / mean actions instead of sampling (`evaluate`'s `greedy`).
+      temperature: sampling temperature (`networks.select_action`: 0 greedy, 1 the
+        policy's own distribution); default 0 with `greedy`, else 1.
       params: params to play instead of the policy's.
       minari_id: also write a Minari dataset with this id under `out/minari`.
       info_keys: keys of the env's info dict to store per step (`info/<key>`).
@@ -237,29 +240,27 @@ def collect(
       `CollectResult` (returns / lengths per episode, the files written).
 
     Raises:
-      ValueError / ImportError: see `check_output`; unknown info keys.
+      ValueError / ImportError: see `check_output`; unknown info keys; a negative
+        `temperature`, or one other than 0 with `greedy`.
     """
+    temperature = _temperature(greedy, temperature)
     out = check_output(out, minari_id, num_episodes)
     env, env_params = policy.env, policy.env_params
     if chunk_runner is None:  # refuses what the env's kind cannot collect
         chunk_runner = make_chunk_runner(policy.networks, env, env_params, tuple(info_keys))
-    if info_keys:
-        from purejaxppo.envs.rows import info_keys_of
-
-        unknown = sorted(set(info_keys) - set(info_keys_of(env, env_params)))
-        if unknown:
-            raise ValueError(f"collect: info keys {unknown} not in the env's info dict")
+    _check_info_keys(env, env_params, info_keys)
     if max_steps is None:
         max_steps = episode_limit(env, env_params)
     key = jax.random.key(0) if key is None else key
     params = policy.get_params() if params is None else params
-    temperature = jnp.float32(0.0 if greedy else 1.0)
+    temperature = jnp.float32(temperature)
 
     _start_partial(out)
     meta = {
         "env_name": policy.config.env_name,
         "num_episodes": num_episodes,
         "greedy": greedy,
+        "temperature": float(temperature),
         "parallel": parallel,
         "key_scheme": "group 0: key; group g > 0: fold_in(key, g); as evaluate within a group",
         "config": policy.config.to_dict(),
@@ -296,6 +297,27 @@ def collect(
         files=writer.files,
         minari_id=minari_id,
     )
+
+
+def _temperature(greedy: bool, temperature: float | None) -> float:
+    """`collect`'s sampling temperature: `temperature`, else 0 with `greedy`, else 1."""
+    if temperature is None:
+        return 0.0 if greedy else 1.0
+    if temperature < 0 or (greedy and temperature != 0):
+        raise ValueError(
+            f"collect: temperature={temperature}: must be >= 0 (and 0 with greedy=True)"
+        )
+    return float(temperature)
+
+
+def _check_info_keys(env: Any, env_params: Any, info_keys: Sequence[str]) -> None:
+    """Raises ValueError naming the `info_keys` that the env's info dict lacks."""
+    if info_keys:
+        from purejaxppo.envs.rows import info_keys_of
+
+        unknown = sorted(set(info_keys) - set(info_keys_of(env, env_params)))
+        if unknown:
+            raise ValueError(f"collect: info keys {unknown} not in the env's info dict")
 
 
 def _start_partial(out: Path) -> None:

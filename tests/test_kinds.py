@@ -6,6 +6,7 @@ code's. Cells that work are run on small configs: gymnasium CartPole (eval, eval
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import gymnasium
@@ -143,6 +144,13 @@ def test_gymnasium_collect_writes_the_episodes_evaluate_plays(host_policy, tmp_p
     assert int(ends.sum()) == 3 and data["obs"].shape == (int(result.lengths.sum()), 4)
     with pytest.raises(ValueError, match="host env"):
         pjp.collect(host_policy, 1, tmp_path / "other", info_keys=("x",))
+    greedy = pjp.collect(host_policy, 2, tmp_path / "g", jax.random.key(3), greedy=True)
+    cold = pjp.collect(host_policy, 2, tmp_path / "t0", jax.random.key(3), temperature=0.0)
+    np.testing.assert_array_equal(greedy.returns, cold.returns)
+    for bad in ({"temperature": -1.0}, {"temperature": 0.5, "greedy": True}):
+        with pytest.raises(ValueError, match="temperature"):
+            pjp.collect(host_policy, 1, tmp_path / "never", **bad)
+    assert not (tmp_path / "never").exists()
 
 
 def test_a_factory_that_is_no_gymnasium_env_is_refused_by_name():
@@ -168,11 +176,18 @@ def test_gymnasium_cli_run_evaluates_during_training_and_after(tmp_path, capsys)
     argv += ["--eval-freq", "2", "--eval-episodes", "2", "--save-freq", "2"]
     assert main(argv) == 0
     assert sorted(p.name for p in (run / "checkpoints" / "best").iterdir())  # best/ written
+    assert "last evaluation (train, update 4, 2 episodes): " in capsys.readouterr().out
     assert main(["eval", str(run), "--episodes", "2"]) == 0
     out = capsys.readouterr().out
     assert f"{GYM}: 2 episodes" in out and "mean length" in out
     assert main(["eval", str(run), "--episodes", "2", "--all-steps"]) == 0
     assert (run / "eval_steps.csv").is_file()
+    # collect from an earlier checkpoint at a chosen temperature (0: greedy).
+    data = tmp_path / "data"
+    argv = ["collect", str(run), "--episodes", "2", "--out", str(data), "--step", "2"]
+    assert main([*argv, "--temperature", "0"]) == 0
+    meta = json.loads((data / "metadata.json").read_text())
+    assert meta["temperature"] == 0.0 and meta["config"]["env_name"] == GYM
 
 
 class BrokenCartPole(gymnasium.Wrapper):

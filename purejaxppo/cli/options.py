@@ -116,6 +116,10 @@ class CollectOptions:
     episodes: int = option(type=int, required=True, metavar="N")
     out: Path = option(type=Path, required=True, metavar="DIR", help="new directory")
     greedy: bool = _flag("argmax / mean actions")
+    temperature: float | None = option(
+        type=float, metavar="T", help="sampling temperature (0: greedy; default 1)"
+    )
+    step: int | None = option(type=int, metavar="UPDATE", help="checkpoint (default: newest)")
     seed: int = option(0, type=int)
     minari_id: str | None = option(
         metavar="ID", help='e.g. "cartpole/ppo-v0" (pip install "purejaxppo[minari]")'

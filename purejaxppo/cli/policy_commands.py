@@ -95,13 +95,14 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
             raise ValueError(f"collect: --seed {o.seed}: must be in [0, 2**32)")
         check_output(o.out, o.minari_id, o.episodes)
         check_writable(o.out, "collect --out")
-        policy = Policy.load(o.run_dir)
+        policy = Policy.load(o.run_dir, step=o.step)
         result = collect(
             policy,
             o.episodes,
             o.out,
             jax.random.key(o.seed),
             greedy=o.greedy,
+            temperature=o.temperature,
             minari_id=o.minari_id,
             info_keys=info_keys,
         )

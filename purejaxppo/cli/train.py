@@ -87,11 +87,26 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     final_text = (
         f"{final:.2f}" if final == final else "n/a (no episode ended in the last 10 updates)"
     )
-    print(
-        f"final mean episode_return (last 10 updates): {final_text}\n"
-        f"run directory: {result.run_dir}"
-    )
+    print(f"final mean episode_return (last 10 updates): {final_text}")
+    for line in _last_evaluations(result.metrics, config.eval_episodes):
+        print(line)
+    print(f"run directory: {result.run_dir}")
     return 0
+
+
+def _last_evaluations(metrics: Any, episodes: int) -> list[str]:
+    """One line per eval split: its newest evaluation (`eval/<split>/return` columns), the
+    return of `episodes` whole episodes rather than of the training episodes that ended."""
+    lines = []
+    for column in [c for c in metrics.columns if c.startswith("eval/")]:
+        done = metrics[["update", column]].dropna()
+        if len(done):
+            update, value = done.iloc[-1]
+            split = column.split("/")[1]
+            lines.append(
+                f"last evaluation ({split}, update {int(update)}, {episodes} episodes): {value:.2f}"
+            )
+    return lines
 
 
 def _train_seeds_command(
