@@ -234,6 +234,7 @@ def _make_host_update(config: PPOConfig, setup: TrainSetup) -> Any:
         metrics = {
             "episode_return": np.float32(return_sum / count) if count else nan,
             "episode_length": np.float32(length_sum / count) if count else nan,
+            "episode_count": np.float32(count),
             **{name: learned[name] for name in LEARN_METRICS},
             "env_steps": np.float32((int(runner.update_step) + 1) * num_envs * num_steps),
         }

@@ -66,7 +66,9 @@ class UpdateMetrics(NamedTuple):
     """One update's metrics (float32 scalars); `TrainOutput.metrics` stacks them per update.
 
     episode_return / episode_length: means over the episodes that ended during the
-    update's rollout (NaN if none ended); the `LossMetrics` fields; explained_variance
+    update's rollout (NaN if none ended); episode_count: how many ended (the weight of
+    those means: `drivers.report.final_return` averages the last episodes, not the last
+    updates); the `LossMetrics` fields; explained_variance
     1 - Var[G - V] / Var[G] of the rollout; learning_rate used; update_epochs_run (fewer
     than update_epochs when target_kl stopped early); env_steps taken by the end of the
     update (float32: exact to 2^24, then within 1e-7 relative; it never wraps).
@@ -87,6 +89,7 @@ class UpdateMetrics(NamedTuple):
 
     episode_return: jax.Array
     episode_length: jax.Array
+    episode_count: jax.Array
     loss: jax.Array
     pg_loss: jax.Array
     v_loss: jax.Array

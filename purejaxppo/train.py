@@ -203,6 +203,7 @@ def make_update(
         metrics = UpdateMetrics(
             episode_return=stats.mean_return(),
             episode_length=stats.mean_length(),
+            episode_count=stats.count,
             env_steps=(runner.update_step + 1).astype(jnp.float32) * config.num_envs * num_steps,
             **{name: learned.pop(name) for name in LEARN_METRICS},
         )._asdict()

@@ -371,3 +371,23 @@ def test_signals_are_answered_at_once_even_mid_segment(tmp_path):
     assert "SIGINT: stopping after the running segment" in err
     assert "stopped at once by a second SIGINT; the newest complete checkpoint is kept" in err
     assert "Traceback" not in err
+
+
+def test_the_final_return_weighs_episodes_not_updates():
+    """The headline final return is the mean of the newest finished episodes (whole
+    updates, until >= 100), not of the last updates' means: a last update in which one
+    short episode ended no longer counts as much as one in which 60 did."""
+    from purejaxppo.drivers.report import final_return, final_return_of
+
+    returns = np.array([1.0, 2.0, 10.0])  # the mean return of each update's ended episodes
+    counts = np.array([50.0, 60.0, 1.0])  # how many ended
+    # Newest first: 10 x 1 (1 episode), 2 x 60 (61), 1 x 50 (111 >= 100): 180 / 111.
+    assert final_return_of(returns, counts) == (pytest.approx(180 / 111), 111)
+    assert final_return(returns, counts, episodes=61) == pytest.approx(130 / 61)
+    # Updates in which no episode ended (NaN mean, count 0) are skipped.
+    gaps = final_return_of([5.0, np.nan, 7.0], [2.0, 0.0, 2.0])
+    assert gaps == (pytest.approx(6.0), 4)
+    # No counts (tables from before episode_count): the last 10 updates' values.
+    assert final_return(returns) == pytest.approx(13 / 3)
+    assert final_return(returns, np.full(3, np.nan)) == pytest.approx(13 / 3)
+    assert final_return_of([np.nan], [0.0]) == (pytest.approx(np.nan, nan_ok=True), 0)

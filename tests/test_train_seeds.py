@@ -131,9 +131,8 @@ def test_policy_loads_and_acts_and_the_top_level_is_refused_clearly(seeds_run):
 def test_summary_holds_the_per_seed_final_returns_and_their_statistics(seeds_run):
     run_dir, _ = seeds_run
     top = pd.read_csv(run_dir / "metrics.csv")
-    finals = np.array(
-        [final_return(top[top["seed"] == s]["episode_return"].to_numpy()) for s in SEEDS]
-    )
+    rows = [top[top["seed"] == s] for s in SEEDS]
+    finals = np.array([final_return(r["episode_return"], r["episode_count"]) for r in rows])
     summary = pd.read_csv(run_dir / "summary.csv", dtype={"seed": str}).set_index("seed")
     assert list(summary.index) == ["4", "5", "6", "mean", "std", "iqm", "min", "max"]
     np.testing.assert_allclose(summary.loc[["4", "5", "6"], "final_return"], finals)

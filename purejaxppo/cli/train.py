@@ -84,10 +84,13 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     except TrainingDiverged as err:
         error(parser, err, EXIT_DIVERGED)
     final = result.final_return
-    final_text = (
-        f"{final:.2f}" if final == final else "n/a (no episode ended in the last 10 updates)"
-    )
-    print(f"final mean episode_return (last 10 updates): {final_text}")
+    if final == final:
+        print(
+            f"final mean episode_return (newest {result.final_episodes} finished episodes): "
+            f"{final:.2f}"
+        )
+    else:
+        print("final mean episode_return: n/a (no episode ended)")
     for line in _last_evaluations(result.metrics, config.eval_episodes):
         print(line)
     print(f"run directory: {result.run_dir}")
@@ -146,7 +149,7 @@ def _train_seeds_command(
         )
     except (ValueError, ImportError) as err:
         error(parser, err)
-    lines = ["final mean episode_return (last 10 updates) per seed:"]
+    lines = ["final mean episode_return (newest 100 finished episodes) per seed:"]
     for seed, value in zip(result.seeds, result.final_returns, strict=True):
         mark = f" (diverged at update {result.diverged[seed]})" if seed in result.diverged else ""
         lines.append(f"  seed {seed}: {value:.2f}{mark}")

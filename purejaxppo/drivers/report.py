@@ -20,11 +20,51 @@ import yaml
 AGGREGATES = ("mean", "std", "iqm", "min", "max")
 
 
-def final_return(episode_return: np.ndarray, last: int = 10) -> float:
-    """Mean of the non-NaN `episode_return` values of the last `last` updates."""
-    tail = np.asarray(episode_return, np.float64)[-last:]
-    tail = tail[~np.isnan(tail)]
-    return float(tail.mean()) if tail.size else math.nan
+#: Episodes that `final_return` averages: the newest that ended, whole updates at a time.
+FINAL_EPISODES = 100
+
+
+def final_return(
+    episode_return: np.ndarray,
+    episode_count: np.ndarray | None = None,
+    *,
+    episodes: int = FINAL_EPISODES,
+    last: int = 10,
+) -> float:
+    """The run's final return (`final_return_of`'s value)."""
+    return final_return_of(episode_return, episode_count, episodes=episodes, last=last)[0]
+
+
+def final_return_of(
+    episode_return: np.ndarray,
+    episode_count: np.ndarray | None = None,
+    *,
+    episodes: int = FINAL_EPISODES,
+    last: int = 10,
+) -> tuple[float, int]:
+    """`(mean return, episodes)` of the newest finished training episodes.
+
+    With `episode_count` `[U]` (the episodes that ended in each update; `episode_return`
+    `[U]` their mean), the mean over the episodes of the newest updates until at least
+    `episodes` of them (or all the run's) are counted: every episode weighs the same, so
+    a final update in which one short failure ended does not outweigh one in which many
+    finished. Without counts (tables written before `episode_count` existed), the mean
+    of the last `last` updates' values and the number of those updates.
+    Returns `(nan, 0)` when no episode ended.
+    """
+    returns = np.asarray(episode_return, np.float64)
+    counts = None if episode_count is None else np.asarray(episode_count, np.float64)
+    if counts is None or not np.isfinite(counts).any():
+        tail = returns[-last:]
+        tail = tail[~np.isnan(tail)]
+        return (float(tail.mean()), len(tail)) if tail.size else (math.nan, 0)
+    total = weight = 0.0
+    for value, count in zip(returns[::-1], counts[::-1], strict=True):
+        if count > 0 and np.isfinite(value):
+            total, weight = total + value * count, weight + count
+            if weight >= episodes:
+                break
+    return (total / weight, int(weight)) if weight else (math.nan, 0)
 
 
 def iqm(values: np.ndarray) -> float:

@@ -86,7 +86,8 @@ class SeedsResult(NamedTuple):
       metrics: one row per seed x update: columns `seed`, `update`, every metric.
       summary: one row per seed (`seed`, `final_return`, `diverged`), then the rows
         `AGGREGATES` (the `seed` column holds their names), as in `summary.csv`.
-      final_returns: float64 `[S]`, mean episode return of each seed's last 10 updates
+      final_returns: float64 `[S]`, each seed's mean return of its newest 100 finished
+        training episodes (`report.final_return`)
         (NaN-aware, as `purejaxppo train` prints).
       diverged: seed -> first update (1-based) with a NaN / Inf loss or parameter, for
         the seeds that diverged only.
@@ -444,7 +445,9 @@ class _SeedsRun:
             ignore_index=True,
         )
         metrics_table = metrics_table[["seed", "update", *self.names]]
-        finals = np.array([final_return(t["episode_return"].to_numpy()) for t in tables])
+        finals = np.array(
+            [final_return(t["episode_return"], t.get("episode_count")) for t in tables]
+        )
         first_bad = {seeds[k]: bad.update for k, bad in self.diverged.items()}
         summary = summarize_seeds(seeds, finals, first_bad)
         write_csv(run_dir / "metrics.csv", metrics_table)

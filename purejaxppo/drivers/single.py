@@ -26,7 +26,7 @@ from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers import warm
 from purejaxppo.drivers.plots import plot_learning_curve
-from purejaxppo.drivers.report import final_return
+from purejaxppo.drivers.report import final_return_of
 from purejaxppo.drivers.segments import (
     SegmentHooks,
     first_divergence,
@@ -48,8 +48,11 @@ class RunResult(NamedTuple):
 
     run_dir: Path
     metrics: pd.DataFrame  # one row per update; columns "update" and every metric
-    final_return: float  # mean episode_return over the last 10 updates (NaN-aware)
+    # Mean return of the newest finished training episodes (`report.final_return_of`),
+    # and how many episodes that is.
+    final_return: float
     runner_state: RunnerState
+    final_episodes: int = 0
 
 
 def train_and_log(
@@ -130,11 +133,13 @@ def train_and_log(
     # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
     with rundir.claim(run_dir, "run", resume=resume, overwrite=overwrite):
         table = _train_claimed(run, key, loggers, resume, progress, plot)
+    final, episodes = final_return_of(table["episode_return"], table.get("episode_count"))
     return RunResult(
         run_dir=run_dir,
         metrics=table,
-        final_return=final_return(table["episode_return"].to_numpy()),
+        final_return=final,
         runner_state=run.runner,
+        final_episodes=episodes,
     )
 
 

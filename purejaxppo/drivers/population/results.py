@@ -47,7 +47,7 @@ class PBTResult:
         `fitness` (-inf when diverged), `episode_return` (mean over the fitness window)
         and `diverged`.
       summary: one row per member of the final population, best first: `member`,
-        `fitness`, `final_return` (mean episode return of its last 10 updates),
+        `fitness`, `final_return` (mean of its last 10 updates' episode returns),
         `diverged`, `times_replaced`, `root` (the generation-0 member its state descends
         from) and its final searched values.
       curves: per member and update: `member`, `update`, `env_steps`, `episode_return`.

@@ -103,6 +103,7 @@ def runs_frame(curves, settings, seed_list, swept, diverged):
         setting = run_id // len(seed_list)
         row = {"run": run_id, "setting": setting, "seed": seed_list[run_id % len(seed_list)]}
         row.update({column(name): cell(settings[setting].get(name)) for name in swept})
+        # (sweep curves keep the returns only: the mean of the last 10 updates' values)
         row["final_return"] = final_return(frame["episode_return"].to_numpy())
         row["diverged"] = int(diverged.get(run_id, 0))
         rows.append(row)
