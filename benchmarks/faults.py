@@ -5,7 +5,10 @@ checkpoint is being written (several timings), then `--resume`; damaged checkpoi
 (truncated / zeroed / deleted files in the newest, then in all) then `--resume`, `eval`,
 `export`; a small full disk (a 300 KiB tmpfs when run as root and `mount` works, else
 skipped with the reason printed); unwritable and impossible paths (/proc/..., a path
-under a file).
+under a file). Issue #38: readers (`eval`, `eval --all-steps`, `export`) in a loop beside a
+run that saves every update; SIGTERM to a chunked sweep, then `sweep --resume`; SIGTERM
+to `collect` mid-way, then `load_episodes` of the partial dataset; a second SIGINT 1 s
+after the first during training (exit 130 at once, one line).
 
 Each outcome is classified:
   clean  a one-line error or a correct recovery, the documented exit code, no data lost;
@@ -60,7 +63,8 @@ def error_lines(stderr: str) -> list[str]:
     for line in stderr.splitlines():
         if not line.strip() or "it/s]" in line or "update/s]" in line or "warnings.warn(" in line:
             continue
-        notes = ("set aside", "--overwrite: removing", "purejaxppo: warning:", "resumed from")
+        notes = ("set aside", "--overwrite: removing", "purejaxppo: warning:", "resumed from",
+                 "purejaxppo: SIGINT:", "purejaxppo: SIGTERM:", "sweep: ")  # fmt: skip
         if "UserWarning" in line or line.startswith(notes):
             continue
         keep.append(line)
@@ -281,12 +285,176 @@ def unwritable(tmp: Path) -> None:
         record(f"unwritable: {name}", outcome, out.returncode, last_line(out.stderr))
 
 
+# ----------------------------------------------------------------- issue #38
+def wait_for(found: Callable[[], bool], proc: subprocess.Popen, timeout: float) -> bool:
+    """Polls `found()` while `proc` runs, at most `timeout` s; whether it became true."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        if found():
+            return True
+        time.sleep(0.01)
+    return found()
+
+
+def stop(proc: subprocess.Popen, timeout: float) -> tuple[int, str]:
+    """Waits for `proc` at most `timeout` s (SIGKILL after); its exit code and stderr."""
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        err += f"\n(faults.py: killed after {timeout:.0f} s)"
+    return proc.returncode, err
+
+
+def reader_beside_writer(tmp: Path) -> None:
+    """`eval`, `eval --all-steps` and `export` in a loop beside a run saving every update:
+    the readers must leave the writer's in-progress `*.orbax-checkpoint-tmp` folders alone."""
+    run_dir = tmp / "reader-writer"
+    args = [*TINY, "--total-timesteps", str(4 * 16 * N_LONG), "--save-freq", "1"]
+    proc = start("train", "--run-dir", str(run_dir), *args)
+    wait_for_step(run_dir, 1, proc)
+    readers = [
+        ["eval", str(run_dir), "--episodes", "1"],
+        ["eval", str(run_dir), "--episodes", "1", "--all-steps", "--overwrite"],
+        ["export", str(run_dir), "--to", str(tmp / "reader-writer.pt"), "--overwrite"],
+    ]
+    codes, refused, ugly = [], [], []
+    deadline = time.monotonic() + 540
+    while proc.poll() is None and time.monotonic() < deadline:
+        reader = readers[len(codes) % len(readers)]
+        out = cli(*reader, timeout=120)
+        codes.append(out.returncode)
+        # A reader may be refused in one line (exit 2: e.g. its checkpoint was rotated
+        # away by the writer's keep_checkpoints); anything else is ugly.
+        if out.returncode != 0:
+            one_line = classify(out.returncode, out.stderr, (2,), True) == "clean"
+            (refused if one_line else ugly).append(f"{reader[0]}: {last_line(out.stderr)}")
+    rc, err = stop(proc, 60)
+    data_ok = rc == 0 and updates_ok(run_dir, N_LONG)
+    outcome = classify(rc, err, (0,), data_ok)
+    if outcome == "clean" and (ugly or not codes):
+        outcome = "ugly"
+    note = (
+        f"writer exit {rc}, {'all' if data_ok else 'NOT all'} {N_LONG} updates; "
+        f"{len(codes)} reads beside it, exits {sorted(set(codes))}; "
+        + "; ".join((ugly + refused)[:2])
+    )
+    record("reader (eval / --all-steps / export) beside a writer", outcome, rc, note)
+
+
+def sweep_sigterm(tmp: Path) -> None:
+    """SIGTERM once the first chunk file is on disk, then `sweep --resume`."""
+    out = tmp / "sweep-term"
+    runs = 6  # 3 seeds x 2 settings, one run per chunk
+    proc = start("sweep", "--out", str(out), "--grid", "gamma=0.9,0.99", "--seeds", "3",
+                 "--max-runs-per-chunk", "1", *TINY,
+                 "--total-timesteps", str(4 * 16 * N_LONG))  # fmt: skip
+
+    def chunk_files() -> list[Path]:
+        return sorted((out / "chunks").glob("group*-chunk*.npz"))
+
+    if not wait_for(lambda: bool(chunk_files()), proc, 300):
+        rc, err = stop(proc, 60)
+        record("sweep: SIGTERM after the first chunk", "ugly", rc, "no chunk file appeared")
+        return
+    proc.send_signal(signal.SIGTERM)
+    rc, err = stop(proc, 120)
+    saved = len(chunk_files())
+    outcome = classify(rc, err, (143,), 0 < saved < runs)
+    record("sweep: SIGTERM after the first chunk", outcome, rc,
+           f"{saved} of {runs} chunk files saved; {last_line(err)}")  # fmt: skip
+    done = cli("sweep", "--resume", str(out), "--no-progress", timeout=300)
+    data_ok = done.returncode != 0 or len(chunk_files()) == runs
+    outcome = classify(done.returncode, done.stderr, (0,), data_ok)
+    record("sweep: --resume after SIGTERM", outcome, done.returncode,
+           f"{len(chunk_files())} of {runs} chunk files; "
+           f"{last_line(done.stderr) or last_line(done.stdout)}")  # fmt: skip
+
+
+def collect_interrupted(tmp: Path) -> None:
+    """SIGTERM to `collect` once its first `episodes_*.npz` is written, then `load_episodes`:
+    a one-line ValueError naming the partial dataset, not a silent partial read."""
+    src = tmp / "collect-src"
+    made = cli("train", "--run-dir", str(src), *SHORT)
+    assert made.returncode == 0, made.stderr
+    dataset = tmp / "collect-partial"
+    # CartPole episodes of this barely trained policy are ~20 steps; a chunk file holds
+    # 100,000 steps (`collect`'s flush_steps), so 200,000 episodes are dozens of files.
+    proc = start("collect", str(src), "--episodes", "200000", "--out", str(dataset))
+    if not wait_for(lambda: any(dataset.glob("episodes_*.npz")), proc, 300):
+        rc, err = stop(proc, 60)
+        record("collect: SIGTERM mid-way, load_episodes", "ugly", rc,
+               f"no episodes_*.npz appeared; {last_line(err)}")  # fmt: skip
+        return
+    proc.send_signal(signal.SIGTERM)
+    rc, _ = stop(proc, 60)
+    files = len(list(dataset.glob("episodes_*.npz")))
+    load = subprocess.run(
+        [sys.executable, "-c", f"import purejaxppo as pjp; pjp.load_episodes({str(dataset)!r})"],
+        capture_output=True, text=True, env=ENV, timeout=120, cwd=CODE[0],
+    )  # fmt: skip
+    # `python -c` prints the uncaught error's traceback; its message is the last line.
+    message = load.stderr.strip().splitlines()[-1] if load.stderr.strip() else ""
+    partial = message.startswith("ValueError: ") and "partial dataset" in message
+    no_meta = not (dataset / "metadata.json").exists()
+    outcome = "clean" if partial and no_meta and load.returncode == 1 else "ugly"
+    if load.returncode == 0:
+        outcome = "lost"  # a partial dataset read silently
+    record("collect: SIGTERM mid-way, load_episodes", outcome, f"{rc}/{load.returncode}",
+           f"{files} chunk file(s) left; {message}")  # fmt: skip
+
+
+def second_sigint(tmp: Path) -> None:
+    """SIGINT during a long segment, a second SIGINT 1 s later: exit 130 at once, no traceback."""
+    run_dir = tmp / "second-sigint"
+    # Segments of 200 updates of 2,048 steps: several seconds each, longer than the 1 s gap.
+    proc = start("train", "--run-dir", str(run_dir), "--num-envs", "16", "--num-steps", "128",
+                 "--hidden-sizes", "64,64", "--log-freq", "200", "--no-progress",
+                 "--total-timesteps", str(16 * 128 * 5000))  # fmt: skip
+    metrics = run_dir / "metrics.csv"
+
+    def size() -> int:
+        return metrics.stat().st_size if metrics.is_file() else 0
+
+    # Time the second segment (the first compiles), then signal a quarter into the third.
+    if not wait_for(lambda: size() > 0, proc, 300):
+        rc, err = stop(proc, 60)
+        record("second SIGINT during training", "ugly", rc, f"no segment ran; {last_line(err)}")
+        return
+    first, began = size(), time.monotonic()
+    wait_for(lambda: size() > first, proc, 300)
+    segment = time.monotonic() - began
+    time.sleep(segment / 4)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    if proc.poll() is not None:  # the first SIGINT's segment ended within the second
+        rc, err = stop(proc, 10)
+        record("second SIGINT during training", "skip", rc, "exited before the second SIGINT")
+        return
+    proc.send_signal(signal.SIGINT)
+    second = time.monotonic()
+    rc, err = stop(proc, 30)
+    after = time.monotonic() - second
+    said = "stopped at once by a second SIGINT" in err
+    outcome = classify(rc, err, (130,), True)
+    if outcome == "clean" and not (said and after <= 2.5):
+        outcome = "ugly"
+    line = next((x for x in err.splitlines() if "second SIGINT" in x), last_line(err))
+    note = f"segments of {segment:.1f} s; exit {after:.1f} s after the second; {line}"
+    record("second SIGINT during training", outcome, rc, note)
+
+
 SCENARIOS: dict[str, Callable[[Path], None]] = {
     "unwritable": unwritable,
     "full_disk": full_disk,
     "damaged_checkpoints": damaged_checkpoints,
     "kill_at_checkpoint": kill_at_checkpoint,
     "two_writers": two_writers,
+    "reader_beside_writer": reader_beside_writer,
+    "sweep_sigterm": sweep_sigterm,
+    "collect_interrupted": collect_interrupted,
+    "second_sigint": second_sigint,
 }
 
 

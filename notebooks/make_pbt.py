@@ -1,4 +1,9 @@
-"""Writes notebooks/pbt.ipynb (run: python notebooks/make_pbt.py)."""
+"""Writes notebooks/pbt.ipynb (run: python notebooks/make_pbt.py).
+
+The docs site shows the outputs stored in the notebook: after regenerating it, store
+them again with `jupyter execute --inplace notebooks/pbt.ipynb` (from a scratch copy:
+the notebook writes run directories where it runs).
+"""
 
 from pathlib import Path
 

@@ -1,4 +1,9 @@
-"""Writes notebooks/quickstart.ipynb (run: python notebooks/make_quickstart.py)."""
+"""Writes notebooks/quickstart.ipynb (run: python notebooks/make_quickstart.py).
+
+The docs site shows the outputs stored in the notebook: after regenerating it, store
+them again with `jupyter execute --inplace notebooks/quickstart.ipynb` (from a scratch copy:
+the notebook writes run directories where it runs).
+"""
 
 from pathlib import Path
 

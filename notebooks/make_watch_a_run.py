@@ -1,5 +1,9 @@
 """Writes notebooks/watch_a_run.ipynb (run: python notebooks/make_watch_a_run.py).
 
+The docs site shows the outputs stored in the notebook: after regenerating it, store
+them again with `jupyter execute --inplace notebooks/watch_a_run.ipynb` (from a scratch
+copy: the notebook writes run directories where it runs).
+
 tests/test_notebook.py executes it at a small size (WATCH_A_RUN_TIMESTEPS)."""
 
 from pathlib import Path

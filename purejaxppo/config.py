@@ -139,6 +139,12 @@ class PPOConfig:
         exceeds it; None turns early stopping off.
       critic_pretrain_steps: number of updates at the start that train only the critic.
       hidden_sizes: widths of the hidden layers of the actor and of the critic MLP.
+      head_hidden_sizes: hidden layers of the actor and critic heads, after the encoder
+        (and core): AgileRL's `head_config`. None (default): none for feed-forward
+        policies, one of `hidden_sizes[-1]` units on a recurrent core; [] linear heads.
+      latent_dim: None (default) or the width each observation input's encoder is
+        projected to (one more dense layer + activation) before the inputs'
+        features are concatenated (AgileRL's multi-input `latent_dim`).
       activation: one of "tanh", "relu", "gelu", "silu", "elu", "leaky_relu"; used by
         every hidden layer (dense and convolutional).
       encoder: how observations are encoded before the `hidden_sizes` layers: "mlp"
@@ -183,6 +189,8 @@ class PPOConfig:
         environment, not by time), each re-run from its stored initial hidden state.
       recurrent_size: units of the recurrent core (LSTM: the state holds cell and hidden,
         2 * recurrent_size numbers per env).
+      recurrent_layers: stacked "lstm" / "gru" cells (default 1), each feeding the next;
+        the state concatenates the layers' states, layer 0 first.
       transformer_layers: layers of the "transformer" core.
       transformer_heads: attention heads per layer (must divide transformer_dim).
       transformer_dim: model width D of the "transformer" core (its output size).
@@ -285,6 +293,8 @@ class PPOConfig:
     target_kl: float | None = traced(None, "loss", none_as=math.inf)
     critic_pretrain_steps: int = static(0, "loss")
     hidden_sizes: tuple[int, ...] = static((64, 64), "network")
+    head_hidden_sizes: tuple[int, ...] | None = static(None, "network")
+    latent_dim: int | None = static(None, "network")
     activation: str = static("tanh", "network")
     encoder: str = static("mlp", "network")
     cnn_channels: tuple[int, ...] = static((32, 64, 64), "network")
@@ -298,6 +308,7 @@ class PPOConfig:
     action_mask_key: str | None = static("action_mask", "network")
     recurrent: str | None = static(None, "recurrent")
     recurrent_size: int = static(64, "recurrent")
+    recurrent_layers: int = static(1, "recurrent")
     transformer_layers: int = static(2, "recurrent")
     transformer_heads: int = static(2, "recurrent")
     transformer_dim: int = static(64, "recurrent")

@@ -286,6 +286,14 @@ def check_network(c: Any) -> None:
                 )
     if c.conv_impl not in CONV_IMPLS:
         raise bad("conv_impl", c.conv_impl, f"must be one of {CONV_IMPLS}")
+    if c.head_hidden_sizes is not None and any(h < 1 for h in c.head_hidden_sizes):
+        raise bad(
+            "head_hidden_sizes",
+            list(c.head_hidden_sizes),
+            "must be null (the default heads) or a list of sizes >= 1 ([] for linear heads)",
+        )
+    if c.latent_dim is not None and c.latent_dim < 1:
+        raise bad("latent_dim", c.latent_dim, "must be null (no projection) or >= 1")
     if c.action_mask_key is not None and not c.action_mask_key:
         raise bad("action_mask_key", c.action_mask_key, "must be a non-empty key or null (off)")
 
@@ -302,7 +310,14 @@ def check_recurrent(c: Any) -> None:
             c.transformer_dim,
             f"must be divisible by transformer_heads={c.transformer_heads}",
         )
-    _at_least(c, ("recurrent_size",), 1, "must be >= 1")
+    _at_least(c, ("recurrent_size", "recurrent_layers"), 1, "must be >= 1")
+    if c.recurrent_layers > 1 and c.recurrent not in ("lstm", "gru"):
+        raise bad(
+            "recurrent_layers",
+            c.recurrent_layers,
+            f"stacks lstm / gru cells; recurrent={c.recurrent!r} (the transformer core has "
+            "transformer_layers)",
+        )
     if c.max_seq_len is not None:
         if c.max_seq_len < 1 or c.num_steps % c.max_seq_len:
             raise bad(

@@ -105,6 +105,15 @@ CASES = {
         "CartPole-v1",
         dict(recurrent="transformer", transformer_dim=8, transformer_heads=2, memory_len=3),
     ),
+    # issue 40: head_hidden_sizes, recurrent_layers, latent_dim
+    "head-hidden": ("Pendulum-v1", dict(head_hidden_sizes=(10, 6), activation="relu")),
+    "lstm-linear-heads": ("CartPole-v1", dict(recurrent="lstm", head_hidden_sizes=())),
+    "lstm-stacked-3": ("CartPole-v1", dict(recurrent="lstm", recurrent_size=5, recurrent_layers=3)),
+    "gru-stacked-separate": (
+        "Pendulum-v1",
+        dict(recurrent="gru", recurrent_size=6, recurrent_layers=2, share_encoder=False),
+    ),
+    "dict-latent": (DICT_MASK_ENV, dict(MINATAR_CNN, latent_dim=7, head_hidden_sizes=(9,))),
 }
 ONNX_CASES = (
     "mlp-discrete",
@@ -114,6 +123,8 @@ ONNX_CASES = (
     "lstm-shared",
     "dict-image-mask",
     "transformer",
+    "lstm-stacked-3",
+    "dict-latent",
 )
 MUTATE = ("mlp-discrete", "encoders.0.inputs.0.mlp.dense.1.weight")  # [24, 24]
 
@@ -284,6 +295,7 @@ def test_torchscript_written_for_array_observations_only(exported):
             "multi-discrete-mask",
             "tuple-obs",
             "lstm-dict-mask",
+            "dict-latent",
         )
         plain = plain and name != "masked-probe"
         assert meta["torchscript"]["written"] == plain, (name, meta["torchscript"])

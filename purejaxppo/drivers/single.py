@@ -182,6 +182,28 @@ def _train_claimed(
     return table
 
 
+GAME_RETURN, GAME_OVER = "info/game_over_return", "info/game_over"
+
+
+def return_postfix(frame: pd.DataFrame) -> dict[str, str]:
+    """The progress bar's return entry for one segment's rows of metrics.
+
+    With both Atari metrics `info/game_over_return` and `info/game_over` (configs/atari.yaml's
+    `info_metrics`): `game`, the mean raw full-game score of the games that ended in the
+    segment, sum(game_over_return * n) / sum(game_over * n) with n the rows'
+    `episode_count` (1 without it); "n/a" when no game ended. Otherwise `ret`, the newest
+    `episode_return` (under `episodic_life` / `reward_clip` a clipped one-life return).
+    """
+    if GAME_RETURN in frame and GAME_OVER in frame:
+        weight = frame["episode_count"] if "episode_count" in frame else 1.0
+        rows = frame[GAME_RETURN].notna() & frame[GAME_OVER].notna()
+        games = float((frame[GAME_OVER] * weight)[rows].sum())
+        total = float((frame[GAME_RETURN] * weight)[rows].sum())
+        return {"game": f"{total / games:.1f}" if games > 0 else "n/a"}
+    returns = frame["episode_return"].dropna()
+    return {"ret": f"{returns.iloc[-1]:.1f}" if len(returns) else "n/a"}
+
+
 class _SingleRun:
     """The state of one `train_and_log` and its `SegmentHooks` (run, process, save)."""
 
@@ -301,14 +323,9 @@ class _SingleRun:
             self.sinks.log_metrics(int(row["env_steps"]), row)
         env_steps = int(frame["env_steps"].iloc[-1])
         self.media(self.runner, self.done, env_steps, self.run_dir, self.sinks)
-        returns = frame["episode_return"].dropna()
         elapsed = time.perf_counter() - self.start_time
         speed = (self.done - self.start_updates) * self.config.batch_size / elapsed
-        return {
-            "env_steps": f"{env_steps:,}",
-            "sps": f"{speed:,.0f}",
-            "ret": f"{returns.iloc[-1]:.1f}" if len(returns) else "n/a",
-        }
+        return {"env_steps": f"{env_steps:,}", "sps": f"{speed:,.0f}", **return_postfix(frame)}
 
     def _check_finite(self, done: int, length: int, metrics: Any, frame: pd.DataFrame) -> None:
         """Raises `TrainingDiverged` for a NaN / Inf loss or parameter, after writing the

@@ -11,9 +11,11 @@ may be jax arrays; they are read with `np.asarray`).
     <enc>/<in>_cnn/conv_<j>                   <enc>.inputs.<i>.conv.convs.<j>
     <enc>/<in>_impala/stage_<s>/conv          <enc>.inputs.<i>.conv.stages.<s>.conv
     <enc>/<in>_impala/stage_<s>/block_<b>/conv_<j>   ....stages.<s>.blocks.<b>.convs.<j>
+    <enc>/<in>_latent                         <enc>.inputs.<i>.latent.dense.0
     core | actor_core, critic_core            cores.0 | cores.0, cores.1
     <core>/cell/{ii,if,ig,io,hi,hf,hg,ho}     <core>.cell.{weight,bias}_{ih,hh} (LSTM)
     <core>/cell/{ir,iz,in,hr,hz,hn}           <core>.cell.{weight,bias}_{ih,hh} (GRU)
+    <core>/cell_<l>/...  (recurrent_layers)   <core>.layers.<l>.cell....
     <core>/transformer/input_proj, layer_<l>/...   <core>.input_proj, layers.<l>....
     {actor,critic}_head/dense_<j>, out        {actor,critic}_head.hidden.dense.<j>, .out
     log_std                                   log_std
@@ -191,6 +193,8 @@ def _encoder_entry(parts: list[str], input_names: list[str]) -> tuple[str, Calla
     leaf, transform = _leaf(rest[-1], _conv if kind in ("cnn", "impala") else _dense)
     if kind == "mlp":  # dense_<j>/<leaf>
         return f"inputs.{i}.mlp.dense.{_num(rest[0], 'dense')}.{leaf}", transform
+    if kind == "latent" and len(rest) == 1:  # <leaf>
+        return f"inputs.{i}.latent.dense.0.{leaf}", transform
     if kind == "cnn":  # conv_<j>/<leaf>
         return f"inputs.{i}.conv.convs.{_num(rest[0], 'conv')}.{leaf}", transform
     if kind == "impala":  # stage_<s>/conv/<leaf> | stage_<s>/block_<b>/conv_<j>/<leaf>
@@ -278,7 +282,10 @@ def torch_state_dict(
                 key, transform = _encoder_entry(parts[1:-1] + [parts[-1]], names)
                 out[f"{_TOWERS[top]}.{key}"] = transform(array)
             elif top in _TOWERS and parts[1] == "cell" and core_kind in ("lstm", "gru"):
-                cells.add(top)
+                cells.add((f"{top}/cell", f"{_TOWERS[top]}.cell"))
+            elif top in _TOWERS and parts[1].startswith("cell_") and core_kind in ("lstm", "gru"):
+                layer = _num(parts[1], "cell")
+                cells.add((f"{top}/{parts[1]}", f"{_TOWERS[top]}.layers.{layer}.cell"))
             elif top in _TOWERS and parts[1] == "transformer" and core_kind == "transformer":
                 key, transform = _transformer_entry(parts[2:])
                 out[f"{_TOWERS[top]}.{key}"] = transform(array)
@@ -288,7 +295,7 @@ def torch_state_dict(
             unmapped.append(name)
     if unmapped:
         raise ValueError(f"params the torch export cannot map: {sorted(unmapped)}")
-    for top in sorted(cells):
-        for key, array in _cell_arrays(flat, f"{top}/cell", core_kind, core_size).items():
-            out[f"{_TOWERS[top]}.cell.{key}"] = array
+    for prefix, torch_prefix in sorted(cells):
+        for key, array in _cell_arrays(flat, prefix, core_kind, core_size).items():
+            out[f"{torch_prefix}.{key}"] = array
     return {k: np.ascontiguousarray(v, np.float32) for k, v in out.items()}

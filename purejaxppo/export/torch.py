@@ -194,7 +194,7 @@ def prepare(request: ExportRequest) -> Prepared:
         "action": _json_safe(constructor["action"]),
         "recurrent": core.kind,
         "state_size": state_size(config) if core.kind else 0,
-        "state_layout": _state_layout(core.kind, config.shares_encoder),
+        "state_layout": _state_layout(core.kind, config.shares_encoder, core.layers),
         "inputs": [n for _, n, _, _ in obs_leaves] + (["state"] if core.kind else []),
         "outputs": ["actor_out", "value"] + (["state_out"] if core.kind else []),
         "actor_out": _actor_out_doc(spec, config.squash_actions),
@@ -276,6 +276,7 @@ def _constructor(module: ActorCritic, spec: ActionSpec, squash: bool, mask_key: 
             "cnn_kernel_sizes": list(enc.cnn_kernel_sizes),
             "cnn_strides": list(enc.cnn_strides),
             "impala_channels": list(enc.impala_channels),
+            "latent_dim": enc.latent_dim,
         },
         "core": None if core.kind is None else dict(core._asdict()),
         "shared": module.shared,
@@ -340,10 +341,12 @@ def _example_obs(space: Any, batch: int) -> Any:
     return torch.zeros(batch, *[int(s) for s in space.shape])
 
 
-def _state_layout(kind: str | None, shared: bool) -> str | None:
+def _state_layout(kind: str | None, shared: bool, layers: int = 1) -> str | None:
     if kind is None:
         return None
     layout = STATE_LAYOUTS[kind]
+    if layers > 1:  # stacked cells (recurrent_layers)
+        layout = f"[{' | '.join(f'layer {i} {layout}' for i in range(layers))}]"
     return layout if shared else f"[actor {layout} | critic {layout}]"
 
 

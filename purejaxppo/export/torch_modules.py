@@ -17,7 +17,8 @@ It computes the same functions as the flax module, on float32 tensors:
   `net.initial_state(B)` (zeros) and `net.reset_state(state, done [B])` (zeroes the rows
   of ended episodes, as purejaxppo resets). The state has purejaxppo's layout, so it moves
   between JAX and torch unchanged: LSTM `[c, h]`, GRU `[h]`, transformer `[memory, flags]`;
-  separate actor / critic towers concatenate `[actor S | critic S]`.
+  stacked cells (`layers` > 1) concatenate `[layer 0 S | layer 1 S | ...]`, separate
+  actor / critic towers `[actor S | critic S]`.
 
 `obs` is a tensor `[B, *obs_shape]` (plain observations), a dict of tensors (dict
 observations, keys as the env's; the action-mask entry `mask_key`, if any, masks the
@@ -215,6 +216,7 @@ class InputEncoder(nn.Module):
     scale: Final[float]
     normalized: Final[bool]
     norm_clip: Final[float]
+    has_latent: Final[bool]
 
     def __init__(self, spec: Dict[str, Any], encoder: Dict[str, Any]):
         super().__init__()
@@ -248,6 +250,11 @@ class InputEncoder(nn.Module):
             size = math.prod(shape)
         self.mlp = DenseStack(size, encoder["hidden_sizes"], act)
         self.out_size = self.mlp.out_size
+        # latent_dim: one more dense layer `latent` + activation (flax `<name>_latent`)
+        latent = encoder.get("latent_dim")
+        self.latent = DenseStack(self.out_size, [int(latent)] if latent else [], act)
+        self.has_latent = bool(latent)
+        self.out_size = self.latent.out_size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.one_hot:
@@ -257,7 +264,10 @@ class InputEncoder(nn.Module):
             x = torch.clamp((x - self.norm_mean) * self.norm_scale, -self.norm_clip, self.norm_clip)
         if self.rescaled:
             x = (x - self.shift) / self.scale
-        return self.mlp(self.conv(x))
+        x = self.mlp(self.conv(x))
+        if self.has_latent:
+            x = self.latent(x)
+        return x
 
 
 class Encoder(nn.Module):
@@ -421,8 +431,33 @@ class TransformerCore(nn.Module):
         return new_state, h
 
 
+class StackedCore(nn.Module):
+    """`recurrent_layers` L > 1 LSTM / GRU cores `layers.<l>` (flax `cell_<l>`), each on
+    the output of the one below; state `[layer 0 S | ... | layer L-1 S]`."""
+
+    size: Final[int]
+
+    def __init__(self, kind: str, in_size: int, size: int, layers: int):
+        super().__init__()
+        cell = LSTMCore if kind == "lstm" else GRUCore
+        self.layers = nn.ModuleList(
+            [cell(in_size if i == 0 else size, size) for i in range(layers)]
+        )
+        self.size = 2 * size if kind == "lstm" else size
+
+    def forward(self, state: torch.Tensor, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        parts: List[torch.Tensor] = []
+        for i, layer in enumerate(self.layers):
+            part, x = layer(state[:, i * self.size : (i + 1) * self.size], x)
+            parts.append(part)
+        return torch.cat(parts, -1), x
+
+
 def make_core(core: Dict[str, Any], in_size: int) -> nn.Module:
     """The core of `core["kind"]` ("lstm", "gru" or "transformer") on features [B, in_size]."""
+    layers = int(core.get("layers", 1))
+    if layers > 1 and core["kind"] in ("lstm", "gru"):
+        return StackedCore(core["kind"], in_size, core["size"], layers)
     if core["kind"] == "lstm":
         return LSTMCore(in_size, core["size"])
     if core["kind"] == "gru":
@@ -441,9 +476,9 @@ def make_core(core: Dict[str, Any], in_size: int) -> nn.Module:
 def core_sizes(core: Dict[str, Any]) -> Tuple[int, int]:
     """(S, H): state floats per env and output width of one core."""
     if core["kind"] == "lstm":
-        return 2 * core["size"], core["size"]
+        return 2 * core["size"] * int(core.get("layers", 1)), core["size"]
     if core["kind"] == "gru":
-        return core["size"], core["size"]
+        return core["size"] * int(core.get("layers", 1)), core["size"]
     layers, dim, mem = core["transformer_layers"], core["transformer_dim"], core["memory_len"]
     return layers * mem * dim + mem, dim
 
@@ -454,8 +489,8 @@ class ActorCritic(nn.Module):
 
     Constructor arguments (JSON, from the export's metadata): `inputs` (per encoded
     observation array: name, path of dict keys / tuple indices, shape, image, shift,
-    scale), `encoder` (kind, hidden_sizes, activation and the conv settings), `core`
-    (None, or kind, size and the transformer settings), `shared` (one torso or separate
+    scale), `encoder` (kind, hidden_sizes, activation, the conv settings and latent_dim),
+    `core` (None, or kind, size, layers and the transformer settings), `shared` (one torso or separate
     actor / critic towers), `head_hidden_sizes`, `action` (kind, num_actions, shape, low,
     high, nvec, squash), `mask_key` (the dict entry holding the action mask, or None) and
     `tower_inputs` (the indices of the inputs each separate tower encodes; None: all of

@@ -5,8 +5,9 @@ One module for every built-in policy. Submodules (their names are the parameter 
 * shared torso (`share_encoder`, the default for recurrent cores): `encoder`, `core`;
   separate towers: `actor_encoder`, `critic_encoder`, `actor_core`, `critic_core`.
 * `actor_head` / `critic_head`: `Head`s (`dense_<i>` hidden layers, then `out`;
-  orthogonal 0.01 / 1.0 as CleanRL). Feed-forward heads are linear; heads on a recurrent
-  core have one hidden layer of `hidden_sizes[-1]` units.
+  orthogonal 0.01 / 1.0 as CleanRL) with `head_hidden_sizes` hidden layers; by default
+  feed-forward heads are linear and heads on a recurrent core have one hidden layer of
+  `hidden_sizes[-1]` units.
 * `log_std` `[A]`: state-independent log standard deviation of Box actions
   (init `log_std_init`, default 0).
 

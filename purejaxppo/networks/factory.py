@@ -98,6 +98,14 @@ def state_size(config: PPOConfig) -> int:
     return size
 
 
+def head_hidden_sizes(config: PPOConfig) -> tuple[int, ...]:
+    """The hidden layers of the actor and critic heads: `config.head_hidden_sizes`, or by
+    default none (feed-forward) / one of `hidden_sizes[-1]` units (on a recurrent core)."""
+    if config.head_hidden_sizes is not None:
+        return tuple(config.head_hidden_sizes)
+    return (config.hidden_sizes[-1],) if config.recurrent is not None else ()
+
+
 def make_networks(
     config: PPOConfig,
     env: Any,
@@ -109,8 +117,10 @@ def make_networks(
 
     Args:
       config: uses `hidden_sizes`, `activation`, `encoder` and its conv settings,
-        `conv_impl`, `share_encoder`, `squash_actions`, `log_std_init`, `action_mask_key`,
-        `recurrent`, `recurrent_size` and the `transformer_*` / `memory_len` fields.
+        `conv_impl`, `latent_dim`, `head_hidden_sizes`, `share_encoder`,
+        `squash_actions`, `log_std_init`, `action_mask_key`, `recurrent`,
+        `recurrent_size`, `recurrent_layers` and the `transformer_*` / `memory_len`
+        fields.
       env, env_params: a gymnax-API environment: Discrete, Box, MultiDiscrete or
         MultiBinary actions; observations an array of any shape (flattened for the MLP,
         `[H, W, C]` for the conv encoders) or a gymnax `Dict` / `Tuple` of arrays.
@@ -149,7 +159,7 @@ def make_networks(
         encoder_settings=EncoderSettings.from_config(config),
         core_settings=core,
         shared=config.shares_encoder,
-        head_hidden_sizes=(config.hidden_sizes[-1],) if stateful else (),
+        head_hidden_sizes=head_hidden_sizes(config),
         log_std_init=config.log_std_init,
         tower_inputs=tower_inputs,
     )

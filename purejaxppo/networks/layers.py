@@ -15,7 +15,8 @@ Encoders (`EncoderSettings.kind`), each followed by the `hidden_sizes` dense lay
 Parameter names (what the checkpoints hold and the export maps), for an input `<in>`
 ("obs" for a plain array, else the dict key / tuple index):
 `<in>_mlp/dense_<i>`, `<in>_cnn/conv_<i>`, `<in>_impala/stage_<s>/conv`,
-`<in>_impala/stage_<s>/block_<b>/conv_<j>`; heads `dense_<i>` then `out`.
+`<in>_impala/stage_<s>/block_<b>/conv_<j>`, `<in>_latent` (`latent_dim`); heads
+`dense_<i>` then `out`.
 """
 
 from __future__ import annotations
@@ -273,8 +274,9 @@ class Encoder(nn.Module):
     rescaled (`(x - shift) / scale`, e.g. uint8 pixels to [0, 1]), then
     gets the conv encoder (images, when `settings.kind` is "cnn" / "impala") or is
     flattened, then its own `hidden_sizes` dense layers (submodules `<name>_cnn` /
-    `<name>_impala` and `<name>_mlp`). The features of several inputs are concatenated in
-    `inputs` order (AgileRL's multi-input encoder).
+    `<name>_impala` and `<name>_mlp`), then, with `settings.latent_dim`, a dense layer
+    `<name>_latent` of `latent_dim` units (orthogonal sqrt 2) + activation. The features
+    of several inputs are concatenated in `inputs` order (AgileRL's multi-input encoder).
     """
 
     inputs: tuple[ObsInput, ...]
@@ -299,5 +301,10 @@ class Encoder(nn.Module):
             else:
                 x = x.reshape((batch, -1))
             x = DenseStack(s.hidden_sizes, s.activation, name=f"{spec.name}_mlp")(x)
+            if s.latent_dim is not None:  # AgileRL's per-input latent_dim
+                latent = nn.Dense(
+                    s.latent_dim, kernel_init=orthogonal(math.sqrt(2.0)), name=f"{spec.name}_latent"
+                )
+                x = ACTIVATIONS[s.activation](latent(x))
             features.append(x)
         return features[0] if len(features) == 1 else jnp.concatenate(features, axis=-1)

@@ -186,6 +186,7 @@ class EncoderSettings(NamedTuple):
     cnn_strides: tuple[int, ...] = (4, 2, 1)
     impala_channels: tuple[int, ...] = (16, 32, 32)
     conv_impl: str = "auto"
+    latent_dim: int | None = None  # per-input projection width before the concatenation
 
     @classmethod
     def from_config(cls, config: PPOConfig) -> EncoderSettings:
@@ -198,6 +199,7 @@ class EncoderSettings(NamedTuple):
             cnn_strides=tuple(config.cnn_strides),
             impala_channels=tuple(config.impala_channels),
             conv_impl=config.conv_impl,
+            latent_dim=config.latent_dim,
         )
 
 
@@ -210,6 +212,7 @@ class CoreSettings(NamedTuple):
     transformer_heads: int = 2
     transformer_dim: int = 64
     memory_len: int = 10
+    layers: int = 1  # recurrent_layers: stacked LSTM / GRU cells
 
     @classmethod
     def from_config(cls, config: PPOConfig) -> CoreSettings:
@@ -220,6 +223,7 @@ class CoreSettings(NamedTuple):
             transformer_heads=config.transformer_heads,
             transformer_dim=config.transformer_dim,
             memory_len=config.memory_len,
+            layers=config.recurrent_layers,
         )
 
 
