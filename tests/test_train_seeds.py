@@ -161,7 +161,6 @@ def test_plot_is_a_png(seeds_run):
         (["--num-seeds", "2", "--collect-freq", "5"], "--collect-freq 5 (datasets during training) is not available with --num-seeds 2"),
         (["--num-seeds", "2", "--logger", "tensorboard"], "--logger tensorboard (loggers=['csv', 'tensorboard']) is not available with --num-seeds 2"),
         (["--num-seeds", "2", "--loggers", "csv,wandb"], "--logger wandb"),
-        (["--num-seeds", "2", "--env-name", "gymnasium:CartPole-v1"], "env_name='gymnasium:CartPole-v1' (host env (gymnasium)): batched runs in one program"),
         (["--devices", "2"], "--devices 2: splits the seeds of --num-seeds N > 1"),
         (["--num-seeds", "2", "--devices", "3"], "--devices 3 is more than --num-seeds 2"),
         (["--num-seeds", "2", "--devices", "0"], "--devices 0: must be >= 1"),

@@ -54,6 +54,7 @@ from purejaxppo import parallel, rundir
 from purejaxppo.checkpoint import save_checkpoint
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers import warm
+from purejaxppo.drivers.host_runs import HostRuns
 from purejaxppo.drivers.plots import plot_learning_curve, plot_seeds
 from purejaxppo.drivers.report import (
     AGGREGATES,  # noqa: F401 - the rows of summary.csv, documented here
@@ -63,6 +64,7 @@ from purejaxppo.drivers.report import (
     write_csv,
     write_yaml,
 )
+from purejaxppo.drivers.seed_checks import check_seeds
 from purejaxppo.drivers.segments import (
     Divergence,
     SegmentHooks,
@@ -104,76 +106,6 @@ class SeedsResult(NamedTuple):
     diverged: dict[int, int]
     runner_state: Any
     num_devices: int
-
-
-def check_seeds(
-    config: PPOConfig,
-    num_seeds: int,
-    *,
-    devices: int | None = None,
-    resume: bool = False,
-) -> list[int]:
-    """Returns the seeds `config.seed + k`, k in [0, num_seeds), after checking that
-    the request can run as one program; imports nothing heavy and starts no JAX backend.
-
-    Raises:
-      ValueError: naming the command-line flag and its value, for `num_seeds` < 1, seeds
-        outside [0, 2**32), `devices` < 1, more devices than seeds, `devices` with a
-        single seed, and for N > 1 together with `resume`, `eval_freq`, `video_freq`,
-        `collect_freq` or a logger other than csv. (Host envs are refused by
-        `train_seeds`, which knows the env suites.)
-    """
-    if isinstance(num_seeds, bool) or not isinstance(num_seeds, (int, np.integer)):
-        raise ValueError(f"--num-seeds {num_seeds!r}: must be an integer >= 1")
-    if num_seeds < 1:
-        raise ValueError(f"--num-seeds {num_seeds}: must be >= 1")
-    if devices is not None:
-        if devices < 1:
-            raise ValueError(f"--devices {devices}: must be >= 1")
-        if num_seeds == 1:
-            raise ValueError(
-                f"--devices {devices}: splits the seeds of --num-seeds N > 1 over devices; "
-                "a single run uses one device"
-            )
-        if devices > num_seeds:
-            raise ValueError(
-                f"--devices {devices} is more than --num-seeds {num_seeds}: every device "
-                "needs at least one seed"
-            )
-    seeds = [config.seed + k for k in range(num_seeds)]
-    if seeds[-1] >= 2**32:
-        raise ValueError(
-            f"--num-seeds {num_seeds} with --seed {config.seed}: the seeds "
-            f"{seeds[0]}..{seeds[-1]} must lie in [0, 2**32)"
-        )
-    if num_seeds == 1:
-        return seeds
-    flag = f"--num-seeds {num_seeds}"
-    if resume:
-        raise ValueError(
-            f"--resume cannot be combined with {flag}: every seed directory is a single "
-            "run, resume them one at a time (purejaxppo train --resume RUN_DIR/seed_<s>)"
-        )
-    afterwards = {
-        "eval_freq": ("evaluation during training", "purejaxppo eval RUN_DIR/seed_<s>"),
-        "video_freq": ("videos during training", "purejaxppo eval RUN_DIR/seed_<s> --video F"),
-        "collect_freq": ("datasets during training", "purejaxppo collect RUN_DIR/seed_<s>"),
-    }
-    for field, (what, instead) in afterwards.items():
-        value = getattr(config, field)
-        if value:
-            raise ValueError(
-                f"--{field.replace('_', '-')} {value} ({what}) is not available with {flag}; "
-                f"set it to 0 and run `{instead}` afterwards"
-            )
-    others = [name for name in config.loggers if name != "csv"]
-    if others:
-        raise ValueError(
-            f"--logger {','.join(others)} (loggers={list(config.loggers)}) is not available "
-            f"with {flag}: only csv (metrics.csv); `purejaxppo sweep` sends one run per seed "
-            "to tensorboard / wandb / mlflow / jsonl"
-        )
-    return seeds
 
 
 def default_seeds_dir(config: PPOConfig, num_seeds: int, root: str | Path = "runs") -> Path:
@@ -237,7 +169,7 @@ def train_seeds(
 
     # Validate everything before anything on disk changes.
     seeds = check_seeds(config, num_seeds, devices=devices if isinstance(devices, int) else None)
-    kinds.check("batched_runs", config.env_name, multi_agent=config.multi_agent)
+    kinds.check("seeds", config.env_name, multi_agent=config.multi_agent)
     if run_dir is not None:
         run_dir = Path(run_dir)
         rundir.check_fresh(run_dir, overwrite)
@@ -254,7 +186,12 @@ def train_seeds(
         run_dir = default_seeds_dir(config, num_seeds)
     # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
     with rundir.claim(run_dir, "run", overwrite=overwrite):
-        run = _SeedsRun(config, fns, seeds, mesh, run_dir, init_params)
+        host_runs = None
+        if fns.host:  # gymnasium: the seeds step one after another (`host_runs`)
+            host_runs = HostRuns(
+                lambda: make_train_fns(warm.program_config(config)), config, seeds, init_params
+            )
+        run = _SeedsRun(config, fns, seeds, mesh, run_dir, init_params, host_runs=host_runs)
         run.write_start(verbose)
         bar = progress_bar(
             config.num_updates,
@@ -279,8 +216,19 @@ def train_seeds(
 class _SeedsRun:
     """The state of one `train_seeds` and its `SegmentHooks` (run, process, save)."""
 
-    def __init__(self, config, fns, seeds: list[int], mesh, run_dir: Path, init_params=None):
+    def __init__(
+        self,
+        config,
+        fns,
+        seeds: list[int],
+        mesh,
+        run_dir: Path,
+        init_params=None,
+        *,
+        host_runs: HostRuns | None = None,
+    ):
         self.config, self.fns, self.seeds, self.mesh = config, fns, seeds, mesh
+        self.host_runs = host_runs
         self.run_dir, self.names = run_dir, fns.metric_names
         self.num_seeds = num_seeds = len(seeds)
         self.num_devices = mesh.devices.size
@@ -335,6 +283,11 @@ class _SeedsRun:
         for seed_dir, seed_config in zip(self.seed_dirs, self.seed_configs, strict=True):
             seed_dir.mkdir(exist_ok=True)
             write_yaml(seed_dir / "config.yaml", seed_config.to_dict())
+        if self.host_runs is not None:  # host envs: no program to batch the seeds in
+            if verbose:
+                print(f"train: {num_seeds} seeds of a host env, stepped one after another")
+            self.runner = self.host_runs.init()
+            return
         if verbose:
             padding = f", {num_runs - num_seeds} padding run(s)" if num_runs > num_seeds else ""
             print(
@@ -360,7 +313,10 @@ class _SeedsRun:
 
     def run(self, done: int, length: int) -> Any:
         self.previous = self.runner  # a diverged seed keeps its last finite state
-        self.runner, metrics, finite = self.run_program(length)(self.runner, self.hparams)
+        if self.host_runs is not None:
+            self.runner, metrics, finite = self.host_runs.run(length)
+        else:
+            self.runner, metrics, finite = self.run_program(length)(self.runner, self.hparams)
         return metrics, finite
 
     def process(self, done: int, length: int, fetched: Any) -> dict[str, str]:

@@ -55,7 +55,8 @@ __all__ = [
 #: Operation -> how it is named in messages and the docs' table.
 OPERATIONS: dict[str, str] = {
     "train": "train (`purejaxppo train`, `make_train(config)(key)`)",
-    "batched_runs": "batched runs in one program (`--num-seeds`, `sweep`, `jax.vmap(train)`)",
+    "seeds": "several seeds (`--num-seeds`, `pjp.train_seeds`)",
+    "batched_runs": "runs batched in one program (`sweep`, `jax.vmap(train)`)",
     "runs_on_devices": "batched runs split over several devices",
     "data_parallel": "data-parallel training (`make_data_parallel_train`: envs over devices)",
     "eval": "evaluation (`pjp.evaluate`, `purejaxppo eval`)",
@@ -185,7 +186,10 @@ HOST = EnvKind(
     title="host env (gymnasium)",
     in_program=False,
     refusals={
-        "batched_runs": _ONE_AGENT + "; a host env cannot step inside one compiled program",
+        "batched_runs": (
+            "a host env cannot step inside one compiled program: train one run per "
+            "setting, or several seeds with `--num-seeds`"
+        ),
         "runs_on_devices": _ONE_AGENT,
         "data_parallel": _ONE_AGENT + " on one device",
         "pbt": _ONE_AGENT + " per setting; a population runs in one compiled program",
@@ -193,6 +197,7 @@ HOST = EnvKind(
     },
     notes={
         "resume": "restarts the host envs' episodes; params, optimizer, statistics go on",
+        "seeds": "one after another on the host, each with its own vector env",
         "eval": "episodes stepped on the host around the jitted policy step",
         "eval_freq": "episodes stepped on the host between segments",
         "video": "gymnasium's render_mode='rgb_array' frames",
