@@ -48,13 +48,20 @@ CODE = [ROOT]
 
 
 def cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=ENV,
-                          timeout=timeout, cwd=CODE[0])  # fmt: skip
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, env=ENV, timeout=timeout, cwd=CODE[0]
+    )
 
 
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=CODE[0])  # fmt: skip
+    return subprocess.Popen(
+        [*CLI, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=CODE[0],
+    )
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -63,8 +70,15 @@ def error_lines(stderr: str) -> list[str]:
     for line in stderr.splitlines():
         if not line.strip() or "it/s]" in line or "update/s]" in line or "warnings.warn(" in line:
             continue
-        notes = ("set aside", "--overwrite: removing", "purejaxppo: warning:", "resumed from",
-                 "purejaxppo: SIGINT:", "purejaxppo: SIGTERM:", "sweep: ")  # fmt: skip
+        notes = (
+            "set aside",
+            "--overwrite: removing",
+            "purejaxppo: warning:",
+            "resumed from",
+            "purejaxppo: SIGINT:",
+            "purejaxppo: SIGTERM:",
+            "sweep: ",
+        )
         if "UserWarning" in line or line.startswith(notes):
             continue
         keep.append(line)
@@ -190,8 +204,12 @@ def damaged_checkpoints(tmp: Path) -> None:
     base = tmp / "damaged-base"
     done = cli("train", "--run-dir", str(base), *SHORT)
     assert done.returncode == 0, done.stderr
-    cases = [("truncate", "newest", ("resume", "export")), ("truncate", "all", ("resume", "export")),
-             ("zero", "newest", ("resume",)), ("delete", "all", ("eval",))]  # fmt: skip
+    cases = [
+        ("truncate", "newest", ("resume", "export")),
+        ("truncate", "all", ("resume", "export")),
+        ("zero", "newest", ("resume",)),
+        ("delete", "all", ("eval",)),
+    ]
     for how, scope, commands in cases:
         last = base / "checkpoints" / "last"
         steps = sorted(int(p.name) for p in last.iterdir() if p.name.isdigit())
@@ -223,25 +241,44 @@ def full_disk(tmp: Path) -> None:
     if os.geteuid() != 0:
         record("full disk", "skip", "-", "not root: cannot mount a small tmpfs")
         return
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)  # fmt: skip
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     if made.returncode != 0:
         record("full disk", "skip", "-", f"mount failed: {made.stderr.strip()}")
         return
     try:
         big = ["--hidden-sizes", "256,256", "--num-envs", "4", "--num-steps", "16"]
-        out = cli("train", "--run-dir", str(mount / "run"), *big, "--no-progress",
-                  "--total-timesteps", "256", "--save-freq", "1")  # fmt: skip
-        record("full disk: train checkpoint", classify(out.returncode, out.stderr, (4,), True),
-               out.returncode, last_line(out.stderr))  # fmt: skip
+        out = cli(
+            "train",
+            "--run-dir",
+            str(mount / "run"),
+            *big,
+            "--no-progress",
+            "--total-timesteps",
+            "256",
+            "--save-freq",
+            "1",
+        )
+        record(
+            "full disk: train checkpoint",
+            classify(out.returncode, out.stderr, (4,), True),
+            out.returncode,
+            last_line(out.stderr),
+        )
         shutil.rmtree(mount / "run", ignore_errors=True)
         filler = mount / "filler"
         with filler.open("wb") as f:  # leave about 20 KiB: metrics fit, a checkpoint not
             f.write(b"\0" * (300 * 1024 - 20 * 1024))
         out = cli("train", "--run-dir", str(mount / "run2"), *SHORT)
-        record("full disk: small train (20 KiB free)",
-               classify(out.returncode, out.stderr, (4,), True), out.returncode,
-               last_line(out.stderr))  # fmt: skip
+        record(
+            "full disk: small train (20 KiB free)",
+            classify(out.returncode, out.stderr, (4,), True),
+            out.returncode,
+            last_line(out.stderr),
+        )
         src = tmp / "disk-src"
         assert cli("train", "--run-dir", str(src), *SHORT).returncode == 0
         with filler.open("ab") as f:
@@ -249,12 +286,19 @@ def full_disk(tmp: Path) -> None:
             f.write(b"\0" * max(0, with_free - 2048))
         for name, args, code in [
             ("export --to", ["export", str(src), "--to", str(mount / "p.pt")], (4,)),
-            ("collect --out", ["collect", str(src), "--episodes", "20", "--out",
-                               str(mount / "ds")], (4,)),
-        ]:  # fmt: skip
+            (
+                "collect --out",
+                ["collect", str(src), "--episodes", "20", "--out", str(mount / "ds")],
+                (4,),
+            ),
+        ]:
             out = cli(*args)
-            record(f"full disk: {name}", classify(out.returncode, out.stderr, code, True),
-                   out.returncode, last_line(out.stderr))  # fmt: skip
+            record(
+                f"full disk: {name}",
+                classify(out.returncode, out.stderr, code, True),
+                out.returncode,
+                last_line(out.stderr),
+            )
     finally:
         subprocess.run(["umount", str(mount)], capture_output=True)
 
@@ -266,16 +310,17 @@ def unwritable(tmp: Path) -> None:
     a_file = tmp / "a-file"
     a_file.write_text("x")
     cases = [
-        ("eval --video /proc/x.gif", ["eval", str(src), "--episodes", "1", "--video",
-                                      "/proc/x.gif"]),
+        (
+            "eval --video /proc/x.gif",
+            ["eval", str(src), "--episodes", "1", "--video", "/proc/x.gif"],
+        ),
         ("export --to /proc/p.pt", ["export", str(src), "--to", "/proc/p.pt"]),
         ("collect --out /proc/ds", ["collect", str(src), "--episodes", "1", "--out", "/proc/ds"]),
         ("export --to file/p.pt", ["export", str(src), "--to", f"{a_file}/p.pt"]),
         ("train --run-dir /proc/run", ["train", "--run-dir", "/proc/run", *SHORT]),
         ("train --run-dir file/run", ["train", "--run-dir", f"{a_file}/run", *SHORT]),
-        ("sweep --out /proc/s", ["sweep", "--out", "/proc/s", "--grid", "gamma=0.9,0.99",
-                                 *SHORT]),
-    ]  # fmt: skip
+        ("sweep --out /proc/s", ["sweep", "--out", "/proc/s", "--grid", "gamma=0.9,0.99", *SHORT]),
+    ]
     for name, args in cases:
         out = cli(*args)
         names_path = any(p in out.stderr for p in ("/proc", str(a_file)))
@@ -347,9 +392,20 @@ def sweep_sigterm(tmp: Path) -> None:
     """SIGTERM once the first chunk file is on disk, then `sweep --resume`."""
     out = tmp / "sweep-term"
     runs = 6  # 3 seeds x 2 settings, one run per chunk
-    proc = start("sweep", "--out", str(out), "--grid", "gamma=0.9,0.99", "--seeds", "3",
-                 "--max-runs-per-chunk", "1", *TINY,
-                 "--total-timesteps", str(4 * 16 * N_LONG))  # fmt: skip
+    proc = start(
+        "sweep",
+        "--out",
+        str(out),
+        "--grid",
+        "gamma=0.9,0.99",
+        "--seeds",
+        "3",
+        "--max-runs-per-chunk",
+        "1",
+        *TINY,
+        "--total-timesteps",
+        str(4 * 16 * N_LONG),
+    )
 
     def chunk_files() -> list[Path]:
         return sorted((out / "chunks").glob("group*-chunk*.npz"))
@@ -362,14 +418,22 @@ def sweep_sigterm(tmp: Path) -> None:
     rc, err = stop(proc, 120)
     saved = len(chunk_files())
     outcome = classify(rc, err, (143,), 0 < saved < runs)
-    record("sweep: SIGTERM after the first chunk", outcome, rc,
-           f"{saved} of {runs} chunk files saved; {last_line(err)}")  # fmt: skip
+    record(
+        "sweep: SIGTERM after the first chunk",
+        outcome,
+        rc,
+        f"{saved} of {runs} chunk files saved; {last_line(err)}",
+    )
     done = cli("sweep", "--resume", str(out), "--no-progress", timeout=300)
     data_ok = done.returncode != 0 or len(chunk_files()) == runs
     outcome = classify(done.returncode, done.stderr, (0,), data_ok)
-    record("sweep: --resume after SIGTERM", outcome, done.returncode,
-           f"{len(chunk_files())} of {runs} chunk files; "
-           f"{last_line(done.stderr) or last_line(done.stdout)}")  # fmt: skip
+    record(
+        "sweep: --resume after SIGTERM",
+        outcome,
+        done.returncode,
+        f"{len(chunk_files())} of {runs} chunk files; "
+        f"{last_line(done.stderr) or last_line(done.stdout)}",
+    )
 
 
 def collect_interrupted(tmp: Path) -> None:
@@ -384,16 +448,24 @@ def collect_interrupted(tmp: Path) -> None:
     proc = start("collect", str(src), "--episodes", "200000", "--out", str(dataset))
     if not wait_for(lambda: any(dataset.glob("episodes_*.npz")), proc, 300):
         rc, err = stop(proc, 60)
-        record("collect: SIGTERM mid-way, load_episodes", "ugly", rc,
-               f"no episodes_*.npz appeared; {last_line(err)}")  # fmt: skip
+        record(
+            "collect: SIGTERM mid-way, load_episodes",
+            "ugly",
+            rc,
+            f"no episodes_*.npz appeared; {last_line(err)}",
+        )
         return
     proc.send_signal(signal.SIGTERM)
     rc, _ = stop(proc, 60)
     files = len(list(dataset.glob("episodes_*.npz")))
     load = subprocess.run(
         [sys.executable, "-c", f"import purejaxppo as pjp; pjp.load_episodes({str(dataset)!r})"],
-        capture_output=True, text=True, env=ENV, timeout=120, cwd=CODE[0],
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+        cwd=CODE[0],
+    )
     # `python -c` prints the uncaught error's traceback; its message is the last line.
     message = load.stderr.strip().splitlines()[-1] if load.stderr.strip() else ""
     partial = message.startswith("ValueError: ") and "partial dataset" in message
@@ -401,17 +473,34 @@ def collect_interrupted(tmp: Path) -> None:
     outcome = "clean" if partial and no_meta and load.returncode == 1 else "ugly"
     if load.returncode == 0:
         outcome = "lost"  # a partial dataset read silently
-    record("collect: SIGTERM mid-way, load_episodes", outcome, f"{rc}/{load.returncode}",
-           f"{files} chunk file(s) left; {message}")  # fmt: skip
+    record(
+        "collect: SIGTERM mid-way, load_episodes",
+        outcome,
+        f"{rc}/{load.returncode}",
+        f"{files} chunk file(s) left; {message}",
+    )
 
 
 def second_sigint(tmp: Path) -> None:
     """SIGINT during a long segment, a second SIGINT 1 s later: exit 130 at once, no traceback."""
     run_dir = tmp / "second-sigint"
     # Segments of 200 updates of 2,048 steps: several seconds each, longer than the 1 s gap.
-    proc = start("train", "--run-dir", str(run_dir), "--num-envs", "16", "--num-steps", "128",
-                 "--hidden-sizes", "64,64", "--log-freq", "200", "--no-progress",
-                 "--total-timesteps", str(16 * 128 * 5000))  # fmt: skip
+    proc = start(
+        "train",
+        "--run-dir",
+        str(run_dir),
+        "--num-envs",
+        "16",
+        "--num-steps",
+        "128",
+        "--hidden-sizes",
+        "64,64",
+        "--log-freq",
+        "200",
+        "--no-progress",
+        "--total-timesteps",
+        str(16 * 128 * 5000),
+    )
     metrics = run_dir / "metrics.csv"
 
     def size() -> int:
@@ -462,8 +551,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="run the scenario groups with this in the name")
     parser.add_argument("--tag", default="", help="suffix of the results file names")
-    parser.add_argument("--code", type=Path, default=ROOT,
-                        help="checkout whose purejaxppo runs (default: this one)")  # fmt: skip
+    parser.add_argument(
+        "--code", type=Path, default=ROOT, help="checkout whose purejaxppo runs (default: this one)"
+    )
     args = parser.parse_args()
     CODE[0] = args.code.resolve()
     ENV["PYTHONPATH"] = f"{args.code.resolve()}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
@@ -482,12 +572,19 @@ def main() -> None:
         writer = csv.DictWriter(f, fieldnames=["scenario", "outcome", "exit", "note"])
         writer.writeheader()
         writer.writerows(RESULTS)
-    lines = [f"# Fault script ({time.strftime('%Y-%m-%d')}): {summary}", "",
-             f"Command: `PYTHONPATH=$PWD python benchmarks/faults.py {' '.join(sys.argv[1:])}`"
-             " (a 2-core machine shared with other jobs)", "",
-             "| scenario | outcome | exit | note |", "| --- | --- | --- | --- |"]  # fmt: skip
-    lines += [f"| {r['scenario']} | {r['outcome']} | {r['exit']} | "
-              f"{r['note'].replace('|', '/')} |" for r in RESULTS]  # fmt: skip
+    lines = [
+        f"# Fault script ({time.strftime('%Y-%m-%d')}): {summary}",
+        "",
+        f"Command: `PYTHONPATH=$PWD python benchmarks/faults.py {' '.join(sys.argv[1:])}`"
+        " (a 2-core machine shared with other jobs)",
+        "",
+        "| scenario | outcome | exit | note |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {r['scenario']} | {r['outcome']} | {r['exit']} | {r['note'].replace('|', '/')} |"
+        for r in RESULTS
+    ]
     (out_dir / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {out_dir / stem}.csv and .md")
 

@@ -567,8 +567,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--variant", default="base", help="see benchmarks/experiments/variants.py")
     parser.add_argument("--out", "--out-dir", dest="out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
-    for name in ("agents", "num_envs", "num_steps", "scaling_agents", "scaling_envs",
-                 "scaling_steps"):  # fmt: skip
+    for name in (
+        "agents",
+        "num_envs",
+        "num_steps",
+        "scaling_agents",
+        "scaling_envs",
+        "scaling_steps",
+    ):
         bad = [v for v in getattr(args, name) if v < 1]
         if bad:
             parser.error(f"--{name.replace('_', '-')}={bad[0]}: must be >= 1")
@@ -621,15 +627,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
         if time.perf_counter() - started > args.budget_s:
             skipped = f"over --budget-s {args.budget_s:g}"
-            rows.append({"study": study, "agents": agents, "num_envs": num_envs,
-                         "num_steps": num_steps, "skipped": skipped})  # fmt: skip
+            rows.append(
+                {
+                    "study": study,
+                    "agents": agents,
+                    "num_envs": num_envs,
+                    "num_steps": num_steps,
+                    "skipped": skipped,
+                }
+            )
             continue
         row = profile_row(
             config, agents, args.reps, args.repeats, args.phase_budget_s, args.ops, args.hlo_dir
         )
         rows.append({"study": study, **row})
-        print(f"profile: agents={agents} {num_envs}x{num_steps}: update {row['update_ms']:.3f} ms",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"profile: agents={agents} {num_envs}x{num_steps}: update {row['update_ms']:.3f} ms",
+            file=sys.stderr,
+            flush=True,
+        )
 
     ran = [row for row in rows if "skipped" not in row]
     print("milliseconds per update (all agents of the vmapped program together):")
@@ -644,8 +660,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(_table(ran, columns))
     for row in rows:
         if "skipped" in row:
-            print(f"skipped agents={row['agents']} {row['num_envs']}x{row['num_steps']}: "
-                  f"{row['skipped']}")  # fmt: skip
+            print(
+                f"skipped agents={row['agents']} {row['num_envs']}x{row['num_steps']}: "
+                f"{row['skipped']}"
+            )
 
     device = jax.devices()[0]
     record = {

@@ -128,9 +128,27 @@ def test_count_ops_finds_the_loops_of_a_compiled_program(profile):
 
 
 def test_profile_update_times_every_phase_and_counts_ops_on_cpu(profile, tmp_path):
-    argv = ["--agents", "2", "--num-envs", "2", "--num-steps", "8", "--update-epochs", "2",
-            "--num-minibatches", "2", "--hidden-sizes", "8,8", "--reps", "2", "--repeats", "1",
-            "--ops", "--out", str(tmp_path)]  # fmt: skip
+    argv = [
+        "--agents",
+        "2",
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "8",
+        "--update-epochs",
+        "2",
+        "--num-minibatches",
+        "2",
+        "--hidden-sizes",
+        "8,8",
+        "--reps",
+        "2",
+        "--repeats",
+        "1",
+        "--ops",
+        "--out",
+        str(tmp_path),
+    ]
     record = profile.main(argv)
     (row,) = record["rows"]
     assert (row["study"], row["agents"], row["num_envs"], row["num_steps"]) == ("grid", 2, 2, 8)

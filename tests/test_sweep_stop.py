@@ -41,8 +41,14 @@ def test_runs_per_chunk_fits_one_run_times_the_runs_per_device_in_free_memory():
         ({"num_devices": 0}, "num_devices=0"),
         ({"fraction": 1.5}, "fraction=1.5"),
     ]:
-        args = {"bytes_per_run": 1e6, "bytes_limit": 1e9, "bytes_in_use": 0, "num_runs": 4,
-                "num_devices": 1, **kwargs}  # fmt: skip
+        args = {
+            "bytes_per_run": 1e6,
+            "bytes_limit": 1e9,
+            "bytes_in_use": 0,
+            "num_runs": 4,
+            "num_devices": 1,
+            **kwargs,
+        }
         with pytest.raises(ValueError, match=field):
             memory.runs_per_chunk(**args)
 
@@ -129,8 +135,14 @@ def test_stop_with_a_progress_bar_ends_the_running_chunk_after_its_segment(
 
     monkeypatch.setattr(sweep_groups, "collect_chunk", collect_then_signal)
     with pytest.raises(TrainingInterrupted) as stop:
-        pjp.sweep(CONFIG, seeds=2, max_runs_per_chunk=1, devices=1, progress=True,
-                  progress_dir=tmp_path / "chunks")  # fmt: skip
+        pjp.sweep(
+            CONFIG,
+            seeds=2,
+            max_runs_per_chunk=1,
+            devices=1,
+            progress=True,
+            progress_dir=tmp_path / "chunks",
+        )
     assert stop.value.exit_code == 143 and len(calls) == 1 < CONFIG.num_updates
     assert not list((tmp_path / "chunks").glob("*.npz"))
     err = capsys.readouterr().err
@@ -140,8 +152,20 @@ def test_stop_with_a_progress_bar_ends_the_running_chunk_after_its_segment(
 def test_cli_sweep_sigterm_stops_after_a_chunk_exits_143_and_resumes(tmp_path):
     # 6 runs, one per chunk, each chunk a few hundred updates (about a second).
     out = tmp_path / "sweep"
-    args = ["sweep", "--seeds", "3", "--grid", "ent_coef=0,0.01", "--max-runs-per-chunk", "1",
-            *TINY, "--total-timesteps", str(64 * 300), "--out", str(out)]  # fmt: skip
+    args = [
+        "sweep",
+        "--seeds",
+        "3",
+        "--grid",
+        "ent_coef=0,0.01",
+        "--max-runs-per-chunk",
+        "1",
+        *TINY,
+        "--total-timesteps",
+        str(64 * 300),
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "PUREJAXPPO_COMPILE_CACHE": str(tmp_path / "cache")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(
@@ -166,8 +190,11 @@ def test_cli_sweep_sigterm_stops_after_a_chunk_exits_143_and_resumes(tmp_path):
 
     resumed = subprocess.run(
         [EXE, "sweep", "--resume", str(out), "--no-progress"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert len(list(chunks.glob("*.npz"))) == 6
     assert all((chunks / name).read_bytes() == data for name, data in done.items())  # kept
