@@ -31,6 +31,16 @@ def _pyplot() -> Any:
     return plt
 
 
+def _steps_axis(ax: Any, label: str = "env steps") -> None:
+    """Labels an env-steps x axis with at most 6 ticks in engineering notation (200k,
+    1.5M): full integers such as 1000000 overlap on a panel of a 2x2 figure."""
+    from matplotlib.ticker import EngFormatter, MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.set_xlabel(label)
+
+
 def plot_learning_curve(table: pd.DataFrame, path: str | Path, title: str = "") -> None:
     """Writes a 2x2 PNG: episode return, value loss, entropy, approx KL vs env steps."""
     plt = _pyplot()
@@ -49,7 +59,7 @@ def plot_learning_curve(table: pd.DataFrame, path: str | Path, title: str = "") 
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     for ax in axes[1]:
-        ax.set_xlabel("env steps")
+        _steps_axis(ax)
     fig.suptitle(f"PPO on {title}" if title else "PPO")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -100,7 +110,7 @@ def plot_seeds(metrics: pd.DataFrame, path: str | Path, title: str = "") -> None
                 x[keep], below[keep], above[keep], color=color, alpha=alpha, lw=0, label=band
             )
         ax.set_ylabel(label)
-        ax.set_xlabel("env steps")
+        _steps_axis(ax)
         ax.grid(alpha=0.3)
     axes[0].legend(loc="best", fontsize=9)
     fig.suptitle(title or "PPO")
@@ -131,7 +141,7 @@ def plot_sweep(result: Any, path: str | Path, title: str = "") -> None:
             steps[keep], (mean - std)[keep], (mean + std)[keep], color=line.get_color(), alpha=0.2
         )
     seeds = int(result.summary["num_seeds"].max()) if len(result.summary) else 0
-    ax.set_xlabel("env steps")
+    _steps_axis(ax)
     ax.set_ylabel(f"episode return (mean ± std over {seeds} seeds)")
     ax.set_title(title or "PPO sweep")
     ax.grid(alpha=0.3)
@@ -159,7 +169,7 @@ def plot_pbt(result: Any, path: str | Path, title: str = "") -> None:
     best = result.best_lineage
     steps = best["update"].to_numpy() * result.config.batch_size
     ax.plot(steps, best["fitness"], color="black", lw=2.2, label="best member's ancestry")
-    ax.set_xlabel("env steps (per member)")
+    _steps_axis(ax, "env steps (per member)")
     ax.set_ylabel("fitness")
     ax.set_title(title or f"PBT, {len(lineage['member'].unique())} members")
     ax.grid(alpha=0.3)
@@ -176,7 +186,7 @@ def plot_pbt(result: Any, path: str | Path, title: str = "") -> None:
             ax.set_ylim(low / 1.1, high * 1.1)
         else:
             ax.set_ylim(low - 0.02 * (high - low), high + 0.02 * (high - low))
-        ax.set_xlabel("env steps")
+        _steps_axis(ax)
         ax.set_ylabel(name)
         ax.set_title(f"{name} of the best member's ancestry")
         ax.grid(alpha=0.3)
@@ -195,7 +205,7 @@ def plot_checkpoint_series(table: pd.DataFrame, path: str | Path, title: str = "
     ax.plot(steps, mean, marker="o", lw=1.5, label="mean")
     ax.fill_between(steps, mean - std, mean + std, alpha=0.2, label="mean ± std")
     ax.plot(steps, table["iqm"].to_numpy(dtype=float), ls="--", lw=1.0, label="IQM")
-    ax.set_xlabel("env steps")
+    _steps_axis(ax)
     ax.set_ylabel("evaluation episode return")
     ax.grid(alpha=0.3)
     ax.legend()
