@@ -154,7 +154,7 @@ def _make_train_fn(
         if hparams is None:
             # The barrier keeps XLA from constant-folding the config's values, so that
             # train(key) computes bitwise what train(key, Hyperparams.from_config(config))
-            # and the segmented driver (runner.py) compute.
+            # and the segmented driver (drivers/single.py, drivers/segments.py) compute.
             hparams = jax.lax.optimization_barrier(Hyperparams.from_config(config))
         else:
             check_hyperparams(hparams, config, where="train: hparams: ")  # concrete only
