@@ -255,6 +255,35 @@ def ensure_peer_venv(args: argparse.Namespace) -> bool:
     return subprocess.run(["bash", str(script), str(PEER_VENV)]).returncode == 0
 
 
+def measure(args: argparse.Namespace) -> tuple[list[dict], bool]:
+    """Runs every cell (each in a fresh process); returns the rows and whether the peer ran."""
+    peer = not args.no_peer and ensure_peer_venv(args)
+    if args.jsonl:
+        args.jsonl.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for round_ in range(args.rounds):
+        for agents in args.agents:
+            cells = [
+                ("purejaxppo", v, d)
+                for v in args.variants
+                for d in args.cpu_devices
+                if d == 1 or agents == 1 or agents % d == 0
+            ]
+            if peer and (args.peer_only_agents is None or agents in args.peer_only_agents):
+                cells.append(("rejax", "base", 1))
+            for library, variant, cpu_devices in cells:
+                row = run_cell(library, agents, args, variant, cpu_devices)
+                row["round"] = round_
+                if agents >= 8 and "final_return" in row:
+                    row["return_ok"] = bool(row["final_return"] >= args.min_return)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                if args.jsonl:
+                    with open(args.jsonl, "a") as f:
+                        f.write(json.dumps(row, default=str) + "\n")
+                rows.append(row)
+    return rows, peer
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, nargs="+", default=[1, 8])
@@ -330,6 +359,13 @@ def main() -> int:
         default=490.0,
         help="a row with >= 8 agents whose final return is below this is flagged",
     )
+    parser.add_argument(
+        "--from-jsonl",
+        type=Path,
+        default=None,
+        help="measure nothing: build the table and results file from rows a --jsonl wrote",
+    )
+    parser.add_argument("--note", default=None, help="a note stored in the results file")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out-dir", type=Path, default=HERE / "results")
     args = parser.parse_args()
@@ -348,30 +384,14 @@ def main() -> int:
 
     import pandas as pd
 
-    peer = not args.no_peer and ensure_peer_venv(args)
-    if args.jsonl:
-        args.jsonl.parent.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for round_ in range(args.rounds):
-        for agents in args.agents:
-            cells = [
-                ("purejaxppo", v, d)
-                for v in args.variants
-                for d in args.cpu_devices
-                if d == 1 or agents == 1 or agents % d == 0
-            ]
-            if peer and (args.peer_only_agents is None or agents in args.peer_only_agents):
-                cells.append(("rejax", "base", 1))
-            for library, variant, cpu_devices in cells:
-                row = run_cell(library, agents, args, variant, cpu_devices)
-                row["round"] = round_
-                if agents >= 8 and "final_return" in row:
-                    row["return_ok"] = bool(row["final_return"] >= args.min_return)
-                print(json.dumps(row), file=sys.stderr, flush=True)
-                if args.jsonl:
-                    with open(args.jsonl, "a") as f:
-                        f.write(json.dumps(row, default=str) + "\n")
-                rows.append(row)
+    if args.from_jsonl:
+        # Rows measured by an earlier invocation (e.g. one cut short by a time limit
+        # before it wrote its table): the table and record are built from them alone.
+        lines = args.from_jsonl.read_text().splitlines()
+        rows = [json.loads(line) for line in lines if line.strip()]
+        peer = any(row.get("library") == "rejax" for row in rows)
+    else:
+        rows, peer = measure(args)
     all_rows = pd.DataFrame(rows)
     if "variant" not in all_rows:
         all_rows["variant"] = "base"
@@ -416,12 +436,21 @@ def main() -> int:
         ]
         if c in table
     ]
-    record = machine(
-        jax=next(iter(table["jax"].dropna()), None) if "jax" in table else None,
-        device=next(iter(table["device"].dropna()), None) if "device" in table else None,
-        # The versions of this (the driver's) process; each row has its cell's own.
-        driver_versions=versions(("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "distrax")),
-    )
+    device_info = {
+        "jax": next(iter(table["jax"].dropna()), None) if "jax" in table else None,
+        "device": next(iter(table["device"].dropna()), None) if "device" in table else None,
+    }
+    if args.from_jsonl:  # not this machine's record: only what the rows say
+        record = {"assembled_from": str(args.from_jsonl), "note": args.note, **device_info}
+    else:
+        record = machine(
+            **device_info,
+            # The versions of this (the driver's) process; each row has its cell's own.
+            driver_versions=versions(
+                ("jax", "jaxlib", "flax", "optax", "chex", "gymnax", "distrax")
+            ),
+            note=args.note,
+        )
     print(json.dumps(record))
     with pd.option_context("display.width", 200, "display.float_format", "{:,.3f}".format):
         print(table[columns].to_string(index=False))

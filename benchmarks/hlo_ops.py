@@ -220,5 +220,25 @@ def named_loop(ops: dict[str, Any], which: str, trip: int) -> dict[str, Any] | N
     return max(candidates, key=lambda loop: (sign * loop["depth"], loop["kernels"]))
 
 
+def update_summary(text: str, num_updates: int) -> dict[str, Any]:
+    """Kernel launches and loop iterations (each a host round trip on a GPU) of one update
+    of a training program that scans `num_updates` updates (compiled HLO `text`)."""
+    ops = per_repetition(count_ops(text), num_updates)
+    if ops is None:
+        return {"error": f"no top-level loop of {num_updates} trips"}
+    trips = {}
+    for loop in ops["loops"]:
+        outer = 1 if loop["parent"] is None else trips[loop["parent"]]
+        trips[loop["index"]] = outer * (loop["trip_count"] or 1)
+    return {
+        "launches_per_update": ops["launches"],
+        "loop_iterations_per_update": sum(trips.values()),
+        "loops": [
+            {k: loop[k] for k in ("depth", "trip_count", "kernels", "launches_per_iteration")}
+            for loop in ops["loops"]
+        ],
+    }
+
+
 # ---------------------------------------------------------------------------------------
 # The phases

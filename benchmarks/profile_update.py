@@ -78,6 +78,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import purejaxppo as pjp  # noqa: E402
 import purejaxppo.learning as pjp_learning  # noqa: E402  (its gae_advantages: variants may patch it)
+from purejaxppo.loops import loop_plan  # noqa: E402
 from purejaxppo.rollout import make_rollout, next_values  # noqa: E402
 from purejaxppo.train_setup import prepare  # noqa: E402
 from purejaxppo.update import make_sequences, make_update_epochs, shuffle_minibatches  # noqa: E402
@@ -130,7 +131,8 @@ def _make_rollout(setup: Any, config: pjp.PPOConfig) -> Callable[..., Any]:
     """`make_rollout` as `train.make_update` calls it (the envs as rows of the batch where
     the library has `TrainSetup.rows`, else its older (env, env_params, ...) signature)."""
     if hasattr(setup, "rows"):
-        return make_rollout(setup.rows, setup.networks, setup.num_steps)
+        unroll = loop_plan(config.loop_layout).rollout_unroll
+        return make_rollout(setup.rows, setup.networks, setup.num_steps, unroll)
     return make_rollout(
         setup.env,
         setup.env_params,
@@ -173,9 +175,11 @@ def make_phases(config: pjp.PPOConfig) -> tuple[dict[str, Callable], Callable, C
         value = next_values(networks, r.train_state.params, traj, carry)
         return r, traj, carry, 1e-30 * jnp.mean(value)
 
+    method = "associative" if loop_plan(config.loop_layout).gae == "associative" else "scan"
+
     def advantages(traj, next_value, hp):
         return jax.vmap(
-            lambda *xs: pjp_learning.gae_advantages(*xs, hp.gamma, hp.gae_lambda),
+            lambda *xs: pjp_learning.gae_advantages(*xs, hp.gamma, hp.gae_lambda, method),
             in_axes=1,
             out_axes=1,
         )(traj.reward, traj.value, next_value, traj.terminated, traj.truncated)
@@ -357,6 +361,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scaling-steps", type=int, nargs="+", default=[32, 128, 512])
     parser.add_argument("--ops", action="store_true", help="count HLO ops (from the HLO text)")
     parser.add_argument("--hlo-dir", type=Path, default=None, help="with --ops: keep the HLO")
+    parser.add_argument(
+        "--loop-layout", default="auto", help="PPOConfig.loop_layout: auto, compact, unrolled"
+    )
     parser.add_argument("--variant", default="base", help="see benchmarks/experiments/variants.py")
     parser.add_argument("--out", "--out-dir", dest="out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
@@ -417,6 +424,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             update_epochs=args.update_epochs,
             num_minibatches=args.num_minibatches,
             hidden_sizes=args.hidden_sizes,
+            loop_layout=args.loop_layout,
         )
         if time.perf_counter() - started > args.budget_s:
             skipped = f"over --budget-s {args.budget_s:g}"

@@ -108,6 +108,11 @@ class PPOConfig:
       total_timesteps: env steps per agent; num_updates = total_timesteps // (N*T).
       update_epochs: passes over the rollout per update.
       num_minibatches: minibatches per epoch; must divide N*T.
+      loop_layout: "auto" (default: "compact" on CPU, "unrolled" on GPU / TPU),
+        "compact" or "unrolled": how the update's loops compile (`purejaxppo.loops`:
+        unrolled rollout steps, GAE as a prefix scan and one flat scan of minibatch steps
+        without `cond`s save a host round trip per loop iteration on a GPU). The same
+        math; "unrolled" differs from "compact" by float32 rounding in GAE.
       gamma: discount factor in [0, 1].
       gae_lambda: GAE lambda in [0, 1] (Schulman et al. 2016, arXiv:1506.02438).
       advantage_estimator: "gae" (default) or "n_step": n-step bootstrapped returns of at
@@ -274,6 +279,7 @@ class PPOConfig:
     total_timesteps: int = static(512_000, "system")
     update_epochs: int = static(4, "system")
     num_minibatches: int = static(4, "system")
+    loop_layout: str = static("auto", "system")
     gamma: float = traced(0.99, "loss")
     gae_lambda: float = traced(0.95, "loss")
     advantage_estimator: str = static("gae", "loss")

@@ -16,6 +16,7 @@ def gae_advantages(
     truncated_t: ArrayLike,
     gamma: ArrayLike,
     gae_lambda: ArrayLike,
+    method: str = "scan",
 ) -> tuple[jax.Array, jax.Array]:
     """GAE(gamma, lambda) advantages and returns of one sequence of T transitions.
 
@@ -45,12 +46,18 @@ def gae_advantages(
       truncated_t: bool `[T]`.
       gamma: float scalar in [0, 1], discount.
       gae_lambda: float scalar in [0, 1]; 1 gives bootstrapped Monte-Carlo returns, 0 TD(0).
+      method: "scan" (default): the recursion as a T-step backward `lax.scan`;
+        "associative": the same recursion as a parallel prefix scan
+        (`lax.associative_scan`: affine maps x -> delta + c * x compose associatively,
+        (c1, d1) o (c2, d2) = (c1 * c2, d1 + c1 * d2)), log2 T dependent steps and no loop,
+        for GPUs (`purejaxppo.loops`); equal to "scan" up to float32 rounding.
 
     Returns:
       `(advantages, returns)`, float32 `[T]` each.
 
     Raises:
-      AssertionError (from chex) if the inputs are not all rank 1.
+      AssertionError (from chex) if the inputs are not all rank 1. ValueError: an unknown
+      `method`.
     """
     chex.assert_rank([reward_t, value_t, next_value_t, terminated_t, truncated_t], 1)
     chex.assert_equal_shape([reward_t, value_t, next_value_t, terminated_t, truncated_t])
@@ -59,6 +66,11 @@ def gae_advantages(
     not_terminated = 1.0 - jnp.asarray(terminated_t, jnp.float32)
     not_done = 1.0 - jnp.logical_or(terminated_t, truncated_t).astype(jnp.float32)
     delta_t = reward_t + gamma * not_terminated * next_value_t - value_t
+    if method == "associative":
+        advantages = _affine_suffix_scan(gamma * gae_lambda * not_done, delta_t)
+        return advantages, advantages + value_t
+    if method != "scan":
+        raise ValueError(f"method={method!r}: must be 'scan' or 'associative'")
 
     def backward(advantage_tp1, inputs):
         delta, continues = inputs
@@ -69,6 +81,20 @@ def gae_advantages(
         backward, jnp.zeros((), jnp.float32), (delta_t, not_done), reverse=True
     )
     return advantages, advantages + value_t
+
+
+def _affine_suffix_scan(coef_t: jax.Array, delta_t: jax.Array) -> jax.Array:
+    """x_t = delta_t + coef_t * x_{t+1} with x_T = 0, for every t, by a prefix scan."""
+
+    def compose(later, earlier):
+        # reverse=True combines (a later element, an earlier one): the later map is applied
+        # first, then the earlier one.
+        c_late, d_late = later
+        c_early, d_early = earlier
+        return c_early * c_late, d_early + c_early * d_late
+
+    _, x = jax.lax.associative_scan(compose, (coef_t, delta_t), reverse=True)
+    return x
 
 
 def n_step_advantages(

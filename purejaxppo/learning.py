@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from purejaxppo.config import PPOConfig
 from purejaxppo.gae import gae_advantages, n_step_advantages
 from purejaxppo.hyperparams import Hyperparams
+from purejaxppo.loops import loop_plan
 from purejaxppo.metrics import rollout_statistics
 from purejaxppo.networks import Networks
 from purejaxppo.normalize import normalize_rewards, update_obs_stats
@@ -116,7 +117,8 @@ def make_learn(
     Returns `(train_state, metrics)`: `LEARN_METRICS`, then `action_frac/<i>`.
     """
     seq_len = config.seq_len if networks.stateful else 1
-    update_epochs = make_update_epochs(config, networks, axis_name)
+    plan = loop_plan(config.loop_layout)
+    update_epochs = make_update_epochs(config, networks, axis_name, plan)
 
     def learn_fn(
         train_state: TrainState,
@@ -145,7 +147,12 @@ def make_learn(
         if config.advantage_estimator == "n_step":
             estimate = partial(n_step_advantages, gamma=hparams.gamma, n_step=config.n_step)
         else:
-            estimate = partial(gae_advantages, gamma=hparams.gamma, gae_lambda=hparams.gae_lambda)
+            estimate = partial(
+                gae_advantages,
+                gamma=hparams.gamma,
+                gae_lambda=hparams.gae_lambda,
+                method="associative" if plan.gae == "associative" else "scan",
+            )
         advantages, returns = jax.vmap(estimate, in_axes=1, out_axes=1)(
             reward, traj.value, next_value, traj.terminated, traj.truncated
         )

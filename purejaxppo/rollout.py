@@ -69,13 +69,14 @@ def make_env_step(
 
 
 def make_rollout(
-    envs: RowsEnv, networks: Networks, num_steps: int
+    envs: RowsEnv, networks: Networks, num_steps: int, unroll: int = 1
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `rollout(params, carry, key) -> (carry, transitions [T, R], stats)`.
 
     A `lax.scan` of `make_env_step` over T = num_steps steps; episode statistics are summed
     inside the scan (per-step info is never stacked; `envs.info_keys` are summed at episode
-    ends).
+    ends). `unroll` env steps run per scan iteration (`loops.LoopPlan.rollout_unroll`:
+    fewer loop round trips on a GPU; the same numbers).
 
     Raises:
       ValueError: for host envs (`envs.step` is None: `host_train` steps them).
@@ -92,7 +93,10 @@ def make_rollout(
             return (env_carry, stats), transition
 
         (carry, stats), transitions = jax.lax.scan(
-            body, (carry, EpisodeStats.zeros(envs.info_keys)), jax.random.split(key, num_steps)
+            body,
+            (carry, EpisodeStats.zeros(envs.info_keys)),
+            jax.random.split(key, num_steps),
+            unroll=unroll,
         )
         return carry, transitions, stats
 

@@ -13,6 +13,7 @@ from purejaxppo.config import PPOConfig
 from purejaxppo.host_train import make_host_train_fns
 from purejaxppo.hyperparams import Hyperparams, check_hyperparams
 from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
+from purejaxppo.loops import loop_plan
 from purejaxppo.metrics import METRICS, UpdateMetrics
 from purejaxppo.networks import Networks
 from purejaxppo.rollout import make_rollout
@@ -178,7 +179,8 @@ def make_update(
     """`update(runner, hparams) -> (runner, metrics)`: one rollout of `num_steps` steps of
     the vmapped envs, then `learning.make_learn`'s epochs of minibatch steps."""
     networks, num_steps = setup.networks, setup.num_steps
-    rollout = make_rollout(setup.rows, networks, num_steps)  # every kind of env: its rows
+    unroll = loop_plan(config.loop_layout).rollout_unroll
+    rollout = make_rollout(setup.rows, networks, num_steps, unroll)  # every kind: its rows
     learn_fn = make_learn(config, networks, axis_name=axis_name, num_actions=setup.num_actions)
 
     def update(

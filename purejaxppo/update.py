@@ -11,6 +11,7 @@ import optax
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.hyperparams import Hyperparams
+from purejaxppo.loops import LoopPlan, loop_plan
 from purejaxppo.losses import LossTerms, ppo_loss
 from purejaxppo.metrics import LossMetrics
 from purejaxppo.networks import Networks
@@ -158,13 +159,20 @@ def clip_by_group_norm(
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
+def _permutation(key: jax.Array, size: int) -> jax.Array:
+    """A random permutation of `[size]` int32 indices.
+
+    One stable sort of random 32-bit keys: half the time of `jax.random.permutation`
+    (which sorts in several rounds) at B = 32768 on CPU, where the sort, not the gather,
+    is what shuffling costs. Ties (probability ~ B^2 / 2^33) keep index order.
+    """
+    return jnp.argsort(jax.random.bits(key, (size,), jnp.uint32))
+
+
 def shuffle_minibatches(key: jax.Array, batch: Batch, num_minibatches: int) -> Batch:
     """Permutes the `[B]` samples and splits them into `[K, M]` (K = num_minibatches)."""
     size = batch.log_prob.shape[0]
-    # One stable sort of random 32-bit keys: half the time of `jax.random.permutation`
-    # (which sorts in several rounds) at B = 32768 on CPU, where the sort, not the
-    # gather, is what shuffling costs. Ties (probability ~ B^2 / 2^33) keep index order.
-    permutation = jnp.argsort(jax.random.bits(key, (size,), jnp.uint32))
+    permutation = _permutation(key, size)
     return jax.tree.map(
         lambda x: jnp.take(x, permutation, axis=0).reshape(
             (num_minibatches, size // num_minibatches, *x.shape[1:])
@@ -229,7 +237,10 @@ def make_minibatch_grads(
 
 
 def make_update_epochs(
-    config: PPOConfig, networks: Networks, axis_name: str | None = None
+    config: PPOConfig,
+    networks: Networks,
+    axis_name: str | None = None,
+    plan: LoopPlan | None = None,
 ) -> Callable[..., tuple[TrainState, dict[str, jax.Array]]]:
     """Builds `update_epochs(train_state, batch, key, hparams, learning_rate, actor_coef)`.
 
@@ -240,7 +251,15 @@ def make_update_epochs(
     `LossMetrics` over the minibatch steps that ran, plus `update_epochs_run`.
     With `axis_name`, the batch is this device's share and gradients are averaged over
     the axis (see `make_minibatch_grads`), so all devices keep identical parameters.
+
+    `plan` (`loops.loop_plan(config.loop_layout)` when None) lays the loops out: "nested"
+    epochs are a scan of `lax.cond`-guarded epochs of minibatch scans; "flat" epochs are
+    one scan of `update_epochs * num_minibatches` steps, each gathering its minibatch from
+    the epoch's permutation, where steps after an early stop are computed and discarded
+    (no `cond`: one host round trip fewer per epoch on a GPU). Same shuffles, same Adam
+    steps, same parameters.
     """
+    plan = loop_plan(config.loop_layout) if plan is None else plan
     grads_fn = make_minibatch_grads(config, networks, axis_name)
 
     def minibatch_step(train_state, minibatch, hparams, learning_rate, actor_coef):
@@ -299,4 +318,64 @@ def make_update_epochs(
         metrics["update_epochs_run"] = epochs_run
         return train_state, metrics
 
+    if plan.epochs == "flat":
+        return _make_flat_epochs(config, minibatch_step, plan.epoch_unroll)
     return update_epochs
+
+
+def _make_flat_epochs(
+    config: PPOConfig, minibatch_step: Callable[..., tuple[TrainState, dict]], unroll: int
+) -> Callable[..., tuple[TrainState, dict[str, jax.Array]]]:
+    """`update_epochs` of the "flat" loop plan (see `make_update_epochs`): one scan of
+    `update_epochs * num_minibatches` minibatch steps (`unroll` per iteration), no `cond`."""
+
+    def flat_epochs(
+        train_state: TrainState,
+        batch: Batch,
+        key: jax.Array,
+        hparams: Hyperparams,
+        learning_rate: dict[str, jax.Array],
+        actor_coef: jax.Array,
+    ) -> tuple[TrainState, dict[str, jax.Array]]:
+        epochs, per_epoch = config.update_epochs, config.num_minibatches
+        size = batch.log_prob.shape[0]
+        # The permutations `shuffle_minibatches` draws from each epoch's key: [E * K, M].
+        indices = jax.vmap(lambda k: _permutation(k, size))(jax.random.split(key, epochs)).reshape(
+            (epochs * per_epoch, size // per_epoch)
+        )
+
+        def body(carry, step):
+            state, stopped, kls = carry
+            index, position = step
+            minibatch = jax.tree.map(lambda x: jnp.take(x, index, axis=0), batch)
+            new_state, metrics = minibatch_step(
+                state, minibatch, hparams, learning_rate, actor_coef
+            )
+            state = jax.tree.map(lambda old, new: jnp.where(stopped, old, new), state, new_state)
+            kls = kls.at[position].set(metrics["approx_kl"])
+            ended = position == per_epoch - 1
+            stop_now = jnp.logical_and(ended, jnp.mean(kls) > hparams.target_kl)
+            return (state, jnp.logical_or(stopped, stop_now), kls), (metrics, stopped)
+
+        positions = jnp.tile(jnp.arange(per_epoch), epochs)
+        init = (train_state, jnp.zeros((), bool), jnp.zeros((per_epoch,), jnp.float32))
+        (train_state, _, _), (metrics, skipped) = jax.lax.scan(
+            body, init, (indices, positions), unroll=unroll
+        )
+        ran = 1.0 - skipped.reshape((epochs, per_epoch))[:, 0].astype(jnp.float32)
+        means = {
+            name: jnp.mean(m.reshape((epochs, per_epoch)), axis=1) for name, m in metrics.items()
+        }
+        sums = {name: jnp.zeros((), jnp.float32) for name in LossMetrics._fields}
+        epochs_run = jnp.zeros((), jnp.float32)
+        for epoch in range(epochs):
+            sums = {
+                name: total + jnp.where(ran[epoch] > 0, means[name][epoch], 0.0)
+                for name, total in sums.items()
+            }
+            epochs_run = epochs_run + ran[epoch]
+        out = {name: total / epochs_run for name, total in sums.items()}
+        out["update_epochs_run"] = epochs_run
+        return train_state, out
+
+    return flat_epochs

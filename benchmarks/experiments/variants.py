@@ -8,7 +8,7 @@ A variant is a '+'-joined list of tokens, e.g. "u_rollout=8+u_gae=128+cmdbuf":
   u_mb=U             `unroll=U` for the minibatch scan (purejaxppo/update.py, one_epoch)
   u_epoch=U          `unroll=U` for the epoch scan (purejaxppo/update.py, update_epochs)
   gae=assoc          GAE by `lax.associative_scan` (log2 T parallel steps) instead of a
-                     T-step sequential `lax.scan` (`gae_advantages_assoc` below)
+                     T-step sequential `lax.scan` (`gae_advantages(method="associative")`)
   cmdbuf             XLA GPU command buffers (CUDA graphs) also for while loops and
                      conditionals: --xla_gpu_enable_command_buffer=<defaults>,WHILE,CONDITIONAL
   cmdbuf_unroll      cmdbuf + --xla_gpu_command_buffer_unroll_loops=true
@@ -101,40 +101,6 @@ def _scan_proxy(jax_module, unroll_for):
     return proxy
 
 
-def gae_advantages_assoc(
-    reward_t, value_t, next_value_t, terminated_t, truncated_t, gamma, gae_lambda
-):
-    """Same contract and numbers (up to float32 summation order) as
-    `purejaxppo.gae.gae_advantages`, with the backward recursion
-
-        A_t = delta_t + c_t * A_{t+1},   c_t = gamma * lambda * (1 - done_t),   A_T = 0
-
-    solved by a parallel prefix scan: affine maps x -> delta + c * x compose as
-    (c1, d1) o (c2, d2) = (c1 * c2, d1 + c1 * d2), an associative operation, so
-    `lax.associative_scan(..., reverse=True)` computes every A_t in O(log T) dependent
-    steps instead of T. On a GPU each sequential scan step is at least one kernel launch.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    reward_t = jnp.asarray(reward_t, jnp.float32)
-    value_t = jnp.asarray(value_t, jnp.float32)
-    not_terminated = 1.0 - jnp.asarray(terminated_t, jnp.float32)
-    not_done = 1.0 - jnp.logical_or(terminated_t, truncated_t).astype(jnp.float32)
-    delta_t = reward_t + gamma * not_terminated * next_value_t - value_t
-    coef_t = gamma * gae_lambda * not_done
-
-    def compose(later, earlier):
-        # associative_scan(reverse=True) combines (element t+k.., element t..): apply the
-        # later-in-time map first, then the earlier one.
-        c_late, d_late = later
-        c_early, d_early = earlier
-        return c_early * c_late, d_early + c_early * d_late
-
-    _, advantages = jax.lax.associative_scan(compose, (coef_t, delta_t), reverse=True)
-    return advantages, advantages + value_t
-
-
 def apply(variant: str) -> None:
     """Applies the Python-level parts of `variant` (call after importing purejaxppo)."""
     import jax
@@ -148,8 +114,12 @@ def apply(variant: str) -> None:
 
     if t.get("gae") == "assoc":
         import purejaxppo.learning as m  # where the update calls gae_advantages
+        from purejaxppo.gae import gae_advantages
 
-        m.gae_advantages = gae_advantages_assoc
+        def associative(*args, method="scan", **kwargs):
+            return gae_advantages(*args, method="associative", **kwargs)
+
+        m.gae_advantages = associative
     elif "gae" in t:
         raise ValueError(f"unknown gae variant {t['gae']!r}")
     if "u_rollout" in t:

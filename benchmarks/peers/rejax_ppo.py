@@ -55,6 +55,11 @@ def main() -> int:
         default=float("inf"),
         help="stop repeating once the runs so far took this many seconds",
     )
+    parser.add_argument(
+        "--ops",
+        action="store_true",
+        help="add kernel / loop counts of one update (benchmarks/hlo_ops.py on PYTHONPATH)",
+    )
     args = parser.parse_args()
 
     # Keep stdout for the one JSON line: anything printed by the libraries (Python or C
@@ -113,6 +118,11 @@ def main() -> int:
     start = time.perf_counter()
     compiled = train.lower(keys).compile()
     compile_s = time.perf_counter() - start
+    ops = None
+    if args.ops:
+        import hlo_ops
+
+        ops = hlo_ops.update_summary(compiled.as_text(), num_updates)
     times = []
     for i in range(args.repeats):
         start = time.perf_counter()
@@ -166,6 +176,7 @@ def main() -> int:
         "total_timesteps": steps_per_agent,
         "num_updates": num_updates,
         "compile_s": compile_s,
+        **({"hlo_ops": ops} if ops is not None else {}),
         "run_s": run_s,
         "run_s_all": times,
         "ms_per_update": 1e3 * run_s / num_updates,
