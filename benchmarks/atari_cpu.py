@@ -83,9 +83,7 @@ def profile(config_path: Path, task_id: str, updates: int) -> dict:
     fns = pjp.make_train_fns(config, env, env_params)  # one env: its pools are shared
     setup = prepare(config, env, env_params)
     hparams = pjp.Hyperparams.from_config(config)
-    rollout = jax.jit(
-        make_rollout(setup.env, setup.env_params, setup.networks, setup.num_steps, setup.info_keys)
-    )
+    rollout = jax.jit(make_rollout(setup.rows, setup.networks, setup.num_steps))
     update = jax.jit(fns.update)
     runner = block(jax.jit(fns.init)(jax.random.key(0)))
 

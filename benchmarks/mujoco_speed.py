@@ -45,6 +45,7 @@ import pandas as pd  # noqa: E402
 import purejaxppo as pjp  # noqa: E402
 from purejaxppo.envs.suites import envpool as envpool_suite  # noqa: E402
 from purejaxppo.rollout import make_rollout  # noqa: E402
+from purejaxppo.train_setup import prepare  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _LAUNCH
 from harness import atomic_write  # noqa: E402
@@ -97,7 +98,8 @@ def measure(config_path: Path, env: str, num_envs: int, num_steps: int, total: i
     env_obj, env_params = pjp.make_env(config.env_name, config.env_kwargs)
     fns = pjp.make_train_fns(config, env_obj, env_params)
     hp = pjp.Hyperparams.from_config(config)
-    rollout = make_rollout(env_obj, env_params, fns.networks, num_steps)
+    setup = prepare(config, env_obj, env_params)
+    rollout = make_rollout(setup.rows, fns.networks, num_steps)
     runner = jax.jit(fns.init)(jax.random.key(0))
     # Whole outputs returned: nothing of the rollout / update is dead code to XLA.
     roll = jax.jit(lambda r, k: rollout(r.train_state.params, r.env, k))

@@ -49,11 +49,8 @@ def measure(case: str, ratio: int | None, reps: int) -> dict:
     env, env_params = pjp.make_env(config.env_name, config.env_kwargs)
     fns = pjp.make_train_fns(config, env, env_params)
     setup = prepare(config, env, env_params)
-    rollout = jax.jit(
-        make_rollout(
-            env, setup.env_params, setup.networks, config.num_steps, setup.info_keys, ratio
-        )
-    )
+    # config.reset_ratio = ratio: the setup's rows step with optimistic resets
+    rollout = jax.jit(make_rollout(setup.rows, setup.networks, config.num_steps))
     update = jax.jit(fns.update)
     hparams = pjp.Hyperparams.from_config(config)
     runner = jax.block_until_ready(jax.jit(fns.init)(jax.random.key(0)))

@@ -107,6 +107,12 @@ class Sink:
     def log_video(self, name: str, path: str | Path, step: int) -> None:
         """A GIF / MP4 file of a recorded episode."""
 
+    def log_checkpoint(
+        self, name: str, path: str | Path, step: int, aliases: Sequence[str] = ()
+    ) -> None:
+        """A checkpoint directory (`path`, e.g. `run_dir/checkpoints/best/<step>`) saved
+        at env step `step`; `name` is its role ("best", "final"), `aliases` extra labels."""
+
     def close(self) -> None:
         """Flush and release files / runs; the sink must not be used afterwards."""
 
@@ -235,6 +241,11 @@ class WandbSink(Sink):
       name: the run's display name.
       group: W&B group (sweeps: one group per sweep, one run per (setting, seed)).
       tags: extra tags.
+      upload_checkpoints: `log_checkpoint` uploads each checkpoint it is given as a W&B
+        model artifact (duo_ai's `store_model_checkpoint`): artifact "<run id>-<name>"
+        (e.g. "-best", "-final"), type "model", aliases "latest", "step-<env steps>" and
+        the caller's, metadata `env_steps`. Offline runs stage the files with the run
+        (`wandb sync` uploads them). False (default): checkpoints stay local.
     """
 
     def __init__(
@@ -244,9 +255,11 @@ class WandbSink(Sink):
         name: str | None = None,
         group: str | None = None,
         tags: Sequence[str] = (),
+        upload_checkpoints: bool = False,
     ):
         wandb = require("wandb", "wandb")
         self._wandb = wandb
+        self.upload_checkpoints = upload_checkpoints
         self._run = wandb.init(
             project=project,
             name=name,
@@ -277,6 +290,20 @@ class WandbSink(Sink):
     def log_video(self, name: str, path: str | Path, step: int) -> None:
         fmt = Path(path).suffix.lstrip(".").lower()
         self._run.log({name: self._wandb.Video(str(path), format=fmt), "env_steps": step})
+
+    def log_checkpoint(
+        self, name: str, path: str | Path, step: int, aliases: Sequence[str] = ()
+    ) -> None:
+        if not self.upload_checkpoints:
+            return
+        path = Path(path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"log_checkpoint: {path} is not a checkpoint directory")
+        artifact = self._wandb.Artifact(
+            name=f"{self._run.id}-{name}", type="model", metadata={"env_steps": int(step)}
+        )
+        artifact.add_dir(str(path))
+        self._run.log_artifact(artifact, aliases=["latest", f"step-{int(step)}", *aliases])
 
     def close(self) -> None:
         self._run.finish()
@@ -367,6 +394,12 @@ class MultiSink(Sink):
         for sink in self.sinks:
             sink.log_video(name, path, step)
 
+    def log_checkpoint(
+        self, name: str, path: str | Path, step: int, aliases: Sequence[str] = ()
+    ) -> None:
+        for sink in self.sinks:
+            sink.log_checkpoint(name, path, step, aliases)
+
     def close(self) -> None:
         errors = []
         for sink in self.sinks:
@@ -411,6 +444,7 @@ def make_sinks(
     tags: Mapping[str, Any] | None = None,
     csv_path: str | Path | None = None,
     append: bool = False,
+    upload_checkpoints: bool = False,
 ) -> MultiSink:
     """Builds the sinks `names` (any of `LOGGERS`) writing under `run_dir`.
 
@@ -424,6 +458,8 @@ def make_sinks(
         writes metrics.csv itself and leaves "csv" out here.
       append: continue metrics.jsonl (a resumed run); TensorBoard adds an event file,
         W&B and MLflow start a new run.
+      upload_checkpoints: W&B uploads the checkpoints given to `log_checkpoint` as
+        model artifacts (`WandbSink`); the other sinks ignore them.
 
     Raises:
       ValueError: for an unknown name (nothing is created then).
@@ -444,7 +480,15 @@ def make_sinks(
             elif logger == "tensorboard":
                 sinks.append(TensorBoardSink(run_dir / "tensorboard"))
             elif logger == "wandb":
-                sinks.append(WandbSink(run_dir, name=name, group=group, tags=tag_strings))
+                sinks.append(
+                    WandbSink(
+                        run_dir,
+                        name=name,
+                        group=group,
+                        tags=tag_strings,
+                        upload_checkpoints=upload_checkpoints,
+                    )
+                )
             elif logger == "mlflow":
                 tag_map = {k: str(v) for k, v in (tags or {}).items()}
                 sinks.append(MLflowSink(run_dir, name=name, tags=tag_map))

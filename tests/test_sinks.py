@@ -20,8 +20,8 @@ STEPS = [512, 1024, 1536]
 CONFIG = {"env_name": "CartPole-v1", "learning_rate": 2.5e-4, "hidden_sizes": [64, 64], "x": None}
 
 
-def wandb_history(run_path: Path) -> list[dict]:
-    """History rows of an offline W&B run, read from its `run-*.wandb` record log.
+def wandb_records(run_path: Path, kind: str) -> list:
+    """The `kind` records ("history", "artifact", ...) of an offline W&B run's record log.
 
     The log is LevelDB-style: a 7-byte file header (":W&B", magic, version), then 32 KiB
     blocks of records with a 7-byte header (crc32, length, type: 1 full, 2 first,
@@ -31,26 +31,29 @@ def wandb_history(run_path: Path) -> list[dict]:
 
     data = next(run_path.glob("run-*.wandb")).read_bytes()
     assert data[:4] == b":W&B"
-    pos, block, pending, rows = 7, 32768, b"", []
+    pos, block, pending, records = 7, 32768, b"", []
     while pos + 7 <= len(data):
         if block - pos % block < 7:  # the rest of a block is padding
             pos += block - pos % block
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        _, length, part = struct.unpack("<IHB", data[pos : pos + 7])
         pending += data[pos + 7 : pos + 7 + length]
         pos += 7 + length
-        if kind in (1, 4):
+        if part in (1, 4):
             record = wandb_internal_pb2.Record()
             record.ParseFromString(pending)
             pending = b""
-            if record.WhichOneof("record_type") == "history":
-                rows.append(
-                    {
-                        item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                        for item in record.history.item
-                    }
-                )
-    return rows
+            if record.WhichOneof("record_type") == kind:
+                records.append(getattr(record, kind))
+    return records
+
+
+def wandb_history(run_path: Path) -> list[dict]:
+    """History rows of an offline W&B run (`wandb_records`)."""
+    return [
+        {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.item}
+        for record in wandb_records(run_path, "history")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +204,35 @@ def test_sweep_logs_one_run_per_setting_and_seed(tmp_path):
                          capture_output=True, text=True, timeout=600)  # fmt: skip
     assert bad.returncode == 2 and "tensorbord" in bad.stderr
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("upload", [True, False])
+def test_wandb_uploads_checkpoints_only_when_asked(tmp_path, monkeypatch, upload):
+    """duo_ai's `store_model_checkpoint`: a checkpoint directory becomes a model artifact."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    checkpoint = tmp_path / "checkpoints" / "best" / "2048"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "params.bin").write_bytes(b"0123")
+    sinks = make_sinks(["wandb"], tmp_path / "run", upload_checkpoints=upload)
+    sinks.log_metrics(2048, {"episode_return": 1.0})
+    sinks.log_checkpoint("best", checkpoint, 2048, aliases=["best"])
+    run_path = sinks.sinks[0].run_path
+    run_id = sinks.sinks[0]._run.id
+    sinks.close()
+    artifacts = wandb_records(run_path, "artifact")
+    if not upload:
+        assert artifacts == []
+        return
+    assert [a.name for a in artifacts] == [f"{run_id}-best"]
+    assert artifacts[0].type == "model"
+    assert set(artifacts[0].aliases) >= {"latest", "step-2048", "best"}
+    assert json.loads(artifacts[0].metadata) == {"env_steps": 2048}
+    assert [entry.path for entry in artifacts[0].manifest.contents] == ["params.bin"]
+
+
+def test_log_checkpoint_names_a_missing_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    with make_sinks(["wandb"], tmp_path / "run", upload_checkpoints=True) as sinks:
+        with pytest.raises(FileNotFoundError, match="nope"):
+            sinks.log_checkpoint("final", tmp_path / "nope", 1)
