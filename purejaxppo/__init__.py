@@ -36,6 +36,7 @@ _EXPORTS = {
     "purejaxppo.sinks": ("Sink", "make_sinks"),
     "purejaxppo.video": ("record_episode", "save_episode_video"),
     "purejaxppo.datasets": ("collect", "load_episodes"),
+    "purejaxppo.windows": ("trajectory_minibatches",),
     "purejaxppo.types": ("RunnerState", "TrainOutput", "TrainState", "Transition"),
     "purejaxppo.checkpoint": ("list_checkpoints", "load_init_params"),
     "purejaxppo.drivers.series": ("evaluate_series",),

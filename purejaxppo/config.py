@@ -206,6 +206,13 @@ class PPOConfig:
         BPTT, AgileRL's `max_seq_len`), each starting from the hidden state stored at its
         first step. Must divide num_steps; `num_minibatches` must divide the number of
         sequences, num_envs * num_steps / L.
+      sequence_sampling: with `recurrent`, "chunks" (default: the fixed chunks above) or
+        "windows": each update draws num_envs * num_steps / L windows of up to L steps
+        (L = max_seq_len or num_steps), each within one trajectory (never across an
+        episode end), padded and masked out of the loss (`purejaxppo.windows`; DTI's
+        trajectory minibatches).
+      window_prob_from_end: probability in [0, 1] that a window ends at its trajectory's
+        end (else at a uniformly random step of it); DTI's `prob_go_from_end`.
       adam_eps: Adam epsilon.
       normalize_observations: normalise the float vector observations by their running
         mean and variance (`purejaxppo.normalize`; Welford / Chan et al. 1979 parallel
@@ -320,6 +327,8 @@ class PPOConfig:
     transformer_dim: int = static(64, "recurrent")
     memory_len: int = static(10, "recurrent")
     max_seq_len: int | None = static(None, "recurrent")
+    sequence_sampling: str = static("chunks", "recurrent")
+    window_prob_from_end: float = static(0.1, "recurrent")
     adam_eps: float = static(1e-5, "optim")
     normalize_observations: bool = static(False, "normalize")
     normalize_rewards: bool = static(False, "normalize")

@@ -34,6 +34,10 @@ NATURE_TORSO = {
 #: Recurrent cores (`PPOConfig.recurrent`), see `purejaxppo.networks`.
 RECURRENT_CORES = ("lstm", "gru", "transformer")
 
+#: How recurrent policies' training sequences are cut (`PPOConfig.sequence_sampling`):
+#: fixed chunks (`update.make_sequences`) or trajectory windows (`purejaxppo.windows`).
+SEQUENCE_SAMPLINGS = ("chunks", "windows")
+
 #: Convolution implementations (`PPOConfig.conv_impl`), see `purejaxppo.networks.layers`.
 CONV_IMPLS = ("auto", "im2col", "xla")
 
@@ -330,6 +334,15 @@ def check_recurrent(c: Any) -> None:
                 c.max_seq_len,
                 f"needs a recurrent core (recurrent: one of {RECURRENT_CORES})",
             )
+    _one_of("sequence_sampling", c.sequence_sampling, SEQUENCE_SAMPLINGS)
+    if c.sequence_sampling == "windows" and c.recurrent is None:
+        raise bad(
+            "sequence_sampling",
+            c.sequence_sampling,
+            "needs a recurrent core (a feed-forward policy trains on single transitions)",
+        )
+    if not 0.0 <= c.window_prob_from_end <= 1.0:
+        raise bad("window_prob_from_end", c.window_prob_from_end, "must be in [0, 1]")
     if c.recurrent is not None and c.num_sequences % c.num_minibatches:
         raise bad(
             "num_minibatches",

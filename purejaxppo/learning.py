@@ -24,7 +24,8 @@ from purejaxppo.networks import Networks
 from purejaxppo.normalize import normalize_rewards, update_obs_stats
 from purejaxppo.rollout import next_values
 from purejaxppo.types import TrainState, Transition
-from purejaxppo.update import make_sequences, make_update_epochs
+from purejaxppo.update import Batch, make_sequences, make_update_epochs
+from purejaxppo.windows import trajectory_minibatches
 
 __all__ = ["explained_variance", "learn", "learning_rates", "make_learn"]
 
@@ -95,6 +96,34 @@ def learning_rates(
     }
 
 
+def _training_batch(
+    config: PPOConfig,
+    traj: Transition,
+    advantages: jax.Array,
+    returns: jax.Array,
+    key: jax.Array,
+    *,
+    seq_len: int,
+    windows: bool,
+) -> tuple[Batch, jax.Array]:
+    """`(batch, key)`: the update's `[K, L]` sequences, fixed chunks of `seq_len` steps
+    (`key` unchanged) or K trajectory windows drawn with a key split off `key` (the
+    chunks' shuffles stay as they were)."""
+    if not windows:
+        return make_sequences(traj, advantages, returns, seq_len), key
+    key, window_key = jax.random.split(key)
+    batch = trajectory_minibatches(
+        window_key,
+        traj,
+        advantages,
+        returns,
+        timesteps=seq_len,
+        num_windows=traj.reward.shape[1] * (config.num_steps // seq_len),
+        prob_go_from_end=config.window_prob_from_end,
+    )
+    return batch, key
+
+
 def make_learn(
     config: PPOConfig,
     networks: Networks,
@@ -112,11 +141,16 @@ def make_learn(
     With `config.normalize_observations`, `networks` normalise (`ensure_normalization`)
     and the statistics in the params are merged with `traj.obs` after the epochs.
 
+    With `config.sequence_sampling` "windows" (stateful networks), the epochs train on
+    trajectory windows drawn once per update (`windows.trajectory_minibatches`, from a key
+    split off `key`) instead of the fixed chunks of `update.make_sequences`.
+
     `num_actions` adds the `action_frac/<i>` metrics; with `axis_name` (data-parallel
     training), `traj` is this device's share and everything is reduced over the axis.
     Returns `(train_state, metrics)`: `LEARN_METRICS`, then `action_frac/<i>`.
     """
     seq_len = config.seq_len if networks.stateful else 1
+    windows = config.sequence_sampling == "windows" and networks.stateful
     plan = loop_plan(config.loop_layout)
     update_epochs = make_update_epochs(config, networks, axis_name, plan)
 
@@ -156,7 +190,9 @@ def make_learn(
         advantages, returns = jax.vmap(estimate, in_axes=1, out_axes=1)(
             reward, traj.value, next_value, traj.terminated, traj.truncated
         )
-        batch = make_sequences(traj, advantages, returns, seq_len)
+        batch, key = _training_batch(
+            config, traj, advantages, returns, key, seq_len=seq_len, windows=windows
+        )
         rates = learning_rates(config, update_step, hparams)
         actor_coef = (update_step >= config.critic_pretrain_steps).astype(jnp.float32)
         train_state, losses = update_epochs(train_state, batch, key, hparams, rates, actor_coef)
@@ -173,7 +209,10 @@ def make_learn(
         )
         metrics = {
             **losses,
-            "explained_variance": explained_variance(batch.value, batch.returns, axis_name),
+            # Windows repeat and pad steps: the variance is the rollout's.
+            "explained_variance": explained_variance(
+                *((traj.value, returns) if windows else (batch.value, batch.returns)), axis_name
+            ),
             "learning_rate": rates["shared"],
             **statistics,
         }

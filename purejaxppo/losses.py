@@ -37,6 +37,7 @@ def ppo_loss(
     clip_vloss: bool,
     actor_coef: ArrayLike = 1.0,
     axis_name: str | None = None,
+    mask: ArrayLike | None = None,
 ) -> LossTerms:
     """PPO-Clip loss (Schulman et al. 2017, arXiv:1707.06347, eq. 7 and 9).
 
@@ -68,6 +69,12 @@ def ppo_loss(
         and std of the whole minibatch across devices (equal shard sizes assumed), so the
         device-averaged gradient equals the gradient on the whole minibatch. The returned
         terms stay the local (per-device) means.
+      mask: bool `[M]`, the samples that count (padding of trajectory windows,
+        `purejaxppo.windows`, is False), or None (default: all count). Every mean above,
+        and the advantage normalisation, is then over the masked samples only (the
+        normalisation across devices with `axis_name`; each device's terms stay its own
+        masked means, so devices with fewer valid samples weigh as much in the averaged
+        gradient); at least one sample must count (per device).
 
     Returns:
       `LossTerms` of float32 scalars.
@@ -75,6 +82,20 @@ def ppo_loss(
     chex.assert_rank([log_prob, old_log_prob, advantages, value, old_value, returns], 1)
     log_ratio = log_prob - old_log_prob
     ratio = jnp.exp(log_ratio)
+    if mask is not None:
+        return _masked_loss(
+            log_ratio,
+            advantages,
+            value,
+            old_value,
+            returns,
+            entropy,
+            jnp.asarray(mask, bool),
+            coefs=(clip_coef, vf_coef, ent_coef, actor_coef),
+            norm_adv=norm_adv,
+            clip_vloss=clip_vloss,
+            axis_name=axis_name,
+        )
     if norm_adv and axis_name is None:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     elif norm_adv:
@@ -96,4 +117,57 @@ def ppo_loss(
     loss = actor_coef * (pg_loss - ent_coef * entropy) + vf_coef * v_loss
     approx_kl = jax.lax.stop_gradient(((ratio - 1.0) - log_ratio).mean())
     clipfrac = jax.lax.stop_gradient((jnp.abs(ratio - 1.0) > clip_coef).astype(jnp.float32).mean())
+    return LossTerms(loss, pg_loss, v_loss, entropy, approx_kl, clipfrac)
+
+
+def _masked_loss(
+    log_ratio: jax.Array,
+    advantages: ArrayLike,
+    value: ArrayLike,
+    old_value: ArrayLike,
+    returns: ArrayLike,
+    entropy: ArrayLike,
+    mask: jax.Array,
+    *,
+    coefs: tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike],
+    norm_adv: bool,
+    clip_vloss: bool,
+    axis_name: str | None,
+) -> LossTerms:
+    """`ppo_loss` with every mean over the samples of `mask` (see `ppo_loss`)."""
+    clip_coef, vf_coef, ent_coef, actor_coef = coefs
+    count = jnp.sum(mask.astype(jnp.float32))
+
+    def mean(x):  # masked mean; padded entries never reach the sum (no NaN leaks)
+        return jnp.sum(jnp.where(mask, x, 0.0)) / count
+
+    ratio = jnp.exp(log_ratio)
+    if norm_adv:
+        if axis_name is None:
+            adv_mean = mean(advantages)
+            adv_std = jnp.sqrt(mean(jnp.square(advantages - adv_mean)))
+        else:
+            total = jax.lax.psum(count, axis_name)
+
+            def global_mean(x):
+                return jax.lax.psum(jnp.sum(jnp.where(mask, x, 0.0)), axis_name) / total
+
+            adv_mean = global_mean(advantages)
+            adv_std = jnp.sqrt(global_mean(jnp.square(advantages - adv_mean)))
+        advantages = (advantages - adv_mean) / (adv_std + 1e-8)
+    pg_loss = mean(
+        jnp.maximum(
+            -advantages * ratio, -advantages * jnp.clip(ratio, 1.0 - clip_coef, 1.0 + clip_coef)
+        )
+    )
+    v_loss_unclipped = jnp.square(value - returns)
+    if clip_vloss:
+        value_clipped = old_value + jnp.clip(value - old_value, -clip_coef, clip_coef)
+        v_loss = 0.5 * mean(jnp.maximum(v_loss_unclipped, jnp.square(value_clipped - returns)))
+    else:
+        v_loss = 0.5 * mean(v_loss_unclipped)
+    entropy = mean(entropy)
+    loss = actor_coef * (pg_loss - ent_coef * entropy) + vf_coef * v_loss
+    approx_kl = jax.lax.stop_gradient(mean((ratio - 1.0) - log_ratio))
+    clipfrac = jax.lax.stop_gradient(mean((jnp.abs(ratio - 1.0) > clip_coef).astype(jnp.float32)))
     return LossTerms(loss, pg_loss, v_loss, entropy, approx_kl, clipfrac)

@@ -24,7 +24,9 @@ class Batch(NamedTuple):
     `[num_minibatches, K / num_minibatches, L]` after shuffling (whole sequences).
 
     Feed-forward policies train on sequences of L = 1 step: every transition is its own
-    sequence, so minibatches are uniform samples of transitions (CleanRL's PPO).
+    sequence, so minibatches are uniform samples of transitions (CleanRL's PPO). `mask` is
+    None for chunks (`make_sequences`: every step counts) and marks the steps of trajectory
+    windows (`windows.trajectory_minibatches`: padded steps are left out of the loss).
     """
 
     obs: jax.Array  # [K, L, *obs_shape] (or a dict / tuple of such arrays)
@@ -35,6 +37,7 @@ class Batch(NamedTuple):
     returns: jax.Array  # [K, L] float32, value targets
     initial_state: PyTree  # [K, ...] policy state entering each sequence's first step
     resets: jax.Array  # [K, L] bool; the previous step ended the episode (state restarts)
+    mask: jax.Array | None = None  # [K, L] bool, the step counts in the loss; None: all do
 
 
 def make_sequences(
@@ -188,7 +191,8 @@ def make_minibatch_grads(
 
     The gradient of the PPO-Clip loss (`ppo_loss`) on one minibatch `Batch` of `[M, L]`
     sequences, re-run with `networks.unroll` from their stored initial states (the loss
-    averages over all M*L steps; L = 1 for feed-forward policies).
+    averages over all M*L steps, or over the steps of `minibatch.mask` when it is set;
+    L = 1 for feed-forward policies).
     With `axis_name` (data-parallel training inside `shard_map`), each device holds `[M/D]`
     sequences of the minibatch: advantages are normalised with whole-minibatch statistics,
     and the gradients and loss terms are averaged over the axis (`lax.pmean`), so every
@@ -225,6 +229,7 @@ def make_minibatch_grads(
                 clip_vloss=config.clip_vloss,
                 actor_coef=actor_coef,
                 axis_name=axis_name,
+                mask=None if minibatch.mask is None else flat(minibatch.mask),
             )
             return terms.loss, terms
 

@@ -1,0 +1,166 @@
+"""Trajectory windows: training sequences that never cross an episode end.
+
+`PPOConfig.sequence_sampling: "windows"` trains a recurrent or transformer policy on
+windows drawn from the rollout's trajectories instead of the fixed chunks of
+`update.make_sequences`, following decision-transformer-interpretability's (DTI)
+`Memory.get_trajectory_minibatches(timesteps, prob_go_from_end=0.1)`: every window holds
+up to `timesteps` consecutive steps of one trajectory and ends at the trajectory's end
+with probability `prob_go_from_end`, otherwise at a uniformly random step of it; a window
+that would reach before its trajectory's first step is cut there and padded.
+
+A trajectory is a maximal run of one env's steps between episode ends and the rollout's
+edges: it starts at t = 0 and wherever `reset[t, n]` (the previous step ended the
+episode), and ends at the step before the next start or at t = T - 1.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+from purejaxppo.types import Transition
+from purejaxppo.update import Batch
+
+__all__ = ["Windows", "trajectory_minibatches", "window_indices"]
+
+
+class Windows(NamedTuple):
+    """Where K windows of L steps lie in a rollout `[T, N]`."""
+
+    time: jax.Array  # [K, L] int32, step t of each window step (padding repeats the last)
+    env: jax.Array  # [K] int32, env n of each window
+    mask: jax.Array  # [K, L] bool, a step of the window (False: padding)
+
+
+def _check(timesteps: int, num_windows: int, prob_go_from_end: float) -> None:
+    if isinstance(timesteps, bool) or not isinstance(timesteps, int) or timesteps < 1:
+        raise ValueError(f"timesteps={timesteps!r}: must be an int >= 1 (steps per window)")
+    if isinstance(num_windows, bool) or not isinstance(num_windows, int) or num_windows < 1:
+        raise ValueError(f"num_windows={num_windows!r}: must be an int >= 1")
+    if isinstance(prob_go_from_end, (int, float)) and not 0.0 <= prob_go_from_end <= 1.0:
+        raise ValueError(f"prob_go_from_end={prob_go_from_end!r}: must be in [0, 1]")
+
+
+def window_indices(
+    key: jax.Array,
+    resets: ArrayLike,
+    *,
+    timesteps: int,
+    num_windows: int,
+    prob_go_from_end: float = 0.1,
+) -> Windows:
+    """Draws K = `num_windows` windows of L = `timesteps` steps from a rollout's trajectories.
+
+    Each window picks its trajectory by a uniformly drawn step of the rollout (so a
+    trajectory is picked in proportion to its length), then ends at the trajectory's last
+    step with probability `prob_go_from_end`, else at the drawn step (a uniformly random
+    step of the trajectory). It covers the L steps up to its end, cut at the trajectory's
+    first step: steps `[max(end - L + 1, first), end]`, left-aligned, with the rest of the
+    L slots padding (mask False, indices repeating the end step). Padding comes after the
+    window's steps, so a causal policy unrolled over the window computes the same outputs
+    on them as without it. DTI (decision-transformer-interpretability,
+    `Memory.get_trajectory_minibatches`) pads such windows; this draws them jittably with
+    static shapes.
+
+    Args:
+      key: typed PRNG key.
+      resets: bool `[T, N]`, the previous step ended env n's episode at step t
+        (`Transition.reset`); a trajectory starts at t = 0 and at every reset.
+      timesteps: L, steps per window (a Python int >= 1; L > T is allowed, all padding).
+      num_windows: K, windows to draw (a Python int >= 1).
+      prob_go_from_end: probability that a window ends at its trajectory's end, in [0, 1]
+        (a float, or a traced float32 scalar, then unchecked).
+
+    Returns:
+      `Windows`: time int32 `[K, L]`, env int32 `[K]`, mask bool `[K, L]`.
+
+    Raises:
+      ValueError: `timesteps` or `num_windows` not an int >= 1, `prob_go_from_end`
+        outside [0, 1], or `resets` not of rank 2.
+    """
+    _check(timesteps, num_windows, prob_go_from_end)
+    resets = jnp.asarray(resets, bool)
+    if resets.ndim != 2:
+        raise ValueError(f"resets has shape {resets.shape}: expected [T, N]")
+    num_steps, num_envs = resets.shape
+    starts = resets.at[0].set(True).T.reshape(-1)  # [N * T], env-major: flat f = n * T + t
+    count = jnp.cumsum(starts, dtype=jnp.int32)  # trajectories starting at or before f
+    key_step, key_end = jax.random.split(key)
+    step = jax.random.randint(key_step, (num_windows,), 0, num_steps * num_envs)
+    first = jnp.searchsorted(count, count[step], side="left").astype(jnp.int32)
+    last = jnp.searchsorted(count, count[step] + 1, side="left").astype(jnp.int32) - 1
+    from_end = jax.random.bernoulli(key_end, prob_go_from_end, (num_windows,))
+    end = jnp.where(from_end, last, step)
+    begin = jnp.maximum(end - timesteps + 1, first)
+    slots = begin[:, None] + jnp.arange(timesteps, dtype=jnp.int32)  # [K, L]
+    flat = jnp.minimum(slots, end[:, None])
+    return Windows(time=flat % num_steps, env=first // num_steps, mask=slots <= end[:, None])
+
+
+def trajectory_minibatches(
+    key: jax.Array,
+    traj: Transition,
+    advantages: ArrayLike,
+    returns: ArrayLike,
+    *,
+    timesteps: int,
+    num_windows: int,
+    prob_go_from_end: float = 0.1,
+) -> Batch:
+    """K training windows `[K, L]` of a rollout `[T, N]`, each within one trajectory.
+
+    DTI's `get_trajectory_minibatches(timesteps, prob_go_from_end=0.1)` (see
+    `window_indices` for how windows are drawn and padded), as a pure, jittable function
+    of a rollout: the `Batch` that `update.make_update_epochs` shuffles into minibatches,
+    with `mask` marking the window steps. Each window starts from the policy state the
+    rollout stored at its first step (`traj.policy_state[t, n]`, before that step's
+    reset) with the rollout's reset flags, so `Networks.unroll` over the window reproduces
+    the rollout's log-probs and values on its valid steps; padded steps are copies of the
+    window's last step and must be masked out of the loss (`losses.ppo_loss(mask=...)`).
+
+    Args:
+      key: typed PRNG key.
+      traj: `Transition` with leading axes `[T, N]` (obs, action, log_prob, value, reset
+        bool `[T, N]`, policy_state `[T, N, ...]` leaves).
+      advantages, returns: float32 `[T, N]`.
+      timesteps: L, steps per window (Python int >= 1).
+      num_windows: K, windows to draw (Python int >= 1).
+      prob_go_from_end: probability that a window ends at its trajectory's end, in [0, 1].
+
+    Returns:
+      `Batch` of `[K, L]` leaves (obs `[K, L, *obs_shape]`, initial_state `[K, ...]`) with
+      mask bool `[K, L]`.
+
+    Raises:
+      ValueError: bad `timesteps`, `num_windows` or `prob_go_from_end` (naming the value),
+        or `traj.reset` not `[T, N]`.
+    """
+    windows = window_indices(
+        key,
+        traj.reset,
+        timesteps=timesteps,
+        num_windows=num_windows,
+        prob_go_from_end=prob_go_from_end,
+    )
+    env = windows.env[:, None]
+
+    def gather(x):  # [T, N, ...] -> [K, L, ...]
+        return jnp.asarray(x)[windows.time, env]
+
+    def first_step(x):  # [T, N, ...] -> [K, ...]
+        return jnp.asarray(x)[windows.time[:, 0], windows.env]
+
+    return Batch(
+        obs=jax.tree.map(gather, traj.obs),
+        action=gather(traj.action),
+        log_prob=gather(traj.log_prob),
+        value=gather(traj.value),
+        advantages=gather(advantages),
+        returns=gather(returns),
+        initial_state=jax.tree.map(first_step, traj.policy_state),
+        resets=gather(traj.reset),
+        mask=windows.mask,
+    )
