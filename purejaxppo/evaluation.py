@@ -18,9 +18,10 @@ import numpy as np
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.agent_rows import make_agents_episode_runner
-from purejaxppo.envs.kinds import AGENTS, check
+from purejaxppo.envs.kinds import AGENTS, ENVPOOL, check
 from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.host_episodes import make_host_episode_runner
+from purejaxppo.multiagent import env_for_networks
 from purejaxppo.networks import Networks
 from purejaxppo.policy import Policy, make_act, observation_shapes
 from purejaxppo.types import TrainOutput, TrainState
@@ -54,7 +55,10 @@ def evaluate(
 ) -> EvalResult:
     """Runs `num_episodes` episodes in parallel (`vmap` over envs, `lax.scan` over time).
 
-    Each env plays exactly one episode (steps after its end are masked out).
+    Each env plays exactly one episode (steps after its end are masked out). An EnvPool
+    Atari episode is the whole game (every life), its return the raw score, whatever
+    `episodic_life` / `reward_clip` do to the learning signal (as the training metric
+    `episode_return`).
 
     Args:
       policy_or_state: a `Policy`, or a single-agent `TrainOutput` / `TrainState` (then
@@ -118,11 +122,14 @@ def make_episode_runner(
     networks = policy.networks if isinstance(policy, Policy) else policy
     act = make_act(networks)
     if kind is AGENTS:  # the agents of each env on rows; the team return
+        env = env_for_networks(env, networks)  # MAPPO's critic: the world state
         return make_agents_episode_runner(
             env, env_params, act, networks.initial_state, num_episodes, max_steps
         )
     if not kind.in_program:
         return make_host_episode_runner(env, act, networks.initial_state, num_episodes, max_steps)
+    # EnvPool Atari: an episode is the game, scored raw (the training headline's return).
+    atari = kind is ENVPOOL and env.atari
 
     @jax.jit
     def run(params, key, temperature):
@@ -136,12 +143,17 @@ def make_episode_runner(
             obs, state, ret, length, active, policy_state = carry
             act_key, env_key = jax.random.split(step_key)
             policy_state, action, _ = act(params, policy_state, obs, no_reset, act_key, temperature)
-            obs, state, reward, terminated, truncated, _ = jax.vmap(
+            obs, state, reward, terminated, truncated, info = jax.vmap(
                 env.step, in_axes=(0, 0, 0, None)
             )(jax.random.split(env_key, num_episodes), state, action, env_params)
-            ret = ret + jnp.where(active, reward.astype(jnp.float32), 0.0)
             length = length + active.astype(jnp.int32)
-            active = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
+            if atari:  # the game's raw score so far, every life (the adapter's own sum)
+                ret = jnp.where(active, info["game_return"], ret)
+                ended = info["game_over"] > 0
+            else:
+                ret = ret + jnp.where(active, reward.astype(jnp.float32), 0.0)
+                ended = jnp.logical_or(terminated, truncated)
+            active = jnp.logical_and(active, ~ended)
             return (obs, state, ret, length, active, policy_state), None
 
         init = (

@@ -11,6 +11,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+#: `EpisodeStats.info_sum` keys averaged over their own count (another key, logged as
+#: summed), not over `count`: EnvPool Atari counts games, its learner's episodes (lives,
+#: clipped rewards) apart (`envs.rows.envpool_rows`).
+CLIPPED_RETURN, CLIPPED_COUNT = "episode_return_clipped", "episode_count_clipped"
+OWN_COUNTS = {CLIPPED_RETURN: CLIPPED_COUNT}
+
 
 class EpisodeStats(NamedTuple):
     """Sums over the episodes that ended during a rollout (float32 scalars)."""
@@ -30,12 +36,16 @@ class EpisodeStats(NamedTuple):
         return cls(zero(), zero(), zero(), {key: zero() for key in info_keys})
 
     def mean_info(self) -> dict[str, jax.Array]:
-        """`info/<key>` -> mean of `info[key]` at the ended episodes' last steps (NaN if none)."""
-        count = jnp.maximum(self.count, 1)
-        return {
-            f"info/{key}": jnp.where(self.count > 0, total / count, jnp.nan)
-            for key, total in self.info_sum.items()
-        }
+        """`info/<key>` -> mean of `info[key]` at the ended episodes' last steps (NaN if
+        none); a key of `OWN_COUNTS` over its own count, and that count as summed."""
+        means = {}
+        for key, total in self.info_sum.items():
+            count = self.info_sum.get(OWN_COUNTS.get(key), self.count)
+            if key in OWN_COUNTS.values():
+                means[f"info/{key}"] = total
+            else:
+                means[f"info/{key}"] = jnp.where(count > 0, total / jnp.maximum(count, 1), jnp.nan)
+        return means
 
     def mean_return(self) -> jax.Array:
         """Mean return of the ended episodes, NaN if none ended."""

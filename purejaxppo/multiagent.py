@@ -41,7 +41,7 @@ from purejaxppo.config import PPOConfig
 from purejaxppo.envs.suites.jaxmarl import JaxMARLEnv, is_multi_agent_env
 from purejaxppo.networks import Networks, make_networks
 
-__all__ = ["MULTI_AGENT", "configure_env", "make_marl_networks"]
+__all__ = ["MULTI_AGENT", "configure_env", "env_for_networks", "make_marl_networks"]
 
 #: Values of `PPOConfig.multi_agent` (None: single-agent PPO).
 MULTI_AGENT = ("ippo", "mappo")
@@ -104,3 +104,18 @@ def make_marl_networks(config: PPOConfig, env: JaxMARLEnv, env_params: Any = Non
     if config.multi_agent != "mappo":
         return make_networks(config, env, env_params)
     return make_networks(config, env, env_params, tower_inputs=(("obs",), ("world_state",)))
+
+
+def env_for_networks(env: JaxMARLEnv, networks: Networks) -> JaxMARLEnv:
+    """`env` as the networks read it: with MAPPO's world state when a tower of the
+    built-in networks encodes `world_state` (`make_marl_networks`) and `env` has none
+    (an env from `make_env`, e.g. the evaluation episodes during training), else `env`.
+
+    Raises:
+      ValueError: the networks read a world state that `env` cannot give
+        (`JaxMARLEnv.with_world_state`).
+    """
+    towers = getattr(networks.module, "tower_inputs", None) or ()
+    if not env.world_state and any("world_state" in keys for keys in towers):
+        return env.with_world_state()
+    return env

@@ -12,7 +12,11 @@ Renderers, in order of preference:
   2. built-in state renderers of classic-control envs ("CartPole-v1", "Pendulum-v1");
   3. an observation renderer for image observations `[H, W, C]` (MinAtar: one colour per
      channel, as gymnax's MinAtar visualizer) and for the probe envs (their observation
-     as bars).
+     as bars);
+  4. EnvPool Atari tasks: the newest frame of each observation (`render_atari_frame`; the
+     recorder keeps only that frame, and films the whole game, every life);
+  5. JaxMARL MPE envs (`render_mpe`: their state's entities as discs); a multi-agent
+     episode is recorded with every agent on its row, its reward the team reward.
 Anything else raises ValueError (nothing is written).
 """
 
@@ -51,9 +55,9 @@ class Episode(NamedTuple):
     """One recorded episode (host numpy arrays, cut at its end)."""
 
     states: Any  # env state pytree, leaves [L, ...]: the state each action was taken in
-    obs: Any  # observations [L, *obs_shape] (dict / tuple of such arrays)
-    actions: np.ndarray  # [L, ...]
-    rewards: np.ndarray  # float32 [L]
+    obs: Any  # observations [L, *obs_shape] (dict / tuple of such arrays; agents: [L, A, ...])
+    actions: np.ndarray  # [L, ...] (agents: [L, A, ...])
+    rewards: np.ndarray  # float32 [L] (agents: the team reward)
     length: int  # L, steps of the episode
     episode_return: float  # sum of rewards
 
@@ -155,10 +159,15 @@ def make_renderer(env: Any, env_params: Any) -> Renderer:
     Raises:
       ValueError: naming the env when none of the renderers applies.
     """
-    from purejaxppo.envs.kinds import kind_of
+    from purejaxppo.envs.kinds import AGENTS, ENVPOOL, kind_of
 
-    if not kind_of(env).in_program:  # host env: its recorder keeps gymnasium's frames
+    kind = kind_of(env)
+    if not kind.in_program:  # host env: its recorder keeps gymnasium's frames
         return lambda frame, obs: np.asarray(frame, np.uint8)
+    if kind is AGENTS:
+        return _agents_renderer(env)
+    if kind is ENVPOOL:
+        return _envpool_renderer(env)
     if callable(getattr(env, "render", None)):
         return lambda state, obs: np.asarray(env.render(state, env_params), np.uint8)
     name = getattr(env, "name", type(env).__name__)
@@ -180,13 +189,69 @@ def make_renderer(env: Any, env_params: Any) -> Renderer:
     )
 
 
+def render_mpe(state: Any, mpe: Any, size: int = 300, extent: float = 2.0) -> Frame:
+    """A JaxMARL MPE state as JaxMARL's `MPEVisualizer` draws it, without matplotlib:
+    each entity (agents, then landmarks: `state.p_pos` `[E, 2]`) a disc of its radius
+    (`mpe.rad` `[E]`) and colour (`mpe.colour`, RGB 0-255) on a white square showing
+    [-extent, extent]^2, y up; landmarks under agents."""
+    img = _canvas(size, size)
+    ys, xs = np.mgrid[0:size, 0:size]
+    scale = size / (2 * extent)
+    positions = np.asarray(state.p_pos, np.float32)
+    radii, colours = np.asarray(mpe.rad, np.float32), np.asarray(mpe.colour)
+    for i in reversed(range(len(positions))):
+        cx, cy = (positions[i, 0] + extent) * scale, (extent - positions[i, 1]) * scale
+        disc = (xs - cx) ** 2 + (ys - cy) ** 2 <= max(radii[i] * scale, 1.0) ** 2
+        img[disc] = colours[i].astype(np.uint8)
+    return img
+
+
+def _agents_renderer(env: Any) -> Renderer:
+    """A JaxMARL env's renderer: its state drawn by `render_mpe` (MPE envs).
+
+    Raises:
+      ValueError: naming the env when it is no MPE env.
+    """
+    mpe = env.env
+    if all(hasattr(mpe, a) for a in ("rad", "colour", "num_entities")):
+        return lambda state, obs: render_mpe(state, mpe)
+    raise ValueError(
+        f"no renderer for {env.name}: videos of JaxMARL envs draw MPE states only (jaxmarl:MPE_*)"
+    )
+
+
+def render_atari_frame(frame: Any, scale: int = 2) -> Frame:
+    """An EnvPool Atari frame (`EnvPoolEnv.newest_frame`: `[H, W]` grey or `[H, W, 3]`
+    RGB uint8) as RGB `[scale * H, scale * W, 3]`: what the agent saw, preprocessed."""
+    frame = np.asarray(frame, np.uint8)
+    if frame.ndim == 2:
+        frame = np.repeat(frame[..., None], 3, axis=-1)
+    return np.kron(frame, np.ones((scale, scale, 1), np.uint8)).astype(np.uint8)
+
+
+def _envpool_renderer(env: Any) -> Renderer:
+    """An EnvPool env's renderer: Atari tasks' newest observation frame, which the
+    recorder keeps (`make_episode_recorder`).
+
+    Raises:
+      ValueError: naming the env for a MuJoCo task (EnvPool renders no frames).
+    """
+    if env.atari:
+        return lambda state, frame: render_atari_frame(frame)
+    raise ValueError(
+        f"no renderer for {env.name}: EnvPool renders no frames and a MuJoCo task's "
+        "observations are no images; EnvPool's Atari tasks film their observation frames"
+    )
+
+
 # --------------------------------------------------------------------- recording
 def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: int) -> Callable:
     """Jitted `record(params, key, temperature) -> (states, obs, actions, rewards, active)`.
 
     One env, `max_steps` steps of `policy.make_act` (temperature 0: greedy) in a
     `lax.scan`, keeping the state and observation each action was taken in (`[max_steps]`
-    leaves; `active` marks the steps before the episode ended). Build once, call with new
+    leaves; `active` marks the steps before the episode ended). EnvPool Atari: the newest
+    frame of each observation (`EnvPoolEnv.newest_frame`), until the game ends (all lives). Build once, call with new
     params to compile once. A host env plays its episode on the host and keeps each
     step's frame as its state (`host_episodes.make_host_episode_recorder`).
 
@@ -194,14 +259,23 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
       ValueError: a kind of env that cannot film (`envs.kinds`), or a host env that
         cannot render.
     """
-    from purejaxppo.envs.kinds import check
+    from purejaxppo.envs.agent_rows import make_agents_episode_recorder
+    from purejaxppo.envs.kinds import AGENTS, ENVPOOL, check
     from purejaxppo.host_episodes import make_host_episode_recorder
+    from purejaxppo.multiagent import env_for_networks
     from purejaxppo.policy import make_act
 
     kind = check("video", getattr(env, "name", repr(env)), env)
     act = make_act(networks)
     if not kind.in_program:
         return make_host_episode_recorder(env, act, networks.initial_state, max_steps)
+    if kind is AGENTS:  # one env, its agents on rows; the team reward per step
+        env = env_for_networks(env, networks)  # MAPPO's critic: the world state
+        return make_agents_episode_recorder(env, env_params, act, networks.initial_state, max_steps)
+    # EnvPool Atari: keep the newest frame of each observation (not the whole stack), and
+    # play the whole game (under `episodic_life` a lost life is `terminated`, not its end).
+    atari = kind is ENVPOOL and env.atari
+    keep = env.newest_frame if atari else (lambda obs: obs)
 
     @jax.jit
     def record(params, key, temperature):
@@ -216,11 +290,12 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
             policy_state, action, _ = act(
                 params, policy_state, batch, no_reset, act_key, temperature
             )
-            next_obs, next_state, reward, terminated, truncated, _ = env.step(
+            next_obs, next_state, reward, terminated, truncated, info = env.step(
                 env_key, state, action[0], env_params
             )
-            out = (state, obs, action[0], reward.astype(jnp.float32), active)
-            still = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
+            out = (state, keep(obs), action[0], reward.astype(jnp.float32), active)
+            ended = info["game_over"] > 0 if atari else jnp.logical_or(terminated, truncated)
+            still = jnp.logical_and(active, ~ended)
             return (next_obs, next_state, policy_state, still), out
 
         init = (obs, state, networks.initial_state(1), jnp.ones((), bool))

@@ -1,7 +1,9 @@
 """One env interface (`purejaxppo.envs.kinds`): the kind of env is decided once, every
 operation works on every kind or is refused from one table, and the docs' table is the
 code's. Cells that work are run on small configs: gymnasium CartPole (eval, eval_freq with
-`best/`, video, a factory from Python), EnvPool InvertedPendulum (eval)."""
+`best/`, video, a factory from Python), EnvPool InvertedPendulum (eval, collect), EnvPool
+Breakout (video, the raw game score as the headline), JaxMARL MPE with IPPO and MAPPO
+(eval, eval_freq with `best/`, video)."""
 
 from __future__ import annotations
 
@@ -305,3 +307,152 @@ def test_multi_agent_policy_acts_per_agent_and_evaluates_the_team_return(multi_a
     assert (result.returns < 0).all()
     again = pjp.evaluate(policy, num_episodes=3, key=jax.random.key(1))
     np.testing.assert_array_equal(result.returns, again.returns)
+
+
+@pytest.mark.parametrize("multi_agent", ["ippo", "mappo"])
+def test_multi_agent_cli_run_evaluates_the_team_return_and_keeps_the_best(
+    multi_agent, tmp_path, capsys
+):
+    from purejaxppo.checkpoint import load_checkpoint
+
+    run = tmp_path / "run"
+    argv = ["train", "--env-name", "jaxmarl:MPE_simple_spread_v3", "--run-dir", str(run)]
+    argv += ["--multi-agent", multi_agent, "--num-envs", "4", "--num-steps", "25"]
+    argv += ["--total-timesteps", str(4 * 25 * 4), "--num-minibatches", "2", "--no-progress"]
+    argv += ["--eval-freq", "2", "--eval-episodes", "3", "--save-freq", "2"]
+    assert main(argv) == 0
+    assert "last evaluation (train, update 4, 3 episodes): " in capsys.readouterr().out
+    # Evaluated at updates 2 and 4; `best/` holds the update with the higher team return.
+    import pandas as pd
+
+    evals = pd.read_csv(run / "metrics.csv").set_index("update")["eval/train/return"].dropna()
+    assert list(evals.index) == [2, 4] and (evals < 0).all()  # MPE rewards are negative
+    best = load_checkpoint(run, kind="best")
+    assert best.update_step == int(evals.idxmax())
+    # The evaluation during training is `pjp.evaluate`'s: the team return of E episodes
+    # (MPE: 25 steps each), seeded from the run's evaluation key stream.
+    policy = pjp.Policy.load(run, kind="best")
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(0), 1), best.update_step)
+    result = pjp.evaluate(policy, num_episodes=3, key=key, greedy=False)
+    np.testing.assert_array_equal(result.lengths, [25, 25, 25])
+    np.testing.assert_allclose(result.returns.mean(), evals.max(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("multi_agent", ["ippo", "mappo"])
+def test_multi_agent_cli_run_films_mpe_episodes(multi_agent, tmp_path):
+    from PIL import Image
+
+    from purejaxppo.video import make_renderer, record_episode, render_episode
+
+    run = tmp_path / "run"
+    argv = ["train", "--env-name", "jaxmarl:MPE_simple_spread_v3", "--run-dir", str(run)]
+    argv += ["--multi-agent", multi_agent, "--num-envs", "4", "--num-steps", "25"]
+    argv += ["--total-timesteps", str(4 * 25 * 2), "--num-minibatches", "2", "--no-progress"]
+    assert main([*argv, "--video-freq", "2"]) == 0
+    gif = Image.open(run / "videos" / "update_000002.gif")
+    assert gif.n_frames == 25 and gif.size == (300, 300)  # one frame per MPE step
+    policy = pjp.Policy.load(run)
+    episode = record_episode(policy, jax.random.key(0))
+    # 3 agents acting on their rows; the reward is the team reward (MPE: their sum).
+    assert episode.length == 25 and episode.actions.shape == (25, 3)
+    np.testing.assert_allclose(episode.episode_return, episode.rewards.sum())
+    frames = render_episode(episode, make_renderer(policy.env, policy.env_params))
+    assert frames[0].shape == (300, 300, 3) and not np.array_equal(frames[0], frames[-1])
+    # 3 agents and 3 landmarks: their colours are on the first frame.
+    colours = {tuple(c) for c in np.asarray(policy.env.env.colour)}
+    assert colours <= {tuple(p) for p in frames[0].reshape(-1, 3)}
+
+
+def test_jaxmarl_envs_other_than_mpe_refuse_video_naming_the_env():
+    from purejaxppo.video import make_renderer
+
+    env, env_params = pjp.make_env("jaxmarl:switch_riddle")
+    with pytest.raises(ValueError, match=r"no renderer for jaxmarl:switch_riddle: .*MPE"):
+        make_renderer(env, env_params)
+
+
+def test_envpool_atari_video_films_the_whole_game_from_the_observation_frames(tmp_path):
+    from PIL import Image
+
+    from purejaxppo.drivers.single import train_and_log
+    from purejaxppo.video import make_renderer, record_episode, render_episode
+
+    # Breakout under episodic_life: a lost life is `terminated`, the game (5 lives) goes on.
+    kwargs = {"episodic_life": True, "reward_clip": True, "max_episode_steps": 300}
+    config = pjp.PPOConfig(
+        env_name="envpool:Breakout-v5",
+        env_kwargs=kwargs,
+        num_envs=2,
+        num_steps=16,
+        total_timesteps=2 * 16,
+        num_minibatches=1,
+        video_freq=1,
+    )
+    train_and_log(config, tmp_path / "run", progress=False, plot=False)
+    gif = Image.open(tmp_path / "run" / "videos" / "update_000001.gif")
+    assert gif.size == (168, 168)  # the 84 x 84 frames, upscaled twice
+    policy = pjp.Policy.load(tmp_path / "run")
+    episode = record_episode(policy, jax.random.key(3), greedy=False)
+    assert episode.obs.shape == (episode.length, 84, 84)  # the newest frame of each stack
+    frames = render_episode(episode, make_renderer(policy.env, policy.env_params))
+    # Grey frames: the agent's own (preprocessed) view.
+    np.testing.assert_array_equal(frames[0][:-4:2, ::2, 0], episode.obs[0][:-2])
+    assert (frames[0][..., 0] == frames[0][..., 2]).all()
+    # Replaying the episode's actions on the same seed: it ends where the game does, every
+    # life lost (5 terminations), or at the time limit; not at the first lost life.
+    env, params = pjp.make_env("envpool:Breakout-v5", kwargs)
+    obs, state = env.reset(jax.random.split(jax.random.key(3))[0], params)
+    lives_lost = 0
+    for t, action in enumerate(episode.actions):
+        np.testing.assert_array_equal(np.asarray(obs)[..., -1], episode.obs[t])
+        obs, state, _, terminated, truncated, info = env.step(jax.random.key(0), state, action)
+        lives_lost += int(terminated)
+    assert bool(info["game_over"]) and (lives_lost == 5 or bool(truncated))
+    assert lives_lost >= 1 and episode.length <= 300
+
+
+def test_envpool_mujoco_video_is_refused_naming_the_env():
+    from purejaxppo.video import make_renderer
+
+    env, env_params = pjp.make_env("envpool:InvertedPendulum-v4")
+    with pytest.raises(ValueError, match=r"no renderer for envpool:InvertedPendulum-v4: Env"):
+        make_renderer(env, env_params)
+
+
+def test_envpool_atari_headline_is_the_raw_game_score_and_learning_is_unchanged(monkeypatch):
+    # Breakout (5 lives) under episodic_life + reward_clip: the learner's episodes are
+    # lives with rewards clipped to {-1, 0, 1}; the headline counts whole games, raw.
+    config = pjp.PPOConfig(
+        env_name="envpool:Breakout-v5",
+        env_kwargs={"episodic_life": True, "reward_clip": True},
+        num_envs=4,
+        num_steps=64,
+        total_timesteps=4 * 64 * 2,
+        num_minibatches=2,
+        info_metrics=("game_over_return", "game_over"),
+    )
+    out = jax.jit(make_train_fns(config).train)(jax.random.key(0))
+    m = {k: np.asarray(v) for k, v in out.metrics.items()}
+    games, lives = m["episode_count"], m["info/episode_count_clipped"]
+    assert games.sum() >= 1
+    # episode_return is the adapter's raw full-game return (`info["game_over_return"]`,
+    # tests/test_envpool.py), over the same episodes: every one a game over.
+    ended = games > 0
+    np.testing.assert_array_equal(m["episode_return"][ended], m["info/game_over_return"][ended])
+    np.testing.assert_array_equal(m["info/game_over"][ended], 1.0)
+    assert np.isnan(m["episode_return"][~ended]).all()
+    # Every game that ended lost its 5 lives in this run; lives of running games count too.
+    assert 5 * games.sum() <= lives.sum() <= 5 * (games.sum() + config.num_envs)
+    assert (m["episode_length"][ended] > 5).all()  # a game is several lives long
+    # `pjp.evaluate` scores whole games too: raw integer scores, each game several lives
+    # long (a random Breakout life lasts about 25 steps), ended before the step limit.
+    policy = pjp.Policy.from_train_output(out, config)
+    result = pjp.evaluate(policy, num_episodes=2, key=jax.random.key(1), max_steps=1000)
+    assert ((50 < result.lengths) & (result.lengths < 1000)).all()
+    np.testing.assert_array_equal(result.returns, np.round(result.returns))
+    # The learning signal is the one the per-life rows (`vmapped_envs`) give: the same
+    # params, bitwise; only the counting of episodes differs.
+    monkeypatch.setitem(kinds._ROWS, "envpool", kinds.vmapped_envs)
+    before = jax.jit(make_train_fns(config).train)(jax.random.key(0))
+    jax.tree.map(np.testing.assert_array_equal, out.train_state.params, before.train_state.params)
+    assert not np.array_equal(np.asarray(before.metrics["episode_count"]), games)

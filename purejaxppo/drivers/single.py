@@ -192,7 +192,8 @@ def return_postfix(frame: pd.DataFrame) -> dict[str, str]:
     `info_metrics`): `game`, the mean raw full-game score of the games that ended in the
     segment, sum(game_over_return * n) / sum(game_over * n) with n the rows'
     `episode_count` (1 without it); "n/a" when no game ended. Otherwise `ret`, the newest
-    `episode_return` (under `episodic_life` / `reward_clip` a clipped one-life return).
+    `episode_return` (for EnvPool Atari the same raw full-game score: `envs.rows.envpool_rows`
+    counts games, whatever `episodic_life` / `reward_clip` do to the learning signal).
     """
     if GAME_RETURN in frame and GAME_OVER in frame:
         weight = frame["episode_count"] if "episode_count" in frame else 1.0

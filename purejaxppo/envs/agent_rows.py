@@ -24,7 +24,12 @@ from purejaxppo.envs.suites.jaxmarl import JaxMARLEnv
 from purejaxppo.metrics import EpisodeStats
 from purejaxppo.types import EnvCarry
 
-__all__ = ["agent_rows", "make_agents_episode_runner", "marl_info_keys"]
+__all__ = [
+    "agent_rows",
+    "make_agents_episode_recorder",
+    "make_agents_episode_runner",
+    "marl_info_keys",
+]
 
 
 def marl_info_keys(env: JaxMARLEnv) -> tuple[str, ...]:
@@ -151,3 +156,39 @@ def make_agents_episode_runner(
         return env.team_reward(ret), length
 
     return run
+
+
+def make_agents_episode_recorder(
+    env: JaxMARLEnv, env_params: Any, act: Any, initial_state: Any, max_steps: int
+) -> Any:
+    """Jitted `record(params, key, temperature) -> (states, obs, actions, rewards,
+    active)` of one env's episode, as `video.make_episode_recorder` records a
+    single-agent one: every agent acting from the shared policy on its row, the state
+    and observations `[A, ...]` each step's actions `[A]` were taken in, and the team
+    reward (`JaxMARLEnv.team_reward`) of each step; `[max_steps]` leaves, `active`
+    marking the steps before the episode ended."""
+    num_agents = env.num_agents
+
+    @jax.jit
+    def record(params, key, temperature):
+        reset_key, scan_key = jax.random.split(key)
+        obs, state = env.reset(reset_key, env_params)
+        no_reset = jnp.zeros((num_agents,), bool)
+
+        def step(carry, step_key):
+            obs, state, policy_state, active = carry
+            act_key, env_key = jax.random.split(step_key)
+            policy_state, action, _ = act(params, policy_state, obs, no_reset, act_key, temperature)
+            next_obs, next_state, reward, terminated, truncated, _ = env.step(
+                env_key, state, action, env_params
+            )
+            team = env.team_reward(reward.astype(jnp.float32))
+            out = (state, obs, action, team, active)
+            ended = jnp.any(jnp.logical_or(terminated, truncated))
+            return (next_obs, next_state, policy_state, jnp.logical_and(active, ~ended)), out
+
+        init = (obs, state, initial_state(num_agents), jnp.ones((), bool))
+        _, outs = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
+        return outs
+
+    return record

@@ -29,7 +29,7 @@ from typing import Any
 
 from purejaxppo.envs.agent_rows import agent_rows
 from purejaxppo.envs.host import is_host_env, is_host_env_id
-from purejaxppo.envs.rows import RowsEnv, host_rows, vmapped_envs
+from purejaxppo.envs.rows import RowsEnv, envpool_rows, host_rows, vmapped_envs
 from purejaxppo.envs.suites.envpool import EnvPoolEnv, is_envpool_id
 from purejaxppo.envs.suites.jaxmarl import is_multi_agent_env
 from purejaxppo.multiagent import configure_env, make_marl_networks
@@ -137,7 +137,7 @@ class EnvKind:
 
 _ROWS: dict[str, Callable[..., RowsEnv]] = {
     "jax": vmapped_envs,
-    "envpool": vmapped_envs,  # the adapter's batching rule makes the vmap one pool call
+    "envpool": envpool_rows,  # the adapter's batching rule makes the vmap one pool call
     "agents": lambda env, env_params, info_keys, reset_ratio: agent_rows(env, env_params),
     "host": lambda env, env_params, info_keys, reset_ratio: host_rows(env),
 }
@@ -157,13 +157,19 @@ ENVPOOL = EnvKind(
             "one device (devices=1, --devices 1)"
         ),
         "data_parallel": "the pool lives on one host and one device: train on one device",
-        "video": "EnvPool renders no frames here; film a JAX env instead",
         "pbt_resume": (
             "the pool's state lives on the host, not in the checkpoint: start a new "
             "population (a single run resumes with fresh episodes)"
         ),
     },
-    notes={"resume": "restarts the pool's episodes; params, optimizer and statistics go on"},
+    notes={
+        "resume": "restarts the pool's episodes; params, optimizer and statistics go on",
+        "eval": "Atari: whole games (every life), raw scores, as `episode_return`",
+        "video": (
+            "Atari: the observations' newest frames, the whole game; MuJoCo raises naming "
+            "the env (EnvPool renders no frames)"
+        ),
+    },
 )
 
 AGENTS = EnvKind(
@@ -171,12 +177,12 @@ AGENTS = EnvKind(
     title="multi-agent JaxMARL env",
     refusals={
         "data_parallel": "train on one device (batched runs may still use several)",
-        "eval_freq": "use the training team return in metrics.csv (eval_freq: 0)",
-        "video": "film a single-agent env; JaxMARL's own viz renders states",
         "collect": "collect from a single-agent env",
     },
     notes={
         "eval": "the team return, every agent acting on its row",
+        "eval_freq": "the team return; `best/` the best team return",
+        "video": "MPE envs, drawn from the state; other JaxMARL envs raise naming the env",
         "policy": "acts on rows, one per agent",
     },
 )

@@ -22,10 +22,17 @@ import jax
 import jax.numpy as jnp
 
 from purejaxppo.envs.resets import make_batched_step
-from purejaxppo.metrics import EpisodeStats
+from purejaxppo.metrics import CLIPPED_COUNT, CLIPPED_RETURN, EpisodeStats
 from purejaxppo.types import EnvCarry
 
-__all__ = ["EnvStep", "RowsEnv", "host_rows", "info_keys_of", "vmapped_envs"]
+__all__ = [
+    "EnvStep",
+    "RowsEnv",
+    "envpool_rows",
+    "host_rows",
+    "info_keys_of",
+    "vmapped_envs",
+]
 
 
 class EnvStep(NamedTuple):
@@ -123,6 +130,65 @@ def vmapped_envs(
         )
 
     return RowsEnv(reset=reset, step=step, info_keys=tuple(info_keys))
+
+
+def envpool_rows(
+    env: Any,
+    env_params: Any,
+    info_keys: tuple[str, ...] = (),
+    reset_ratio: int | None = None,
+) -> RowsEnv:
+    """An EnvPool env's rows: MuJoCo tasks as `vmapped_envs`; Atari tasks step the same
+    (the same rewards, `terminated`, resets: the learning is unchanged) but count games.
+
+    Atari episode statistics are per game (every life, unclipped rewards), whatever
+    `episodic_life` / `reward_clip` do to the learning signal: `ended.return_sum` sums the
+    raw scores of the games that ended (`info["game_over_return"]`), `length_sum` their
+    lengths in steps, `count` how many ended, and `info_keys` are read at the games' last
+    steps. `info/episode_return_clipped` is the mean return of the learner's episodes
+    (one life under `episodic_life`, clipped rewards) over `info/episode_count_clipped` of
+    them. Carry: `episode_return` the learner's episode's (clipped) return `[N]`,
+    `episode_length` the game's steps so far `[N]`.
+    """
+    if not env.atari:
+        return vmapped_envs(env, env_params, info_keys, reset_ratio)
+    batched_step = make_batched_step(env, env_params, reset_ratio)
+    base = vmapped_envs(env, env_params)
+
+    def step(key: jax.Array, carry: EnvCarry, env_action: Any) -> EnvStep:
+        num_envs = carry.reset.shape[0]
+        obs, env_state, reward, terminated, truncated, info = batched_step(
+            jax.random.split(key, num_envs), carry.env_state, env_action
+        )
+        reward = reward.astype(jnp.float32)
+        done = jnp.logical_or(terminated, truncated)  # the learner's episode (a life)
+        game_over = info["game_over"] > 0
+        episode_return = carry.episode_return + reward
+        game_length = carry.episode_length + 1
+        info_sum = {key: _sum_where(game_over, info[key]) for key in info_keys}
+        info_sum[CLIPPED_RETURN] = jnp.sum(jnp.where(done, episode_return, 0.0))
+        info_sum[CLIPPED_COUNT] = jnp.sum(done).astype(jnp.float32)
+        ended = EpisodeStats(
+            return_sum=jnp.sum(jnp.where(game_over, info["game_over_return"], 0.0)),
+            length_sum=jnp.sum(jnp.where(game_over, game_length, 0)).astype(jnp.float32),
+            count=jnp.sum(game_over).astype(jnp.float32),
+            info_sum=info_sum,
+        )
+        return EnvStep(
+            obs=obs,
+            env_state=env_state,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=info["final_observation"],
+            reset=done,
+            episode_return=jnp.where(done, 0.0, episode_return),
+            episode_length=jnp.where(game_over, 0, game_length),
+            ended=ended,
+        )
+
+    keys = (*info_keys, CLIPPED_RETURN, CLIPPED_COUNT)
+    return RowsEnv(reset=base.reset, step=step, info_keys=keys)
 
 
 def _sum_where(done: jax.Array, values: jax.Array) -> jax.Array:

@@ -37,9 +37,11 @@ Semantics:
   * Atari `info`: `game_return` (the unclipped return of the whole game so far, all
     lives), `game_over` (1.0 where the game ended, 0.0 at a lost life under
     `episodic_life`) and `game_over_return` (`game_return` where the game ended, else 0):
-    with `info_metrics: [game_over_return, game_over]` the mean full-game return is
-    `info/game_over_return / info/game_over` whatever `episodic_life` / `reward_clip` do to
-    the learning signal.
+    the training metrics count games from them (`envs.rows.envpool_rows`: `episode_return`
+    is the mean full-game return, whatever `episodic_life` / `reward_clip` do to the
+    learning signal; `info/episode_return_clipped` the learner's episodes).
+  * Video: EnvPool renders no frames; Atari videos show each observation's newest frame
+    (`newest_frame`), MuJoCo tasks have none.
   * Seeding: `reset` (vmapped over N keys) rebuilds the pool with one EnvPool seed per
     env drawn from its key, so a run is reproducible from its key.
   * Runs batched in one program (`--num-seeds`, sweeps, PBT: a vmap over R runs of the
@@ -343,6 +345,15 @@ class EnvPoolEnv(SuiteEnv):
 
         self._reset_call = _batched_call(host_reset, reset_shapes)
         self._step_call = _batched_call(host_step, step_shapes)
+
+    def newest_frame(self, obs: jax.Array) -> jax.Array:
+        """An Atari observation's newest frame: `[H, W]` grey (of `[H, W, stack]`, oldest
+        frame first, as EnvPool stacks them) or `[H, W, 3]` RGB (`gray_scale: false`: of
+        `[H, W, 3 * stack]`); a MuJoCo observation unchanged. Video frames
+        (`video.make_renderer`) are drawn from it: EnvPool renders no frames itself."""
+        if not self.atari:
+            return obs
+        return obs[..., -1] if self.options.get("gray_scale", True) else obs[..., -3:]
 
     def reset(self, key: jax.Array, params: Any = None) -> tuple[jax.Array, EnvPoolState]:
         key = raw_key(key)
