@@ -456,3 +456,19 @@ def test_envpool_atari_headline_is_the_raw_game_score_and_learning_is_unchanged(
     before = jax.jit(make_train_fns(config).train)(jax.random.key(0))
     jax.tree.map(np.testing.assert_array_equal, out.train_state.params, before.train_state.params)
     assert not np.array_equal(np.asarray(before.metrics["episode_count"]), games)
+
+
+def test_mappo_pbt_evaluates_with_the_runs_own_networks(tmp_path, capsys):
+    """PBT's evaluator is built from the members' networks (MAPPO's world-state critic);
+    before, it built plain networks and failed with a flax ScopeParamNotFoundError."""
+    out = tmp_path / "pbt"
+    argv = ["pbt", "--env-name", "jaxmarl:MPE_simple_spread_v3", "--multi-agent", "mappo"]
+    argv += ["--num-envs", "4", "--num-steps", "16", "--total-timesteps", "1024"]
+    argv += ["--eval-freq", "4", "--eval-episodes", "2", "--population", "2"]
+    argv += ["--ready-every", "4", "--search", "learning_rate=log_uniform:1e-4:1e-3"]
+    argv += ["--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    import pandas as pd
+
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == 2 and (summary["fitness"] < 0).all()  # MPE team returns < 0

@@ -72,7 +72,9 @@ def make_generation_program(
     """
     fns = make_train_fns(warm.program_config(config), env, env_params)
     members = NamedSharding(mesh, P(parallel.RUNS_AXIS))
-    evaluator = next(iter(make_evaluators(config).values())) if config.eval_freq else None
+    evaluator = (
+        next(iter(make_evaluators(config, fns.networks).values())) if config.eval_freq else None
+    )
 
     # lax.map, not vmap (batched QR deadlock on CPU), but for envpool ids (one pool of all
     # members' envs, on one device): see `parallel.batch_runs`.
