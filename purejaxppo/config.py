@@ -257,6 +257,13 @@ class PPOConfig:
         rollout's actions equal to i (one metric per action).
       loggers: sinks of `purejaxppo train` (`purejaxppo.sinks`): any of "csv" (always
         written: metrics.csv), "jsonl", "tensorboard", "wandb", "mlflow".
+      upload_checkpoints: with the "wandb" logger, upload `best/` (each time it improves)
+        and the final checkpoint as W&B model artifacts (`sinks.WandbSink`, duo_ai's
+        `store_model_checkpoint`); `train` without "wandb" in `loggers` raises a
+        `ValueError` before training.
+      name: the run's name: `purejaxppo train` without `--run-dir` writes to
+        `runs/<name>` (a suffix keeps it unique), and W&B / MLflow show it. A plain
+        directory name (no "/", not "." or ".."); None (default): "<env>-<time>-seed<s>".
       video_freq: updates between recorded greedy episodes in `purejaxppo train`
         (`run_dir/videos/update_<n>.gif`, sent to the sinks); 0: off.
       collect_freq: updates between trajectory collections in `purejaxppo train`
@@ -346,6 +353,8 @@ class PPOConfig:
     info_metrics: tuple[str, ...] = static((), "metrics")
     action_histogram: bool = static(False, "metrics")
     loggers: tuple[str, ...] = static(("csv",), "driver")
+    upload_checkpoints: bool = static(False, "driver")
+    name: str | None = static(None, "driver")
     video_freq: int = static(0, "driver")
     collect_freq: int = static(0, "driver")
     collect_episodes: int = static(10, "driver")

@@ -410,6 +410,10 @@ def check_driver(c: Any) -> None:
             raise bad("loggers", list(c.loggers), f"{name!r} is not one of {LOGGERS}{hint}")
     _at_least(c, ("video_freq", "collect_freq"), 0, "must be >= 0 (0: off)")
     _at_least(c, ("collect_episodes",), 1, "must be >= 1")
+    if c.name is not None and (
+        not isinstance(c.name, str) or c.name in ("", ".", "..") or "/" in c.name or "\\" in c.name
+    ):
+        raise bad("name", c.name, "must be a plain directory name (no '/', not '.' or '..')")
 
 
 #: The validator of each field group, in the order they run (sizes first: later checks

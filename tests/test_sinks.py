@@ -236,3 +236,37 @@ def test_log_checkpoint_names_a_missing_directory(tmp_path, monkeypatch):
     with make_sinks(["wandb"], tmp_path / "run", upload_checkpoints=True) as sinks:
         with pytest.raises(FileNotFoundError, match="nope"):
             sinks.log_checkpoint("final", tmp_path / "nope", 1)
+
+
+def test_train_uploads_best_and_final_checkpoints_to_wandb(tmp_path, monkeypatch):
+    """`upload_checkpoints`: each new `best/` and the finished run's last checkpoint."""
+    from purejaxppo.cli import main
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = tmp_path / "run"
+    argv = ["train", "--run-dir", str(run), "--logger", "wandb", "--upload-checkpoints", "true"]
+    argv += ["--num-envs", "2", "--num-steps", "16", "--total-timesteps", str(2 * 16 * 4)]
+    argv += ["--eval-freq", "2", "--eval-episodes", "2", "--no-progress", "--name", "my-run"]
+    assert main(argv) == 0
+    run_path = next((run / "wandb").glob("offline-run-*"))
+    artifacts = wandb_records(run_path, "artifact")
+    kinds = [a.name.rsplit("-", 1)[-1] for a in artifacts]
+    assert kinds[-1] == "final" and "best" in kinds  # best at update 2 (and 4 if better)
+    final = artifacts[-1]
+    assert json.loads(final.metadata) == {"env_steps": 2 * 16 * 4}
+    assert len(final.manifest.contents) > 0  # the checkpoint's files
+    run_info = wandb_records(run_path, "run")
+    assert run_info and run_info[0].display_name == "my-run"
+
+
+def test_upload_checkpoints_without_wandb_is_refused_naming_the_field(tmp_path):
+    import purejaxppo as pjp
+    from purejaxppo.drivers.single import train_and_log
+
+    config = pjp.PPOConfig(upload_checkpoints=True, total_timesteps=512)
+    with pytest.raises(ValueError, match="upload_checkpoints=True.*--logger wandb"):
+        train_and_log(config, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    with pytest.raises(ValueError, match="name"):
+        pjp.PPOConfig(name="a/b").validate()

@@ -126,6 +126,11 @@ def train_and_log(
     )
     loggers = [name for name in config.loggers if name != "csv"]  # metrics.csv: below
     check_sinks(loggers)
+    if config.upload_checkpoints and "wandb" not in loggers:
+        raise ValueError(
+            f"upload_checkpoints=True: uploads to W&B, but the loggers are "
+            f"{list(config.loggers)}: add --logger wandb"
+        )
     media = make_media(config, fns)  # checks video_freq's renderer
     evaluators = make_evaluators(config, fns.networks)
     key = jax.random.key(config.seed) if key is None else key
@@ -152,7 +157,9 @@ def _train_claimed(
         run.resume(key)
     else:
         run.start(key)
-    run.sinks = make_sinks(loggers, run_dir, append=resume)
+    run.sinks = make_sinks(
+        loggers, run_dir, append=resume, name=c.name, upload_checkpoints=c.upload_checkpoints
+    )
     if not resume:
         run.sinks.log_config(c.to_dict())
     bar = progress_bar(
@@ -378,10 +385,10 @@ class _SingleRun:
         so_far = pd.concat(self.frames, ignore_index=True)
         return {name: so_far[name].to_numpy() for name in self.names}
 
-    def _save_checkpoint(self, runner: RunnerState, kind: str) -> None:
+    def _save_checkpoint(self, runner: RunnerState, kind: str) -> Path:
         """Saves `runner` with the metrics and evaluations so far as `kind` ("last" /
-        "best", `checkpoint.save_checkpoint`)."""
-        save_checkpoint(
+        "best", `checkpoint.save_checkpoint`); returns the checkpoint's directory."""
+        return save_checkpoint(
             self.run_dir,
             runner,
             metrics=self._history(),
@@ -393,7 +400,16 @@ class _SingleRun:
     def save(self, done: int, due: bool) -> None:
         """ "last" when the save clock is due (or at the end), "best" when improved."""
         kinds = (["last"] if due else []) + (["best"] if self.improved else [])
+        steps = done * self.config.batch_size
         for kind in kinds:
-            self._save_checkpoint(self.runner, kind)
+            path = self._save_checkpoint(self.runner, kind)
+            # W&B artifacts when `upload_checkpoints` (the other sinks ignore them): every
+            # new best, and the last checkpoint of a run that finished.
+            if self.sinks is None:
+                continue
+            if kind == "best":
+                self.sinks.log_checkpoint("best", path, steps, aliases=["best"])
+            elif done == self.config.num_updates:
+                self.sinks.log_checkpoint("final", path, steps, aliases=["final"])
         if due:
             self.saved_step = done
