@@ -268,8 +268,13 @@ def make_unique_dir(root: str | Path, stem: str) -> Path:
     raise RuntimeError(f"could not create a unique directory {root}/{stem}-*")  # pragma: no cover
 
 
-def default_run_dir(env_name: str, seed: int, root: str | Path = "runs") -> Path:
-    """Creates `runs/<env>-<YYYYmmdd-HHMMSS>-seed<seed>-<random>` (see `make_unique_dir`)."""
+def default_run_dir(
+    env_name: str, seed: int, root: str | Path = "runs", name: str | None = None
+) -> Path:
+    """Creates `runs/<env>-<YYYYmmdd-HHMMSS>-seed<seed>-<random>`, or `runs/<name>-<random>`
+    for a named run (`PPOConfig.name`); see `make_unique_dir`."""
+    if name:
+        return make_unique_dir(root, name)
     return make_unique_dir(root, f"{env_name}-{time.strftime('%Y%m%d-%H%M%S')}-seed{seed}")
 
 

@@ -362,3 +362,9 @@ def test_every_imported_package_is_a_declared_dependency():
     missing = {distribution.get(name, name) for name in imported - local} - names
     assert not missing, f"imported but not declared in pyproject.toml: {sorted(missing)}"
     assert shutil.which("ruff") is None or "ruff check ." in (REPO / ".ci" / "run").read_text()
+
+
+def test_a_named_run_gets_a_directory_of_its_name(tmp_path):
+    path = rundir.default_run_dir("CartPole-v1", 0, root=tmp_path, name="lr-sweep-a")
+    assert path.parent == tmp_path and path.name.startswith("lr-sweep-a-")
+    assert path.is_dir() and len(path.name) == len("lr-sweep-a-") + 6

@@ -72,7 +72,7 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
 
     created = None
     if run_dir is None:  # a fresh, unique directory: never shared with another launch
-        run_dir = created = rundir.default_run_dir(config.env_name, config.seed)
+        run_dir = created = rundir.default_run_dir(config.env_name, config.seed, name=config.name)
     try:
         result = train_and_log(
             config, run_dir, progress=progress, resume=resume is not None, overwrite=overwrite
