@@ -8,7 +8,9 @@ skipped with the reason printed); unwritable and impossible paths (/proc/..., a 
 under a file). Issue #38: readers (`eval`, `eval --all-steps`, `export`) in a loop beside a
 run that saves every update; SIGTERM to a chunked sweep, then `sweep --resume`; SIGTERM
 to `collect` mid-way, then `load_episodes` of the partial dataset; a second SIGINT 1 s
-after the first during training (exit 130 at once, one line).
+after the first during training (exit 130 at once, one line); SIGTERM during `eval
+--all-steps`; a second SIGINT during `export` (the stop scenarios: `faults_stops.py`;
+shared helpers: `faults_common.py`).
 
 Each outcome is classified:
   clean  a one-line error or a correct recovery, the documented exit code, no data lost;
@@ -34,89 +36,26 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-CLI = [sys.executable, "-m", "purejaxppo.cli"]
-TINY = ["--num-envs", "4", "--num-steps", "16", "--hidden-sizes", "8", "--no-progress"]
-N_LONG = 120  # updates of the runs that are killed or shared
-LONG = [*TINY, "--total-timesteps", str(4 * 16 * N_LONG), "--save-freq", "10"]
-SHORT = [*TINY, "--total-timesteps", str(4 * 16 * 6), "--save-freq", "2"]
-RESULTS: list[dict[str, str]] = []
-#: The checkout whose purejaxppo runs: the working directory of every CLI subprocess
-#: (`python -m` puts it first on the module search path), set by --code.
-CODE = [ROOT]
-
-
-def cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*CLI, *args], capture_output=True, text=True, env=ENV, timeout=timeout, cwd=CODE[0]
-    )
-
-
-def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [*CLI, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-        cwd=CODE[0],
-    )
-
-
-def error_lines(stderr: str) -> list[str]:
-    """stderr without progress bars and purejaxppo's own warnings / notes."""
-    keep = []
-    for line in stderr.splitlines():
-        if not line.strip() or "it/s]" in line or "update/s]" in line or "warnings.warn(" in line:
-            continue
-        notes = (
-            "set aside",
-            "--overwrite: removing",
-            "purejaxppo: warning:",
-            "resumed from",
-            "purejaxppo: SIGINT:",
-            "purejaxppo: SIGTERM:",
-            "sweep: ",
-        )
-        if "UserWarning" in line or line.startswith(notes):
-            continue
-        keep.append(line)
-    return keep
-
-
-def classify(rc: int, stderr: str, expected_rc: tuple[int, ...], data_ok: bool) -> str:
-    if not data_ok:
-        return "lost"
-    lines = error_lines(stderr)
-    if rc not in expected_rc or "Traceback" in stderr or len(lines) > 1:
-        return "ugly"
-    return "clean"
-
-
-def record(name: str, outcome: str, rc: int | str, note: str) -> None:
-    note = " ".join(note.split())[:160]
-    RESULTS.append({"scenario": name, "outcome": outcome, "exit": str(rc), "note": note})
-    print(f"{outcome:6} rc={rc!s:4} {name:44} {note[:100]}", flush=True)
-
-
-def last_line(text: str) -> str:
-    lines = error_lines(text) or text.strip().splitlines() or [""]
-    return lines[-1]
-
-
-def updates_ok(run_dir: Path, total: int | None = None) -> bool:
-    """metrics.csv: one header, update numbers 1..n once each (n = total when given)."""
-    path = run_dir / "metrics.csv"
-    if not path.is_file():
-        return False
-    rows = list(csv.reader(path.open()))
-    header, body = rows[0], rows[1:]
-    if any(row == header for row in body):
-        return False
-    updates = [int(float(row[0])) for row in body]
-    n = total if total is not None else len(updates)
-    return updates == list(range(1, n + 1))
+from faults_common import (
+    CODE,
+    ENV,
+    LONG,
+    N_LONG,
+    RESULTS,
+    ROOT,
+    SHORT,
+    TINY,
+    classify,
+    cli,
+    last_line,
+    record,
+    start,
+    stop,
+    updates_ok,
+    wait_for,
+    wait_for_step,
+)
+from faults_stops import STOP_SCENARIOS
 
 
 # ----------------------------------------------------------------- two writers
@@ -147,14 +86,6 @@ def two_writers(tmp: Path) -> None:
     lost = codes == [0, 0] or not updates_ok(run_dir, N_LONG)
     outcome = "lost" if lost else classify(codes[1], refused, (2,), "in use by" in refused)
     record("two writers: resume + resume", outcome, codes, last_line(refused))
-
-
-def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen) -> None:
-    last = run_dir / "checkpoints" / "last"
-    while proc.poll() is None:
-        if last.is_dir() and any(p.name.isdigit() and int(p.name) >= step for p in last.iterdir()):
-            return
-        time.sleep(0.01)
 
 
 # ----------------------------------------------------------------- kill at checkpoint writes
@@ -331,27 +262,6 @@ def unwritable(tmp: Path) -> None:
 
 
 # ----------------------------------------------------------------- issue #38
-def wait_for(found: Callable[[], bool], proc: subprocess.Popen, timeout: float) -> bool:
-    """Polls `found()` while `proc` runs, at most `timeout` s; whether it became true."""
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and time.monotonic() < deadline:
-        if found():
-            return True
-        time.sleep(0.01)
-    return found()
-
-
-def stop(proc: subprocess.Popen, timeout: float) -> tuple[int, str]:
-    """Waits for `proc` at most `timeout` s (SIGKILL after); its exit code and stderr."""
-    try:
-        _, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-        err += f"\n(faults.py: killed after {timeout:.0f} s)"
-    return proc.returncode, err
-
-
 def reader_beside_writer(tmp: Path) -> None:
     """`eval`, `eval --all-steps` and `export` in a loop beside a run saving every update:
     the readers must leave the writer's in-progress `*.orbax-checkpoint-tmp` folders alone."""
@@ -436,104 +346,6 @@ def sweep_sigterm(tmp: Path) -> None:
     )
 
 
-def collect_interrupted(tmp: Path) -> None:
-    """SIGTERM to `collect` once its first `episodes_*.npz` is written, then `load_episodes`:
-    a one-line ValueError naming the partial dataset, not a silent partial read."""
-    src = tmp / "collect-src"
-    made = cli("train", "--run-dir", str(src), *SHORT)
-    assert made.returncode == 0, made.stderr
-    dataset = tmp / "collect-partial"
-    # CartPole episodes of this barely trained policy are ~20 steps; a chunk file holds
-    # 100,000 steps (`collect`'s flush_steps), so 200,000 episodes are dozens of files.
-    proc = start("collect", str(src), "--episodes", "200000", "--out", str(dataset))
-    if not wait_for(lambda: any(dataset.glob("episodes_*.npz")), proc, 300):
-        rc, err = stop(proc, 60)
-        record(
-            "collect: SIGTERM mid-way, load_episodes",
-            "ugly",
-            rc,
-            f"no episodes_*.npz appeared; {last_line(err)}",
-        )
-        return
-    proc.send_signal(signal.SIGTERM)
-    rc, _ = stop(proc, 60)
-    files = len(list(dataset.glob("episodes_*.npz")))
-    load = subprocess.run(
-        [sys.executable, "-c", f"import purejaxppo as pjp; pjp.load_episodes({str(dataset)!r})"],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=120,
-        cwd=CODE[0],
-    )
-    # `python -c` prints the uncaught error's traceback; its message is the last line.
-    message = load.stderr.strip().splitlines()[-1] if load.stderr.strip() else ""
-    partial = message.startswith("ValueError: ") and "partial dataset" in message
-    no_meta = not (dataset / "metadata.json").exists()
-    outcome = "clean" if partial and no_meta and load.returncode == 1 else "ugly"
-    if load.returncode == 0:
-        outcome = "lost"  # a partial dataset read silently
-    record(
-        "collect: SIGTERM mid-way, load_episodes",
-        outcome,
-        f"{rc}/{load.returncode}",
-        f"{files} chunk file(s) left; {message}",
-    )
-
-
-def second_sigint(tmp: Path) -> None:
-    """SIGINT during a long segment, a second SIGINT 1 s later: exit 130 at once, no traceback."""
-    run_dir = tmp / "second-sigint"
-    # Segments of 200 updates of 2,048 steps: several seconds each, longer than the 1 s gap.
-    proc = start(
-        "train",
-        "--run-dir",
-        str(run_dir),
-        "--num-envs",
-        "16",
-        "--num-steps",
-        "128",
-        "--hidden-sizes",
-        "64,64",
-        "--log-freq",
-        "200",
-        "--no-progress",
-        "--total-timesteps",
-        str(16 * 128 * 5000),
-    )
-    metrics = run_dir / "metrics.csv"
-
-    def size() -> int:
-        return metrics.stat().st_size if metrics.is_file() else 0
-
-    # Time the second segment (the first compiles), then signal a quarter into the third.
-    if not wait_for(lambda: size() > 0, proc, 300):
-        rc, err = stop(proc, 60)
-        record("second SIGINT during training", "ugly", rc, f"no segment ran; {last_line(err)}")
-        return
-    first, began = size(), time.monotonic()
-    wait_for(lambda: size() > first, proc, 300)
-    segment = time.monotonic() - began
-    time.sleep(segment / 4)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(1.0)
-    if proc.poll() is not None:  # the first SIGINT's segment ended within the second
-        rc, err = stop(proc, 10)
-        record("second SIGINT during training", "skip", rc, "exited before the second SIGINT")
-        return
-    proc.send_signal(signal.SIGINT)
-    second = time.monotonic()
-    rc, err = stop(proc, 30)
-    after = time.monotonic() - second
-    said = "stopped at once by a second SIGINT" in err
-    outcome = classify(rc, err, (130,), True)
-    if outcome == "clean" and not (said and after <= 2.5):
-        outcome = "ugly"
-    line = next((x for x in err.splitlines() if "second SIGINT" in x), last_line(err))
-    note = f"segments of {segment:.1f} s; exit {after:.1f} s after the second; {line}"
-    record("second SIGINT during training", outcome, rc, note)
-
-
 SCENARIOS: dict[str, Callable[[Path], None]] = {
     "unwritable": unwritable,
     "full_disk": full_disk,
@@ -542,8 +354,7 @@ SCENARIOS: dict[str, Callable[[Path], None]] = {
     "two_writers": two_writers,
     "reader_beside_writer": reader_beside_writer,
     "sweep_sigterm": sweep_sigterm,
-    "collect_interrupted": collect_interrupted,
-    "second_sigint": second_sigint,
+    **STOP_SCENARIOS,
 }
 
 

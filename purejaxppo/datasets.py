@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -57,6 +57,7 @@ class CollectResult(NamedTuple):
     lengths: np.ndarray  # int32 [num_episodes]
     files: list[Path]  # the .npz chunks
     minari_id: str | None
+    complete: bool = True  # False after a `stop`: `out` is partial (counts: what it holds)
 
 
 def _flatten(tree: Any, prefix: str) -> dict[str, np.ndarray]:
@@ -214,6 +215,7 @@ def collect(
     flush_steps: int = 100_000,
     max_steps: int | None = None,
     chunk_runner: tuple | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> CollectResult:
     """Plays `num_episodes` episodes of `policy` and writes them to the new directory `out`.
 
@@ -235,9 +237,12 @@ def collect(
         still running then are written truncated at max_steps.
       chunk_runner: a `make_chunk_runner(...)` pair to reuse (compiles once across
         calls, as training-time collection does).
+      stop: asked after every chunk; once True, the finished episodes are written and
+        `collect` returns `complete=False`: `out` stays partial (`load_episodes` refuses it).
 
     Returns:
-      `CollectResult` (returns / lengths per episode, the files written).
+      `CollectResult` (returns / lengths per episode, the files written), in episode-id
+      order; after a `stop`, of the finished episodes only.
 
     Raises:
       ValueError / ImportError: see `check_output`; unknown info keys; a negative
@@ -271,32 +276,60 @@ def collect(
 
         minari = MinariWriter(out / "minari", minari_id, env, env_params, meta)
     writer = _Writer(out, flush_steps, minari)
-    returns, lengths = np.zeros(num_episodes, np.float32), np.zeros(num_episodes, np.int32)
-    done_episodes = 0
-    group = 0
-    while done_episodes < num_episodes:
-        size = min(parallel, num_episodes - done_episodes)
-        group_key = key if group == 0 else jax.random.fold_in(key, group)
-        for episode in _play_group(
-            chunk_runner, params, group_key, size, max_steps, chunk_steps, temperature,
-            done_episodes,
-        ):  # fmt: skip
-            returns[episode["id"]] = episode["reward"].sum()
-            lengths[episode["id"]] = len(episode["reward"])
-            writer.add(episode)
-        done_episodes += size
-        group += 1
+    play = _Play(chunk_runner, params, key, temperature, parallel, chunk_steps, max_steps)
+    returns, lengths, written = play.all(num_episodes, writer, stop)
     writer.flush()
-    _finish(out, {**meta, "num_steps": int(lengths.sum()), "files": len(writer.files)})
+    if written.all():
+        _finish(out, {**meta, "num_steps": int(lengths.sum()), "files": len(writer.files)})
     return CollectResult(
         out=out,
-        num_episodes=num_episodes,
+        num_episodes=int(written.sum()),
         num_steps=int(lengths.sum()),
-        returns=returns,
-        lengths=lengths,
+        returns=returns[written],
+        lengths=lengths[written],
         files=writer.files,
         minari_id=minari_id,
+        complete=bool(written.all()),
     )
+
+
+class _Play(NamedTuple):
+    """What every group of `collect` plays with (see `collect`'s Args)."""
+
+    chunk_runner: tuple
+    params: Any
+    key: jax.Array
+    temperature: jax.Array
+    parallel: int
+    chunk_steps: int
+    max_steps: int
+
+    def all(
+        self, num_episodes: int, writer: _Writer, stop: Callable[[], bool] | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Plays the groups of `num_episodes` episodes into `writer` until done or `stop`;
+        returns, lengths and written flags `[num_episodes]` (a stop leaves some False)."""
+        returns, lengths = np.zeros(num_episodes, np.float32), np.zeros(num_episodes, np.int32)
+        written = np.zeros(num_episodes, bool)
+        done_episodes = group = 0
+        while done_episodes < num_episodes:
+            size = min(self.parallel, num_episodes - done_episodes)
+            group_key = self.key if group == 0 else jax.random.fold_in(self.key, group)
+            for episode in _play_group(
+                self.chunk_runner, self.params, group_key, size, self.max_steps,
+                self.chunk_steps, self.temperature, done_episodes,
+            ):  # fmt: skip
+                if episode is None and stop is not None and stop():  # after a chunk
+                    return returns, lengths, written
+                if episode is None:
+                    continue
+                returns[episode["id"]] = episode["reward"].sum()
+                lengths[episode["id"]] = len(episode["reward"])
+                written[episode["id"]] = True
+                writer.add(episode)
+            done_episodes += size
+            group += 1
+        return returns, lengths, written
 
 
 def _temperature(greedy: bool, temperature: float | None) -> float:
@@ -340,9 +373,12 @@ def _finish(out: Path, meta: dict[str, Any]) -> None:
 
 def _play_group(
     chunk_runner, params, group_key, size, max_steps, chunk_steps, temperature, first_id
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | None]:
     """Plays `size` episodes at once (ids `first_id`..) in jitted chunks of `chunk_steps`
-    steps; yields each episode (`_join`) as it ends, or truncated at `max_steps`."""
+    steps; yields each episode (`_join`) as it ends, or truncated at `max_steps`, and None
+    after every chunk (where the caller may stop; chunks run `run_responsively`)."""
+    from purejaxppo.drivers.segments import run_responsively
+
     start, chunk = chunk_runner
     carry, scan_key = start(group_key, size)
     try:
@@ -351,8 +387,9 @@ def _play_group(
         finished = np.zeros(size, bool)
         for begin in range(0, max_steps, chunk_steps):
             keys = step_keys[begin : begin + chunk_steps]
-            carry, records = chunk(params, carry, keys, temperature)
-            records = jax.device_get(records)
+            carry, records = run_responsively(
+                lambda carry=carry, keys=keys: _fetched(chunk(params, carry, keys, temperature))
+            )
             for e in np.flatnonzero(~finished):
                 mask = records["active"][:, e]
                 if mask.any():
@@ -363,11 +400,17 @@ def _play_group(
                     finished[e] = True
                     yield _join(running[e], first_id + e)
                     running[e] = []
+            yield None
             if finished.all():
                 break
     finally:
         if hasattr(carry, "close"):  # a host env's copies (`host_episodes`)
             carry.close()
+
+
+def _fetched(result: tuple[Any, Any]) -> tuple[Any, Any]:
+    """A chunk's `(carry, records)` with the records on the host (the carry stays)."""
+    return result[0], jax.device_get(result[1])
 
 
 def _ended_last(records: dict[str, Any], e: int) -> bool:

@@ -11,10 +11,12 @@ import dataclasses
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import jax
@@ -538,3 +540,115 @@ def test_ctrl_c_keeps_every_update_and_resume_ends_like_an_uninterrupted_run(
     a = (straight / "metrics.csv").read_text()
     b = (stopped / "metrics.csv").read_text()
     assert a.count("\n") == 7 and a == b  # 6 updates, bitwise (CPU)
+
+
+# ------------------------------------------- issue 38: stops of collect / eval / export
+def test_segments_are_sized_in_seconds_and_keep_the_results_bitwise(tmp_path, monkeypatch):
+    from purejaxppo.drivers import segments
+
+    def sized(natural, seconds_per_update):
+        sizer = segments.SegmentSizer(3.0)
+        assert sizer.length(natural) == natural  # the first segment: the driver's length
+        sizer.record(natural, natural * seconds_per_update)
+        return sizer.length(natural)
+
+    # 0.5 s an update: 3 s fit 6; 61 is prime (divisor 1 < 6 / 2): 6.
+    assert sized(61, 0.5) == 6
+    # 60 = 10 x 6: later segments of 60 are 10 caps of 6.
+    assert sized(60, 0.5) == 6
+    # fit 30; 298 = 2 x 149 has no divisor in [15, 30]: 30 (and a remainder).
+    assert sized(298, 0.1) == 30
+    assert sized(10, 0.001) == 10  # fast updates: the driver's own lengths, nothing capped
+    assert sized(10, 0.6) == 10  # 6 s <= 2 x 3 s: not worth another compile
+
+    argv = ["train", *TINY[:-2], "--total-timesteps", "448", "--log-freq", "3"]  # 7 updates
+    assert main([*argv, "--run-dir", str(tmp_path / "straight")]) == 0
+    lengths = []
+    run = segments.run_segments
+
+    def spy(total, done, hooks, **kwargs):
+        return run(total, done, hooks._replace(run=lambda d, n: lengths.append(n) or hooks.run(d, n)), **kwargs)  # fmt: skip
+
+    monkeypatch.setattr(segments, "SEGMENT_SECONDS", 1e-9)  # capped at 1 after the first
+    monkeypatch.setattr("purejaxppo.drivers.single.run_segments", spy)
+    assert main([*argv, "--run-dir", str(tmp_path / "sized")]) == 0
+    assert lengths == [3, 1, 1, 1, 1]
+    a, b = ((tmp_path / d / "metrics.csv").read_text() for d in ("straight", "sized"))
+    assert a.count("\n") == 8 and a == b  # bitwise (CPU)
+
+
+@pytest.fixture(scope="module")
+def kept_run(tmp_path_factory):
+    """A tiny run with its 8 checkpoints kept (`keep_checkpoints: all`)."""
+    run_dir = tmp_path_factory.mktemp("kept") / "run"
+    argv = ["train", *TINY[:-2], "--total-timesteps", "512", "--save-freq", "1"]
+    assert main([*argv, "--keep-checkpoints", "all", "--run-dir", str(run_dir)]) == 0
+    return run_dir
+
+
+def signal_when(argv, ready, signals, cwd, timeout=60):
+    """Runs `purejaxppo ARGV` and sends `signals` (0.3 s apart) once `ready(stderr so
+    far)`; returns (exit code, stderr). A process still running at `timeout` is killed."""
+    log = Path(cwd) / f"stderr_{argv[0]}.txt"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "purejaxppo.cli", *argv],
+            cwd=cwd,
+            env=ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and proc.poll() is None:
+                if ready(log.read_text()):
+                    break
+                time.sleep(0.01)
+            for i, sig in enumerate(signals):
+                time.sleep(0.3 * (i > 0))
+                proc.send_signal(sig)
+            proc.wait(timeout=timeout)
+        finally:
+            proc.kill()
+    return proc.returncode, log.read_text()
+
+
+def test_sigterm_during_collect_keeps_a_partial_dataset_that_load_episodes_refuses(
+    kept_run, tmp_path
+):
+    out = tmp_path / "data"
+    argv = ["collect", str(kept_run), "--episodes", "500000", "--out", str(out)]
+    code, err = signal_when(argv, lambda _: (out / "collect.partial").exists(), [signal.SIGTERM],
+                            tmp_path)  # fmt: skip
+    assert code == 143 and "Traceback" not in err, err
+    assert "SIGTERM: stopping after the running chunk" in err
+    assert f"{out} is a partial dataset (" in err and "of 500000 episodes" in err, err
+    assert (out / "collect.partial").exists() and not (out / "metadata.json").exists()
+    assert list(out.glob("episodes_*.npz"))  # the finished episodes are written
+    with pytest.raises(ValueError, match="is a partial dataset"):
+        pjp.load_episodes(out)
+
+
+def test_sigterm_during_eval_all_steps_writes_the_rows_of_the_finished_steps(kept_run, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(kept_run, run_dir)
+    argv = ["eval", str(run_dir), "--all-steps", "--episodes", "64"]
+    # Once the first step's line is out, the stop handlers are in place.
+    code, err = signal_when(argv, lambda err: "eval: update 1:" in err, [signal.SIGTERM], tmp_path)
+    assert code == 143 and "Traceback" not in err, err
+    rows = (run_dir / "eval_steps.csv").read_text().splitlines()
+    assert 2 <= len(rows) < 9, err  # a header and the finished steps (of 8)
+    assert f"of 8 steps; rerun with --overwrite to evaluate all: purejaxppo eval {run_dir}" in err
+
+
+def test_a_second_ctrl_c_during_export_writes_nothing_and_removes_the_staging_dir(
+    kept_run, tmp_path
+):
+    target = tmp_path / "out" / "policy.pt"
+    target.parent.mkdir()
+    argv = ["export", str(kept_run), "--to", str(target)]
+    staging = lambda _: any(target.parent.glob("tmp*"))  # noqa: E731  (inside the export)
+    code, err = signal_when(argv, staging, [signal.SIGINT, signal.SIGINT], tmp_path)
+    assert code == 130 and "Traceback" not in err, err
+    assert "stopped at once by a second SIGINT; nothing written" in err
+    assert list(target.parent.iterdir()) == []  # no staging directory, no file

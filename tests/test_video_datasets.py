@@ -107,3 +107,17 @@ def test_collect_bad_input_overwrites_nothing(cartpole, tmp_path):
     with pytest.raises(ValueError, match="minari_id"):
         collect(cartpole, 2, tmp_path / "bad_id", minari_id="no version")
     assert not (tmp_path / "bad_id").exists()
+
+
+def test_a_stopped_collect_writes_its_finished_episodes_and_stays_partial(cartpole, tmp_path):
+    asked = []  # stop after the second chunk of 8 steps: the episodes ended by then
+    result = collect(cartpole, 12, tmp_path / "data", jax.random.key(3), chunk_steps=8,
+                     stop=lambda: asked.append(1) or len(asked) == 2)  # fmt: skip
+    expected = pjp.evaluate(cartpole, num_episodes=12, key=jax.random.key(3))
+    assert not result.complete and result.num_episodes < 12
+    ended = expected.lengths <= 16  # the episodes over by step 16 (2 chunks)
+    assert result.num_episodes == ended.sum()
+    np.testing.assert_array_equal(result.returns, expected.returns[ended])
+    assert (tmp_path / "data" / "collect.partial").exists()
+    with pytest.raises(ValueError, match="partial dataset"):
+        load_episodes(tmp_path / "data")

@@ -7,7 +7,9 @@ or parameters; the last finite checkpoint is kept); 4 the disk (or quota) is ful
 operating-system error (permissions, impossible paths) is one line naming the path, exit 2.
 Ctrl-C (SIGINT) or SIGTERM during training finishes and saves the running segment, then
 exits 130 / 143 with the command that continues the run (`drivers.segments`); a second
-Ctrl-C stops at once.
+Ctrl-C stops at once. `collect`, `eval --all-steps` and `export` stop the same way after
+their running unit (a chunk of steps, a checkpoint's evaluation, the export), write what
+they finished (`CommandStopped` names it) and exit 130 / 143.
 """
 
 from __future__ import annotations
@@ -25,8 +27,16 @@ from purejaxppo.cli.policy_commands import collect_command, eval_command, export
 from purejaxppo.cli.sweep import sweep_command
 from purejaxppo.cli.train import train_command
 from purejaxppo.cli.values import EXIT_NO_SPACE, EXIT_OS_ERROR
-from purejaxppo.drivers.segments import StopNow, TrainingInterrupted
+from purejaxppo.drivers.segments import CommandStopped, StopNow, TrainingInterrupted
 from purejaxppo.errors import EnvError
+
+#: What a second signal (`StopNow`) leaves, per command that writes no checkpoint.
+STOPPED_AT_ONCE = {
+    "collect": "the dataset directory stays partial (load_episodes refuses it): delete it "
+    "and rerun",
+    "eval": "nothing written",
+    "export": "nothing written (its staging directory is removed)",
+}
 
 COMMANDS = {
     "train": train_command,
@@ -85,11 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"purejaxppo: {command}: stopped by {stop.signal_name} after update {stop.done}, "
             f"{saved}\n",
         )
+    except CommandStopped as stop:
+        parser.exit(stop.exit_code, f"purejaxppo: {command}: {stop}\n")
     except StopNow as stop:  # a second signal: one line, and out at once
         hint = f"; continue with: {stop.resume_hint}" if stop.resume_hint else ""
-        sys.stderr.write(
-            f"purejaxppo: {command}: {stop}; the newest complete checkpoint is kept{hint}\n"
-        )
+        kept = STOPPED_AT_ONCE.get(command, "the newest complete checkpoint is kept")
+        sys.stderr.write(f"purejaxppo: {command}: {stop}; {kept}{hint}\n")
         sys.stderr.flush()
         sys.stdout.flush()
         # Not sys.exit: XLA may still be running the segment's computation, and the

@@ -24,9 +24,20 @@ middle of a segment: the segment's compiled call runs in a worker thread that th
 thread waits for in steps of 0.1 s (`run_responsively`), because Python runs signal
 handlers only in the main thread and never while it blocks in a native call.
 
-The segments call the same `update` as the one-call `train`, so a segmented run equals a
-one-call run for the same key (tests/test_cli.py, tests/test_train.py check bitwise).
+Segments are sized in seconds where the driver compiles ahead (`hooks.prepare`): the
+first segment runs the driver's length and is timed; when it took more than twice
+`SEGMENT_SECONDS`, the later ones are capped at the updates that run in about
+`SEGMENT_SECONDS` (`SegmentSizer`), so the bar advances every few seconds whatever
+`log_freq` is, after the first segment. A cap only splits segments (every frequency's
+boundary stays a boundary) and costs one more compiled program; fast runs are never
+capped and compile nothing more. The segments call the same
+`update` as the one-call `train`, so a segmented run equals a one-call run for the same
+key however it is cut (tests/test_cli.py, tests/test_train.py check bitwise).
 The progress bar (tqdm) is made here and nowhere else (`progress_bar`).
+
+Commands that are not segment loops (`collect`, `eval --all-steps`, `export`) take the same
+`stop_requests` with their own first line, check it after each unit, and raise
+`CommandStopped` naming what they kept.
 """
 
 from __future__ import annotations
@@ -38,6 +49,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
+
+#: Seconds a segment should take once timed (`SegmentSizer`): a bar update this often.
+SEGMENT_SECONDS = 3.0
+
+#: The first line a stop request prints in a segment loop (`stop_requests`).
+SEGMENT_STOP = "stopping after the running segment (it is saved first)"
+
+
+def _exit_code(signal_name: str) -> int:
+    """128 + the signal number (130 for SIGINT, 143 for SIGTERM), as a shell reports."""
+    return 128 + int(signal.Signals[signal_name])
 
 
 class StopNow(KeyboardInterrupt):
@@ -53,7 +75,7 @@ class StopNow(KeyboardInterrupt):
     @property
     def exit_code(self) -> int:
         """128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
-        return 128 + int(signal.Signals[self.signal_name])
+        return _exit_code(self.signal_name)
 
 
 def run_responsively(call: Callable[[], Any]) -> Any:
@@ -96,16 +118,41 @@ class TrainingInterrupted(KeyboardInterrupt):
     @property
     def exit_code(self) -> int:
         """128 + the signal number (130 for SIGINT, 143 for SIGTERM), as a shell reports."""
-        return 128 + int(signal.Signals[self.signal_name])
+        return _exit_code(self.signal_name)
+
+
+class CommandStopped(KeyboardInterrupt):
+    """A command that is no segment loop (`collect`, `eval --all-steps`, `export`) stopped
+    by SIGINT / SIGTERM after its running unit.
+
+    Attributes:
+      signal_name: "SIGINT" or "SIGTERM".
+      kept: one clause saying what was written and how to finish or discard it.
+    """
+
+    def __init__(self, signal_name: str, kept: str):
+        super().__init__(f"stopped by {signal_name}; {kept}")
+        self.signal_name, self.kept = signal_name, kept
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number (130 for SIGINT, 143 for SIGTERM), as a shell reports."""
+        return _exit_code(self.signal_name)
 
 
 @contextlib.contextmanager
-def stop_requests() -> Iterator[list[str]]:
+def stop_requests(
+    stopping: str = SEGMENT_STOP, at_once: Callable[[str], None] | None = None
+) -> Iterator[list[str]]:
     """While open, SIGINT and SIGTERM append their names to the yielded list instead of
     stopping the process; a second signal raises `KeyboardInterrupt` at once. The
     previous handlers come back on exit. Outside the main thread (where Python cannot
     set handlers) the list stays empty and signals keep their handlers. The first signal
-    prints one line at once (what is saved, and when); the second raises `StopNow`."""
+    prints one line at once, "purejaxppo: SIGNAL: `stopping`; Ctrl-C again stops at
+    once" (`stopping`: what is saved, and when); the second raises `StopNow`, or, with
+    `at_once`, calls `at_once(signal name)`, which cleans up and ends the process itself
+    (for work running in the main thread, where an exception raised by a handler can
+    land in a callback that ignores it, e.g. a garbage-collection callback)."""
     requested: list[str] = []
     if threading.current_thread() is not threading.main_thread():
         yield requested
@@ -113,12 +160,13 @@ def stop_requests() -> Iterator[list[str]]:
     names = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 
     def request(signum: int, frame: Any) -> None:
+        if requested and at_once is not None:
+            at_once(names[signum])
         if requested:
             raise StopNow(names[signum])
         requested.append(names[signum])
         print(
-            f"\npurejaxppo: {names[signum]}: stopping after the running segment (it is saved "
-            "first); Ctrl-C again stops at once",
+            f"\npurejaxppo: {names[signum]}: {stopping}; Ctrl-C again stops at once",
             file=sys.stderr,
             flush=True,
         )
@@ -190,6 +238,40 @@ def segment_length(done: int, total: int, cap: int, *every: int) -> int:
     return length
 
 
+class SegmentSizer:
+    """Caps segment lengths so that a segment runs about `seconds` (a bar update).
+
+    The first segment runs the driver's own length; its time (compile excluded) gives the
+    cap. A run whose first segment took at most `2 * seconds` is never capped, so fast
+    runs compile nothing beyond the driver's own programs. Otherwise the cap is the
+    updates that fit in `seconds`, rounded down to a divisor of the first segment's
+    length when one is at least half of it (a later segment of that length then splits
+    into whole caps, one more compiled program), at least 1. Caps never move a segment's
+    end past the driver's own (`hooks.length`), so every frequency's boundary is kept.
+    """
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.cap: int | None = None  # None: the first segment has not run yet
+        self.natural = 0  # the first segment's length
+
+    def length(self, natural: int) -> int:
+        """The next segment's length, given the driver's (`natural`, >= 1)."""
+        self.natural = self.natural or natural
+        return natural if self.cap is None else min(natural, self.cap)
+
+    def record(self, length: int, seconds: float) -> None:
+        """Sets the cap from the first segment (`length` updates in `seconds`)."""
+        if self.cap is not None:
+            return
+        if seconds <= 2 * self.seconds:
+            self.cap = sys.maxsize  # fast enough: the driver's own lengths
+            return
+        fit = max(1, int(self.seconds * length / max(seconds, 1e-9)))
+        divisor = max(d for d in range(1, fit + 1) if self.natural % d == 0)
+        self.cap = divisor if 2 * divisor >= fit else fit
+
+
 class Divergence(NamedTuple):
     """Where a run diverged (`first_divergence`)."""
 
@@ -230,6 +312,7 @@ def run_segments(
     fetch: Callable[[Any], Any] | None = None,
     resume_hint: str | None = None,
     stop_on_signals: bool = True,
+    seconds: float | None = None,
 ) -> int:
     """Runs segments from `done` until `total` (updates or generations); returns `total`.
 
@@ -248,6 +331,9 @@ def run_segments(
       stop_on_signals: handle SIGINT / SIGTERM as stop requests (`stop_requests`). Off
         for a program spread over several processes, whose hosts could see a signal
         after different segments and wait on each other's collectives.
+      seconds: size segments to about this many seconds (`SegmentSizer`; None:
+        `SEGMENT_SECONDS`) where the driver compiles ahead (`hooks.prepare`, so a
+        segment's time is its run's); 0 (or no `prepare`): the driver's lengths.
 
     Raises:
       TrainingInterrupted: after SIGINT / SIGTERM, once the running segment is processed
@@ -262,8 +348,12 @@ def run_segments(
             stop_requests() if stop_on_signals else contextlib.nullcontext([])
         )
         stack.enter_context(_hinted(resume_hint if hooks.save is not None else None))
+        seconds = SEGMENT_SECONDS if seconds is None else seconds
+        sizer = SegmentSizer(seconds) if seconds and hooks.prepare is not None else None
         while done < total:
             length = hooks.length(done)
+            if sizer is not None:
+                length = sizer.length(length)
             if hooks.prepare is not None:
                 if stop_on_signals:
                     run_responsively(lambda: hooks.prepare(done, length))  # noqa: B023
@@ -271,10 +361,13 @@ def run_segments(
                     hooks.prepare(done, length)
                 if label is not None:
                     bar.set_description(label)  # compiled: running from here on
+            started = time.monotonic()
             if stop_on_signals:
                 fetched = run_responsively(lambda: fetch(hooks.run(done, length)))  # noqa: B023
             else:
                 fetched = fetch(hooks.run(done, length))
+            if sizer is not None:
+                sizer.record(length, time.monotonic() - started)
             postfix = hooks.process(done, length, fetched)
             done += length
             due = bool(save_freq) and done % save_freq == 0

@@ -8,6 +8,7 @@ load one with `Policy.load(run_dir, step=N)`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -18,6 +19,7 @@ import pandas as pd
 from purejaxppo.checkpoint import list_checkpoints, load_checkpoint
 from purejaxppo.drivers.plots import plot_checkpoint_series
 from purejaxppo.drivers.report import iqm, write_atomic, write_csv
+from purejaxppo.drivers.segments import run_responsively
 from purejaxppo.envs import make_env
 from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.evaluation import make_episode_runner
@@ -35,14 +37,21 @@ def evaluate_series(
     key: jax.Array | None = None,
     greedy: bool = False,
     env_id: str | None = None,
+    *,
+    after_step: Callable[[dict], bool] | None = None,
 ) -> pd.DataFrame:
     """Evaluates every kept checkpoint of `run_dir` (`list_checkpoints`, oldest first) on
     the same `num_episodes` episodes (same `key` for each; one compiled episode runner).
 
+    `after_step` is called with each finished row (a dict of `SERIES_COLUMNS`); once it
+    returns True the table of the checkpoints evaluated so far is returned. Each
+    evaluation runs responsively (`run_responsively`: a second Ctrl-C stops at once).
+
     Returns:
-      A DataFrame with `SERIES_COLUMNS`: `update` (int), `env_steps` (update *
-      num_envs * num_steps), and the mean, std and IQM of the episode returns and the
-      mean episode length (float).
+      A DataFrame with `SERIES_COLUMNS`, one row per evaluated checkpoint: `update`
+      (int), `env_steps` (update * num_envs * num_steps), and the mean, std and IQM of
+      the episode returns and the mean episode length (float). `attrs["total_steps"]`:
+      the checkpoints listed (more than the rows after a stop).
 
     Raises:
       ValueError: no checkpoint in `run_dir`; `num_episodes < 1`; an `env_id` whose
@@ -71,18 +80,23 @@ def evaluate_series(
     rows = []
     for step in steps:
         params = load_checkpoint(run_dir, step=step).runner_state.train_state.params
-        returns, lengths = (np.asarray(x) for x in run(params, key, temperature))
-        rows.append(
-            {
-                "update": step,
-                "env_steps": step * config.batch_size,
-                "mean": float(returns.mean()),
-                "std": float(returns.std()),
-                "iqm": iqm(returns),
-                "mean_length": float(lengths.mean()),
-            }
+        returns, lengths = run_responsively(
+            lambda params=params: [np.asarray(x) for x in run(params, key, temperature)]
         )
-    return pd.DataFrame(rows, columns=list(SERIES_COLUMNS))
+        row = {
+            "update": step,
+            "env_steps": step * config.batch_size,
+            "mean": float(returns.mean()),
+            "std": float(returns.std()),
+            "iqm": iqm(returns),
+            "mean_length": float(lengths.mean()),
+        }
+        rows.append(row)
+        if after_step is not None and after_step(row):
+            break
+    table = pd.DataFrame(rows, columns=list(SERIES_COLUMNS))
+    table.attrs["total_steps"] = len(steps)
+    return table
 
 
 def check_series_output(run_dir: str | Path, overwrite: bool) -> None:
