@@ -28,6 +28,7 @@ from purejaxppo.drivers.population import options as pbt_options
 from purejaxppo.drivers.population import program as pbt_program
 from purejaxppo.drivers.population import search as pbt_search
 from purejaxppo.drivers.population import storage as pbt_storage
+from purejaxppo.drivers.population import write_pbt
 from purejaxppo.drivers.population.search import (
     SearchSpace,
     copy_members,
@@ -474,3 +475,159 @@ def test_pbt_notebook_learns_cartpole(tmp_path):
     best = float(text.split("best member final fitness:")[1].split()[0])
     assert best >= 475, text[-2000:]
     assert any("image/png" in out.get("data", {}) for out in outputs)
+
+
+# ----------------------------------------------------------------------- static fields
+STATIC_CONFIG = pjp.PPOConfig(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 8)
+STATIC_SEARCH = {
+    "hidden_sizes": ("choice", ["8", "16-16"]),
+    "learning_rate": ("log_uniform", 1e-4, 1e-2),
+}
+STATIC_KW = dict(population=2, ready_every=4, search=STATIC_SEARCH, seed=1, verbose=False)
+
+STATIC_BAD_INPUT = [
+    (dict(search={"env_name": ("choice", ["CartPole-v1", "Acrobot-v1"])}), "'env_name' is static"),
+    (dict(search={"num_envs": ("choice", [2, 4])}), "hidden_sizes, num_minibatches"),
+    (dict(search={"hidden_sizes": ("choice", ["0-64"])}), "sizes >= 1"),
+    (dict(search={"hidden_sizes": ("choice", ["64-x"])}), "'64-x' is not an architecture"),
+    (dict(search={"hidden_sizes": ("choice", ["8", "8"])}), "given twice"),
+    (dict(search={"num_minibatches": ("choice", [2, 3])}), "num_minibatches=3: must divide"),
+    (
+        dict(search={"num_steps": ("choice", [16, 9]), "num_minibatches": ("choice", [8])}),
+        "num_steps=9, num_minibatches=8",
+    ),
+    (dict(search={"update_epochs": ("uniform", 1, 4)}), "searched by a choice"),
+    (dict(checkpoint_dir="ckpt"), "checkpoint_dir"),
+    (dict(devices=2), "devices (2 devices)"),
+    (dict(config=STATIC_CONFIG.replace(recurrent="gru")), "recurrent='gru'"),
+    (dict(config=STATIC_CONFIG.replace(eval_freq=2)), "eval_freq=2"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), STATIC_BAD_INPUT)
+def test_static_bad_input_raises_before_compiling(kwargs, needle, monkeypatch):
+    from purejaxppo.drivers.population import groups
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled before validating")
+
+    monkeypatch.setattr(groups, "_Group", no_compile)
+    kwargs = {**STATIC_KW, **kwargs}
+    config = kwargs.pop("config", STATIC_CONFIG)
+    with pytest.raises(ValueError) as err:
+        pjp.pbt(config, **kwargs)
+    message = str(err.value)
+    assert needle in message and "\n" not in message, message
+
+
+def test_static_cli_refusals_are_one_line(tmp_path, capsys):
+    from purejaxppo.cli import main
+
+    base = ["pbt", "--no-progress", "--out", str(tmp_path / "out")]
+    cases = [
+        (["--search", "env_name=choice:CartPole-v1"], "--search env_name"),
+        (["--search", "hidden_sizes=uniform:1:4"], "searched by a choice"),
+        (["--search", "hidden_sizes=choice:0-64"], "sizes >= 1"),
+        (["--search", "hidden_sizes=choice:8,16", "--devices", "2"], "--devices 2"),
+    ]
+    for extra, needle in cases:
+        with pytest.raises(SystemExit):
+            main(base + extra)
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1, err
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def static_run(tmp_path_factory):
+    result = pjp.pbt(STATIC_CONFIG, **STATIC_KW, truncation_fraction=0.5)
+    out = tmp_path_factory.mktemp("pbt_static")
+    write_pbt(result, out)
+    return result, out
+
+
+def test_static_search_writes_static_values_per_member(static_run):
+    result, out = static_run
+    lineage, summary = result.lineage, result.summary
+    assert len(lineage) == 2 * 2  # 2 generations x 2 members
+    # member m starts with combination m % 2 (row-major order of the choices)
+    first = lineage[lineage.generation == 0].set_index("member")["hidden_sizes"]
+    assert list(first) == ["8", "16-16"]
+    assert set(summary["hidden_sizes"]) <= {"8", "16-16"}
+    assert {"hidden_sizes", "learning_rate"} <= set(result.best_lineage.columns)
+    best = summary.iloc[0]
+    assert result.best_static["hidden_sizes"] == tuple(int(w) for w in best.hidden_sizes.split("-"))
+    assert result.best_config.hidden_sizes == result.best_static["hidden_sizes"]
+    # env steps: update x batch size (num_steps is not searched here)
+    np.testing.assert_array_equal(lineage["env_steps"], lineage["update"] * 64)
+    # the written run: tables, yaml with the static search, a loadable best member
+    for name in ("lineage.csv", "summary.csv", "pbt.png", "pbt.yaml", "best/config.yaml"):
+        assert (out / name).is_file(), name
+    assert "16-16" in set(pd.read_csv(out / "lineage.csv")["hidden_sizes"].astype(str))
+    policy = pjp.Policy.load(out / "best")
+    assert tuple(policy.config.hidden_sizes) == result.best_static["hidden_sizes"]
+    for got, want in zip(
+        leaves(policy.get_params()),
+        leaves(result.best_runner_state.train_state.params),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(got, want)
+    assert result.num_compiles >= 2  # one program per group (and padded size)
+
+
+def _static_population(resample_probability):
+    """A `StaticPBT` of 4 members (hidden_sizes 8 / 16-16 alternating), initialised."""
+    from purejaxppo.drivers.population.groups import StaticPBT
+    from purejaxppo.drivers.population.search import SearchSpace
+    from purejaxppo.drivers.population.static import split_search
+
+    options = pbt_options.PBTOptions(
+        population=4, ready_every=4, seed=0, resample_probability=resample_probability
+    )
+    _, static = split_search({"hidden_sizes": ("choice", ["8", "16-16"])}, STATIC_CONFIG)
+    run = StaticPBT(STATIC_CONFIG, SearchSpace((), (), (), ()), static, options)
+    run.keys = pbt_options.member_keys(0, 4)
+    index = np.asarray([[0], [1], [0], [1]])
+    runners = [run.group(tuple(index[m])).init(run.keys[m]) for m in range(4)]
+    hparams = pbt_options.initial_hparams(STATIC_CONFIG, run.space, 4, 0)
+    # member 1 (16-16) is the best, member 0 (8) the worst
+    trained = {"episode_return": np.asarray([[1.0], [9.0], [5.0], [5.0]], np.float32)}
+    trained["diverged"] = np.zeros(4, bool)
+    return run, runners, hparams, index, trained
+
+
+def test_static_copy_adopts_the_winners_static_values_and_weights():
+    run, runners, hparams, index, trained = _static_population(0.0)
+    new_runners, _, new_index, record = run._population_step(
+        runners, hparams, index, trained, jax.random.key(0), False, 0
+    )
+    # truncation 0.25 of 4: member 0 (worst) copies member 1 (the best)
+    assert record["replaced"].tolist() == [True, False, False, False]
+    assert record["parents"].tolist() == [1, 1, 2, 3]
+    assert new_index.tolist() == [[1], [1], [0], [1]]  # adopts 16-16
+    for got, want in zip(
+        leaves(new_runners[0].train_state), leaves(runners[1].train_state), strict=True
+    ):
+        np.testing.assert_array_equal(got, want)  # params and optimizer state, exact
+    np.testing.assert_array_equal(  # but its own env and key
+        jax.random.key_data(new_runners[0].key), jax.random.key_data(runners[0].key)
+    )
+
+
+def test_static_explore_changes_the_architecture_and_transfers_weights():
+    run, runners, hparams, index, trained = _static_population(1.0)
+    for seed in range(20):  # a key whose redraw moves member 0 to the other architecture
+        out = run._population_step(runners, hparams, index, trained, jax.random.key(seed), False, 0)
+        if out[2][0, 0] == 0:
+            break
+    new_runners, _, new_index, _ = out
+    assert new_index[0, 0] == 0  # copied 16-16, explored back to 8
+    params = new_runners[0].train_state.params["params"]["actor_encoder"]["obs_mlp"]
+    parent = runners[1].train_state.params["params"]["actor_encoder"]["obs_mlp"]
+    assert set(params) == {"dense_0"} and params["dense_0"]["kernel"].shape == (4, 8)
+    np.testing.assert_array_equal(params["dense_0"]["kernel"], parent["dense_0"]["kernel"][:, :8])
+    group = run.group((0,))  # and the member trains in its new group
+    batch = jax.tree.map(lambda x: x[None], new_runners[0])
+    hp = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[:1]), hparams)
+    _, metrics = group.run(batch, hp, 1)
+    assert np.isfinite(np.asarray(metrics["pg_loss"])).all()

@@ -20,6 +20,9 @@ from purejaxppo.config import TRACED_FIELDS
 def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     """`purejaxppo pbt`: validate, split the population over the devices, train, write."""
     o = pop_options(PbtOptions, args)
+    # imports JAX (the population package): here, not at the top, to keep --help fast
+    from purejaxppo.drivers.population.static import STATIC_SEARCH_FIELDS, split_search
+
     try:
         config = load_config(o.config, args)
         search = parse_random(o.search)
@@ -29,16 +32,31 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
                 "learning_rate=log_uniform:1e-5:1e-2): it explores only searched fields"
             )
         for name, spec in search.items():
-            if name not in TRACED_FIELDS:  # checked before --out, as every bad input
-                raise ValueError(
-                    f"--search {name}: pbt searches traced fields only ({', '.join(TRACED_FIELDS)})"
+            if name not in TRACED_FIELDS and name not in STATIC_SEARCH_FIELDS:
+                raise ValueError(  # checked before --out, as every bad input
+                    f"--search {name}: pbt searches traced fields "
+                    f"({', '.join(TRACED_FIELDS)}) and, by choice:A,B,..., the static fields "
+                    f"{', '.join(STATIC_SEARCH_FIELDS)}"
                 )
             kind, *_ = spec  # (kind, *arguments), as `parse_random` builds it
-            if kind == "choice":
+            if name in STATIC_SEARCH_FIELDS and kind != "choice":
+                raise ValueError(
+                    f"--search {name}={spec}: a static field is searched by a choice, e.g. "
+                    "--search hidden_sizes=choice:64-64,256-256-256"
+                )
+            if name in TRACED_FIELDS and kind == "choice":
                 raise ValueError(
                     f"--search {name}={spec}: pbt needs a range (uniform:LOW:HIGH or "
                     "log_uniform:LOW:HIGH), not a choice"
                 )
+        static = split_search(search, config)[1]
+        if static.names and (o.resume or (o.devices or 1) > 1):
+            raise ValueError(
+                f"--search {', '.join(static.names)} (static fields) cannot be combined with "
+                f"{'--resume' if o.resume else f'--devices {o.devices}'}: it needs the single "
+                "program of a traced-only search (static searches run on one device and "
+                "write no population checkpoints)"
+            )
         if o.resume and o.out is None:
             raise ValueError("--resume needs --out DIR (the interrupted run's directory)")
         if o.resume and o.overwrite:
@@ -57,15 +75,22 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         out = rundir.make_unique_dir("pbt", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         with rundir.claim(out, "pbt", resume=o.resume, overwrite=o.overwrite):
-            return _run_pbt(parser, o, config, search, out)
+            return _run_pbt(parser, o, config, search, out, static=bool(static.names))
     except ValueError as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
 
 
 def _run_pbt(
-    parser: argparse.ArgumentParser, o: PbtOptions, config: Any, search: Any, out: Path
+    parser: argparse.ArgumentParser,
+    o: PbtOptions,
+    config: Any,
+    search: Any,
+    out: Path,
+    *,
+    static: bool = False,
 ) -> int:
-    """Sets the devices, trains the population into `out` (claimed), writes, prints."""
+    """Sets the devices, trains the population into `out` (claimed), writes, prints. A
+    static search runs on one device without population checkpoints."""
     devices = o.devices
     from purejaxppo.platform import configure_cpu_devices
 
@@ -74,7 +99,7 @@ def _run_pbt(
     count = configure_cpu_devices(devices)
     from purejaxppo.envs.kinds import kind_of_id
 
-    if devices is None and kind_of_id(config.env_name).supports("runs_on_devices"):
+    if devices is None and not static and kind_of_id(config.env_name).supports("runs_on_devices"):
         if count is not None:
             devices = max(d for d in range(1, count + 1) if o.population % d == 0)
             if not o.no_progress:
@@ -85,7 +110,7 @@ def _run_pbt(
                 )
     from purejaxppo.drivers.population import pbt, write_pbt  # imports JAX; keep --help fast
 
-    every = o.checkpoint_every
+    every = 0 if static else o.checkpoint_every
     try:
         result = pbt(
             config,

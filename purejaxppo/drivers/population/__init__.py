@@ -3,7 +3,10 @@
 `search` holds the search space and its operators (selection, mutation), `options` the
 static options and the members' keys, `program` the compiled generation program,
 `results` `PBTResult` and its files, `storage` the population checkpoints, and `driver`
-the `pbt` function (see its module docstring for the algorithm).
+the `pbt` function (see its module docstring for the algorithm). A search over static
+fields (`static`: `hidden_sizes`, `num_minibatches`, `update_epochs`, `num_steps`) runs in
+`groups` instead: one program per group of members, generations on the host, with the
+weight transfer of `networks.evolve`.
 """
 
 from purejaxppo.drivers.population.driver import pbt

@@ -51,6 +51,7 @@ from jax.sharding import PartitionSpec as P
 from purejaxppo import parallel
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.population import storage
+from purejaxppo.drivers.population.groups import StaticPBT
 from purejaxppo.drivers.population.options import (
     PBTOptions,
     check_options,
@@ -72,7 +73,8 @@ from purejaxppo.drivers.population.results import (
     joined_history,
     json_ready,
 )
-from purejaxppo.drivers.population.search import parse_search
+from purejaxppo.drivers.population.search import SearchSpace, parse_search
+from purejaxppo.drivers.population.static import check_static_options, split_search
 from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments
 from purejaxppo.train import METRICS
 
@@ -111,7 +113,11 @@ def pbt(
         population is exploited and explored. If K does not divide `num_updates`, the
         last generation is shorter (one more compiled program).
       search: traced field -> `("uniform" | "log_uniform", low, high)`: initial
-        distribution (numpy draws seeded with `seed`, `drivers.settings.sample_random`) and range.
+        distribution (numpy draws seeded with `seed`, `drivers.settings.sample_random`) and range;
+        static field (`static.STATIC_SEARCH_FIELDS`: hidden_sizes, num_minibatches,
+        update_epochs, num_steps) -> `("choice", [A, B, ...])`: the population is then
+        trained by `groups.StaticPBT` (one program per group of members sharing static
+        values, generations on the host; see its module docstring).
       exploit: "truncation" or "tournament" (see the module docstring).
       explore: "perturb" or "resample".
       seed: member m starts from `member_keys(seed, P)[m]`; selection and mutation use
@@ -144,7 +150,9 @@ def pbt(
         naming the field and value, several devices for an "envpool:" id (its members
         share one pool on one device, the default for it); on resume, for a missing
         checkpoint or one written with other arguments, or an "envpool:" id (`envs.kinds`'
-        table: `pbt`, `pbt_resume`, `runs_on_devices`).
+        table: `pbt`, `pbt_resume`, `runs_on_devices`); for a static search, a static
+        field pbt cannot search, a value the config cannot take, or options that need one
+        program (several devices, checkpoints, resume, init_from, eval_freq > 0).
     """
     from purejaxppo.envs import kinds
 
@@ -153,6 +161,9 @@ def pbt(
         kinds.check("pbt_resume", config.env_name, env, multi_agent=config.multi_agent)
     given = locals()
     options = PBTOptions(**{f.name: given[f.name] for f in dataclasses.fields(PBTOptions)})
+    traced, static = split_search(search, config)
+    if static.names:
+        return _static_pbt(config, traced, static, options, given)
     space = parse_search(search, config)
     mesh = parallel.make_mesh(kinds.runs_devices(config.env_name, devices), parallel.RUNS_AXIS)
     kinds.check_runs_devices(config.env_name, mesh.devices.size)
@@ -165,6 +176,22 @@ def pbt(
     run.plan(env, env_params, verbose)
     run.start(resume)
     return run.train(progress)
+
+
+def _static_pbt(config, traced, static, options, given) -> PBTResult:
+    """A search with static fields (`groups.StaticPBT`), after its own checks."""
+    space = parse_search(traced, config) if traced else SearchSpace((), (), (), ())
+    devices = given["devices"]
+    num_devices = len(devices) if isinstance(devices, Sequence) else (devices or 1)
+    check_static_options(
+        config,
+        num_devices=num_devices,
+        checkpoint_dir=given["checkpoint_dir"],
+        resume=given["resume"],
+    )
+    check_options(options, config, 1)
+    run = StaticPBT(config, space, static, options)
+    return run.train(given["env"], given["env_params"], given["verbose"])
 
 
 class _PBTRun:

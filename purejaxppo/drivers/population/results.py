@@ -16,6 +16,7 @@ from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers.plots import plot_pbt
 from purejaxppo.drivers.population.options import PBTOptions
 from purejaxppo.drivers.population.search import SearchSpace, get_values
+from purejaxppo.drivers.population.static import StaticSpace, static_text
 from purejaxppo.drivers.report import final_return
 from purejaxppo.train import METRICS
 from purejaxppo.types import RunnerState
@@ -59,6 +60,10 @@ class PBTResult:
       best_metrics: per-update metrics along the best member's ancestry (`[U]` each).
       config: the base config; search: the searched fields' specs.
       num_compiles: compiled training programs; num_devices: devices used.
+      static: the searched static fields' specs (`{field: ("choice", [values])}`; empty
+        for a traced-only search); their values are columns of lineage, summary and
+        best_lineage ("64-64" for `hidden_sizes`).
+      best_static: the best member's final static values (field -> value).
     """
 
     lineage: pd.DataFrame
@@ -74,20 +79,50 @@ class PBTResult:
     options: PBTOptions
     num_compiles: int
     num_devices: int
+    static: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    best_static: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def best_hparams_text(self) -> str:
         """'learning_rate=0.00123 ent_coef=0.004' for the searched fields."""
-        return " ".join(f"{k}={self.best_hparams[k]:.4g}" for k in self.search) or "(none)"
+        traced = [f"{k}={self.best_hparams[k]:.4g}" for k in self.search]
+        static = [f"{k}={static_text(v)}" for k, v in self.best_static.items()]
+        return " ".join(traced + static) or "(none)"
 
     @property
     def best_config(self) -> PPOConfig:
-        """The base config with the best member's final searched values."""
-        return self.config.replace(**{k: self.best_hparams[k] for k in self.search})
+        """The base config with the best member's final searched values (static ones
+        included)."""
+        return self.config.replace(
+            **{k: self.best_hparams[k] for k in self.search}, **self.best_static
+        )
 
 
-def _lineage(records: dict[str, np.ndarray], space: SearchSpace, batch_size: int) -> pd.DataFrame:
+def _static_columns(records: dict[str, np.ndarray], static: StaticSpace | None, g, m) -> dict:
+    """The static values member m used during generation g, as table cells."""
+    if static is None or "static" not in records:
+        return {}
+    return {k: static_text(v) for k, v in static.values(records["static"][g, m]).items()}
+
+
+def _env_steps(records: dict[str, np.ndarray], batch_size: int) -> np.ndarray:
+    """`[G, P]` env steps of every member at the end of every generation (per-member
+    batch sizes when the search changes `num_steps`)."""
+    steps = records["update_step"].astype(np.int64)
+    if "batch_size" not in records:
+        return steps * batch_size
+    done = np.diff(steps, axis=0, prepend=0)
+    return np.cumsum(done * records["batch_size"], axis=0)
+
+
+def _lineage(
+    records: dict[str, np.ndarray],
+    space: SearchSpace,
+    batch_size: int,
+    static: StaticSpace | None = None,
+) -> pd.DataFrame:
     """One row per generation x member (`LINEAGE_COLUMNS` and the searched values)."""
     num_gens, population = records["fitness"].shape
+    env_steps = _env_steps(records, batch_size)
     lineage_rows = []
     prev_parents = np.arange(population)
     prev_replaced = np.zeros(population, bool)
@@ -99,9 +134,10 @@ def _lineage(records: dict[str, np.ndarray], space: SearchSpace, batch_size: int
                 "parent": int(prev_parents[m]),
                 "replaced": bool(prev_replaced[m]),
                 "update": int(records["update_step"][g, m]),
-                "env_steps": int(records["update_step"][g, m]) * batch_size,
+                "env_steps": int(env_steps[g, m]),
             }
             row.update({n: float(records["values"][g, m, i]) for i, n in enumerate(space.names)})
+            row.update(_static_columns(records, static, g, m))
             row.update(
                 fitness=float(records["fitness"][g, m]),
                 episode_return=float(records["episode_return"][g, m]),
@@ -110,6 +146,26 @@ def _lineage(records: dict[str, np.ndarray], space: SearchSpace, batch_size: int
             lineage_rows.append(row)
         prev_parents, prev_replaced = records["parents"][g], records["replaced"][g]
     return pd.DataFrame(lineage_rows)
+
+
+def _curves(records: dict[str, np.ndarray], returns: np.ndarray, batch_size: int) -> pd.DataFrame:
+    """Per member and update: `member`, `update`, `env_steps`, `episode_return`."""
+    population, num_updates = returns.shape
+    updates = np.arange(1, num_updates + 1)
+    if "batch_size" in records:  # per-member batch sizes, per generation -> per update
+        lengths = np.diff(records["update_step"][:, 0], prepend=0)
+        per_update = np.repeat(records["batch_size"], lengths, axis=0)  # [U, P]
+        env_steps = np.cumsum(per_update, axis=0).T.reshape(-1)
+    else:
+        env_steps = np.tile(updates * batch_size, population)
+    return pd.DataFrame(
+        {
+            "member": np.repeat(np.arange(population), num_updates),
+            "update": np.tile(updates, population),
+            "env_steps": env_steps,
+            "episode_return": returns.reshape(-1),
+        }
+    )
 
 
 def build_result(
@@ -122,24 +178,17 @@ def build_result(
     final_state: Any,
     num_compiles: int,
     num_devices: int,
+    static: StaticSpace | None = None,
 ) -> PBTResult:
     """The `PBTResult` of a finished run from its records (`[G, P, ...]` per generation
     and member) and metrics (`[P, U]` per member and update), numpy; `final_state` is
-    the final `PopulationState` on the host."""
+    the final `PopulationState` on the host (or holds a list of per-member runners, with
+    `static`: the searched static fields, whose choice indices are `records["static"]`
+    `[G, P, S]`)."""
     num_gens, population = records["fitness"].shape
-    lineage = _lineage(records, space, config.batch_size)
-
+    lineage = _lineage(records, space, config.batch_size, static)
     returns = metrics["episode_return"]  # [P, U]
-    num_updates = returns.shape[1]
-    updates = np.arange(1, num_updates + 1)
-    curves = pd.DataFrame(
-        {
-            "member": np.repeat(np.arange(population), num_updates),
-            "update": np.tile(updates, population),
-            "env_steps": np.tile(updates * config.batch_size, population),
-            "episode_return": returns.reshape(-1),
-        }
-    )
+    curves = _curves(records, returns, config.batch_size)
 
     # Ancestry: slot of each member's ancestor in every generation, and its root.
     ancestors = np.zeros((num_gens, population), int)
@@ -162,22 +211,23 @@ def build_result(
             "root": int(ancestors[0, m]),
         }
         row.update({n: float(final_values[m, i]) for i, n in enumerate(space.names)})
+        row.update(_static_columns(records, static, -1, m))
         summary_rows.append(row)
     summary = pd.DataFrame(summary_rows).sort_values(
         ["fitness", "member"], ascending=[False, True], kind="stable"
     )
 
     chain = ancestors[:, best]
+    generations = np.arange(num_gens)
+    chain_static = [_static_columns(records, static, g, chain[g]) for g in generations]
     best_lineage = pd.DataFrame(
         {
-            "generation": np.arange(num_gens),
+            "generation": generations,
             "member": chain,
-            "update": records["update_step"][np.arange(num_gens), chain],
-            **{
-                n: records["values"][np.arange(num_gens), chain, i]
-                for i, n in enumerate(space.names)
-            },
-            "fitness": records["fitness"][np.arange(num_gens), chain],
+            "update": records["update_step"][generations, chain],
+            **{n: records["values"][generations, chain, i] for i, n in enumerate(space.names)},
+            **{k: [row[k] for row in chain_static] for k in chain_static[0]},
+            "fitness": records["fitness"][generations, chain],
         }
     )
     # Per-update metrics along the best member's ancestry.
@@ -191,7 +241,11 @@ def build_result(
     }
     hparams = jax.tree.map(lambda x: np.asarray(x)[best], final_state.hparams)
     best_hparams = {name: float(getattr(hparams, name)) for name in TRACED_FIELDS}
-    best_runner = jax.tree.map(lambda x: x[best], final_state.runner)
+    if isinstance(final_state.runner, list):
+        best_runner = final_state.runner[best]
+    else:
+        best_runner = jax.tree.map(lambda x: x[best], final_state.runner)
+    best_static = {} if static is None else static.values(records["static"][-1, best])
     return PBTResult(
         lineage=lineage,
         summary=summary.reset_index(drop=True),
@@ -206,6 +260,8 @@ def build_result(
         options=options,
         num_compiles=num_compiles,
         num_devices=num_devices,
+        static={} if static is None else static.spec,
+        best_static=best_static,
     )
 
 
@@ -270,10 +326,12 @@ def write_pbt(result: PBTResult, out: str | Path) -> list[Path]:
             "config": result.config.to_dict(),
             "options": result.options.to_dict(),
             "search": result.search,
+            **({"static_search": result.static} if result.static else {}),
             "best_member": result.best_member,
             "best_fitness": float(best["fitness"]),
             "best_final_return": float(best["final_return"]),
             "best_hparams": result.best_hparams,
+            **({"best_static": result.best_static} if result.best_static else {}),
             "num_compiles": result.num_compiles,
             "num_devices": result.num_devices,
         }
