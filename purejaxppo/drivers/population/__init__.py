@@ -9,8 +9,26 @@ fields (`static`: `hidden_sizes`, `num_minibatches`, `update_epochs`, `num_steps
 weight transfer of `networks.evolve`.
 """
 
-from purejaxppo.drivers.population.driver import pbt
-from purejaxppo.drivers.population.options import PBTOptions
-from purejaxppo.drivers.population.results import PBTResult, write_best_run, write_pbt
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["PBTOptions", "PBTResult", "pbt", "write_best_run", "write_pbt"]
+
+# Imported on first use (PEP 562), so that `purejaxppo.drivers.population.static` (the CLI's
+# checks of a search) can be imported without the driver, which starts JAX's backend:
+# `pbt --devices N` sets the CPU device count after those checks.
+_HOMES = {
+    "pbt": "driver",
+    "PBTOptions": "options",
+    "PBTResult": "results",
+    "write_best_run": "results",
+    "write_pbt": "results",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
