@@ -66,15 +66,31 @@ def make_sequences(
         x = x[::seq_len]
         return x.reshape((chunks * num_envs, *x.shape[2:]))
 
+    return batch_of(traj, advantages, returns, split, first_steps)
+
+
+def batch_of(
+    traj: Transition,
+    advantages: jax.Array,
+    returns: jax.Array,
+    cut: Callable[[jax.Array], jax.Array],
+    first_step: Callable[[jax.Array], jax.Array],
+    mask: jax.Array | None = None,
+) -> Batch:
+    """The `Batch` of sequences that `cut` takes out of every `[T, N, ...]` leaf (giving
+    `[K, L, ...]`), with the policy state at each sequence's first step (`first_step`:
+    `[T, N, ...]` -> `[K, ...]`) and `mask` (`[K, L]` bool, None: every step counts).
+    `make_sequences` cuts chunks, `windows.trajectory_minibatches` trajectory windows."""
     return Batch(
-        obs=jax.tree.map(split, traj.obs),
-        action=split(traj.action),
-        log_prob=split(traj.log_prob),
-        value=split(traj.value),
-        advantages=split(advantages),
-        returns=split(returns),
-        initial_state=jax.tree.map(first_steps, traj.policy_state),
-        resets=split(traj.reset),
+        obs=jax.tree.map(cut, traj.obs),
+        action=cut(traj.action),
+        log_prob=cut(traj.log_prob),
+        value=cut(traj.value),
+        advantages=cut(advantages),
+        returns=cut(returns),
+        initial_state=jax.tree.map(first_step, traj.policy_state),
+        resets=cut(traj.reset),
+        mask=mask,
     )
 
 

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from purejaxppo.types import Transition
-from purejaxppo.update import Batch
+from purejaxppo.update import Batch, batch_of
 
 __all__ = ["Windows", "trajectory_minibatches", "window_indices"]
 
@@ -153,14 +153,4 @@ def trajectory_minibatches(
     def first_step(x):  # [T, N, ...] -> [K, ...]
         return jnp.asarray(x)[windows.time[:, 0], windows.env]
 
-    return Batch(
-        obs=jax.tree.map(gather, traj.obs),
-        action=gather(traj.action),
-        log_prob=gather(traj.log_prob),
-        value=gather(traj.value),
-        advantages=gather(advantages),
-        returns=gather(returns),
-        initial_state=jax.tree.map(first_step, traj.policy_state),
-        resets=gather(traj.reset),
-        mask=windows.mask,
-    )
+    return batch_of(traj, advantages, returns, gather, first_step, windows.mask)

@@ -567,7 +567,11 @@ def test_segments_are_sized_in_seconds_and_keep_the_results_bitwise(tmp_path, mo
     run = segments.run_segments
 
     def spy(total, done, hooks, **kwargs):
-        return run(total, done, hooks._replace(run=lambda d, n: lengths.append(n) or hooks.run(d, n)), **kwargs)  # fmt: skip
+        def timed_run(d, n):
+            lengths.append(n)
+            return hooks.run(d, n)
+
+        return run(total, done, hooks._replace(run=timed_run), **kwargs)
 
     monkeypatch.setattr(segments, "SEGMENT_SECONDS", 1e-9)  # capped at 1 after the first
     monkeypatch.setattr("purejaxppo.drivers.single.run_segments", spy)
@@ -618,8 +622,11 @@ def test_sigterm_during_collect_keeps_a_partial_dataset_that_load_episodes_refus
 ):
     out = tmp_path / "data"
     argv = ["collect", str(kept_run), "--episodes", "500000", "--out", str(out)]
-    code, err = signal_when(argv, lambda _: (out / "collect.partial").exists(), [signal.SIGTERM],
-                            tmp_path)  # fmt: skip
+
+    def started(_) -> bool:
+        return (out / "collect.partial").exists()
+
+    code, err = signal_when(argv, started, [signal.SIGTERM], tmp_path)
     assert code == 143 and "Traceback" not in err, err
     assert "SIGTERM: stopping after the running chunk" in err
     assert f"{out} is a partial dataset (" in err and "of 500000 episodes" in err, err

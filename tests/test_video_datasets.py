@@ -111,8 +111,13 @@ def test_collect_bad_input_overwrites_nothing(cartpole, tmp_path):
 
 def test_a_stopped_collect_writes_its_finished_episodes_and_stays_partial(cartpole, tmp_path):
     asked = []  # stop after the second chunk of 8 steps: the episodes ended by then
-    result = collect(cartpole, 12, tmp_path / "data", jax.random.key(3), chunk_steps=8,
-                     stop=lambda: asked.append(1) or len(asked) == 2)  # fmt: skip
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) == 2
+
+    data = tmp_path / "data"
+    result = collect(cartpole, 12, data, jax.random.key(3), chunk_steps=8, stop=stop)
     expected = pjp.evaluate(cartpole, num_episodes=12, key=jax.random.key(3))
     assert not result.complete and result.num_episodes < 12
     ended = expected.lengths <= 16  # the episodes over by step 16 (2 chunks)

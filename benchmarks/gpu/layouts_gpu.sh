@@ -16,6 +16,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT_DIR
 "$PY" -m pip list 2>/dev/null | grep -iE "^(jax|jaxlib|jax-cuda|flax|optax|chex)" >> "$OUT_DIR/versions.txt"
 lay() { PYTHONPATH="$OURS" timeout "$1" "$PY" benchmarks/experiments/gpu_layouts.py "${@:2}" \
   --total-timesteps "$TOTAL" --out "$OUT_DIR" 2>> "$OUT_DIR/stderr.txt" | tee -a "$OUT_DIR/layouts.jsonl"; }
+# 0. The GPU-only checks (the layouts agree on the GPU).
+PYTHONPATH="$OURS" timeout 90 "$PY" benchmarks/gpu/check_layouts.py 2>> "$OUT_DIR/stderr.txt" | tee "$OUT_DIR/check_layouts.txt"
 # 1. Cold compiles (the first cell of a process): unrolled, unrolled without autotuning.
 lay 60 --agents 1 --plans unrolled --budget-s 1
 XLA_FLAGS="--xla_gpu_autotune_level=0" lay 60 --agents 1 --plans unrolled --budget-s 1

@@ -72,11 +72,53 @@ def _zero_counters(num_envs: int) -> dict[str, jax.Array]:
     }
 
 
+#: `count(done, episode_return, episode_length, info) -> (ended, next_length)`: the
+#: `EpisodeStats` of one step of N envs and the running lengths after it (`vmapped_envs`).
+Counter = Callable[[jax.Array, jax.Array, jax.Array, Any], tuple[EpisodeStats, jax.Array]]
+
+
+def _count_episodes(info_keys: tuple[str, ...]) -> Counter:
+    """The learner's episodes: those that ended (`done`), and `info_keys` at their ends."""
+
+    def count(done, episode_return, episode_length, info):
+        ended = EpisodeStats(
+            return_sum=jnp.sum(jnp.where(done, episode_return, 0.0)),
+            length_sum=jnp.sum(jnp.where(done, episode_length, 0)).astype(jnp.float32),
+            count=jnp.sum(done).astype(jnp.float32),
+            info_sum={key: _sum_where(done, info[key]) for key in info_keys},
+        )
+        return ended, jnp.where(done, 0, episode_length)
+
+    return count
+
+
+def _count_games(info_keys: tuple[str, ...]) -> Counter:
+    """Atari games (every life, raw score: `info["game_over"]`, `info["game_over_return"]`),
+    with the learner's (per-life, clipped) episodes as `CLIPPED_RETURN` / `CLIPPED_COUNT`."""
+
+    def count(done, episode_return, game_length, info):
+        game_over = info["game_over"] > 0
+        info_sum = {key: _sum_where(game_over, info[key]) for key in info_keys}
+        info_sum[CLIPPED_RETURN] = jnp.sum(jnp.where(done, episode_return, 0.0))
+        info_sum[CLIPPED_COUNT] = jnp.sum(done).astype(jnp.float32)
+        ended = EpisodeStats(
+            return_sum=jnp.sum(jnp.where(game_over, info["game_over_return"], 0.0)),
+            length_sum=jnp.sum(jnp.where(game_over, game_length, 0)).astype(jnp.float32),
+            count=jnp.sum(game_over).astype(jnp.float32),
+            info_sum=info_sum,
+        )
+        return ended, jnp.where(game_over, 0, game_length)
+
+    return count
+
+
 def vmapped_envs(
     env: Any,
     env_params: Any,
     info_keys: tuple[str, ...] = (),
     reset_ratio: int | None = None,
+    count: Counter | None = None,
+    stats_keys: tuple[str, ...] | None = None,
 ) -> RowsEnv:
     """N copies of a single-agent JAX env (gymnax API), vmapped: one row per env.
 
@@ -85,9 +127,12 @@ def vmapped_envs(
     running episode return / length; `ended` sums the episodes that ended at this step, and
     for each of `info_keys` the env's `info[key]` at their last step (mean over any
     trailing axes). EnvPool envs ("envpool:") take this path too: their adapter batches
-    the vmap into one pool call.
+    the vmap into one pool call. `count` (default: the episodes that ended) and
+    `stats_keys` (default `info_keys`: the keys of `ended.info_sum`) let `envpool_rows`
+    count Atari games instead.
     """
     batched_step = make_batched_step(env, env_params, reset_ratio)
+    count = _count_episodes(tuple(info_keys)) if count is None else count
 
     def reset(key: jax.Array, num_envs: int, networks: Any) -> EnvCarry:
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
@@ -109,13 +154,7 @@ def vmapped_envs(
         reward = reward.astype(jnp.float32)
         done = jnp.logical_or(terminated, truncated)
         episode_return = carry.episode_return + reward
-        episode_length = carry.episode_length + 1
-        ended = EpisodeStats(
-            return_sum=jnp.sum(jnp.where(done, episode_return, 0.0)),
-            length_sum=jnp.sum(jnp.where(done, episode_length, 0)).astype(jnp.float32),
-            count=jnp.sum(done).astype(jnp.float32),
-            info_sum={key: _sum_where(done, info[key]) for key in info_keys},
-        )
+        ended, episode_length = count(done, episode_return, carry.episode_length + 1, info)
         return EnvStep(
             obs=obs,
             env_state=env_state,
@@ -125,11 +164,12 @@ def vmapped_envs(
             final_obs=info["final_observation"],
             reset=done,
             episode_return=jnp.where(done, 0.0, episode_return),
-            episode_length=jnp.where(done, 0, episode_length),
+            episode_length=episode_length,
             ended=ended,
         )
 
-    return RowsEnv(reset=reset, step=step, info_keys=tuple(info_keys))
+    keys = tuple(info_keys) if stats_keys is None else tuple(stats_keys)
+    return RowsEnv(reset=reset, step=step, info_keys=keys)
 
 
 def envpool_rows(
@@ -152,43 +192,8 @@ def envpool_rows(
     """
     if not env.atari:
         return vmapped_envs(env, env_params, info_keys, reset_ratio)
-    batched_step = make_batched_step(env, env_params, reset_ratio)
-    base = vmapped_envs(env, env_params)
-
-    def step(key: jax.Array, carry: EnvCarry, env_action: Any) -> EnvStep:
-        num_envs = carry.reset.shape[0]
-        obs, env_state, reward, terminated, truncated, info = batched_step(
-            jax.random.split(key, num_envs), carry.env_state, env_action
-        )
-        reward = reward.astype(jnp.float32)
-        done = jnp.logical_or(terminated, truncated)  # the learner's episode (a life)
-        game_over = info["game_over"] > 0
-        episode_return = carry.episode_return + reward
-        game_length = carry.episode_length + 1
-        info_sum = {key: _sum_where(game_over, info[key]) for key in info_keys}
-        info_sum[CLIPPED_RETURN] = jnp.sum(jnp.where(done, episode_return, 0.0))
-        info_sum[CLIPPED_COUNT] = jnp.sum(done).astype(jnp.float32)
-        ended = EpisodeStats(
-            return_sum=jnp.sum(jnp.where(game_over, info["game_over_return"], 0.0)),
-            length_sum=jnp.sum(jnp.where(game_over, game_length, 0)).astype(jnp.float32),
-            count=jnp.sum(game_over).astype(jnp.float32),
-            info_sum=info_sum,
-        )
-        return EnvStep(
-            obs=obs,
-            env_state=env_state,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            final_obs=info["final_observation"],
-            reset=done,
-            episode_return=jnp.where(done, 0.0, episode_return),
-            episode_length=jnp.where(game_over, 0, game_length),
-            ended=ended,
-        )
-
     keys = (*info_keys, CLIPPED_RETURN, CLIPPED_COUNT)
-    return RowsEnv(reset=base.reset, step=step, info_keys=keys)
+    return vmapped_envs(env, env_params, info_keys, reset_ratio, _count_games(info_keys), keys)
 
 
 def _sum_where(done: jax.Array, values: jax.Array) -> jax.Array:
