@@ -297,6 +297,8 @@ class Policy:
         obs: jax.typing.ArrayLike,
         key: jax.Array | None = None,
         action_mask: jax.typing.ArrayLike | None = None,
+        *,
+        params: Params | None = None,
     ) -> ActionOutput:
         """An action with its log-probability, entropy and value (AgileRL's `get_action`).
 
@@ -320,6 +322,9 @@ class Policy:
           action_mask: optional `[B, A]` bool or 0/1 (A = n for Discrete(n), sum(nvec)
             for MultiDiscrete; `[A]` for one observation): only actions where it is
             nonzero can be chosen, on top of any mask the observation carries.
+          params: parameters to act with; default the policy's own. Pass them to call
+            `get_action` inside `jax.jit` / `lax.scan` (feed-forward policies): the
+            policy's own params would be baked into the trace as constants.
 
         Returns:
           `ActionOutput(action, log_prob, entropy, value)`: action `[B]` int32
@@ -337,7 +342,7 @@ class Policy:
         state = self._start_state(size)
         greedy = key is None
         next_state, output = self._get_action(
-            self._params,
+            self._params if params is None else params,
             state,
             batch,
             jnp.zeros((size,), bool),

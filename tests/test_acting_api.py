@@ -104,6 +104,26 @@ def test_evaluate_actions_reproduces_get_action(policy, obs):
     assert norm > 1e-3
 
 
+def test_get_action_with_params_acts_with_them_also_under_jit(policy, obs):
+    # Another policy's params give that policy's numbers; under jax.jit they are an
+    # argument, not constants baked into the trace (docs/guides/acting.md's loop).
+    other = untrained(CONFIG, key=7)
+    key = jax.random.key(8)
+    act = jax.jit(lambda params, obs, key: policy.get_action(obs, key, params=params))
+    for source in (other, policy):  # one compiled program, two sets of params
+        want = source.get_action(obs, key)
+        got = act(source.get_params(), obs, key)
+        np.testing.assert_array_equal(got.action, want.action)
+        for name in ("log_prob", "entropy", "value"):
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-6)
+    assert act._cache_size() == 1
+    greedy = policy.get_action(obs, params=other.get_params())
+    np.testing.assert_array_equal(greedy.action, other.act(obs))
+    # The policy's own params are untouched: without params= it still acts as itself.
+    assert not np.array_equal(policy.get_action(obs).value, greedy.value)
+    np.testing.assert_array_equal(policy.get_action(obs).action, policy.act(obs))
+
+
 def test_action_mask(policy, obs):
     mask = jnp.zeros((16, 2), bool).at[:, 1].set(True)  # only action 1 is valid
     out = policy.get_action(obs, jax.random.key(6), action_mask=mask)
