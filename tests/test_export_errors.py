@@ -91,6 +91,31 @@ def test_overwrite_is_refused_and_keeps_the_old_files(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.is_dir()]  # no temp dirs left
 
 
+def test_a_failure_inside_the_commit_keeps_the_old_export_whole(tmp_path, monkeypatch):
+    import os
+
+    config, _, params = _setup()
+    _, _, params_1 = _setup(seed=1)
+    export_torch(params, config, tmp_path / "policy.pt")
+    export_onnx(params, config, tmp_path / "policy.onnx")
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    replace, calls = os.replace, []
+
+    def fails_late(src, dst):  # the old files are aside, 2 new ones are in: then it fails
+        calls.append(dst)
+        if len(calls) == 8 or (len(calls) == 3 and str(dst).endswith(".onnx")):
+            raise OSError("no space left")
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", fails_late)
+    with pytest.raises(OSError, match="no space left"):
+        export_torch(params_1, config, tmp_path / "policy.pt", overwrite=True)
+    calls.clear()
+    with pytest.raises(OSError, match="no space left"):
+        export_onnx(params_1, config, tmp_path / "policy.onnx", overwrite=True)
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temp dir either
+
+
 def test_non_finite_params_are_refused(tmp_path):
     config, _, params = _setup()
     _flat(params)["critic_head"]["out"]["bias"][0] = np.nan

@@ -112,9 +112,11 @@ class EvalOptions:
 class CollectOptions:
     """`purejaxppo collect`."""
 
-    run_dir: Path = option(positional=True, type=Path, metavar="RUN_DIR")
-    episodes: int = option(type=int, required=True, metavar="N")
-    out: Path = option(type=Path, required=True, metavar="DIR", help="new directory")
+    run_dir: Path | None = option(
+        positional=True, type=Path, metavar="RUN_DIR", nargs="?", help="the run (required)"
+    )
+    episodes: int | None = option(type=int, metavar="N", help="episodes to write (required)")
+    out: Path | None = option(type=Path, metavar="DIR", help="a new directory (required)")
     greedy: bool = _flag("argmax / mean actions")
     temperature: float | None = option(
         type=float, metavar="T", help="sampling temperature (0: greedy; default 1)"
@@ -125,6 +127,12 @@ class CollectOptions:
         metavar="ID", help='e.g. "cartpole/ppo-v0" (pip install "purejaxppo[minari]")'
     )
     info_keys: str = option("", metavar="K1,K2", help="info entries to store per step")
+    resume: Path | None = option(
+        type=Path,
+        metavar="OUT",
+        help="continue the partial dataset OUT of a stopped collect (takes the collect's "
+        "arguments from OUT/collect.partial; the result is the uninterrupted collect's)",
+    )
 
 
 @dataclasses.dataclass

@@ -95,6 +95,8 @@ TEXTS = {
         description="Play episodes with a run's policy and write obs, actions, rewards, "
         "terminations, truncations, log-probs and values to a new directory "
         "(episodes_*.npz; with --minari-id also a Minari dataset under OUT/minari).",
+        epilog="A stopped collect (Ctrl-C, SIGTERM) leaves OUT partial; continue it with: "
+        "purejaxppo collect --resume OUT (the dataset an uninterrupted collect writes).",
     ),
     "sweep": dict(
         help="train every (seed x setting) of a grid / random search as one program",

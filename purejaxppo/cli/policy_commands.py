@@ -120,23 +120,26 @@ def _row_done(row: dict[str, Any], requested: list[str]) -> bool:
 
 
 def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
-    """`purejaxppo collect RUN_DIR`: a run's episodes as a dataset."""
+    """`purejaxppo collect RUN_DIR`: a run's episodes as a dataset; `collect --resume
+    OUT` continues a stopped one with its own arguments (kept in OUT/collect.partial)."""
     o = pop_options(CollectOptions, args)
     import jax
 
-    from purejaxppo.datasets import check_output, collect
+    from purejaxppo.datasets import METADATA, check_output, collect
     from purejaxppo.policy import Policy
 
-    info_keys = [k.strip() for k in o.info_keys.split(",") if k.strip()]
+    if o.resume is not None and (o.resume / METADATA).is_file():
+        print(f"collect: {o.resume} is complete (it holds {METADATA}): nothing to resume")
+        return 0
     try:
-        if not 0 <= o.seed < 2**32:
-            raise ValueError(f"collect: --seed {o.seed}: must be in [0, 2**32)")
-        check_output(o.out, o.minari_id, o.episodes)
+        o, request = _collect_request(o)
+        info_keys = [k.strip() for k in o.info_keys.split(",") if k.strip()]
+        check_output(o.out, o.minari_id, o.episodes, resume=o.resume is not None)
         check_writable(o.out, "collect --out")
         policy = Policy.load(o.run_dir, step=o.step)
         stopping = (
             f"stopping after the running chunk; the finished episodes are kept in {o.out} as "
-            "a partial dataset (load_episodes refuses it): delete it and rerun to collect it all"
+            f"a partial dataset: continue it with purejaxppo collect --resume {o.out}"
         )
         with stop_requests(stopping) as requested:
             result = collect(
@@ -149,6 +152,8 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
                 minari_id=o.minari_id,
                 info_keys=info_keys,
                 stop=lambda: bool(requested),
+                resume=o.resume is not None,
+                request=request,
             )
     except (ValueError, ImportError) as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
@@ -159,8 +164,8 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
             requested[0],
             f"{o.out} is a partial dataset ({result.num_episodes} of {o.episodes} episodes in "
             f"{len(result.files)} chunk file(s), no metadata.json: load_episodes refuses "
-            f"it); delete it (rm -r {o.out}) and rerun the same command to collect all "
-            f"{o.episodes}",
+            f"it); continue it with: purejaxppo collect --resume {o.out} (or delete it: "
+            f"rm -r {o.out})",
         )
     print(
         f"wrote {result.num_episodes} episodes ({result.num_steps} steps, mean return "
@@ -168,6 +173,56 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
         + (f" and Minari dataset {result.minari_id}" if result.minari_id else "")
     )
     return 0
+
+
+#: `collect`'s arguments kept in OUT/collect.partial for `collect --resume OUT`.
+_COLLECT_REQUEST = ("run_dir", "step", "episodes", "seed", "greedy", "temperature")
+_COLLECT_REQUEST += ("minari_id", "info_keys")
+
+
+def _collect_request(o: CollectOptions) -> tuple[CollectOptions, dict[str, Any]]:
+    """The options `collect` runs with and the request it keeps for a resume: a new
+    collect's (checked; RUN_DIR absolute, the checkpoint's update resolved), or with
+    `--resume OUT` the stopped collect's own, read back from OUT's partial marker.
+
+    Raises:
+      ValueError: a new collect without RUN_DIR, --episodes or --out, or a bad --seed;
+        `--resume` with other options, or an OUT that holds no collect's arguments.
+    """
+    import dataclasses
+
+    from purejaxppo.checkpoint import latest_checkpoint_step
+    from purejaxppo.dataset_files import read_request
+
+    if o.resume is not None:
+        given = [
+            "--" + f.name.replace("_", "-") if f.name != "run_dir" else "RUN_DIR"
+            for f in dataclasses.fields(o)
+            if f.name != "resume" and getattr(o, f.name) != f.default
+        ]
+        if given:
+            raise ValueError(
+                f"collect --resume takes the collect's own arguments from "
+                f"{o.resume}/collect.partial; drop {', '.join(given)}"
+            )
+        request = read_request(o.resume)
+        if not isinstance(request, dict) or set(request) != set(_COLLECT_REQUEST):
+            raise ValueError(
+                f"collect --resume {o.resume}: its collect.partial holds no command's "
+                "arguments (written by pjp.collect: resume it with collect(..., resume=True))"
+            )
+        options = dict(request, run_dir=Path(request["run_dir"]), out=o.resume)
+        return CollectOptions(**options, resume=o.resume), request
+    missing = [n for n, v in (("RUN_DIR", o.run_dir), ("--episodes", o.episodes)) if v is None]
+    missing += ["--out"] if o.out is None else []
+    if missing:
+        raise ValueError(f"collect: give {', '.join(missing)} (or --resume OUT)")
+    if not 0 <= o.seed < 2**32:
+        raise ValueError(f"collect: --seed {o.seed}: must be in [0, 2**32)")
+    run_dir = o.run_dir.absolute()
+    step = o.step if o.step is not None else latest_checkpoint_step(run_dir)
+    o = dataclasses.replace(o, run_dir=run_dir, step=step)
+    return o, {name: getattr(o, name) for name in _COLLECT_REQUEST} | {"run_dir": str(run_dir)}
 
 
 #: `export --to` suffixes: PyTorch files (`export_torch`) or ONNX (`export_onnx`).
@@ -194,7 +249,8 @@ def export_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
         check_finite_params(checkpoint.runner_state.train_state.params, f"run {o.run_dir}")
         export = export_onnx if onnx else export_torch
         # A second signal removes the exporter's staging directory and exits at once.
-        abandon = _abandon_export(o.to.parent)
+        manifest = o.to.with_name(o.to.name + ".json") if onnx else o.to.with_suffix(".json")
+        abandon = _abandon_export(o.to.parent, manifest)
         with stop_requests(_EXPORT_STOPPING, at_once=abandon) as requested:
             path = export(
                 checkpoint.runner_state,
@@ -215,19 +271,27 @@ def export_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int
     return 0
 
 
-def _abandon_export(parent: Path) -> Callable[[str], None]:
+def _abandon_export(parent: Path, manifest: Path) -> Callable[[str], None]:
     """The second signal's action during `export`: removes the staging directories
-    (`tmp*`) the exporter made in `parent` since now, says so in one line and exits
-    128 + the signal number, in the signal handler (the export runs in the main thread)."""
+    (`tmp*`) the exporter made in `parent` since now, says in one line whether the export
+    was written (its `manifest`, committed last, is new: a signal during the commit
+    waits for it) or nothing was, and exits 128 + the signal number, in the signal
+    handler (the export runs in the main thread)."""
     before = set(parent.iterdir()) if parent.is_dir() else set()
+    old = _identity(manifest)
 
     def abandon(signal_name: str) -> None:
+        written = _identity(manifest) != old  # before the staging dirs go (inode reuse)
         for path in set(parent.iterdir()) - before if parent.is_dir() else ():
             if path.name.startswith("tmp") and path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
+        done = (
+            f"the export was written in full first ({manifest} and the files beside it)"
+            if written
+            else "nothing written (its staging directory is removed)"
+        )
         print(
-            f"purejaxppo: export: stopped at once by a second {signal_name}; nothing written "
-            "(its staging directory is removed)",
+            f"purejaxppo: export: stopped at once by a second {signal_name}; {done}",
             file=sys.stderr,
             flush=True,
         )
@@ -236,7 +300,17 @@ def _abandon_export(parent: Path) -> Callable[[str], None]:
     return abandon
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(inode, mtime in ns) of `path`, None when missing: a replaced file has a new one."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
+
+
 _EXPORT_STOPPING = (
     "stopping once the running export is written (all its files or none; a second signal "
-    "removes its staging directory and writes nothing)"
+    "removes its staging directory and writes nothing, unless the files are already "
+    "being committed, which finishes first)"
 )

@@ -3,7 +3,9 @@
 `train_seeds(config, run_dir, num_seeds=8)` trains the seeds `config.seed + k`, k in
 [0, N), as ONE compiled program: `vmap` over the `[S]` runs, split over the devices along
 `parallel.RUNS_AXIS` (`parallel.make_runs_program`, as `pjp.sweep` does), in jitted
-segments of `log_freq` updates so that a progress bar advances. Seed s starts from
+segments of `log_freq` updates so that a progress bar advances, compiled ahead and so
+sized in seconds as a single run's (`segments.SegmentSizer`: a cap only splits
+segments, the numbers stay bitwise the same, tests/test_segments.py). Seed s starts from
 `jax.random.key(s)` and computes what `purejaxppo train --seed s` computes (to float
 tolerance: batching may change the order of float sums; tests/test_train_seeds.py).
 
@@ -68,6 +70,7 @@ from purejaxppo.drivers.seed_checks import check_seeds
 from purejaxppo.drivers.segments import (
     Divergence,
     SegmentHooks,
+    compiling,
     first_divergence,
     progress_bar,
     run_segments,
@@ -196,7 +199,7 @@ def train_seeds(
         bar = progress_bar(
             config.num_updates,
             unit="update",
-            desc=f"{config.env_name} x{num_seeds} seeds (compiling)",
+            desc=compiling(f"{config.env_name} x{num_seeds} seeds"),
             enabled=progress,
         )
         with bar:
@@ -254,14 +257,20 @@ class _SeedsRun:
         self.start = time.perf_counter()
 
     def hooks(self) -> SegmentHooks:
-        """Segments of `log_freq` updates, ending on every save."""
+        """Segments of `log_freq` updates, ending on every save; compiled ahead (`prepare`),
+        so `run_segments` sizes them in seconds as a single run's (host envs: not)."""
         c = self.config
         return SegmentHooks(
             length=lambda done: segment_length(done, c.num_updates, c.log_freq, c.save_freq),
             run=self.run,
             process=self.process,
             save=self.save,
+            prepare=None if self.host_runs is not None else self.prepare,
         )
+
+    def prepare(self, done: int, length: int) -> None:
+        """Compiles the program of a segment of `length` updates (once per length)."""
+        self.run_program(length)
 
     def write_start(self, verbose: bool) -> None:
         """Writes config.yaml, seeds.yaml and every seed's config.yaml; starts the runs."""
@@ -301,14 +310,16 @@ class _SeedsRun:
         self.runner = init_program(self.key_data, warm.replicate(self.init_params, self.mesh))
 
     def run_program(self, length: int) -> Callable:
-        """`(runner [R], hparams [R]) -> (runner, metrics [R, length], params finite [R])`."""
+        """`(runner [R], hparams [R]) -> (runner, metrics [R, length], params finite [R])`,
+        compiled for the runner's shapes and shardings (once per length)."""
 
         def run(runner: Any, hp: Hyperparams) -> Any:
             runner, metrics = self.fns.run(runner, hp, length)
             return runner, metrics, all_finite(runner.train_state.params)
 
         if length not in self.programs:
-            self.programs[length] = parallel.make_runs_program(jax.vmap(run), self.mesh)
+            program = parallel.make_runs_program(jax.vmap(run), self.mesh)
+            self.programs[length] = program.lower(self.runner, self.hparams).compile()
         return self.programs[length]
 
     def run(self, done: int, length: int) -> Any:

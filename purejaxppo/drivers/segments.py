@@ -29,8 +29,9 @@ first segment runs the driver's length and is timed; when it took more than twic
 `SEGMENT_SECONDS`, the later ones are capped at the updates that run in about
 `SEGMENT_SECONDS` (`SegmentSizer`), so the bar advances every few seconds whatever
 `log_freq` is, after the first segment. A cap only splits segments (every frequency's
-boundary stays a boundary) and costs one more compiled program; fast runs are never
-capped and compile nothing more. The segments call the same
+boundary stays a boundary) and costs one more compiled program (the bar says
+"compiling" while it compiles, as for every segment length not run before); fast runs
+are never capped and compile nothing more. The segments call the same
 `update` as the one-call `train`, so a segmented run equals a one-call run for the same
 key however it is cut (tests/test_cli.py, tests/test_train.py check bitwise).
 The progress bar (tqdm) is made here and nowhere else (`progress_bar`).
@@ -225,6 +226,11 @@ def progress_bar(
     )
 
 
+def compiling(label: str) -> str:
+    """The progress bar's description while a program compiles: "`label` (compiling)"."""
+    return f"{label} (compiling)"
+
+
 def segment_length(done: int, total: int, cap: int, *every: int) -> int:
     """Updates in the next segment: at most `cap` and the `total - done` left, and ending on
     the next multiple of every nonzero frequency in `every`.
@@ -324,7 +330,10 @@ def run_segments(
       save_freq, save_minutes: the save clock (0: off); the end of the run is always due.
       scale: bar units per update (a sweep counts updates of all its runs).
       label: the bar's description once the first segment's program is compiled (after
-        `hooks.prepare`, else after the first segment, which compiles it).
+        `hooks.prepare`, else after the first segment, which compiles it). With
+        `hooks.prepare`, the bar says `compiling(label)` again while it prepares a
+        segment of a length not run before (a program of its own: a `SegmentSizer` cap,
+        a remainder before a frequency's boundary or the end).
       fetch: the device-to-host transfer applied to `hooks.run`'s result (default
         `parallel.to_host`).
       resume_hint: how to continue after a stop request, for `TrainingInterrupted`.
@@ -350,11 +359,15 @@ def run_segments(
         stack.enter_context(_hinted(resume_hint if hooks.save is not None else None))
         seconds = SEGMENT_SECONDS if seconds is None else seconds
         sizer = SegmentSizer(seconds) if seconds and hooks.prepare is not None else None
+        prepared: set[int] = set()  # the segment lengths whose programs are compiled
         while done < total:
             length = hooks.length(done)
             if sizer is not None:
                 length = sizer.length(length)
             if hooks.prepare is not None:
+                if label is not None and length not in prepared:
+                    bar.set_description(compiling(label))  # a new length: a new program
+                prepared.add(length)
                 if stop_on_signals:
                     run_responsively(lambda: hooks.prepare(done, length))  # noqa: B023
                 else:

@@ -29,6 +29,7 @@ from purejaxppo.drivers.plots import plot_learning_curve
 from purejaxppo.drivers.report import final_return_of
 from purejaxppo.drivers.segments import (
     SegmentHooks,
+    compiling,
     first_divergence,
     progress_bar,
     run_segments,
@@ -166,7 +167,7 @@ def _train_claimed(
         c.num_updates,
         initial=run.done,
         unit="update",
-        desc=f"{c.env_name} (compiling)",
+        desc=compiling(c.env_name),
         enabled=progress,
     )
     with bar, run.sinks:

@@ -22,12 +22,11 @@ in the graph: take the argmax / clip the mean as `act_greedy` of the torch modul
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import warnings
 from pathlib import Path
 
-from purejaxppo.export.request import ExportRequest, refuse_existing
+from purejaxppo.export.request import ExportRequest, commit, refuse_existing
 
 __all__ = ["write_onnx"]
 
@@ -82,6 +81,5 @@ def write_onnx(request: ExportRequest) -> Path:
         meta["files"] = {"onnx": path.name}
         staged_meta = Path(tmp, "policy.json")
         staged_meta.write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n")
-        os.replace(staged, path)
-        os.replace(staged_meta, meta_path)
+        commit({path: staged, meta_path: staged_meta}, [path, meta_path], request.overwrite)
     return path

@@ -1,19 +1,25 @@
 """The one export signature (`ExportRequest`) and what every exporter shares without
-torch: the public wrappers' factory (`exporter`), the params of a source, and the
-refuse-to-overwrite check. Imports neither torch nor onnx.
+torch: the public wrappers' factory (`exporter`), the params of a source, the
+refuse-to-overwrite check and the commit of the staged files (`commit`). Imports
+neither torch nor onnx.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import inspect
 import os
-from collections.abc import Callable, Iterable, Mapping
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ExportRequest", "exporter", "params_from_source", "refuse_existing"]
+__all__ = ["ExportRequest", "commit", "exporter", "params_from_source", "refuse_existing"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,14 +113,113 @@ def params_from_source(source: Any) -> Any:
 
 
 def refuse_existing(paths: Iterable[Path], overwrite: bool) -> None:
-    """Raises FileExistsError naming the first existing path, unless `overwrite`."""
+    """Raises FileExistsError naming the first existing path, unless `overwrite`; and
+    naming the first path that is a folder, even with `overwrite` (never replaced)."""
+    for path in paths:
+        if Path(path).is_dir():
+            raise FileExistsError(f"{path} is a folder; an export never replaces a folder")
     if overwrite:
         return
     for path in paths:
-        if Path(path).exists():
+        if os.path.lexists(path):
             raise FileExistsError(
                 f"{path} exists; pass overwrite=True (CLI: --overwrite) to replace it"
             )
+
+
+def commit(staged: Mapping[Path, Path], targets: Sequence[Path], overwrite: bool) -> None:
+    """Moves an export's staged files onto their targets in one step: the folder never
+    holds files of two exports under a manifest.
+
+    The manifest (the metadata JSON, `targets[-1]`) is moved in last: the existing
+    targets are first moved aside into a temporary folder beside them (the manifest
+    first), then the staged files are moved in (`os.replace`, the manifest last), so
+    until that last rename the folder holds no manifest, and after it every file is the
+    new export's. SIGINT / SIGTERM arriving meanwhile are handled once the commit is done
+    (`signals_deferred`), so neither Ctrl-C nor a second one lands between two renames.
+    Any error rolls back: the new files go back, the old ones are restored. Only a
+    crash of the process itself (kill -9, power loss) in the few renames can leave
+    a folder without its manifest; the old files are then in the `tmp*` folder beside.
+
+    Args:
+      staged: target -> its staged file, on the targets' file system; the manifest is
+        among them.
+      targets: every file of the export, the manifest last. When overwriting, a target
+        that is not staged (an older export's file the new one does not write, e.g. its
+        TorchScript file) is removed, not left beside the new files.
+      overwrite: replace the existing targets; else checked again here (another writer
+        may have made one since the first check).
+
+    Raises:
+      FileExistsError: as `refuse_existing`; nothing moved.
+      OSError: a rename failed (the folder is as before); or it failed and the rollback
+        too, naming the folder that keeps the old files.
+    """
+    manifest = Path(targets[-1])
+    if manifest not in staged or set(staged) - set(targets):
+        raise ValueError(
+            f"commit: the staged files {sorted(map(str, staged))} must be "
+            f"among the targets and include the manifest {manifest}"
+        )
+    aside_order = [manifest, *targets[:-1]]
+    in_order = [Path(t) for t in targets[:-1] if t in staged] + [manifest]
+    with signals_deferred():
+        refuse_existing(targets, overwrite)
+        aside = Path(tempfile.mkdtemp(prefix="tmp", dir=manifest.parent))
+        moved: list[tuple[Path, Path]] = []  # (source, destination) in the order made
+        try:
+            for i, target in enumerate(aside_order):
+                if os.path.lexists(target):
+                    _move(Path(target), aside / f"{i}_{Path(target).name}", moved)
+            for target in in_order:
+                _move(staged[target], target, moved)
+        except BaseException as err:
+            _roll_back(moved, aside, err)
+            raise
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _move(source: Path, destination: Path, moved: list[tuple[Path, Path]]) -> None:
+    """`os.replace(source, destination)`, recorded in `moved` for a rollback."""
+    os.replace(source, destination)
+    moved.append((source, destination))
+
+
+def _roll_back(moved: list[tuple[Path, Path]], aside: Path, err: BaseException) -> None:
+    """Undoes `moved` (newest first) and removes `aside`; if a rename back fails, raises
+    OSError naming `aside` (which keeps the old files) and the original error."""
+    try:
+        for source, destination in reversed(moved):
+            os.replace(destination, source)
+    except OSError as undo:
+        raise OSError(
+            f"export: committing failed ({err!r}) and so did restoring the old files "
+            f"({undo}); they are in {aside}"
+        ) from err
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """While open, SIGINT and SIGTERM are recorded instead of handled; on exit the
+    previous handlers come back and each recorded signal is raised again, in order (so a
+    Python handler, `KeyboardInterrupt` or the default action runs after the block).
+    Outside the main thread (where Python runs no handler and sets none) it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for signum in caught:
+            signal.raise_signal(signum)
 
 
 def parent(path: Path) -> Path:

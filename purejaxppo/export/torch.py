@@ -17,9 +17,11 @@ beside `policy.pt`:
   layout, torch version, files).
 
 What the modules compute (`forward`, `act_greedy`, `initial_state`, `reset_state`) is in
-the docstring of `torch_modules.py`. Writes are atomic (temporary files in the target
-folder, then `os.replace`) and refuse to overwrite existing files unless
-`overwrite=True`; everything is validated before the first file is written.
+the docstring of `torch_modules.py`. The files are staged in a temporary folder beside
+them and committed in one step (`request.commit`: `policy.json` last, never beside
+files of another export), refusing to overwrite existing files unless
+`overwrite=True`, which also removes an older export's `policy.pt` that this one does
+not write; everything is validated before the first file is written.
 
 This module imports torch at the top; `purejaxppo.export.export_torch` imports it lazily,
 so `import purejaxppo` never imports torch.
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import tempfile
 import warnings
 from collections.abc import Mapping
@@ -42,7 +43,13 @@ import torch
 
 import purejaxppo.export.param_map as param_map
 import purejaxppo.export.torch_modules as torch_modules
-from purejaxppo.export.request import ExportRequest, params_from_source, parent, refuse_existing
+from purejaxppo.export.request import (
+    ExportRequest,
+    commit,
+    params_from_source,
+    parent,
+    refuse_existing,
+)
 from purejaxppo.multiagent import configure_env, make_marl_networks
 from purejaxppo.networks import ActionSpec, Networks, make_networks, state_size
 from purejaxppo.networks.actor_critic import ActorCritic
@@ -70,7 +77,8 @@ class Prepared(NamedTuple):
 
 
 def export_paths(path: str | Path) -> dict[str, Path]:
-    """The files written for `path`: torchscript (path), pt2, state_dict, module, metadata."""
+    """The files written for `path`: torchscript (path), pt2, state_dict, module, metadata
+    (the manifest, last: `request.commit`)."""
     path = Path(path)
     return {
         "torchscript": path,
@@ -91,7 +99,8 @@ def write_torch(request: ExportRequest) -> Path:
     paths = export_paths(path)
     if len({p.resolve() for p in paths.values()}) != len(paths):
         raise ValueError(f"path {str(path)!r} clashes with its side files")
-    refuse_existing(paths.values(), request.overwrite)
+    overwrite = request.overwrite
+    refuse_existing(paths.values(), overwrite)
     prepared = prepare(request)
     net, meta = prepared.net, prepared.meta
     with tempfile.TemporaryDirectory(dir=parent(paths["metadata"])) as tmp:
@@ -109,8 +118,7 @@ def write_torch(request: ExportRequest) -> Path:
         meta["files"] = {key: paths[key].name for key in staged}
         staged["metadata"] = Path(tmp, "policy.json")
         staged["metadata"].write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n")
-        for key, file in staged.items():
-            os.replace(file, paths[key])
+        commit({paths[k]: file for k, file in staged.items()}, list(paths.values()), overwrite)
     return paths["torchscript"]
 
 

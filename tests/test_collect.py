@@ -1,0 +1,188 @@
+"""`collect`: EnvPool Atari episodes are whole games; `resume` continues a stopped collect
+to the uninterrupted dataset (library and `purejaxppo collect --resume`, a real SIGTERM);
+multi-agent runs are refused in one line before anything is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import purejaxppo as pjp
+from purejaxppo.cli.main import main
+from purejaxppo.datasets import collect, load_episodes
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def untrained(env_name: str, env_kwargs: dict | None = None, **config) -> pjp.Policy:
+    config = pjp.PPOConfig(env_name=env_name, env_kwargs=env_kwargs or {}, **config)
+    env, env_params = pjp.make_env(env_name, config.env_kwargs)
+    networks = pjp.make_networks(config, env, env_params)
+    return pjp.Policy(networks.init(jax.random.key(0)), config, env, env_params)
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+# ------------------------------------------------------------------- EnvPool Atari
+def test_atari_episodes_are_whole_games_with_raw_rewards(tmp_path):
+    pytest.importorskip("envpool")
+    # Breakout: 5 lives; under episodic_life a lost life is `terminated` for the learner
+    # and rewards are clipped; collect's episode is the game, its rewards the raw ones.
+    kwargs = {"episodic_life": True, "reward_clip": True}
+    policy = untrained("envpool:Breakout-v5", kwargs, hidden_sizes=(8,))
+    key = jax.random.key(1)
+    result = collect(
+        policy, 2, tmp_path / "data", key, info_keys=["terminated"], max_steps=3000, chunk_steps=512
+    )
+    data = load_episodes(tmp_path / "data")
+    expected = pjp.evaluate(policy, num_episodes=2, key=key, max_steps=3000)
+    # The games evaluate plays (the same keys): raw scores, every life.
+    np.testing.assert_array_equal(result.lengths, expected.lengths)
+    np.testing.assert_array_equal(result.returns, expected.returns)
+    assert (expected.lengths < 3000).all()  # both games ended (not cut at max_steps)
+    for i in range(2):
+        steps = data["episode_id"] == i
+        ends = data["terminated"][steps] | data["truncated"][steps]
+        assert ends[-1] and ends.sum() == 1  # one end, the game's, its last step
+        assert data["info/terminated"][steps].sum() == 5  # the learner's 5 lost lives
+        assert data["reward"][steps].sum() == expected.returns[i]
+        assert set(np.unique(data["reward"][steps])) <= {0.0, 1.0, 4.0, 7.0}  # raw bricks
+
+
+# ------------------------------------------------------------------------- resume
+@pytest.fixture(scope="module")
+def cartpole():
+    return untrained("CartPole-v1", hidden_sizes=(8,))
+
+
+def stop_after(chunks: int):
+    asked = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) == chunks
+
+    return stop
+
+
+ARGS = dict(parallel=4, chunk_steps=8, flush_steps=30)
+
+
+def test_a_resumed_collect_writes_the_uninterrupted_dataset(cartpole, tmp_path, monkeypatch):
+    key = jax.random.key(5)
+    minari = dict(minari_id="test/cartpole-v0")
+    whole = collect(cartpole, 10, tmp_path / "whole", key, **ARGS, **minari)
+    out = tmp_path / "resumed"
+    # Stopped after the first chunk of the second group of 4 (groups of chunks of 8 steps,
+    # until their longest episode ends): the resume skips group 0 and replays group 1.
+    first_group = -(-int(whole.lengths[:4].max()) // 8)
+    stopped = collect(cartpole, 10, out, key, **ARGS, **minari, stop=stop_after(first_group + 1))
+    assert not stopped.complete and 4 <= stopped.num_episodes < 10
+    (out / ".episodes_00009.npz.tmp").write_bytes(b"half a chunk")  # a killed write
+    # Other settings: refused, naming them, nothing changed.
+    before = snapshot(out)
+    with pytest.raises(ValueError, match=r"cannot resume .*: key, parallel differ"):
+        collect(
+            cartpole, 10, out, jax.random.key(6), **{**ARGS, "parallel": 5}, **minari, resume=True
+        )
+    other = untrained("CartPole-v1", hidden_sizes=(8,))
+    other.set_params(jax.tree.map(lambda x: x + 1, other.get_params()))
+    with pytest.raises(ValueError, match=r"cannot resume .*: params differ"):
+        collect(other, 10, out, key, **ARGS, **minari, resume=True)
+    assert snapshot(out) == before
+    resumed = collect(cartpole, 10, out, key, **{**ARGS, "flush_steps": 1}, **minari, resume=True)
+    assert resumed.complete and not (out / "collect.partial").exists()
+    assert not (out / ".episodes_00009.npz.tmp").exists()
+    np.testing.assert_array_equal(resumed.returns, whole.returns)
+    a, b = load_episodes(tmp_path / "whole"), load_episodes(out)
+    assert a.keys() == b.keys()
+    for name in a:  # bitwise, in the same order
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    import minari as minari_lib
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(out / "minari"))
+    dataset = minari_lib.load_dataset("test/cartpole-v0")
+    assert dataset.total_episodes == 10 and dataset.total_steps == whole.num_steps
+    by_id = {e.id: float(e.rewards.sum()) for e in dataset.iterate_episodes()}
+    np.testing.assert_array_equal([by_id[i] for i in range(10)], whole.returns)
+    with pytest.raises(ValueError, match="is complete .*nothing to resume"):
+        collect(cartpole, 10, out, key, **ARGS, **minari, resume=True)
+    with pytest.raises(ValueError, match="no partial collect dataset"):
+        collect(cartpole, 10, tmp_path / "none", key, resume=True)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    run = tmp_path_factory.mktemp("run") / "run"
+    argv = ["train", "--num-envs", "4", "--num-steps", "16", "--hidden-sizes", "8"]
+    argv += ["--no-progress", "--total-timesteps", "128", "--run-dir", str(run)]
+    assert main(argv) == 0
+    return run
+
+
+def test_sigterm_then_collect_resume_writes_the_uninterrupted_dataset(run_dir, tmp_path, capsys):
+    out, whole = tmp_path / "data", tmp_path / "whole"
+    argv = ["collect", str(run_dir), "--episodes", "3000", "--seed", "2"]
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "purejaxppo.cli", *argv, "--out", str(out)],
+            cwd=tmp_path,
+            env=ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not (out / "collect.partial").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=120)
+        finally:
+            proc.kill()
+    err = log.read_text()
+    assert proc.returncode == 143 and "Traceback" not in err, err
+    assert f"continue it with: purejaxppo collect --resume {out}" in err, err
+    marker = json.loads((out / "collect.partial").read_text())
+    assert marker["request"]["run_dir"] == str(run_dir) and marker["request"]["step"] == 2
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="2"):
+        main(["collect", "--resume", str(out), "--episodes", "5"])
+    assert "drop --episodes" in capsys.readouterr().err
+    assert main(["collect", "--resume", str(out)]) == 0
+    assert main([*argv, "--out", str(whole)]) == 0
+    a, b = load_episodes(whole), load_episodes(out)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert main(["collect", "--resume", str(out)]) == 0
+    assert "nothing to resume" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------- JaxMARL
+def test_multi_agent_collect_is_refused_in_one_line_before_anything_is_written(tmp_path):
+    config = pjp.PPOConfig(env_name="jaxmarl:MPE_simple_spread_v3", multi_agent="ippo")
+    env, env_params = pjp.make_env(config.env_name)
+    from purejaxppo.envs.kinds import kind_of
+
+    env = kind_of(env).configure(config, env)
+    networks = kind_of(env).networks(config, env, env_params)
+    policy = pjp.Policy(networks.init(jax.random.key(0)), config, env, env_params)
+    with pytest.raises(ValueError) as err:
+        collect(policy, 2, tmp_path / "data")
+    message = str(err.value)
+    assert "\n" not in message
+    assert "jaxmarl:MPE_simple_spread_v3" in message and "multi-agent JaxMARL env" in message
+    assert "purejaxppo collect" in message and "collect from a single-agent env" in message
+    assert not (tmp_path / "data").exists()

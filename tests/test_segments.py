@@ -1,0 +1,123 @@
+"""Segments sized in seconds (`SegmentSizer`): the bar says "compiling" while a new
+segment length's program compiles, and `--num-seeds` runs are sized as single runs,
+with the same numbers bitwise (CPU)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+
+import purejaxppo as pjp
+from purejaxppo.cli import main
+from purejaxppo.drivers import seeds, segments, single
+
+#: 7 updates of 4 envs x 16 steps, logged every 3: segments 3, 3, 1 uncapped.
+TINY = ["--num-envs", "4", "--num-steps", "16", "--hidden-sizes", "8", "--no-progress"]
+TINY += ["--total-timesteps", "448", "--log-freq", "3", "--no-compile-cache"]
+
+
+class Bar:
+    """A progress bar that keeps its description (`segments.progress_bar`'s stand-in)."""
+
+    def __init__(self, total, *, unit, desc, initial=0, enabled=True):
+        self.desc = desc
+
+    def set_description(self, desc):
+        self.desc = desc
+
+    def set_postfix(self, **postfix):
+        pass
+
+    def update(self, n):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_the_bar_says_compiling_while_a_new_length_compiles():
+    bar, seen, compiled = Bar(7, unit="update", desc=segments.compiling("Env")), [], set()
+
+    def prepare(done, length):
+        seen.append((length, length not in compiled, bar.desc))
+        compiled.add(length)
+
+    hooks = segments.SegmentHooks(
+        length=lambda done: segments.segment_length(done, 7, 3),
+        run=lambda done, length: None,
+        process=lambda done, length, fetched: None,
+        prepare=prepare,
+    )
+    # Capped at 1 update after the first segment (any time is over 2e-12 s): 3, 1, 1, 1, 1.
+    segments.run_segments(
+        7, 0, hooks, bar=bar, label="Env", fetch=lambda x: x, stop_on_signals=False, seconds=1e-12
+    )
+    assert seen == [
+        (3, True, "Env (compiling)"),
+        (1, True, "Env (compiling)"),  # the capped program: compiling again
+        (1, False, "Env"),
+        (1, False, "Env"),
+        (1, False, "Env"),
+    ]
+    assert bar.desc == "Env"
+
+
+@pytest.fixture
+def bars(monkeypatch):
+    """The bars the drivers make, kept; segments capped at 1 update after the first."""
+    made = []
+
+    def progress_bar(*args, **kwargs):
+        made.append(Bar(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(single, "progress_bar", progress_bar)
+    monkeypatch.setattr(seeds, "progress_bar", progress_bar)
+    monkeypatch.setattr(segments, "SEGMENT_SECONDS", 1e-12)
+    return made
+
+
+def test_a_single_run_says_compiling_for_its_capped_program(tmp_path, monkeypatch, bars):
+    seen, prepare = [], single._SingleRun.prepare
+
+    def spy(run, done, length):
+        seen.append((length, length not in run.programs, bars[0].desc))
+        prepare(run, done, length)
+
+    monkeypatch.setattr(single._SingleRun, "prepare", spy)
+    assert main(["train", *TINY, "--run-dir", str(tmp_path / "run")]) == 0
+    compiling, label = "CartPole-v1 (compiling)", "CartPole-v1"
+    assert seen[:2] == [(3, True, compiling), (1, True, compiling)]
+    assert seen[2:] == [(1, False, label)] * 3 and bars[0].desc == label
+
+
+def test_seeds_are_sized_in_seconds_and_keep_their_numbers_bitwise(tmp_path, monkeypatch):
+    config = pjp.PPOConfig(
+        num_envs=4, num_steps=16, total_timesteps=4 * 16 * 6, log_freq=3, hidden_sizes=(8,)
+    )
+    straight = seeds.train_seeds(config, tmp_path / "straight", 2, progress=False, plot=False)
+    lengths, run = [], seeds._SeedsRun.run
+
+    def spy(self, done, length):
+        lengths.append(length)
+        return run(self, done, length)
+
+    monkeypatch.setattr(seeds._SeedsRun, "run", spy)
+    monkeypatch.setattr(segments, "SEGMENT_SECONDS", 1e-12)
+    sized = seeds.train_seeds(config, tmp_path / "sized", 2, progress=False, plot=False)
+    assert lengths == [3, 1, 1, 1]  # uncapped: 3, 3
+    for name in ("metrics.csv", "summary.csv", "seed_0/metrics.csv", "seed_1/metrics.csv"):
+        a, b = ((tmp_path / d / name).read_text() for d in ("straight", "sized"))
+        assert a == b, name  # bitwise (CPU)
+    pd.testing.assert_frame_equal(straight.metrics, sized.metrics, check_exact=True)
+    states = [r.runner_state for r in (straight, sized)]
+    states = [s.replace(key=jax.random.key_data(s.key)) for s in states]
+    jax.tree.map(np.testing.assert_array_equal, *states)  # every seed's final state
+    for seed in (0, 1):
+        a, b = (pjp.Policy.load(tmp_path / d / f"seed_{seed}") for d in ("straight", "sized"))
+        jax.tree.map(np.testing.assert_array_equal, a.get_params(), b.get_params())
