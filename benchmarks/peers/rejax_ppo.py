@@ -43,42 +43,15 @@ NUM_MINIBATCHES = 4
 LEARNING_RATE = 2.5e-4
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agents", type=int, required=True)
-    parser.add_argument("--total-timesteps", type=int, default=500_000)
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--repeat-budget-s",
-        type=float,
-        default=float("inf"),
-        help="stop repeating once the runs so far took this many seconds",
-    )
-    parser.add_argument(
-        "--ops",
-        action="store_true",
-        help="add kernel / loop counts of one update (benchmarks/hlo_ops.py on PYTHONPATH)",
-    )
-    args = parser.parse_args()
+def make_algo(total_timesteps: int):
+    """rejax's PPO on the standard workload: `(algo, steps_per_agent, num_updates)`.
 
-    # Keep stdout for the one JSON line: anything printed by the libraries (Python or C
-    # level) goes to stderr.
-    json_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    sys.stdout.flush()
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-
-    import importlib.metadata as md
-    import resource
-
-    import jax
-    import numpy as np
+    Also used by `benchmarks/trace_update.py` (the same program, traced).
+    """
     import rejax
 
     batch_size = NUM_ENVS * NUM_STEPS
-    num_updates = args.total_timesteps // batch_size
-    if num_updates < 1:
-        parser.error(f"--total-timesteps must be at least {batch_size}")
+    num_updates = total_timesteps // batch_size
     steps_per_agent = num_updates * batch_size
     updates_per_iteration = NUM_EPOCHS * NUM_MINIBATCHES
 
@@ -110,6 +83,43 @@ def main() -> int:
         normalize_rewards=False,
         agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (64, 64)},
     )
+    return algo, steps_per_agent, num_updates
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, required=True)
+    parser.add_argument("--total-timesteps", type=int, default=500_000)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeat-budget-s",
+        type=float,
+        default=float("inf"),
+        help="stop repeating once the runs so far took this many seconds",
+    )
+    parser.add_argument(
+        "--ops",
+        action="store_true",
+        help="add kernel / loop counts of one update (benchmarks/hlo_ops.py on PYTHONPATH)",
+    )
+    args = parser.parse_args()
+
+    # Keep stdout for the one JSON line: anything printed by the libraries (Python or C
+    # level) goes to stderr.
+    json_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+
+    import importlib.metadata as md
+    import resource
+
+    import jax
+    import numpy as np
+
+    if args.total_timesteps < NUM_ENVS * NUM_STEPS:
+        parser.error(f"--total-timesteps must be at least {NUM_ENVS * NUM_STEPS}")
+    algo, steps_per_agent, num_updates = make_algo(args.total_timesteps)
     rejax_eval_callback = algo.eval_callback
     algo = algo.replace(eval_callback=lambda algo, ts, rng: ())  # time training only
 

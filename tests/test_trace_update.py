@@ -1,0 +1,93 @@
+"""benchmarks/trace_update.py: kernels charged to phases and components, on CPU, tiny sizes."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    sys.path.insert(0, str(BENCHMARKS))  # trace_update imports peers.rejax_ppo for rejax
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "trace_update", BENCHMARKS / "trace_update.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        out = tmp_path_factory.mktemp("trace")
+        (row,) = module.main(["--agents", "2", "--total-timesteps", "1024", "--out", str(out)])
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module, out, row
+
+
+def test_the_trace_writes_its_summary_the_hlo_and_the_raw_trace(traced):
+    _, out, row = traced
+    tag = "ours-2-auto"
+    assert json.loads((out / f"trace-{tag}.json").read_text())["agents"] == 2
+    assert (out / f"perfetto-{tag}.json.gz").stat().st_size > 0
+    assert "HloModule" in gzip.open(out / f"hlo-{tag}.txt.gz", "rt").read(200)
+    assert row["ms_per_update"] > 0 and row["compile_s"] > 0
+    assert not list(out.glob("*-raw"))  # the profiler's own directory is removed
+
+
+def test_instructions_are_charged_to_the_phase_and_component_that_built_them(traced):
+    module, out, _ = traced
+    text = gzip.open(out / "hlo-ours-2-auto.txt.gz", "rt").read()
+    groups = Counter(group for group, _ in module.hlo_sources(text).values())
+    # The env's arithmetic inside the rollout, the sampler, Adam inside the epochs, the
+    # network in both and the bootstrap pass all appear under their own names.
+    for group in (
+        "rollout: env",
+        "rollout: distribution",
+        "rollout: network",
+        "epochs: optimizer",
+        "epochs: network",
+        "bootstrap: network",
+        "GAE: glue",
+    ):
+        assert groups[group] > 0, (group, groups)
+    places = {place for _, place in module.hlo_sources(text).values()}
+    assert any(place.startswith("purejaxppo/gae.py:") for place in places)
+
+
+def test_device_kernels_are_summed_per_update_by_their_hlo_instruction(traced):
+    module, out, _ = traced
+    text = gzip.open(out / "hlo-ours-2-auto.txt.gz", "rt").read()
+    sources = module.hlo_sources(text)
+    fusion = next(n for n, (g, _) in sources.items() if g == "rollout: env" and "fusion" in n)
+    trace = {
+        "traceEvents": [
+            {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/device:GPU:0"}},
+            {"ph": "M", "pid": 7, "tid": 1, "name": "thread_name", "args": {"name": "Stream #1"}},
+            {"ph": "M", "pid": 7, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+            {"ph": "M", "pid": 9, "name": "process_name", "args": {"name": "/host:CPU"}},
+            {"ph": "X", "pid": 7, "tid": 1, "ts": 0, "dur": 30, "name": fusion},
+            {
+                "ph": "X",
+                "pid": 7,
+                "tid": 1,
+                "ts": 40,
+                "dur": 10,
+                "name": "k",
+                "args": {"hlo_op": fusion},
+            },
+            {"ph": "X", "pid": 7, "tid": 2, "ts": 0, "dur": 30, "name": fusion},  # derived line
+            {"ph": "X", "pid": 9, "tid": 1, "ts": 0, "dur": 500, "name": fusion},  # host
+        ]
+    }
+    summary = module.summarize(trace, text, num_updates=2)
+    assert summary["kernels"] == 2
+    assert summary["device_busy_ms_per_update"] == pytest.approx(0.020)
+    assert summary["device_span_ms_per_update"] == pytest.approx(0.025)
+    assert summary["groups_ms_per_update"] == {"rollout: env": 0.02}
+    assert summary["top_ops"][0]["launches_per_update"] == 1.0
