@@ -122,7 +122,8 @@ def count_ops(text: str) -> dict[str, Any]:
     ops of the conditionals (their larger branch) and calls it makes count with it,
     loops apart. Each of `loops` (outermost first, in program order) is one while loop:
     `index` (in the list), `parent` (the index of the loop it is in, None at the top),
-    `depth` (0 at the top), `trip_count` (None where XLA does not know it), its body's own
+    `depth` (0 at the top), `trip_count` (None where XLA does not know it), `body` (its
+    body computation's name), its body's own
     counts (as `top`), and `launches_per_iteration` (its body and condition, nested loops
     times their trip counts included). `launches`: the program's estimated kernel
     launches per call (a loop of unknown trip count counts once).
@@ -144,9 +145,18 @@ def count_ops(text: str) -> dict[str, Any]:
                 trip = _trip_count(line)
                 depth = 0 if parent is None else loops[parent]["depth"] + 1
                 index = len(loops)
-                loops.append({"index": index, "parent": parent, "depth": depth, "trip_count": trip})
+                bodies = _called(line, "body")
+                loops.append(
+                    {
+                        "index": index,
+                        "parent": parent,
+                        "depth": depth,
+                        "trip_count": trip,
+                        "body": bodies[0] if bodies else None,
+                    }
+                )
                 body_ops: Counter = Counter()
-                per_iteration = sum(walk(b, index, body_ops, stack) for b in _called(line, "body"))
+                per_iteration = sum(walk(b, index, body_ops, stack) for b in bodies)
                 per_iteration += sum(
                     walk(c, index, Counter(), stack) for c in _called(line, "condition")
                 )

@@ -8,7 +8,7 @@ of the compiled HLO: `source_file` / `source_line`), so the two libraries' progr
 compared by what their time is spent on: env steps, sampling, GAE, the loss, Adam.
 
     python benchmarks/trace_update.py --library ours --agents 4096 --total-timesteps 5120
-    python benchmarks/peers/...   # rejax: --library rejax, run with rejax's PYTHONPATH
+    python benchmarks/trace_update.py --library rejax ...  # with rejax 0.1.3 importable
 
 Writes into `--out`: `trace-<library>-<agents>.json` (the summary: device busy time per
 update, per source group and the top instructions), `hlo-<library>-<agents>.txt.gz` (the
@@ -21,14 +21,27 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import json
 import re
 import shutil
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def _load(relative: str) -> Any:
+    """A module of benchmarks/ loaded by its path (this script is also loaded by path)."""
+    path = HERE / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 _OP_NAME = re.compile(r"metadata=\{op_name=\"([^\"]*)\"")
@@ -168,6 +181,50 @@ def hlo_sources(text: str) -> dict[str, tuple[str, str]]:
     return sources
 
 
+def loop_phases(text: str) -> list[dict[str, Any]]:
+    """The program's loops below the outermost (per-update) loop: kernels per update and
+    the phase most of their body's instructions belong to (`hlo_sources`)."""
+    hlo_ops = _load("hlo_ops.py")
+    sources = hlo_sources(text)
+    computations, _ = hlo_ops.parse_hlo(text)
+    loops = hlo_ops.count_ops(text)["loops"]
+    out = []
+    for loop in loops:
+        if loop["depth"] == 0:
+            continue
+        trips, parent = loop["trip_count"] or 1, loop["parent"]
+        while parent is not None and loops[parent]["depth"] > 0:
+            trips *= loops[parent]["trip_count"] or 1
+            parent = loops[parent]["parent"]
+        phases = Counter()
+        for opcode, line in computations.get(loop["body"], []):
+            name = _INSTRUCTION.match(line)
+            if name and opcode not in hlo_ops.STRUCTURAL:
+                phases[sources.get(norm(name.group(1)), ("other",))[0].split(":")[0]] += 1
+        out.append(
+            {
+                "body": loop["body"],
+                "kernels_per_update": trips * loop["kernels"],
+                "phase": phases.most_common(1)[0][0] if phases else "other",
+            }
+        )
+    return out
+
+
+def phase_of(kernels_per_update: float, loops: list[dict[str, Any]]) -> str | None:
+    """The phase of the loop whose kernels per update are nearest (within 25%), or None.
+
+    On a GPU, XLA runs a loop body as one command buffer (a CUDA graph): the trace names
+    its kernels after the buffer, not the instructions, so a buffer is matched to the loop
+    that launches as many kernels per update."""
+    best = min(
+        loops, key=lambda loop: abs(loop["kernels_per_update"] - kernels_per_update), default=None
+    )
+    if best and abs(best["kernels_per_update"] - kernels_per_update) <= 0.25 * kernels_per_update:
+        return best["phase"]
+    return None
+
+
 def device_events(trace: dict | list) -> list[dict[str, Any]]:
     """Complete events ('X') on device (GPU / TPU) timelines, not host threads."""
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
@@ -214,6 +271,17 @@ def summarize(trace: dict | list, hlo_text: str, num_updates: int, top: int = 30
         entry[0] += dur
         entry[1] += 1
     scale = 1e-3 / max(num_updates, 1)  # us -> ms per update
+    buffers = {n: v for n, v in per_op.items() if n.startswith("command_buffer")}
+    if buffers:
+        loops = loop_phases(hlo_text)
+        for entry in buffers.values():
+            phase = phase_of(entry[1] / max(num_updates, 1), loops)
+            if phase is not None:
+                entry[2] = f"{phase}: command buffer"
+                per_group["unattributed"] -= entry[0]
+                per_group[entry[2]] += entry[0]
+                per_phase["unattributed"] -= entry[0]
+                per_phase[phase] += entry[0]
     ops = sorted(per_op.items(), key=lambda item: -item[1][0])[:top]
     return {
         "num_updates": num_updates,
@@ -222,10 +290,14 @@ def summarize(trace: dict | list, hlo_text: str, num_updates: int, top: int = 30
         "device_busy_ms_per_update": busy_us * scale,
         "device_span_ms_per_update": (end - start) * scale if events else 0.0,
         "phases_ms_per_update": {
-            g: round(us * scale, 4) for g, us in sorted(per_phase.items(), key=lambda i: -i[1])
+            g: round(us * scale, 4)
+            for g, us in sorted(per_phase.items(), key=lambda i: -i[1])
+            if abs(us * scale) >= 1e-4
         },
         "groups_ms_per_update": {
-            g: round(us * scale, 4) for g, us in sorted(per_group.items(), key=lambda i: -i[1])
+            g: round(us * scale, 4)
+            for g, us in sorted(per_group.items(), key=lambda i: -i[1])
+            if abs(us * scale) >= 1e-4
         },
         "top_ops": [
             {
@@ -240,14 +312,34 @@ def summarize(trace: dict | list, hlo_text: str, num_updates: int, top: int = 30
     }
 
 
+_LOG_LINE = re.compile(r"^\s*([\d.]+) ms x\s*([\d.]+) (\S+)")
+
+
+def summarize_log(lines: list[str], hlo_text: str) -> dict[str, Any]:
+    """Phases from a printed summary (`print_summary`'s "<ms> ms x<kernels> <op>" lines,
+    per update) when the raw trace did not come back: the same buffer-to-loop matching."""
+    loops = loop_phases(hlo_text)
+    sources = hlo_sources(hlo_text)
+    phases: dict[str, float] = defaultdict(float)
+    for line in lines:
+        match = _LOG_LINE.match(line)
+        if not match:
+            continue
+        ms, kernels, name = float(match.group(1)), float(match.group(2)), norm(match.group(3))
+        if name.startswith("command_buffer"):
+            phase = phase_of(kernels, loops) or "unattributed"
+        else:
+            phase = sources.get(name, ("unattributed",))[0].split(":")[0]
+        phases[phase] += ms
+    return {"phases_ms_per_update": dict(phases), "device_busy_ms_per_update": sum(phases.values())}
+
+
 def build(library: str, agents: int, total: int, layout: str):
     """`(compiled, keys, num_updates)` of `jit(vmap(train))` over `agents` keys."""
     import jax
 
     if library == "rejax":
-        from peers.rejax_ppo import make_algo
-
-        algo, _, num_updates = make_algo(total)
+        algo, _, num_updates = _load("peers/rejax_ppo.py").make_algo(total)
         algo = algo.replace(eval_callback=lambda algo, ts, rng: ())
         train = algo.train
     else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,17 +15,11 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    sys.path.insert(0, str(BENCHMARKS))  # trace_update imports peers.rejax_ppo for rejax
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "trace_update", BENCHMARKS / "trace_update.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        out = tmp_path_factory.mktemp("trace")
-        (row,) = module.main(["--agents", "2", "--total-timesteps", "1024", "--out", str(out)])
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("trace_update", BENCHMARKS / "trace_update.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path_factory.mktemp("trace")
+    (row,) = module.main(["--agents", "2", "--total-timesteps", "1024", "--out", str(out)])
     return module, out, row
 
 
@@ -91,3 +84,23 @@ def test_device_kernels_are_summed_per_update_by_their_hlo_instruction(traced):
     assert summary["device_span_ms_per_update"] == pytest.approx(0.025)
     assert summary["groups_ms_per_update"] == {"rollout: env": 0.02}
     assert summary["top_ops"][0]["launches_per_update"] == 1.0
+
+
+def test_command_buffers_are_charged_to_the_loop_that_launches_as_many_kernels(traced):
+    module, out, _ = traced
+    text = gzip.open(out / "hlo-ours-2-auto.txt.gz", "rt").read()
+    loops = module.loop_phases(text)
+    phases = {loop["phase"] for loop in loops}
+    assert {"rollout", "epochs"} <= phases, loops
+    rollout = next(loop for loop in loops if loop["phase"] == "rollout")
+    per_update = rollout["kernels_per_update"]
+    assert module.phase_of(per_update * 1.1, loops) == "rollout"
+    assert module.phase_of(per_update * 10, loops) in (None, *phases)
+    lines = [
+        f"  2.500 ms x{per_update:6.1f} command_buffer_7",  # a GPU loop body
+        "  0.250 ms x   3.0 no_such_kernel",
+        "ours agents=2: a header line, not a kernel",
+    ]
+    summary = module.summarize_log(lines, text)
+    assert summary["phases_ms_per_update"] == {"rollout": 2.5, "unattributed": 0.25}
+    assert summary["device_busy_ms_per_update"] == pytest.approx(2.75)
