@@ -32,8 +32,8 @@ from purejaxppo.errors import EnvError
 
 #: What a second signal (`StopNow`) leaves, per command that writes no checkpoint.
 STOPPED_AT_ONCE = {
-    "collect": "the dataset directory stays partial (load_episodes refuses it): delete it "
-    "and rerun",
+    "collect": "the dataset directory stays partial (load_episodes refuses it): continue it "
+    "with purejaxppo collect --resume OUT, or delete it",
     "eval": "nothing written",
     "export": "nothing written (its staging directory is removed)",
 }
