@@ -211,8 +211,9 @@ class PPOConfig:
         (L = max_seq_len or num_steps), each within one trajectory (never across an
         episode end), padded and masked out of the loss (`purejaxppo.windows`; DTI's
         trajectory minibatches).
-      window_prob_from_end: probability in [0, 1] that a window ends at its trajectory's
-        end (else at a uniformly random step of it); DTI's `prob_go_from_end`.
+      window_prob_from_end: DTI's `prob_go_from_end`, in [0, 1]: a trajectory longer than
+        `max_seq_len` gives a full window that ends at its last step with this probability
+        (else at a uniformly drawn step); a shorter one is always one whole window.
       adam_eps: Adam epsilon.
       normalize_observations: normalise the float vector observations by their running
         mean and variance (`purejaxppo.normalize`; Welford / Chan et al. 1979 parallel

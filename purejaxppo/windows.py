@@ -4,9 +4,10 @@
 windows drawn from the rollout's trajectories instead of the fixed chunks of
 `update.make_sequences`, following decision-transformer-interpretability's (DTI)
 `Memory.get_trajectory_minibatches(timesteps, prob_go_from_end=0.1)`: every window holds
-up to `timesteps` consecutive steps of one trajectory and ends at the trajectory's end
-with probability `prob_go_from_end`, otherwise at a uniformly random step of it; a window
-that would reach before its trajectory's first step is cut there and padded.
+`timesteps` consecutive steps of one trajectory; a trajectory of at most `timesteps` steps
+is one whole window (padded), a longer one gives a full window that ends at the
+trajectory's end with probability `prob_go_from_end`, otherwise at a uniformly random
+step with `timesteps` steps of the trajectory up to it.
 
 A trajectory is a maximal run of one env's steps between episode ends and the rollout's
 edges: it starts at t = 0 and wherever `reset[t, n]` (the previous step ended the
@@ -55,15 +56,17 @@ def window_indices(
     """Draws K = `num_windows` windows of L = `timesteps` steps from a rollout's trajectories.
 
     Each window picks its trajectory by a uniformly drawn step of the rollout (so a
-    trajectory is picked in proportion to its length), then ends at the trajectory's last
-    step with probability `prob_go_from_end`, else at the drawn step (a uniformly random
-    step of the trajectory). It covers the L steps up to its end, cut at the trajectory's
-    first step: steps `[max(end - L + 1, first), end]`, left-aligned, with the rest of the
-    L slots padding (mask False, indices repeating the end step). Padding comes after the
-    window's steps, so a causal policy unrolled over the window computes the same outputs
-    on them as without it. DTI (decision-transformer-interpretability,
-    `Memory.get_trajectory_minibatches`) pads such windows; this draws them jittably with
-    static shapes.
+    trajectory is picked in proportion to its length, as the steps of fixed chunks are).
+    As in DTI (decision-transformer-interpretability, `Memory.get_trajectory_minibatches`):
+    a trajectory `[first, last]` of at most L steps is taken whole (the window ends at its
+    end); a longer one gives a full window of L steps that ends at `last` with probability
+    `prob_go_from_end`, else at a uniformly random step of `[first + L - 1, last]` (DTI's
+    draw leaves `last` out of this range; here it is in, so `prob_go_from_end = 0` still
+    trains every step). The window's steps `[max(end - L + 1, first), end]` are
+    left-aligned, with the rest of the L slots padding (mask False, indices repeating the
+    end step). Padding comes after the window's steps, so a causal policy unrolled over the
+    window computes the same outputs on them as without it; DTI pads on the left instead.
+    This draws the windows jittably with static shapes.
 
     Args:
       key: typed PRNG key.
@@ -71,8 +74,9 @@ def window_indices(
         (`Transition.reset`); a trajectory starts at t = 0 and at every reset.
       timesteps: L, steps per window (a Python int >= 1; L > T is allowed, all padding).
       num_windows: K, windows to draw (a Python int >= 1).
-      prob_go_from_end: probability that a window ends at its trajectory's end, in [0, 1]
-        (a float, or a traced float32 scalar, then unchecked).
+      prob_go_from_end: probability that a window of a trajectory longer than L ends at
+        the trajectory's end, in [0, 1] (a float, or a traced float32 scalar, then
+        unchecked); a shorter trajectory's window always does.
 
     Returns:
       `Windows`: time int32 `[K, L]`, env int32 `[K]`, mask bool `[K, L]`.
@@ -88,12 +92,15 @@ def window_indices(
     num_steps, num_envs = resets.shape
     starts = resets.at[0].set(True).T.reshape(-1)  # [N * T], env-major: flat f = n * T + t
     count = jnp.cumsum(starts, dtype=jnp.int32)  # trajectories starting at or before f
-    key_step, key_end = jax.random.split(key)
+    key_step, key_end, key_inner = jax.random.split(key, 3)
     step = jax.random.randint(key_step, (num_windows,), 0, num_steps * num_envs)
     first = jnp.searchsorted(count, count[step], side="left").astype(jnp.int32)
     last = jnp.searchsorted(count, count[step] + 1, side="left").astype(jnp.int32) - 1
     from_end = jax.random.bernoulli(key_end, prob_go_from_end, (num_windows,))
-    end = jnp.where(from_end, last, step)
+    whole = last - first + 1 <= timesteps  # the trajectory fits in one window
+    full_end = first + timesteps - 1  # the first step a full window can end at
+    inner = jax.random.randint(key_inner, (num_windows,), jnp.minimum(full_end, last), last + 1)
+    end = jnp.where(jnp.logical_or(whole, from_end), last, inner)
     begin = jnp.maximum(end - timesteps + 1, first)
     slots = begin[:, None] + jnp.arange(timesteps, dtype=jnp.int32)  # [K, L]
     flat = jnp.minimum(slots, end[:, None])
@@ -128,7 +135,8 @@ def trajectory_minibatches(
       advantages, returns: float32 `[T, N]`.
       timesteps: L, steps per window (Python int >= 1).
       num_windows: K, windows to draw (Python int >= 1).
-      prob_go_from_end: probability that a window ends at its trajectory's end, in [0, 1].
+      prob_go_from_end: probability that a window of a trajectory longer than L ends at
+        the trajectory's end, in [0, 1] (see `window_indices`).
 
     Returns:
       `Batch` of `[K, L]` leaves (obs `[K, L, *obs_shape]`, initial_state `[K, ...]`) with

@@ -84,10 +84,20 @@ def test_windows_never_cross_an_episode_end(prob):
     np.testing.assert_array_equal(np.where(mask, windows.time, last[:, None]), windows.time)
 
 
-def test_windows_end_anywhere_without_prob_from_end():
-    # prob 0: the end is a uniformly drawn step, so all 12 steps end some of 512 windows.
-    ends = {(env, last) for env, _, last in spans(draw(0.0, num_windows=512))}
-    assert ends == {(env, t) for env in range(2) for t in range(6)}
+@pytest.mark.parametrize("prob", [0.0, 0.5])
+def test_short_trajectories_are_whole_windows_long_ones_full(prob):
+    # DTI's rule, L = 3. A trajectory of <= 3 steps is one whole window, whatever the
+    # probability (env 0 [0, 2] and [3, 5], env 1 [0, 1]: a window never stops before a
+    # short trajectory's last step, where a memory task's reward is). Env 1's [2, 5] (4
+    # steps) gives full 3-step windows [2, 4] or [3, 5]: the end is 5 with probability
+    # prob, else uniform over {4, 5}, so 5 with prob + (1 - prob) / 2 (0.5, 0.75).
+    counts = {}
+    for span in spans(draw(prob, timesteps=3, num_windows=4000)):
+        key = tuple(int(x) for x in span)
+        counts[key] = counts.get(key, 0) + 1
+    assert set(counts) == {(0, 0, 2), (0, 3, 5), (1, 0, 1), (1, 2, 4), (1, 3, 5)}
+    from_end = counts[(1, 3, 5)] / (counts[(1, 2, 4)] + counts[(1, 3, 5)])
+    assert abs(from_end - (prob + (1 - prob) / 2)) < 0.05, from_end
 
 
 def test_window_longer_than_the_rollout_is_padding():
