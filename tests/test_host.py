@@ -84,8 +84,8 @@ def test_bad_input_raises_before_compiling():
         jax.vmap(train)(keys)
     with pytest.raises(ValueError, match="host"):
         jax.jit(train)(keys[0])
-    with pytest.raises(ValueError, match=r"gymnasium:CartPole-v1.*sweep"):
-        pjp.sweep(config, seeds=2)
+    with pytest.raises(ValueError, match=r"gymnasium:CartPole-v1.*one after another on the host"):
+        pjp.sweep(config, seeds=2, devices=2)  # its runs step one after another
     with pytest.raises(ValueError, match=r"gymnasium:CartPole-v1.*pbt"):
         pjp.pbt(config, population=2)
     with pytest.raises(ValueError, match=r"gymnasium:CartPole-v1.*make_data_parallel_train"):

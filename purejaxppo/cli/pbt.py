@@ -22,6 +22,7 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     o = pop_options(PbtOptions, args)
     # imports JAX (the population package): here, not at the top, to keep --help fast
     from purejaxppo.drivers.population.static import STATIC_SEARCH_FIELDS, split_search
+    from purejaxppo.envs import kinds
 
     try:
         config = load_config(o.config, args)
@@ -50,6 +51,10 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
                     "log_uniform:LOW:HIGH), not a choice"
                 )
         static = split_search(search, config)[1]
+        # the env's kind, before --out is claimed: a refused kind leaves nothing on disk
+        kinds.check(
+            "pbt_resume" if o.resume else "pbt", config.env_name, multi_agent=config.multi_agent
+        )
         if static.names and (o.resume or (o.devices or 1) > 1):
             raise ValueError(
                 f"--search {', '.join(static.names)} (static fields) cannot be combined with "

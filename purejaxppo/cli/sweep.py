@@ -1,4 +1,5 @@
-"""`purejaxppo sweep`: a grid / random search as one program (`drivers.sweeps`)."""
+"""`purejaxppo sweep`: a grid / random search as one program (`drivers.sweeps`; a host
+env's runs one after another)."""
 
 from __future__ import annotations
 
@@ -59,8 +60,11 @@ def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
 
 def _run_sweep(parser: argparse.ArgumentParser, options: dict[str, Any], request: _Request) -> int:
     """Sets the devices, sweeps, writes and prints the results."""
+    from purejaxppo.envs import kinds
+
     config, out = request.config, request.out
-    _set_devices(parser, options, config.env_name.startswith("envpool:"))
+    # EnvPool and host envs: the runs stay on one device by default (`kinds.runs_devices`).
+    _set_devices(parser, options, kinds.runs_devices(config.env_name, None) == 1)
     from purejaxppo.drivers.sweeps import sweep, write_sweep
 
     try:
@@ -136,6 +140,14 @@ def _request(options: dict[str, Any], args: dict[str, Any]) -> _Request:
     from purejaxppo.drivers.settings import make_settings
 
     make_settings(config, grid, random, options["num_samples"], options["random_seed"])
+    from purejaxppo.envs import kinds
+
+    # The kind's refusals (a host env's runs on several devices or processes), up front.
+    kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
+    kinds.check_runs_devices(config.env_name, options["devices"] or 1)
+    from purejaxppo.drivers.sweeps.driver import check_processes
+
+    check_processes(kind, config.env_name, options["num_processes"])
     from purejaxppo.sinks import check_sinks
 
     check_sinks(config.loggers)  # `--loggers tensorboard,wandb`: one run per run
@@ -184,7 +196,8 @@ def _set_devices(
     parser: argparse.ArgumentParser, options: dict[str, Any], one_device: bool = False
 ) -> None:
     """Starts the multi-process runtime, or sets the CPU device count (one per core);
-    `one_device` (EnvPool ids: one pool on one device) leaves the runs on one device."""
+    `one_device` (EnvPool ids: one pool on one device; host envs: one run at a time)
+    leaves the runs on one device."""
     if options["coordinator"] is not None:
         from purejaxppo.parallel import initialize_distributed
 

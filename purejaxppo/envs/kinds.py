@@ -56,7 +56,8 @@ __all__ = [
 OPERATIONS: dict[str, str] = {
     "train": "train (`purejaxppo train`, `make_train(config)(key)`)",
     "seeds": "several seeds (`--num-seeds`, `pjp.train_seeds`)",
-    "batched_runs": "runs batched in one program (`sweep`, `jax.vmap(train)`)",
+    "sweep": "sweeps over settings and seeds (`purejaxppo sweep`, `pjp.sweep`)",
+    "batched_runs": "runs batched in one program (`jax.vmap(train)`, a JAX sweep)",
     "runs_on_devices": "batched runs split over several devices",
     "data_parallel": "data-parallel training (`make_data_parallel_train`: envs over devices)",
     "eval": "evaluation (`pjp.evaluate`, `purejaxppo eval`)",
@@ -143,6 +144,10 @@ _ROWS: dict[str, Callable[..., RowsEnv]] = {
 }
 
 _ONE_AGENT = "train one agent at a time (`purejaxppo train`, or `make_train(config)(key)`)"
+_POPULATION = (
+    "a population steps in one compiled program: use a JAX env, or `purejaxppo sweep` "
+    "(its runs one after another)"
+)
 
 JAX = EnvKind(name="jax", title="JAX env", refusals={})
 
@@ -193,15 +198,16 @@ HOST = EnvKind(
     in_program=False,
     refusals={
         "batched_runs": (
-            "a host env cannot step inside one compiled program: train one run per "
-            "setting, or several seeds with `--num-seeds`"
+            "a host env cannot step inside one compiled program: run them one after "
+            "another (`purejaxppo sweep`, `--num-seeds`)"
         ),
-        "runs_on_devices": _ONE_AGENT,
+        "runs_on_devices": "its runs step one after another on the host: use one device",
         "data_parallel": _ONE_AGENT + " on one device",
-        "pbt": _ONE_AGENT + " per setting; a population runs in one compiled program",
-        "pbt_resume": _ONE_AGENT + " per setting",
+        "pbt": _POPULATION,
+        "pbt_resume": _POPULATION,
     },
     notes={
+        "sweep": "every (setting x seed) run one after another, each its own vector env",
         "resume": "restarts the host envs' episodes; params, optimizer, statistics go on",
         "seeds": "one after another on the host, each with its own vector env",
         "eval": "episodes stepped on the host around the jitted policy step",

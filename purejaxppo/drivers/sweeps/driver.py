@@ -13,6 +13,11 @@ Run `r` of setting `s` with seed `k` uses the key `jax.random.key(k)` and the
 hyperparameters of `config.replace(**setting)`: exactly what
 `jax.jit(make_train(config.replace(**setting)))(jax.random.key(k), Hyperparams...)` does
 for one run (tests/test_sweep.py checks it).
+
+A host env ("gymnasium:<id>") steps in Python and cannot run under `vmap`: its runs train
+one after another instead (`host.run_host_group`, one group per setting, one chunk per
+run), each exactly `purejaxppo train` with that setting and seed, into the same tables
+and files.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from purejaxppo.drivers.settings import (
     make_settings,
 )
 from purejaxppo.drivers.sweeps.groups import Group, Plan, run_group
+from purejaxppo.drivers.sweeps.host import run_host_group
 from purejaxppo.drivers.sweeps.results import SweepResult, runs_frame
 from purejaxppo.envs import kinds
 from purejaxppo.hyperparams import Hyperparams
@@ -76,7 +82,8 @@ def sweep(
     progress_dir: str | Path | None = None,
     networks: Any = None,
 ) -> SweepResult:
-    """Trains every (seed x setting) combination, vmapped and split over devices.
+    """Trains every (seed x setting) combination, vmapped and split over devices (a host
+    env's runs one after another: the module docstring).
 
     Settings are the grid's Cartesian product, times `num_samples` random draws when
     `random` is given (each grid point is combined with every draw). Runs are grouped by
@@ -117,11 +124,11 @@ def sweep(
       `SweepResult` (tables as pandas DataFrames).
 
     Raises:
-      ValueError: before anything is compiled, for a host env ("gymnasium:<id>", which
-        cannot run under vmap), an unknown / unsweepable field, a bad
+      ValueError: before anything is compiled, for an unknown / unsweepable field, a bad
         value (naming the field), bad seeds, or a `max_runs_per_chunk` that is not a
-        positive multiple of the device count (or several devices for an "envpool:" id);
-        or for a chunk file in `progress_dir` from another sweep.
+        positive multiple of the device count (or several devices for an "envpool:" or
+        "gymnasium:" id, or several processes for a "gymnasium:" id); or for a chunk file
+        in `progress_dir` from another sweep.
       drivers.segments.TrainingInterrupted: after SIGINT / SIGTERM (one process only;
         one request for the whole sweep): the running chunk finishes and is saved (with
         `progress`, the running segment finishes and that chunk's runs are dropped), the
@@ -132,14 +139,16 @@ def sweep(
     update, 0 for none) and counted in `summary` (`num_diverged`); the other runs are
     unaffected.
     """
-    kinds.check("batched_runs", config.env_name, multi_agent=config.multi_agent)
+    kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
+    batched = kind.supports("batched_runs")  # else one run after another (`host`)
     settings, run_configs = make_settings(config, grid, random, num_samples, random_seed)
     seed_list = _seed_list(seeds)
     if log_every < 1:
         raise ValueError(f"log_every={log_every}: must be >= 1")
+    check_processes(kind, config.env_name, jax.process_count())
     mesh = _runs_mesh(devices, max_runs_per_chunk, config.env_name)
     swept = list(dict.fromkeys(name for s in settings for name in s))
-    groups = _static_groups(run_configs)
+    groups = _static_groups(run_configs) if batched else {s: [s] for s in range(len(settings))}
     plan = Plan(
         seed_list=seed_list,
         settings=settings,
@@ -151,9 +160,22 @@ def sweep(
         log_every=log_every,
         verbose=verbose,
         progress_dir=None if progress_dir is None else Path(progress_dir),
+        batched=batched,
     )
     _announce(plan, config, groups)
-    return _result(plan, len(groups), *_run_groups(plan, groups, run_configs))
+    # A host env's runs each compile their own policy step and update (as `train`).
+    num_compiles = len(groups) if batched else len(settings) * len(seed_list)
+    return _result(plan, num_compiles, *_run_groups(plan, groups, run_configs))
+
+
+def check_processes(kind: kinds.EnvKind, env_name: str, num_processes: int) -> None:
+    """Raises a `ValueError` for a sweep over several processes of a kind whose runs step
+    one after another (a host env: `kinds.EnvKind.supports("batched_runs")` False)."""
+    if num_processes > 1 and not kind.supports("batched_runs"):
+        raise ValueError(
+            f"env_name={env_name!r} ({kind.title}): its sweep's runs step one after another "
+            f"on one host: sweep it in one process (asked for {num_processes} processes)"
+        )
 
 
 def _result(
@@ -184,7 +206,13 @@ def _announce(plan: Plan, config: PPOConfig, groups: Mapping[Any, list[int]]) ->
     num_runs = len(plan.settings) * len(plan.seed_list)
     one_device = not kinds.kind_of_id(config.env_name).supports("runs_on_devices")
     _warn_one_cpu_device(plan.mesh, num_runs, one_device)
-    if plan.verbose and jax.process_index() == 0:
+    if plan.verbose and not plan.batched:
+        print(
+            f"sweep: {num_runs} runs = {len(plan.settings)} setting(s) x "
+            f"{len(plan.seed_list)} seed(s) of a host env, one after another on the host",
+            file=sys.stderr,
+        )
+    elif plan.verbose and jax.process_index() == 0:
         print(
             f"sweep: {num_runs} runs = {len(plan.settings)} setting(s) x "
             f"{len(plan.seed_list)} seed(s) in {len(groups)} static group(s) -> "
@@ -229,7 +257,8 @@ def _run_groups(
                 start=start,
                 stop=stop,
             )
-            table, curve, group_diverged = run_group(plan, group)
+            train_group = run_group if plan.batched else run_host_group
+            table, curve, group_diverged = train_group(plan, group)
             tables.append(table)
             curves.append(curve)
             diverged.update(group_diverged)
@@ -295,6 +324,8 @@ class _Stop:
 def _runs_mesh(devices: Any, max_runs_per_chunk: int | None, env_name: str) -> Any:
     """The runs' mesh (one device for an "envpool:" id by default, and refused on more:
     its runs share one pool); checks that `max_runs_per_chunk` splits evenly over it."""
+    if isinstance(devices, int):  # refused by the kind before any mesh is made
+        kinds.check_runs_devices(env_name, devices)
     mesh = parallel.make_mesh(kinds.runs_devices(env_name, devices), parallel.RUNS_AXIS)
     num_devices = mesh.devices.size
     kinds.check_runs_devices(env_name, num_devices)

@@ -24,6 +24,7 @@ from purejaxppo.config import PPOConfig
 from purejaxppo.drivers import warm
 from purejaxppo.drivers.segments import SegmentHooks, run_segments
 from purejaxppo.drivers.sweeps.program import (
+    chunk_path,
     chunk_size,
     collect_chunk,
     first_true,
@@ -35,7 +36,7 @@ from purejaxppo.drivers.sweeps.results import curve_rows, table_rows
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.train import METRICS, make_train_fns
 
-__all__ = ["ChunkPiece", "Group", "Plan", "run_group"]
+__all__ = ["ChunkPiece", "Group", "Plan", "largest_divisor_at_most", "run_group"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,9 @@ class Plan:
     log_every: int
     verbose: bool
     progress_dir: Path | None
+    # True: each static group's runs vmapped in one program (`run_group`); False: a host
+    # env's runs one after another (`host.run_host_group`)
+    batched: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +81,9 @@ class ChunkPiece(NamedTuple):
     bad: np.ndarray  # non-finite loss flags `[real, U]`
 
 
-def _largest_divisor_at_most(n: int, bound: int) -> int:
+def largest_divisor_at_most(n: int, bound: int) -> int:
+    """The largest divisor of `n` that is at most `bound` (at least 1): a segment length
+    that cuts `n` updates evenly."""
     return max(d for d in range(1, max(1, min(n, bound)) + 1) if n % d == 0)
 
 
@@ -126,11 +132,7 @@ def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dic
     for chunk_index, first in enumerate(range(0, len(runs), chunk)):
         real = min(chunk, len(runs) - first)
         run_ids = np.array([runs[first + row][0] for row in range(real)])
-        path = None
-        if plan.progress_dir is not None:
-            count, index = jax.process_count(), jax.process_index()
-            name = f"group{group.index:03d}-chunk{chunk_index:05d}.{index}-of-{count}.npz"
-            path = plan.progress_dir / name
+        path = chunk_path(plan.progress_dir, group.index, chunk_index)
         if path is not None and path.exists():
             local, local_index, all_returns, bad = load_chunk(path, run_ids)
             bar.update(num_updates * real)
@@ -175,7 +177,7 @@ def _group_programs(
             train_runs(fns, num_updates, vmap_init), mesh, warm.runs_specs(1)
         )
         return num_updates, None, program
-    segment = _largest_divisor_at_most(num_updates, max(1, math.ceil(num_updates / 20)))
+    segment = largest_divisor_at_most(num_updates, max(1, math.ceil(num_updates / 20)))
     init_program = parallel.make_runs_program(
         warm.init_runs(fns.init, lambda runner: runner, vmap_init=vmap_init),
         mesh,

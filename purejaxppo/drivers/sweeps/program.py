@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +22,15 @@ from purejaxppo.train import METRICS
 def first_true(bad: np.ndarray) -> np.ndarray:
     """`[R, U]` bool -> `[R]`: first update (1-based) that is True, 0 where none is."""
     return np.where(bad.any(axis=1), np.argmax(bad, axis=1) + 1, 0)
+
+
+def chunk_path(progress_dir: Path | None, group: int, chunk: int) -> Path | None:
+    """The file of one chunk's results in `progress_dir` (None: no file), one per process:
+    `group<g>-chunk<c>.<process>-of-<processes>.npz`."""
+    if progress_dir is None:
+        return None
+    count, index = jax.process_count(), jax.process_index()
+    return progress_dir / f"group{group:03d}-chunk{chunk:05d}.{index}-of-{count}.npz"
 
 
 def save_chunk(path, run_ids, local, local_index, returns, bad):
