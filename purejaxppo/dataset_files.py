@@ -96,8 +96,9 @@ class ChunkWriter:
         episodes, self.pending, self.pending_steps = self.pending, [], 0
         arrays: dict[str, np.ndarray] = {}
         step_keys = [k for k in episodes[0] if k not in ("final_obs", "id")]
-        for key in step_keys:
-            arrays.update(_flatten(np.concatenate([e[key] for e in episodes]), key))
+        for key in step_keys:  # dict observations: a tree of `[S, ...]` leaves
+            joined = jax.tree.map(lambda *xs: np.concatenate(xs), *[e[key] for e in episodes])
+            arrays.update(_flatten(joined, key))
         arrays.update(
             _flatten(
                 jax.tree.map(lambda *xs: np.stack(xs), *[e["final_obs"] for e in episodes]),

@@ -25,6 +25,12 @@ Layout of `out/` (a new directory; the files are written by `dataset_files`):
     its infos `log_prob` / `value` too, entry t for the action at observation t, 0 for
     the final observation.
 
+Multi-agent JaxMARL runs (IPPO / MAPPO, A agents): `obs` (MAPPO: `obs/world_state` too),
+`action`, `log_prob`, `value`, `agent_reward` (each agent's) are `[S, A, ...]`; `reward`
+`[S]` the team reward (`JaxMARLEnv.team_reward`: `episode_return` is `evaluate`'s team
+return), `terminated` / `truncated` `[S]` the episode's end (JaxMARL's `__all__`);
+`final_obs` `[E, A, ...]`. No Minari dataset (refused).
+
 EnvPool Atari: an episode is the whole game (every life), as evaluation and videos play
 it, whatever `episodic_life` / `reward_clip` do to the learning signal: `reward` is the
 raw (unclipped) game reward, so an episode's rewards sum to its score; `terminated` marks
@@ -102,15 +108,25 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
     reward, terminated, truncated, log_prob, value, final_obs, active, infos). EnvPool
     Atari: an episode is the game (see the module docstring; `_game_steps`).
 
+    Multi-agent JaxMARL envs: the agents on an axis after the env's, and `reward` the team
+    reward (`envs.agent_rows.make_agents_chunk_runner`).
+
     Raises:
-      ValueError: a kind of env that cannot collect (`envs.kinds`' table).
+      ValueError: a kind of env that cannot collect (`envs.kinds`' table); `info_keys`
+        that the env's info dict lacks.
     """
-    from purejaxppo.envs.kinds import ENVPOOL, check
+    from purejaxppo.envs.agent_rows import make_agents_chunk_runner
+    from purejaxppo.envs.kinds import AGENTS, ENVPOOL, check
     from purejaxppo.host_episodes import make_host_chunk_runner
+    from purejaxppo.multiagent import env_for_networks
 
     kind = check("collect", getattr(env, "name", repr(env)), env)
     if not kind.in_program:  # a host env: the same records from a Python loop
         return make_host_chunk_runner(env, networks, select_action, tuple(info_keys))
+    if kind is AGENTS:  # the agents of each env on rows (MAPPO's critic: the world state)
+        env = env_for_networks(env, networks)
+        return make_agents_chunk_runner(env, env_params, networks, select_action, tuple(info_keys))
+    _check_info_keys(env, env_params, info_keys)
     ends = _game_steps if kind is ENVPOOL and env.atari else _env_steps
 
     def start(key, num_envs):
@@ -225,34 +241,32 @@ def collect(
       request: JSON-able values kept in the partial marker (`purejaxppo collect` keeps its
         arguments there for `--resume`: `dataset_files.read_request`).
 
+    Multi-agent JaxMARL runs: `obs`, `action`, `agent_reward` (each agent's), `log_prob`,
+    `value` per step `[S, A, ...]` (an agent axis after the step axis); `reward` (the team
+    reward), `terminated`, `truncated` (the episode's: JaxMARL's `__all__`) `[S]`; returns
+    are team returns, as `evaluate`'s (module docstring).
+
     Returns:
       `CollectResult` (returns / lengths per episode, the files written), in episode-id
       order; after a `stop`, of the finished episodes only.
 
     Raises:
-      ValueError / ImportError: see `check_output`; unknown info keys; a negative
+      ValueError / ImportError: see `check_output`; unknown info keys; `minari_id` for a
+        multi-agent env (one line: the .npz chunks hold its episodes); a negative
         `temperature`, or one other than 0 with `greedy`; with `resume`, what
         `dataset_files.read_partial` refuses (settings that differ, naming them).
     """
     temperature = _temperature(greedy, temperature)
-    out = check_output(out, minari_id, num_episodes, resume=resume)
     env, env_params = policy.env, policy.env_params
-    if chunk_runner is None:  # refuses what the env's kind cannot collect
+    _check_minari(policy.config.env_name, env, minari_id)
+    out = check_output(out, minari_id, num_episodes, resume=resume)
+    if chunk_runner is None:  # refuses what the env's kind cannot collect, unknown info keys
         chunk_runner = make_chunk_runner(policy.networks, env, env_params, tuple(info_keys))
-    _check_info_keys(env, env_params, info_keys)
     if max_steps is None:
         max_steps = episode_limit(env, env_params)
     key = jax.random.key(0) if key is None else key
     params = policy.get_params() if params is None else params
-    meta = {
-        "env_name": policy.config.env_name,
-        "num_episodes": num_episodes,
-        "greedy": greedy,
-        "temperature": temperature,
-        "parallel": parallel,
-        "key_scheme": "group 0: key; group g > 0: fold_in(key, g); as evaluate within a group",
-        "config": policy.config.to_dict(),
-    }
+    meta = _metadata(policy, num_episodes, greedy, temperature, parallel)
     settings = dict(meta, chunk_steps=chunk_steps, max_steps=max_steps, minari_id=minari_id)
     settings.update(info_keys=list(info_keys), key=_key_record(key), params=_fingerprint(params))
     partial = _open(out, settings, num_episodes, resume=resume, request=request)
@@ -274,6 +288,35 @@ def collect(
         minari_id=minari_id,
         complete=bool(written.all()),
     )
+
+
+def _metadata(
+    policy: Any, num_episodes: int, greedy: bool, temperature: float, parallel: int
+) -> dict[str, Any]:
+    """What `metadata.json` says of a collect (with its counts, once complete)."""
+    return {
+        "env_name": policy.config.env_name,
+        "num_episodes": num_episodes,
+        "greedy": greedy,
+        "temperature": temperature,
+        "parallel": parallel,
+        "key_scheme": "group 0: key; group g > 0: fold_in(key, g); as evaluate within a group",
+        "config": policy.config.to_dict(),
+    }
+
+
+def _check_minari(env_id: str, env: Any, minari_id: str | None) -> None:
+    """Refuses a Minari dataset (`minari_id`) of a multi-agent env in one line, before
+    anything is written: Minari's episodes are one agent's."""
+    from purejaxppo.envs.kinds import AGENTS, check
+
+    if minari_id is not None and check("collect", env_id, env) is AGENTS:
+        raise ValueError(
+            f"env_name={env_id!r} ({AGENTS.title}): collect's Minari dataset (minari_id, "
+            "--minari-id) is not supported for this kind of env (a Minari episode is one "
+            "agent's); collect without it: the .npz chunks hold every agent "
+            "(`[S, A, ...]`, load_episodes)"
+        )
 
 
 def _minari_writer(

@@ -1,6 +1,7 @@
 """`collect`: EnvPool Atari episodes are whole games; `resume` continues a stopped collect
 to the uninterrupted dataset (library and `purejaxppo collect --resume`, a real SIGTERM);
-multi-agent runs are refused in one line before anything is written."""
+multi-agent JaxMARL runs store an agent axis per step, play `evaluate`'s episodes and
+resume bitwise; their Minari dataset is refused in one line before anything is written."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import pytest
 import purejaxppo as pjp
 from purejaxppo.cli.main import main
 from purejaxppo.datasets import collect, load_episodes
+from purejaxppo.envs.kinds import kind_of
+from purejaxppo.policy import Policy
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -171,18 +174,103 @@ def test_sigterm_then_collect_resume_writes_the_uninterrupted_dataset(run_dir, t
 
 
 # ---------------------------------------------------------------------- JaxMARL
-def test_multi_agent_collect_is_refused_in_one_line_before_anything_is_written(tmp_path):
-    config = pjp.PPOConfig(env_name="jaxmarl:MPE_simple_spread_v3", multi_agent="ippo")
-    env, env_params = pjp.make_env(config.env_name)
-    from purejaxppo.envs.kinds import kind_of
+SPREAD = "jaxmarl:MPE_simple_spread_v3"
 
-    env = kind_of(env).configure(config, env)
-    networks = kind_of(env).networks(config, env, env_params)
-    policy = pjp.Policy(networks.init(jax.random.key(0)), config, env, env_params)
+
+@pytest.fixture(scope="module")
+def ippo_run(tmp_path_factory):
+    """A tiny IPPO run on MPE simple_spread (3 agents): 2 updates, collecting 2 episodes
+    after the second."""
+    run = tmp_path_factory.mktemp("marl") / "run"
+    argv = ["train", "--env-name", SPREAD, "--multi-agent", "ippo", "--num-envs", "2"]
+    argv += ["--num-steps", "8", "--num-minibatches", "1", "--update-epochs", "1"]
+    argv += ["--hidden-sizes", "8", "--total-timesteps", "32", "--no-progress"]
+    argv += ["--collect-freq", "2", "--collect-episodes", "2"]  # during training too
+    assert main([*argv, "--run-dir", str(run)]) == 0
+    return run
+
+
+def untrained_marl(multi_agent: str) -> pjp.Policy:
+    config = pjp.PPOConfig(env_name=SPREAD, multi_agent=multi_agent, hidden_sizes=(8,))
+    env, env_params = pjp.make_env(SPREAD)
+    kind = kind_of(env)
+    env = kind.configure(config, env)  # MAPPO: with the world state its critic reads
+    networks = kind.networks(config, env, env_params)
+    return pjp.Policy(networks.init(jax.random.key(1)), config, env, env_params, networks)
+
+
+@pytest.mark.parametrize("multi_agent", ["ippo", "mappo"])
+def test_marl_collect_stores_an_agent_axis_and_plays_evaluate_episodes(
+    multi_agent, ippo_run, tmp_path
+):
+    policy = Policy.load(ippo_run) if multi_agent == "ippo" else untrained_marl("mappo")
+    # MPE's episodes end after 26 steps (JaxMARL's `step >= max_steps` before its counter
+    # moves on): max_steps=30 > 26 lets them end rather than be cut at the default 25.
+    key = jax.random.key(3)
+    result = collect(policy, 4, tmp_path / "data", key, max_steps=30)
+    data = load_episodes(tmp_path / "data")
+    expected = pjp.evaluate(policy, num_episodes=4, key=key, max_steps=30)
+    # The episodes evaluate plays with the same key: the same lengths, and team returns
+    # equal up to float32 summation order (evaluate sums each agent over time, then the
+    # agents; collect the agents per step, then the steps).
+    np.testing.assert_array_equal(result.lengths, expected.lengths)
+    np.testing.assert_allclose(result.returns, expected.returns, rtol=1e-5)
+    np.testing.assert_array_equal(data["episode_return"], result.returns)
+    s, a = int(result.lengths.sum()), 3  # S steps (4 episodes x 26), A agents
+    assert s == 4 * 26
+    obs = data["obs/obs"] if multi_agent == "mappo" else data["obs"]
+    assert obs.shape == (s, a, 18) and data["action"].shape == (s, a)
+    for name in ("agent_reward", "log_prob", "value"):
+        assert data[name].shape == (s, a) and data[name].dtype == np.float32, name
+    for name in ("reward", "terminated", "truncated", "episode_id"):
+        assert data[name].shape == (s,), name
+    final = data["final_obs/obs"] if multi_agent == "mappo" else data["final_obs"]
+    assert final.shape == (4, a, 18)
+    if multi_agent == "mappo":  # the critic's input: every agent's observation
+        assert data["obs/world_state"].shape == (s, a, 54)
+    # MPE: the team reward is the agents' sum; `reward` sums to the episode's return.
+    np.testing.assert_allclose(data["reward"], data["agent_reward"].sum(-1), rtol=1e-6)
+    for i in range(4):
+        steps = data["episode_id"] == i
+        assert data["reward"][steps].sum() == data["episode_return"][i]
+        ends = data["terminated"][steps] | data["truncated"][steps]
+        assert ends[-1] and ends.sum() == 1 and data["truncated"][steps][-1]  # a time limit
+    assert np.all(data["log_prob"] <= 0) and np.all(np.isin(data["action"], range(5)))
+    if multi_agent == "ippo":  # `collect_freq` during training: 2 episodes cut at 25 steps
+        during = load_episodes(ippo_run / "datasets" / "update_000002")
+        assert during["obs"].shape == (50, a, 18) and during["agent_reward"].shape == (50, a)
+
+
+def test_a_resumed_marl_collect_writes_the_uninterrupted_dataset(tmp_path):
+    policy, key = untrained_marl("ippo"), jax.random.key(7)
+    args = dict(parallel=2, chunk_steps=8, flush_steps=30)
+    collect(policy, 4, tmp_path / "whole", key, **args)
+    out = tmp_path / "resumed"
+    # Groups of 2 episodes of 25 steps (cut at max_steps): 4 chunks of 8 each. Stopped
+    # after group 1's first chunk: the resume skips group 0 and replays group 1.
+    stopped = collect(policy, 4, out, key, **args, stop=stop_after(5))
+    assert not stopped.complete and stopped.num_episodes == 2
+    resumed = collect(policy, 4, out, key, **{**args, "flush_steps": 1}, resume=True)
+    assert resumed.complete
+    a, b = load_episodes(tmp_path / "whole"), load_episodes(out)
+    assert a.keys() == b.keys() and "agent_reward" in a
+    for name in a:  # bitwise, in the same order
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_marl_minari_is_refused_in_one_line_before_anything_is_written(ippo_run, tmp_path, capsys):
+    policy = untrained_marl("ippo")
     with pytest.raises(ValueError) as err:
-        collect(policy, 2, tmp_path / "data")
+        collect(policy, 2, tmp_path / "data", minari_id="test/spread-v0")
     message = str(err.value)
     assert "\n" not in message
-    assert "jaxmarl:MPE_simple_spread_v3" in message and "multi-agent JaxMARL env" in message
-    assert "purejaxppo collect" in message and "collect from a single-agent env" in message
+    assert SPREAD in message and "multi-agent JaxMARL env" in message  # the kind
+    assert "Minari dataset" in message and "--minari-id" in message  # the operation
+    assert ".npz chunks" in message  # the alternative
     assert not (tmp_path / "data").exists()
+    argv = ["collect", str(ippo_run), "--episodes", "2", "--out", str(tmp_path / "cli")]
+    with pytest.raises(SystemExit, match="2"):
+        main([*argv, "--minari-id", "test/spread-v0"])
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert len(err_lines) == 1 and "Minari dataset" in err_lines[0], err_lines
+    assert not (tmp_path / "cli").exists()

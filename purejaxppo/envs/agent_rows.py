@@ -26,6 +26,7 @@ from purejaxppo.types import EnvCarry
 
 __all__ = [
     "agent_rows",
+    "make_agents_chunk_runner",
     "make_agents_episode_recorder",
     "make_agents_episode_runner",
     "marl_info_keys",
@@ -192,3 +193,92 @@ def make_agents_episode_recorder(
         return outs
 
     return record
+
+
+def make_agents_chunk_runner(
+    env: JaxMARLEnv,
+    env_params: Any,
+    networks: Any,
+    select_action: Any,
+    info_keys: tuple[str, ...] = (),
+) -> tuple[Any, Any]:
+    """`datasets.make_chunk_runner`'s jitted `(start(key, E), chunk(params, carry, keys
+    [C], temperature))` for a JaxMARL env: E envs, every agent acting from the shared
+    policy on its row, with the keys `make_agents_episode_runner` uses (so the episodes
+    are `evaluate`'s).
+
+    `chunk`'s records `[C, E]` per env step, the agents on an axis after it: `obs`,
+    `action`, `agent_reward` (each agent's), `log_prob`, `value`, `final_obs`
+    `[C, E, A, ...]`; `reward` (the team reward, `JaxMARLEnv.team_reward`), `terminated`
+    and `truncated` (the episode's end, JaxMARL's `__all__`), `active` `[C, E]`; `info`
+    `[C, E, A]` per key of `info_keys`.
+
+    Raises:
+      ValueError: `info_keys` that the env's info dict lacks.
+    """
+    num_agents = env.num_agents
+    _check_info_keys(env, env_params, info_keys)
+
+    def start(key, num_envs):
+        reset_key, scan_key = jax.random.split(key)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, num_envs), env_params
+        )
+        active = jnp.ones((num_envs,), bool)
+        return (obs, state, active, networks.initial_state(num_envs * num_agents)), scan_key
+
+    def chunk(params, carry, keys, temperature):
+        def step(carry, step_key):
+            obs, state, active, policy_state = carry
+            num_envs = active.shape[0]
+
+            def per_env(x):  # [E * A, ...] -> [E, A, ...]
+                return x.reshape((num_envs, num_agents, *x.shape[1:]))
+
+            act_key, env_key = jax.random.split(step_key)
+            no_reset = jnp.zeros((num_envs * num_agents,), bool)
+            policy_state, dist, value = networks.step(
+                params, policy_state, jax.tree.map(_rows, obs), no_reset
+            )
+            action, _ = select_action(networks.action_spec, dist, value, act_key, temperature)
+            next_obs, next_state, reward, terminated, truncated, info = jax.vmap(
+                env.step, in_axes=(0, 0, 0, None)
+            )(jax.random.split(env_key, num_envs), state, per_env(action), env_params)
+            reward = reward.astype(jnp.float32)
+            terminated, truncated = jnp.any(terminated, axis=1), jnp.any(truncated, axis=1)
+            record = {
+                "obs": obs,
+                "action": per_env(action),
+                "reward": env.team_reward(reward),
+                "agent_reward": reward,
+                "terminated": terminated,
+                "truncated": truncated,
+                "log_prob": per_env(dist.log_prob(action).astype(jnp.float32)),
+                "value": per_env(value.astype(jnp.float32)),
+                "final_obs": info["final_observation"],
+                "active": active,
+                "info": {key: info[key] for key in info_keys},
+            }
+            still = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
+            return (next_obs, next_state, still, policy_state), record
+
+        return jax.lax.scan(step, carry, keys)
+
+    return jax.jit(start, static_argnums=1), jax.jit(chunk)
+
+
+def _check_info_keys(env: JaxMARLEnv, env_params: Any, info_keys: tuple[str, ...]) -> None:
+    """Raises ValueError naming the `info_keys` that `env.step`'s info dict lacks (its
+    keys from `jax.eval_shape`, every agent taking a sampled action)."""
+    if not info_keys:
+        return
+
+    def info(key: jax.Array) -> dict[str, Any]:
+        _, state = env.reset(key, env_params)
+        action = env.action_space(env_params).sample(key)
+        actions = jnp.broadcast_to(action, (env.num_agents, *jnp.shape(action)))
+        return env.step(key, state, actions, env_params)[5]
+
+    unknown = sorted(set(info_keys) - set(jax.eval_shape(info, jax.random.key(0))))
+    if unknown:
+        raise ValueError(f"collect: info keys {unknown} not in the env's info dict")

@@ -182,10 +182,13 @@ AGENTS = EnvKind(
     title="multi-agent JaxMARL env",
     refusals={
         "data_parallel": "train on one device (batched runs may still use several)",
-        "collect": "collect from a single-agent env",
     },
     notes={
         "eval": "the team return, every agent acting on its row",
+        "collect": (
+            "an agent axis per step (`[S, A, ...]`), the team reward as `reward`; .npz "
+            "chunks only (no Minari dataset)"
+        ),
         "eval_freq": "the team return; `best/` the best team return",
         "video": "MPE envs, drawn from the state; other JaxMARL envs raise naming the env",
         "policy": "acts on rows, one per agent",
