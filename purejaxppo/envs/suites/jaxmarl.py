@@ -113,7 +113,11 @@ class JaxMARLEnv:
         self.default_params = SuiteParams()
         inner = getattr(env, "_env", env)  # SMAX's heuristic-enemy wrapper holds the SMAX
         self.max_steps = getattr(env, "max_steps", getattr(inner, "max_steps", None))
-        self.max_steps_in_episode = self.max_steps
+        # The longest episode, for the runners that play whole episodes (evaluate, collect,
+        # video): MPE's `done` compares the step counter before its increment, so its
+        # episodes last max_steps + 1 steps (26 of MPE's 25; tests/test_marl.py). One step
+        # more than an env needs is never played: the runners stop at the episode's end.
+        self.max_steps_in_episode = None if self.max_steps is None else self.max_steps + 1
         self._action_space = self._common_action_space()
         # the shapes reset gives (Overcooked's spaces declare [W, H, C] for [H, W, C] arrays)
         reset_obs, _ = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
