@@ -7,7 +7,8 @@ budget, instances and optimiser seeds, against
 - `random`: uniformly random actions every generation;
 - `dither` (DE only): F drawn uniformly in [0.5, 1.0] every generation with CR 0.9, the
   dither scheme evosax's DE implements (`differential_weight_min/max`; Das et al. 2005),
-  a well-known adaptive scheme and the start of a fresh policy's mean (F 0.8 +- 0.25).
+  a well-known adaptive scheme (a fresh policy starts at `default`: the action is a
+  correction around the defaults).
 
 Two learned controllers per training seed: `learned` samples its actions (temperature 1),
 which is MetaBox's test protocol for LDE (`LDE_Agent.rollout_episode` samples F and CR
@@ -17,15 +18,21 @@ docs/benchmarks.md (MetaBBO). `--seeds` training seeds are trained in one vmappe
 
 Metrics. Per test function: mean over instances x repeats (x training seeds for `learned`)
 of log10 of the final best cost `f - f_opt` (floored at 1e-8, COCO's target). Aggregate
-score (a documented normalised gap, in place of MetaBox's AEI): the mean over all runs of
+score (a documented normalised gap): the mean over all runs of
 (log10 c_0 - log10 c_T) / (log10 c_0 + 8), the fraction of the log-distance from the
-initial best cost c_0 to the 1e-8 target that the run closed (1 = target reached).
-`learned` beats `default` on a function when its mean log10 final cost over training
-seeds x instances x repeats is lower; the script prints K/N per training seed (for
-`learned` and `greedy`) and ends with `metabbo_learned_beats_default=K/N` (seeds pooled).
+initial best cost c_0 to the 1e-8 target that the run closed (1 = target reached); for
+`learned` and `greedy` also per training seed, and its std over the seeds (ddof 1, the
+"seed spread" that issue #40's margin is compared with). Beside it, MetaBox's own AEI
+cost component (`aei_cost`, MetaBox's `src/logger.py`; the FEs factor is 1 with equal
+budgets, the wall-clock factor is not measured). `learned` beats `default` on a function
+when its mean log10 final cost over training seeds x instances x repeats is lower; the
+script prints K/N per training seed (for `learned` and `greedy`) and ends with
+`metabbo_learned_beats_default=K/N` (seeds pooled).
 
 Usage:
   PYTHONPATH=. python benchmarks/metabbo.py --quick      # < 10 min on 2 CPU cores
+  PYTHONPATH=. python benchmarks/metabbo.py --quick --total-timesteps 96000 [--env metabbo:PSO]
+      # the results in docs/guides/env-suites.md (benchmarks/claims.yaml), ~4 min each
   PYTHONPATH=. python benchmarks/metabbo.py              # configs/metabbo_de.yaml, 3 seeds
 Writes benchmarks/results/metabbo[_quick]_<env>.{csv,md,png}.
 """
@@ -75,7 +82,7 @@ QUICK = {
 FLOOR = 1e-8
 
 
-def build_config(env_id: str, quick: bool) -> PPOConfig:
+def build_config(env_id: str, quick: bool, total_timesteps: int | None = None) -> PPOConfig:
     config = PPOConfig.from_yaml(ROOT / "configs" / CONFIGS[env_id])
     if quick:
         kwargs = {**config.env_kwargs, **QUICK["env_kwargs"]}
@@ -85,12 +92,20 @@ def build_config(env_id: str, quick: bool) -> PPOConfig:
             total_timesteps=QUICK["total_timesteps"],
             num_envs=QUICK["num_envs"],
         )
+    if total_timesteps is not None:
+        config = dataclasses.replace(config, total_timesteps=total_timesteps)
     return dataclasses.replace(config, eval_freq=0)
 
 
 def markdown(table: pd.DataFrame) -> str:
     """A GitHub markdown table (floats with 3 decimals)."""
-    cells = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row] for row in table.values]
+
+    def cell(v):
+        if isinstance(v, float):
+            return "" if np.isnan(v) else f"{v:.3f}"
+        return str(v)
+
+    cells = [[cell(v) for v in row] for row in table.values]
     lines = ["| " + " | ".join(map(str, table.columns)) + " |"]
     lines.append("|" + "---|" * len(table.columns))
     lines += ["| " + " | ".join(row) + " |" for row in cells]
@@ -117,8 +132,8 @@ def learned_controller(networks, params, temperature: float = 1.0):
 def dither_controller(env):
     """F ~ U[0.5, 1.0] every generation, CR 0.9 (evosax's dither, Das et al. 2005): the
     constant action F = 0.75 (a0 = (0.75 - 0.8) / 0.8 on `DEEnv`'s piecewise map), CR =
-    0.9 (a1 = 0), half-width 0.25 (a2 = 0)."""
-    action = jnp.array([(0.75 - 0.8) / 0.8, 0.0, 0.0], jnp.float32)
+    0.9 (a1 = 0), half-width 0.25 (a2 = 0.25 / F_DITHER_MAX)."""
+    action = jnp.array([(0.75 - 0.8) / 0.8, 0.0, 0.25 / env.F_DITHER_MAX], jnp.float32)
     return constant_controller(action)
 
 
@@ -130,6 +145,24 @@ def gap_score(costs: np.ndarray) -> float:
     """Mean over runs of (log10 c_0 - log10 c_T) / (log10 c_0 + 8); costs `[..., T + 1]`."""
     start, end = log_cost(costs[..., 0]), log_cost(costs[..., -1])
     return float(np.mean((start - end) / np.maximum(start + 8.0, 1e-6)))
+
+
+def aei_cost(curves: dict, baseline: str = "random") -> dict:
+    """MetaBox's AEI cost component per controller (github.com/GMC-DRL/MetaBox
+    `src/logger.py`, `get_random_baseline` and `Logger.aei_cost`, commit 1b796582): per
+    function g_f = mean over runs of log10(1 / (c_T + 1)); AEI_cost = mean over functions
+    of exp(g_f - mean_f g_f(baseline)), the baseline being MetaBox's random search (here
+    our `random` controller). Higher is better; only final costs far above 1 separate
+    controllers (a cost below 1 gives g near 0). MetaBox's full AEI multiplies this by an
+    FEs factor (1 here: every controller spends the whole budget) and a wall-clock
+    complexity factor (not measured here). curves: name -> costs `[F, ..., T + 1]`."""
+
+    def g(costs):
+        final = costs[..., -1].reshape(costs.shape[0], -1)
+        return np.mean(np.log10(1.0 / (final + 1.0)), axis=1)  # [F]
+
+    ref = float(np.mean(g(curves[baseline])))
+    return {name: float(np.mean(np.exp(g(costs) - ref))) for name, costs in curves.items()}
 
 
 def train(config, env, env_params, seeds: int):
@@ -237,6 +270,11 @@ def summarize(curves: dict, per_seed: dict, functions, params):
     table = pd.DataFrame(rows).astype({"function": object})
     score = {name: gap_score(costs) for name, costs in curves.items()}
     table.loc[len(table)] = {"function": "gap_score", **score}
+    seed_scores = {name: [gap_score(c) for c in costs] for name, costs in per_seed.items()}
+    nan = {name: float("nan") for name in curves}
+    std = {n: float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for n, v in seed_scores.items()}
+    table.loc[len(table)] = {"function": "gap_score_seed_std", **nan, **std}
+    table.loc[len(table)] = {"function": "aei_cost", **aei_cost(curves)}
     default = np.array([r["default"] for r in rows])
     n = len(rows)
     lines = []
@@ -249,9 +287,18 @@ def summarize(curves: dict, per_seed: dict, functions, params):
             f"{name}: K/N per training seed {[f'{k}/{n}' for k in ks]}, seeds with K > N/2: "
             f"{majority}/{len(ks)}, pooled over seeds {pooled}/{n}"
         )
-    std = policy_std(params)
-    if std.size:
-        lines.append(f"policy std (pre-squash, per seed x action dim): {np.round(std, 3).tolist()}")
+        margin = score[name] - score["default"]
+        lines.append(
+            f"{name}: gap score per training seed {np.round(seed_scores[name], 3).tolist()}; "
+            f"pooled {score[name]:.3f} - default {score['default']:.3f} = {margin:+.3f}, "
+            f"seed spread (std over seeds, ddof 1) {std[name]:.3f}: beats the defaults by "
+            f"more than the spread: {'yes' if margin > std[name] else 'no'}"
+        )
+    policy = policy_std(params)
+    if policy.size:
+        lines.append(
+            f"policy std (pre-squash, per seed x action dim): {np.round(policy, 3).tolist()}"
+        )
     k = int(np.sum(np.array([r["learned"] for r in rows]) < default))
     return table, lines, k, n
 
@@ -262,6 +309,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="< 10 min on 2 CPU cores")
     parser.add_argument("--seeds", type=int, default=3, help="training seeds (>= 1)")
     parser.add_argument("--repeats", type=int, default=4, help="optimiser seeds per instance")
+    parser.add_argument(
+        "--total-timesteps", type=int, help="env steps per training seed (default: the config's)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument(
         "--save-params",
@@ -273,7 +323,7 @@ def main() -> None:
         parser.error(f"--seeds={args.seeds} and --repeats={args.repeats} must be >= 1")
     args.out.mkdir(parents=True, exist_ok=True)
 
-    config = build_config(args.env, args.quick)
+    config = build_config(args.env, args.quick, args.total_timesteps)
     env, env_params = make_env(config.env_name, config.env_kwargs)
     if args.save_params is not None and args.save_params.exists():
         parser.error(f"--save-params={args.save_params} exists; not overwriting it")
@@ -315,7 +365,8 @@ def main() -> None:
         f"# {args.env}{' --quick' if args.quick else ''}: mean log10 final best cost on the "
         f"test functions (lower is better), {instances} instances x {args.repeats} repeats"
         f" (x {args.seeds} training seeds for learned / greedy); last row: normalised gap "
-        f"score (higher is better). learned: sampled actions (MetaBox's LDE test protocol); "
+        f"score (higher is better), its std over training seeds, and MetaBox's AEI cost "
+        f"component (higher is better; `aei_cost`). learned: sampled actions (MetaBox's LDE test protocol); "
         f"greedy: the policy mean\n\ntraining: {args.seeds} seeds x {config.total_timesteps} "
         f"env steps, compile {compile_s:.0f} s, run {wall_s:.0f} s, "
         f"{env_steps / wall_s:.0f} env steps/s (2 CPU cores shared with other jobs)\n\n"

@@ -334,11 +334,6 @@ class MetaBBOEnv(SuiteEnv):
         return jnp.clip(jnp.nan_to_num(features.astype(jnp.float32)), -5.0, 5.0)
 
 
-def _unit(action: jax.Array, index: int) -> jax.Array:
-    """Component `index` of a [-1, 1] action mapped to [0, 1] (clipped first)."""
-    return (jnp.clip(action[index], -1.0, 1.0) + 1.0) / 2.0
-
-
 def _knee(action: jax.Array, index: int, lo: Any, default: Any, hi: Any) -> jax.Array:
     """Component `index` of a [-1, 1] action (clipped first) mapped piecewise-linearly to
     [lo, hi] with 0 -> `default`: -1 -> lo, 0 -> default, 1 -> hi."""
@@ -351,17 +346,16 @@ class DEEnv(MetaBBOEnv):
     elitism; Storn & Price 1997); the action float32 `[3]` in [-1, 1] sets the scale
     factor F in F_RANGE, the crossover rate CR in CR_RANGE and the dither half-width w of
     F for the next generation (LDE's action, Sun et al. 2021, there one (F, CR) in
-    [0, 1]^2 per member, sampled from the policy's Gaussian at test time too; here one
-    triple per generation). F and CR map piecewise-linearly with 0 at evosax's default
-    (F = 0.8, CR = 0.9): F = 0.8 + a (0.8 - 0) for a < 0, 0.8 + a (1 - 0.8) for a >= 0
-    (CR alike). w = F_DITHER_MAX (a2 + 1) / 2 in [0, 0.5]: the generation draws its F
+    [0, 1]^2 per member; here one triple per generation). Every component is a correction
+    around evosax's defaults (F = 0.8, CR = 0.9, no dither), mapped piecewise-linearly
+    with 0 at the default: F = 0.8 + a (0.8 - 0) for a < 0, 0.8 + a (1 - 0.8) for a >= 0
+    (CR alike); w = F_DITHER_MAX max(a2, 0) in [0, 0.5]: the generation draws its F
     uniformly in [max(F - w, 0), min(F + w, 1)] (evosax's dither,
     `differential_weight_min/max`; Das et al. 2005), so a deterministic (greedy) policy
     can choose the per-generation randomness of F that a sampled policy gets from its own
-    noise (docs/benchmarks.md, MetaBBO: without this dimension the sampled policy beat DE's
-    defaults and its mean did not). `default_action()` is [0, 0, -1] (w = 0: evosax's
-    defaults, no dither); a fresh policy (mean near 0) starts at F = 0.8, CR = 0.9,
-    w = 0.25, a dithered DE, and learns deviations from it."""
+    noise. `default_action()` is [0, 0, 0]: a fresh policy (mean near 0, small std)
+    starts at evosax's DE and learns corrections to it (docs/guides/env-suites.md,
+    MetaBBO: a map whose zero was not the defaults started the controller elsewhere)."""
 
     F_RANGE = (0.0, 1.0)
     CR_RANGE = (0.0, 1.0)
@@ -380,7 +374,7 @@ class DEEnv(MetaBBOEnv):
         d = self.algorithm.default_params
         f = _knee(action, 0, self.F_RANGE[0], d.differential_weight, self.F_RANGE[1])
         cr = _knee(action, 1, self.CR_RANGE[0], d.crossover_rate, self.CR_RANGE[1])
-        w = self.F_DITHER_MAX * _unit(action, 2)
+        w = _knee(action, 2, 0.0, 0.0, self.F_DITHER_MAX)
         return d.replace(
             differential_weight=f,
             differential_weight_min=jnp.maximum(f - w, self.F_RANGE[0]),
@@ -389,9 +383,9 @@ class DEEnv(MetaBBOEnv):
         )
 
     def default_action(self) -> jax.Array:
-        """[0, 0, -1]: the action whose params are evosax's defaults (F = 0.8, CR = 0.9,
+        """[0, 0, 0]: the action whose params are evosax's defaults (F = 0.8, CR = 0.9,
         no dither)."""
-        return jnp.array([0.0, 0.0, -1.0], jnp.float32)
+        return jnp.zeros(3, jnp.float32)
 
 
 class DEOperatorEnv(MetaBBOEnv):
@@ -434,11 +428,13 @@ class DEOperatorEnv(MetaBBOEnv):
 
 class PSOEnv(MetaBBOEnv):
     """`metabbo:PSO`: evosax `PSO` (Kennedy & Eberhart 1995); the action float32 `[3]` in
-    [-1, 1] sets the inertia weight w = (a0 + 1)/2 in [0, 1] and the cognitive / social
-    coefficients c1, c2 = 1.5 (a + 1) in [0, 3] of the next generation (RLEPSO, Yin et
-    al. 2021, Information Sciences: the policy sets PSO's w and acceleration
-    coefficients each generation). evosax's defaults w = 0.75, c1 = 1.5, c2 = 2.0 are
-    `default_action()`. Population features use the particles' current costs."""
+    [-1, 1] sets the inertia weight w in [0, 1] and the cognitive / social coefficients
+    c1, c2 in [0, C_MAX] of the next generation (RLEPSO, Yin et al. 2021, Information
+    Sciences: the policy sets PSO's w and acceleration coefficients each generation).
+    Each component is a correction around evosax's default (w = 0.75, c1 = 1.5,
+    c2 = 2.0), mapped piecewise-linearly with 0 at the default (-1 -> the lower bound,
+    1 -> the upper), so `default_action()` is [0, 0, 0] and a fresh policy starts at
+    PSO's defaults. Population features use the particles' current costs."""
 
     C_MAX = 3.0
 
@@ -452,23 +448,17 @@ class PSOEnv(MetaBBOEnv):
         return spaces.Box(-1.0, 1.0, (3,), jnp.float32)
 
     def algo_params(self, action: jax.Array) -> Any:
-        return self.algorithm.default_params.replace(
-            inertia_coeff=_unit(action, 0),
-            cognitive_coeff=_unit(action, 1) * self.C_MAX,
-            social_coeff=_unit(action, 2) * self.C_MAX,
+        d = self.algorithm.default_params
+        return d.replace(
+            inertia_coeff=_knee(action, 0, 0.0, d.inertia_coeff, 1.0),
+            cognitive_coeff=_knee(action, 1, 0.0, d.cognitive_coeff, self.C_MAX),
+            social_coeff=_knee(action, 2, 0.0, d.social_coeff, self.C_MAX),
         )
 
     def default_action(self) -> jax.Array:
-        """The action whose params are evosax's defaults (w 0.75, c1 1.5, c2 2.0)."""
-        d = self.algorithm.default_params
-        return jnp.array(
-            [
-                2.0 * d.inertia_coeff - 1.0,
-                2.0 * d.cognitive_coeff / self.C_MAX - 1.0,
-                2.0 * d.social_coeff / self.C_MAX - 1.0,
-            ],
-            jnp.float32,
-        )
+        """[0, 0, 0]: the action whose params are evosax's defaults (w 0.75, c1 1.5,
+        c2 2.0)."""
+        return jnp.zeros(3, jnp.float32)
 
 
 ENVS = {"DE": DEEnv, "DE-operator": DEOperatorEnv, "PSO": PSOEnv}
