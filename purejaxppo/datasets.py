@@ -447,7 +447,10 @@ class _Play(NamedTuple):
                     last_chunk = begin + self.chunk_steps >= self.max_steps
                     if ended or (last_chunk and not finished[e]):
                         finished[e] = True
-                        yield _join(running[e], first_id + e)
+                        episode = _join(running[e], first_id + e)
+                        if not ended:  # cut at max_steps: a time limit, written truncated
+                            episode["truncated"][-1] = True
+                        yield episode
                         running[e] = []
                 yield None
                 if finished.all():

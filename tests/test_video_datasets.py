@@ -94,6 +94,18 @@ def test_collected_dataset_round_trips(cartpole, tmp_path, monkeypatch):
     assert os.environ["MINARI_DATASETS_PATH"].endswith("minari")
 
 
+def test_episodes_cut_at_max_steps_end_truncated(cartpole, tmp_path):
+    """An episode still running at `max_steps` is written with `truncated` on its last
+    step (a time limit), never `terminated`."""
+    collect(cartpole, 3, tmp_path / "data", jax.random.key(3), max_steps=4)
+    data = load_episodes(tmp_path / "data")
+    for i in range(3):
+        steps = data["episode_id"] == i
+        assert int(steps.sum()) == 4  # an untrained CartPole policy lasts > 4 steps
+        assert data["truncated"][steps].tolist() == [False, False, False, True]
+        assert not data["terminated"][steps].any()
+
+
 def test_collect_bad_input_overwrites_nothing(cartpole, tmp_path):
     with pytest.raises(ValueError, match="num_episodes=0"):
         collect(cartpole, 0, tmp_path / "none")
