@@ -32,6 +32,7 @@ __all__ = [
     "episodes_of_chunk",
     "finish",
     "is_partial",
+    "join_pieces",
     "load_episodes",
     "read_chunk",
     "read_partial",
@@ -151,6 +152,19 @@ def episodes_of_chunk(
         episode["id"] = int(episode_id)
         episodes.append(episode)
     return episodes
+
+
+def join_pieces(pieces: list[dict[str, Any]], episode_id: int) -> dict[str, Any]:
+    """One episode as `ChunkWriter.add` takes it, from the per-chunk record pieces of one
+    env (`[s_i, ...]` leaves with `active`, `info` and `final_obs`): the steps joined,
+    `info/<key>` columns, the last `final_obs` and the episode's `id`."""
+    joined = jax.tree.map(lambda *xs: np.concatenate(xs), *pieces)
+    final_obs = jax.tree.map(lambda x: x[-1], joined.pop("final_obs"))
+    joined.pop("active")
+    info = joined.pop("info")
+    for name, values in info.items():
+        joined[f"info/{name}"] = values
+    return {**joined, "final_obs": final_obs, "id": episode_id}
 
 
 def check_output(

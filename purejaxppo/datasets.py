@@ -66,6 +66,7 @@ from purejaxppo.dataset_files import (
     episodes_of_chunk,
     finish,
     is_partial,
+    join_pieces,
     load_episodes,
     read_partial,
     start_partial,
@@ -421,7 +422,7 @@ class _Play(NamedTuple):
 
     def group(self, group_key: jax.Array, size: int, first_id: int) -> Iterator[Any]:
         """Plays `size` episodes at once (ids `first_id`..) in jitted chunks of
-        `chunk_steps` steps; yields each episode (`_join`) as it ends, or truncated at
+        `chunk_steps` steps; yields each episode (`join_pieces`) as it ends, or truncated at
         `max_steps`, and None after every chunk (where the caller may stop; chunks run
         `run_responsively`)."""
         from purejaxppo.drivers.segments import run_responsively
@@ -447,7 +448,7 @@ class _Play(NamedTuple):
                     last_chunk = begin + self.chunk_steps >= self.max_steps
                     if ended or (last_chunk and not finished[e]):
                         finished[e] = True
-                        episode = _join(running[e], first_id + e)
+                        episode = join_pieces(running[e], first_id + e)
                         if not ended:  # cut at max_steps: a time limit, written truncated
                             episode["truncated"][-1] = True
                         yield episode
@@ -491,13 +492,3 @@ def _ended_last(records: dict[str, Any], e: int) -> bool:
     active = records["active"][:, e]
     last = np.flatnonzero(active)[-1]
     return bool(records["terminated"][last, e] or records["truncated"][last, e])
-
-
-def _join(pieces: list[dict[str, Any]], episode_id: int) -> dict[str, Any]:
-    joined = jax.tree.map(lambda *xs: np.concatenate(xs), *pieces)
-    final_obs = jax.tree.map(lambda x: x[-1], joined.pop("final_obs"))
-    joined.pop("active")
-    info = joined.pop("info")
-    for name, values in info.items():
-        joined[f"info/{name}"] = values
-    return {**joined, "final_obs": final_obs, "id": episode_id}
