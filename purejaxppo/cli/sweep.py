@@ -224,11 +224,14 @@ def _set_devices(
             # Chunks are multiples of the device count: keep the user's chunk size.
             options["devices"] = max(d for d in range(1, count + 1) if chunk % d == 0)
         if count is not None and not options["no_progress"]:
-            print(
-                f"purejaxppo: {options['devices'] or count} CPU devices (one per core; "
-                "--devices N, --local-devices N or JAX_NUM_CPU_DEVICES to change)",
-                file=sys.stderr,
-            )
+            if one_device:  # the runs stay on one device, whatever the core count
+                line = f"{count} CPU devices; this env's runs use one of them"
+            else:
+                line = (
+                    f"{options['devices'] or count} CPU devices (one per core; --devices N, "
+                    "--local-devices N or JAX_NUM_CPU_DEVICES to change)"
+                )
+            print(f"purejaxppo: {line}", file=sys.stderr)
 
 
 def _print_results(result: Any) -> None:
