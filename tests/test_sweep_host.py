@@ -113,3 +113,32 @@ def test_gymnasium_refusals_are_one_line_naming_operation_kind_and_alternative(t
     assert "\n" not in err and "batched runs split over several devices" in err
     assert err.endswith("one after another on the host: use one device (asked for 2 devices)")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("env_name", "line"),
+    [
+        ("CartPole-v1", "{n} CPU devices (one per core"),  # a JAX env: split over the cores
+        (GYM, "{n} CPU devices; this env's runs use one of them"),  # a host env: one device
+    ],
+    ids=["jax", "gymnasium"],
+)
+def test_a_sweep_sets_its_cpu_devices_before_the_env_kind_starts_jax(env_name, line, tmp_path):
+    """Validating the env's kind imports gymnax, which starts JAX's backend: the CPU device
+    count must be set before it (a sweep otherwise ran on one device, silently)."""
+    import subprocess
+    import sys
+
+    from purejaxppo.platform import usable_cores
+
+    cores = usable_cores()
+    if cores < 2:
+        pytest.skip(f"{cores} usable core: no CPU device split to check")
+    argv = [*TINY[:-1], "--env-name", env_name, "--seeds", "1", "--out", str(tmp_path / "s")]
+    env = {k: v for k, v in os.environ.items() if k != "JAX_NUM_CPU_DEVICES"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "purejaxppo.cli", "sweep", *argv],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert line.format(n=cores) in proc.stderr, proc.stderr[-2000:]

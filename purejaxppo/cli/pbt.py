@@ -22,7 +22,6 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     o = pop_options(PbtOptions, args)
     # imports JAX (the population package): here, not at the top, to keep --help fast
     from purejaxppo.drivers.population.static import STATIC_SEARCH_FIELDS, split_search
-    from purejaxppo.envs import kinds
 
     try:
         config = load_config(o.config, args)
@@ -51,10 +50,6 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
                     "log_uniform:LOW:HIGH), not a choice"
                 )
         static = split_search(search, config)[1]
-        # the env's kind, before --out is claimed: a refused kind leaves nothing on disk
-        kinds.check(
-            "pbt_resume" if o.resume else "pbt", config.env_name, multi_agent=config.multi_agent
-        )
         if static.names and (o.resume or (o.devices or 1) > 1):
             raise ValueError(
                 f"--search {', '.join(static.names)} (static fields) cannot be combined with "
@@ -70,6 +65,9 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             raise ValueError(f"--checkpoint-every {o.checkpoint_every}: must be >= 0 (0: none)")
         if o.out is not None and not o.resume:
             rundir.check_fresh(o.out, o.overwrite, what="pbt")
+        # the devices, then the env's kind (its import starts JAX's backend), before --out
+        # is claimed: a refused kind leaves nothing on disk
+        devices = _pbt_devices(o, config, static=bool(static.names))
     except ValueError as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
     if o.resume and (o.out / "pbt.yaml").is_file():
@@ -80,9 +78,38 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         out = rundir.make_unique_dir("pbt", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         with rundir.claim(out, "pbt", resume=o.resume, overwrite=o.overwrite):
-            return _run_pbt(parser, o, config, search, out, static=bool(static.names))
+            return _run_pbt(parser, o, config, search, out, devices, static=bool(static.names))
     except ValueError as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
+
+
+def _pbt_devices(o: PbtOptions, config: Any, *, static: bool) -> int | None:
+    """Sets the CPU devices before JAX's backend starts (--devices N: N; default: every
+    core), then checks the env's kind (`kinds.check`; importing it starts the backend);
+    returns the devices the population is split over (default: as many CPU devices as
+    divide the population, where the kind allows it).
+
+    Raises:
+      ValueError: a bad --devices, or a kind that refuses pbt (one line).
+    """
+    from purejaxppo.platform import configure_cpu_devices
+
+    count = configure_cpu_devices(o.devices)
+    from purejaxppo.envs import kinds
+
+    kind = kinds.check(
+        "pbt_resume" if o.resume else "pbt", config.env_name, multi_agent=config.multi_agent
+    )
+    devices = o.devices
+    if devices is None and not static and count is not None and kind.supports("runs_on_devices"):
+        devices = max(d for d in range(1, count + 1) if o.population % d == 0)
+        if not o.no_progress:
+            print(
+                f"purejaxppo: population split over {devices} CPU devices (--devices N or "
+                "JAX_NUM_CPU_DEVICES to change)",
+                file=sys.stderr,
+            )
+    return devices
 
 
 def _run_pbt(
@@ -91,28 +118,12 @@ def _run_pbt(
     config: Any,
     search: Any,
     out: Path,
+    devices: int | None,
     *,
     static: bool = False,
 ) -> int:
-    """Sets the devices, trains the population into `out` (claimed), writes, prints. A
-    static search runs on one device without population checkpoints."""
-    devices = o.devices
-    from purejaxppo.platform import configure_cpu_devices
-
-    # --devices N: N CPU devices (on CPU); default: every core, on as many CPU devices as
-    # divide the population.
-    count = configure_cpu_devices(devices)
-    from purejaxppo.envs.kinds import kind_of_id
-
-    if devices is None and not static and kind_of_id(config.env_name).supports("runs_on_devices"):
-        if count is not None:
-            devices = max(d for d in range(1, count + 1) if o.population % d == 0)
-            if not o.no_progress:
-                print(
-                    f"purejaxppo: population split over {devices} CPU devices (--devices N or "
-                    "JAX_NUM_CPU_DEVICES to change)",
-                    file=sys.stderr,
-                )
+    """Trains the population into `out` (claimed) on `devices`, writes, prints. A static
+    search runs on one device without population checkpoints."""
     from purejaxppo.drivers.population import pbt, write_pbt  # imports JAX; keep --help fast
 
     every = 0 if static else o.checkpoint_every

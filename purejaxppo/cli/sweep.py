@@ -46,11 +46,19 @@ class _Request(NamedTuple):
 def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     """`purejaxppo sweep`: validate, write the request, set the devices, sweep, report."""
     options = dataclasses.asdict(pop_options(SweepOptions, args))
-
+    single = options["coordinator"] is None
+    # One process: the CPU devices are set first, since validating the env's kind imports
+    # gymnax, which starts JAX's backend. Several processes: after `_claim` (`_run_sweep`),
+    # so that process 0 holds the directory before any process starts.
+    count = _set_devices(parser, options) if single else None
     try:
         request = _request(options, args)
+        if single:
+            _check_kind(options, request.config)
     except (ValueError, ImportError) as err:
         error(parser, err)
+    if single:
+        _default_devices(options, request.config, count)
     with contextlib.ExitStack() as stack:
         if options["process_id"] == 0:  # one process writes the directory and the request
             request = request._replace(out=_claim(parser, stack, options, request))
@@ -59,12 +67,14 @@ def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
 
 
 def _run_sweep(parser: argparse.ArgumentParser, options: dict[str, Any], request: _Request) -> int:
-    """Sets the devices, sweeps, writes and prints the results."""
-    from purejaxppo.envs import kinds
-
+    """Sets the devices (several processes), sweeps, writes and prints the results."""
     config, out = request.config, request.out
-    # EnvPool and host envs: the runs stay on one device by default (`kinds.runs_devices`).
-    _set_devices(parser, options, kinds.runs_devices(config.env_name, None) == 1)
+    if options["coordinator"] is not None:  # several processes (one set its devices first)
+        _set_devices(parser, options)
+        try:
+            _check_kind(options, config)
+        except ValueError as err:
+            error(parser, err)
     from purejaxppo.drivers.sweeps import sweep, write_sweep
 
     try:
@@ -140,14 +150,6 @@ def _request(options: dict[str, Any], args: dict[str, Any]) -> _Request:
     from purejaxppo.drivers.settings import make_settings
 
     make_settings(config, grid, random, options["num_samples"], options["random_seed"])
-    from purejaxppo.envs import kinds
-
-    # The kind's refusals (a host env's runs on several devices or processes), up front.
-    kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
-    kinds.check_runs_devices(config.env_name, options["devices"] or 1)
-    from purejaxppo.drivers.sweeps.driver import check_processes
-
-    check_processes(kind, config.env_name, options["num_processes"])
     from purejaxppo.sinks import check_sinks
 
     check_sinks(config.loggers)  # `--loggers tensorboard,wandb`: one run per run
@@ -192,12 +194,20 @@ def _write_request(options: dict[str, Any], request: _Request) -> None:
     partial.replace(request.out / "request.yaml")
 
 
-def _set_devices(
-    parser: argparse.ArgumentParser, options: dict[str, Any], one_device: bool = False
-) -> None:
-    """Starts the multi-process runtime, or sets the CPU device count (one per core);
-    `one_device` (EnvPool ids: one pool on one device; host envs: one run at a time)
-    leaves the runs on one device."""
+def _check_kind(options: dict[str, Any], config: PPOConfig) -> None:
+    """The env kind's refusals (a host env's runs on several devices or processes), before
+    anything is written. Imports gymnax (JAX's backend starts): after `_set_devices`."""
+    from purejaxppo.drivers.sweeps.driver import check_processes
+    from purejaxppo.envs import kinds
+
+    kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
+    kinds.check_runs_devices(config.env_name, options["devices"] or 1)
+    check_processes(kind, config.env_name, options["num_processes"])
+
+
+def _set_devices(parser: argparse.ArgumentParser, options: dict[str, Any]) -> int | None:
+    """Starts the multi-process runtime, or sets the CPU device count (one per core), before
+    JAX's backend starts; returns the CPU device count set (None: unchanged)."""
     if options["coordinator"] is not None:
         from purejaxppo.parallel import initialize_distributed
 
@@ -210,28 +220,36 @@ def _set_devices(
             )
         except ValueError as err:
             parser.exit(2, f"purejaxppo: error: {err}\n")
-    elif options["local_devices"] is not None:
+        return None
+    if options["local_devices"] is not None:
         import jax
 
         jax.config.update("jax_num_cpu_devices", options["local_devices"])
-    else:
-        # Every core by default: the runs are split over one CPU device per core.
-        from purejaxppo.platform import configure_cpu_devices
+        return None
+    # Every core by default: the runs are split over one CPU device per core.
+    from purejaxppo.platform import configure_cpu_devices
 
-        count = configure_cpu_devices()
-        chunk = options["max_runs_per_chunk"]
-        if count is not None and options["devices"] is None and chunk and not one_device:
-            # Chunks are multiples of the device count: keep the user's chunk size.
-            options["devices"] = max(d for d in range(1, count + 1) if chunk % d == 0)
-        if count is not None and not options["no_progress"]:
-            if one_device:  # the runs stay on one device, whatever the core count
-                line = f"{count} CPU devices; this env's runs use one of them"
-            else:
-                line = (
-                    f"{options['devices'] or count} CPU devices (one per core; --devices N, "
-                    "--local-devices N or JAX_NUM_CPU_DEVICES to change)"
-                )
-            print(f"purejaxppo: {line}", file=sys.stderr)
+    return configure_cpu_devices()
+
+
+def _default_devices(options: dict[str, Any], config: PPOConfig, count: int | None) -> None:
+    """Without `--devices`: chunks of `--max-runs-per-chunk` runs keep their size (the devices
+    divide it); an EnvPool or host env's runs stay on one device (`kinds.runs_devices`)."""
+    from purejaxppo.envs import kinds
+
+    one_device = kinds.runs_devices(config.env_name, None) == 1
+    chunk = options["max_runs_per_chunk"]
+    if count is not None and options["devices"] is None and chunk and not one_device:
+        options["devices"] = max(d for d in range(1, count + 1) if chunk % d == 0)
+    if count is not None and not options["no_progress"]:
+        if one_device:  # the runs stay on one device, whatever the core count
+            line = f"{count} CPU devices; this env's runs use one of them"
+        else:
+            line = (
+                f"{options['devices'] or count} CPU devices (one per core; --devices N, "
+                "--local-devices N or JAX_NUM_CPU_DEVICES to change)"
+            )
+        print(f"purejaxppo: {line}", file=sys.stderr)
 
 
 def _print_results(result: Any) -> None:
