@@ -40,7 +40,6 @@ def snapshot(path: Path) -> dict[str, bytes]:
 
 # ------------------------------------------------------------------- EnvPool Atari
 def test_atari_episodes_are_whole_games_with_raw_rewards(tmp_path):
-    pytest.importorskip("envpool")
     # Breakout: 5 lives; under episodic_life a lost life is `terminated` for the learner
     # and rewards are clipped; collect's episode is the game, its rewards the raw ones.
     kwargs = {"episodic_life": True, "reward_clip": True}

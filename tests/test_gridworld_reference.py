@@ -33,11 +33,25 @@ def gridworld(monkeypatch):
 def test_configs_load_with_the_published_settings(gridworld):
     # The values of baselines/rejax/configs/navix_<env>_1m.yaml, section `ppo:`.
     published = {
-        "navix-empty-6x6": dict(num_envs=16, num_steps=256, update_epochs=4, num_minibatches=16,
-                                gamma=0.99, gae_lambda=0.9, activation="relu"),
-        "navix-doorkey-8x8": dict(num_envs=16, num_steps=128, update_epochs=2, num_minibatches=1,
-                                  gamma=0.95, gae_lambda=0.9, activation="tanh"),
-    }  # fmt: skip
+        "navix-empty-6x6": dict(
+            num_envs=16,
+            num_steps=256,
+            update_epochs=4,
+            num_minibatches=16,
+            gamma=0.99,
+            gae_lambda=0.9,
+            activation="relu",
+        ),
+        "navix-doorkey-8x8": dict(
+            num_envs=16,
+            num_steps=128,
+            update_epochs=2,
+            num_minibatches=1,
+            gamma=0.95,
+            gae_lambda=0.9,
+            activation="tanh",
+        ),
+    }
     for name, ref in gridworld.REFERENCES.items():
         config = pjp.PPOConfig.from_yaml(ROOT / "configs" / ref.config)
         assert config.env_name == ref.env
