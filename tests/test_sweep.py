@@ -196,3 +196,23 @@ def test_cli_sweep_unknown_field_exits_2(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "unknown config field 'learnin_rate'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--env-name", "NoSuchEnv-v9"], "env_name='NoSuchEnv-v9' is not a known environment id"),
+        (["--grid", "env_name=CartPole-v1,Acrobt-v1"], "Close matches: Acrobot-v1"),
+        (["--env-kwargs", "{max_step: 3}"], "max_step"),
+        (["--env-name", "gymnasium:NoSuch-v5"], "'NoSuch-v5' is not a gymnasium id"),
+    ],
+)
+def test_cli_sweep_bad_env_exits_2_before_writing(tmp_path, capsys, flags, message):
+    # Every setting's env is built before the output directory is created.
+    out = tmp_path / "sweep"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "--seeds", "2", "--out", str(out), "--no-progress", *flags])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()

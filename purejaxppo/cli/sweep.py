@@ -54,7 +54,7 @@ def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     try:
         request = _request(options, args)
         if single:
-            _check_kind(options, request.config)
+            _check_kind(options, request)
     except (ValueError, ImportError) as err:
         error(parser, err)
     if single:
@@ -72,8 +72,8 @@ def _run_sweep(parser: argparse.ArgumentParser, options: dict[str, Any], request
     if options["coordinator"] is not None:  # several processes (one set its devices first)
         _set_devices(parser, options)
         try:
-            _check_kind(options, config)
-        except ValueError as err:
+            _check_kind(options, request)
+        except (ValueError, ImportError) as err:
             error(parser, err)
     from purejaxppo.drivers.sweeps import sweep, write_sweep
 
@@ -194,15 +194,30 @@ def _write_request(options: dict[str, Any], request: _Request) -> None:
     partial.replace(request.out / "request.yaml")
 
 
-def _check_kind(options: dict[str, Any], config: PPOConfig) -> None:
-    """The env kind's refusals (a host env's runs on several devices or processes), before
-    anything is written. Imports gymnax (JAX's backend starts): after `_set_devices`."""
+def _check_kind(options: dict[str, Any], request: _Request) -> None:
+    """The env kind's refusals (a host env's runs on several devices or processes), and
+    every setting's env built once (a bad id or env kwarg), before anything is written.
+    Imports gymnax (JAX's backend starts): after `_set_devices`."""
+    from purejaxppo.drivers.settings import make_settings
     from purejaxppo.drivers.sweeps.driver import check_processes
-    from purejaxppo.envs import kinds
+    from purejaxppo.envs import kinds, make_env
 
+    config = request.config
     kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
     kinds.check_runs_devices(config.env_name, options["devices"] or 1)
     check_processes(kind, config.env_name, options["num_processes"])
+    _, run_configs = make_settings(
+        config, request.grid, request.random, options["num_samples"], options["random_seed"]
+    )
+    built = set()
+    for run_config in run_configs:
+        env_id, env_kwargs = run_config.env_name, run_config.env_kwargs
+        if (env_id, repr(env_kwargs)) in built:
+            continue
+        built.add((env_id, repr(env_kwargs)))
+        kinds.check("sweep", env_id, multi_agent=run_config.multi_agent)
+        env, _ = make_env(env_id, env_kwargs)
+        getattr(env, "close", lambda: None)()  # a host env's or EnvPool's workers
 
 
 def _set_devices(parser: argparse.ArgumentParser, options: dict[str, Any]) -> int | None:

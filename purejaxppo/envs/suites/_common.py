@@ -128,7 +128,7 @@ def unknown_name(suite: str, name: str, known: Iterable[str]) -> ValueError:
     known = sorted(known)
     close = difflib.get_close_matches(name, known, n=5, cutoff=0.4)
     hint = f"Close matches: {', '.join(close)}." if close else f"Known: {', '.join(known)}."
-    return ValueError(f"env_name={suite + ':' + name!r} is not a {suite} environment. {hint}")
+    return ValueError(f"env_name={suite + ':' + name!r} is not a known {suite} environment. {hint}")
 
 
 def bad_kwargs(suite: str, name: str, keys: Iterable[str], accepted: Iterable[str]) -> ValueError:
