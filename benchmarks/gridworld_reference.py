@@ -72,6 +72,18 @@ REFERENCES = {
         ),
         source=NAVIX.format(file="navix_Navix-Empty-6x6-v0_ppo_5_0_1760717037.4253123.json"),
     ),
+    "navix-empty-6x6-anneal": Reference(
+        env="navix:Navix-Empty-6x6-v0",
+        config="navix_empty_6x6.yaml",  # the row above's settings + anneal_lr
+        curve=(
+            (0, 0.13, 0.169),
+            (262_144, 1.0, 0.0),
+            (524_288, 1.0, 0.0),
+            (786_432, 1.0, 0.0),
+            (1_048_576, 1.0, 0.0),
+        ),
+        source=NAVIX.format(file="navix_Navix-Empty-6x6-v0_ppo_5_0_1760717037.4253123.json"),
+    ),
     "navix-doorkey-8x8": Reference(
         env="navix:Navix-DoorKey-8x8-v0",
         config="navix_doorkey_8x8_rejax.yaml",

@@ -126,7 +126,8 @@ def train_env(config_path: Path, env: str, total_timesteps: int, seeds: int, tai
 
 def write_results(rows: list[dict], base: Path, record: dict) -> list[Path]:
     """`base`.csv / .json (one row per env) and `base`-curves.csv (env, seed, env_steps,
-    episode_return per update)."""
+    episode_return per update; rows with a "row" name add it first, to tell apart rows of
+    one env)."""
     import pandas as pd
 
     summary = [{k: v for k, v in r.items() if k != "curves"} for r in rows]
@@ -135,7 +136,13 @@ def write_results(rows: list[dict], base: Path, record: dict) -> list[Path]:
     write_text(js, json.dumps({**record, "rows": summary}, indent=1, default=str))
     curves = pd.DataFrame(
         [
-            {"env": r["env"], "seed": seed, "env_steps": x, "episode_return": y}
+            {
+                **({"row": r["row"]} if "row" in r else {}),
+                "env": r["env"],
+                "seed": seed,
+                "env_steps": x,
+                "episode_return": y,
+            }
             for r in rows
             for seed, (xs, ys) in enumerate(zip(*r["curves"], strict=True))
             for x, y in zip(xs, ys, strict=True)

@@ -52,11 +52,14 @@ def test_configs_load_with_the_published_settings(gridworld):
             activation="tanh",
         ),
     }
+    # The "-anneal" row changes one setting: the learning rate is annealed (else constant).
+    published["navix-empty-6x6-anneal"] = published["navix-empty-6x6"]
     for name, ref in gridworld.REFERENCES.items():
         config = pjp.PPOConfig.from_yaml(ROOT / "configs" / ref.config)
         assert config.env_name == ref.env
         assert config.total_timesteps == ref.curve[-1][0] == 1_048_576
-        assert (config.learning_rate, config.anneal_lr, config.max_grad_norm) == (3e-4, False, 1.0)
+        anneal = name.endswith("-anneal")
+        assert (config.learning_rate, config.anneal_lr, config.max_grad_norm) == (3e-4, anneal, 1.0)
         assert config.hidden_sizes == (64, 64) and not config.shares_encoder
         for field, value in published[name].items():
             assert getattr(config, field) == value, (name, field)
