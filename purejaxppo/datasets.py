@@ -35,7 +35,8 @@ EnvPool Atari: an episode is the whole game (every life), as evaluation and vide
 it, whatever `episodic_life` / `reward_clip` do to the learning signal: `reward` is the
 raw (unclipped) game reward, so an episode's rewards sum to its score; `terminated` marks
 the game's end only (a lost life under `episodic_life` is no end: ask for
-`info_keys=("terminated",)` to store those per-life flags as `info/terminated`).
+`info_keys=("terminated",)` to store those per-life flags as `info/terminated`). A
+stateful policy's state starts afresh after each lost life, as its learner's did.
 
 Keys: episodes run in groups of at most `parallel` envs, each env one episode. Group 0
 uses `key`, group g > 0 `jax.random.fold_in(key, g)`; within a group the keys are split
@@ -136,21 +137,22 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
             jax.random.split(reset_key, num_envs), env_params
         )
         carry = (obs, state, jnp.ones((num_envs,), bool), networks.initial_state(num_envs))
-        return (*carry, jnp.zeros((num_envs,), jnp.float32)), scan_key
+        return (*carry, jnp.zeros((num_envs,), jnp.float32), jnp.zeros((num_envs,), bool)), scan_key
 
     def chunk(params, carry, keys, temperature):
         def step(carry, step_key):
-            obs, state, active, policy_state, score = carry
+            obs, state, active, policy_state, score, life_end = carry
             num_envs = active.shape[0]
             act_key, env_key = jax.random.split(step_key)
-            policy_state, dist, value = networks.step(
-                params, policy_state, obs, jnp.zeros((num_envs,), bool)
-            )
+            # A stateful policy starts afresh where its learner's episode started: after a
+            # lost life under `episodic_life` too (only Atari ends one within a game).
+            policy_state, dist, value = networks.step(params, policy_state, obs, life_end)
             action, _ = select_action(networks.action_spec, dist, value, act_key, temperature)
             log_prob = dist.log_prob(action)
             next_obs, next_state, reward, terminated, truncated, info = jax.vmap(
                 env.step, in_axes=(0, 0, 0, None)
             )(jax.random.split(env_key, num_envs), state, action, env_params)
+            life_end = jnp.logical_or(terminated, truncated)
             reward, terminated, truncated, score = ends(
                 reward.astype(jnp.float32), terminated, truncated, info, score
             )
@@ -167,7 +169,7 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
                 "info": {key: info[key] for key in info_keys},
             }
             still = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
-            return (next_obs, next_state, still, policy_state, score), record
+            return (next_obs, next_state, still, policy_state, score, life_end), record
 
         return jax.lax.scan(step, carry, keys)
 

@@ -58,7 +58,8 @@ def evaluate(
     Each env plays exactly one episode (steps after its end are masked out). An EnvPool
     Atari episode is the whole game (every life), its return the raw score, whatever
     `episodic_life` / `reward_clip` do to the learning signal (as the training metric
-    `episode_return`).
+    `episode_return`); a stateful policy's state starts afresh after each lost life (where
+    its learner's episodes started).
 
     Args:
       policy_or_state: a `Policy`, or a single-agent `TrainOutput` / `TrainState` (then
@@ -137,15 +138,17 @@ def make_episode_runner(
         obs, state = jax.vmap(env.reset, in_axes=(0, None))(
             jax.random.split(reset_key, num_episodes), env_params
         )
-        no_reset = jnp.zeros((num_episodes,), bool)
 
         def step(carry, step_key):
-            obs, state, ret, length, active, policy_state = carry
+            obs, state, ret, length, active, policy_state, life_end = carry
             act_key, env_key = jax.random.split(step_key)
-            policy_state, action, _ = act(params, policy_state, obs, no_reset, act_key, temperature)
+            # A stateful policy starts afresh where its learner's episode started: after
+            # a lost life under `episodic_life` too (only Atari ends one within a game).
+            policy_state, action, _ = act(params, policy_state, obs, life_end, act_key, temperature)
             obs, state, reward, terminated, truncated, info = jax.vmap(
                 env.step, in_axes=(0, 0, 0, None)
             )(jax.random.split(env_key, num_episodes), state, action, env_params)
+            life_end = jnp.logical_or(terminated, truncated)
             length = length + active.astype(jnp.int32)
             if atari:  # the game's raw score so far, every life (the adapter's own sum)
                 ret = jnp.where(active, info["game_return"], ret)
@@ -154,7 +157,7 @@ def make_episode_runner(
                 ret = ret + jnp.where(active, reward.astype(jnp.float32), 0.0)
                 ended = jnp.logical_or(terminated, truncated)
             active = jnp.logical_and(active, ~ended)
-            return (obs, state, ret, length, active, policy_state), None
+            return (obs, state, ret, length, active, policy_state, life_end), None
 
         init = (
             obs,
@@ -163,10 +166,9 @@ def make_episode_runner(
             jnp.zeros(num_episodes, jnp.int32),
             jnp.ones(num_episodes, bool),
             networks.initial_state(num_episodes),
+            jnp.zeros((num_episodes,), bool),
         )
-        (_, _, ret, length, _, _), _ = jax.lax.scan(
-            step, init, jax.random.split(scan_key, max_steps)
-        )
+        (_, _, ret, length, *_), _ = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
         return ret, length
 
     return run

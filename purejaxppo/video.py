@@ -281,14 +281,14 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
     def record(params, key, temperature):
         reset_key, scan_key = jax.random.split(key)
         obs, state = env.reset(reset_key, env_params)
-        no_reset = jnp.zeros((1,), bool)
 
         def step(carry, step_key):
-            obs, state, policy_state, active = carry
+            obs, state, policy_state, active, life_end = carry
             act_key, env_key = jax.random.split(step_key)
             batch = jax.tree.map(lambda x: x[None], obs)
+            # A stateful policy starts afresh after a lost life too (as its learner did).
             policy_state, action, _ = act(
-                params, policy_state, batch, no_reset, act_key, temperature
+                params, policy_state, batch, life_end[None], act_key, temperature
             )
             next_obs, next_state, reward, terminated, truncated, info = env.step(
                 env_key, state, action[0], env_params
@@ -296,9 +296,10 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
             out = (state, keep(obs), action[0], reward.astype(jnp.float32), active)
             ended = info["game_over"] > 0 if atari else jnp.logical_or(terminated, truncated)
             still = jnp.logical_and(active, ~ended)
-            return (next_obs, next_state, policy_state, still), out
+            life_end = jnp.logical_or(terminated, truncated)
+            return (next_obs, next_state, policy_state, still, life_end), out
 
-        init = (obs, state, networks.initial_state(1), jnp.ones((), bool))
+        init = (obs, state, networks.initial_state(1), jnp.ones((), bool), jnp.zeros((), bool))
         _, outs = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
         return outs
 

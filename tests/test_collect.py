@@ -63,6 +63,32 @@ def test_atari_episodes_are_whole_games_with_raw_rewards(tmp_path):
         assert set(np.unique(data["reward"][steps])) <= {0.0, 1.0, 4.0, 7.0}  # raw bricks
 
 
+def test_a_recurrent_policy_starts_afresh_after_each_lost_life(tmp_path):
+    # Its learner's episodes are lives (`episodic_life`), so the GRU's state is reset at a
+    # lost life in collect, evaluate and videos too, not only at the game's start.
+    kwargs = {"episodic_life": True}
+    policy = untrained("envpool:Breakout-v5", kwargs, hidden_sizes=(8,), recurrent="gru")
+    key = jax.random.key(2)
+    result = collect(policy, 1, tmp_path / "data", key, info_keys=["terminated"], max_steps=3000)
+    data = load_episodes(tmp_path / "data")
+    expected = pjp.evaluate(policy, num_episodes=1, key=key, max_steps=3000)
+    np.testing.assert_array_equal(result.lengths, expected.lengths)
+    np.testing.assert_array_equal(result.returns, expected.returns)
+    lost = np.flatnonzero(data["info/terminated"][:-1]) + 1  # steps after a lost life
+    assert len(lost) == 4  # 5 lives, the last one ends the game
+    networks, params = policy.networks, policy.get_params()
+    fresh = networks.initial_state(1)
+    carried = 0
+    for t in [*lost, *(lost - 1)]:
+        obs = jax.tree.map(lambda x, t=t: x[t][None], data["obs"])
+        _, _, value = networks.step(params, fresh, obs, np.ones((1,), bool))
+        if t in lost:  # the state entering this step was reset: the value of a fresh state
+            np.testing.assert_allclose(data["value"][t], value[0], rtol=1e-5, atol=1e-6)
+        else:
+            carried += not np.isclose(data["value"][t], value[0], rtol=1e-5, atol=1e-6)
+    assert carried >= 3  # elsewhere the carried state changes the value
+
+
 # ------------------------------------------------------------------------- resume
 @pytest.fixture(scope="module")
 def cartpole():
