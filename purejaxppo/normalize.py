@@ -108,9 +108,11 @@ def scale(var: jax.Array) -> jax.Array:
 def obs_leaves(obs_example: Any, mask_key: str | None = None) -> dict[str, str | int | None]:
     """Which observation leaves are normalised: name -> key into the observation.
 
-    An array observation is normalised if it is floating point (name "obs", key None);
-    of a dict / tuple observation, the floating-point VECTOR entries (`[D]` per env;
-    images, integer grids and the action mask are left alone).
+    An array observation is normalised whole (name "obs", key None), an integer or bool
+    one too (cast to float32, per element: a symbolic grid, rejax's `FloatObsWrapper` +
+    `normalize_observations`); not a scalar integer (a `Discrete` index, one-hot
+    encoded). Of a dict / tuple observation, the floating-point VECTOR entries (`[D]` per
+    env; images, integer grids and the action mask are left alone).
 
     Args:
       obs_example: one observation without a batch axis (arrays or ShapeDtypeStructs).
@@ -123,11 +125,11 @@ def obs_leaves(obs_example: Any, mask_key: str | None = None) -> dict[str, str |
     elif isinstance(obs_example, (tuple, list)):
         items = [(str(i), i, v) for i, v in enumerate(obs_example)]
     else:
-        if jnp.issubdtype(obs_example.dtype, jnp.floating):
+        if jnp.issubdtype(obs_example.dtype, jnp.floating) or len(obs_example.shape) >= 1:
             return {"obs": None}
         raise ValueError(
-            f"normalize_observations=True: the observation is {obs_example.dtype} "
-            f"{tuple(obs_example.shape)}, not floating point; nothing to normalise"
+            f"normalize_observations=True: the observation is a {obs_example.dtype} scalar "
+            f"(a Discrete index, one-hot encoded), not an array; nothing to normalise"
         )
     chosen = {
         name: key

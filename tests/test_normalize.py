@@ -170,34 +170,46 @@ def test_dict_observations_normalise_float_vectors_only():
         assert out[key] is obs[key]
 
 
-class IntegerObservations:
-    """Probe1 (one observation, 0.0) with int32 observations."""
+def test_integer_array_observations_are_normalised_whole(tmp_path):
+    # Navix's uint8 [5, 5, 3] grid (rejax's FloatObsWrapper + normalize_observations): the
+    # statistics are per cell, the encoder skips its [0, 8] bounds rescaling, and Policy /
+    # the export apply the same statistics to raw uint8 observations.
+    config = pjp.PPOConfig.from_yaml(
+        "configs/navix_empty.yaml", normalize_observations=True, total_timesteps=1024
+    )
+    env, env_params = pjp.make_env(config.env_name, config.env_kwargs)
+    plain = pjp.make_networks(config.replace(normalize_observations=False), env, env_params)
+    assert plain.module.inputs[0].scale == 8  # the grid's [0, 8] bounds
+    networks = pjp.make_networks(config, env, env_params)
+    assert (networks.module.inputs[0].shift, networks.module.inputs[0].scale) == (0.0, 1.0)
+    out = jax.jit(pjp.make_train(config))(jax.random.key(0))
+    params = jax.device_get(out.train_state.params)
+    stats = params["obs_norm"]
+    assert float(stats["count"]) == pytest.approx(1024 + 1e-4)
+    mean, var = np.asarray(stats["mean"]["obs"]), np.asarray(stats["var"]["obs"])
+    assert mean.shape == (5, 5, 3) and (var > 0).all() and not np.allclose(var, 1.0)
+    obs, _ = env.reset(jax.random.key(1), env_params)
+    raw = np.asarray(obs)[None]
+    assert raw.dtype == np.uint8
+    _, model = pjp.Policy(params, config).act(
+        raw, jax.random.key(0), temperature=0.0, return_model_output=True
+    )
+    export_torch(out, config, tmp_path / "policy.pt")
+    program = torch.export.load(str(tmp_path / "policy.pt2")).module()
+    with torch.no_grad():
+        logits, value = program(torch.from_numpy(raw.astype(np.float32)))  # its input dtype
+    np.testing.assert_allclose(value.numpy(), model["value"], rtol=1e-5, atol=1e-5)
+    log_probs = torch.log_softmax(logits, dim=-1).numpy()  # distrax keeps normalised logits
+    np.testing.assert_allclose(log_probs, model["logits"], rtol=1e-5, atol=1e-5)
 
-    def __init__(self):
-        self.env, self.default_params = pjp.make_env("Probe1-v0")
 
-    def reset(self, key, params):
-        obs, state = self.env.reset(key, params)
-        return obs.astype(jnp.int32), state
-
-    def step(self, key, state, action, params):
-        obs, state, *rest = self.env.step(key, state, action, params)
-        return (obs.astype(jnp.int32), state, *rest)
-
-    def observation_space(self, params):
-        return self.env.observation_space(params)
-
-    def action_space(self, params):
-        return self.env.action_space(params)
-
-
-def test_normalising_observations_without_floats_is_a_clear_error():
-    config = pjp.PPOConfig(env_name="Probe1-v0", normalize_observations=True)
-    with pytest.raises(ValueError, match="Probe1-v0.*int32.*not floating point"):
-        make_train_fns(config, IntegerObservations())
-    # Reward normalisation alone needs no float observation.
-    fns = make_train_fns(config.replace(normalize_observations=False, normalize_rewards=True),
-                         IntegerObservations())  # fmt: skip
+def test_normalising_a_discrete_index_observation_is_a_clear_error():
+    config = pjp.PPOConfig(env_name="ProbeDiscreteObs-v0", normalize_observations=True)
+    with pytest.raises(ValueError, match="ProbeDiscreteObs-v0.*scalar.*Discrete index"):
+        make_train_fns(config)
+    # Reward normalisation alone needs no observation to normalise.
+    rewards_only = config.replace(normalize_observations=False, normalize_rewards=True)
+    fns = make_train_fns(rewards_only)
     assert "reward_norm" in jax.eval_shape(fns.init, jax.random.key(0)).train_state.params
 
 

@@ -148,6 +148,9 @@ def make_networks(
     encoded_space, mask_key = split_action_mask(obs_space, config.action_mask_key)
     check_action_mask(spec, obs_space, mask_key, env)
     inputs = observation_inputs(encoded_space)
+    if config.normalize_observations and len(inputs) == 1 and not inputs[0].path:
+        # A plain array arrives standardised (`normalize.obs_leaves`): no bounds rescaling.
+        inputs = (inputs[0]._replace(shift=0.0, scale=1.0),)
     check_config(config, spec, inputs, env)
     _check_tower_inputs(config, inputs, tower_inputs)
     core = CoreSettings.from_config(config)
@@ -264,8 +267,8 @@ def ensure_normalization(
     `normalize_observations` / `normalize_rewards` and it is not wrapped yet.
 
     Raises:
-      ValueError: `normalize_observations` with no floating-point observation to
-        normalise (naming the env).
+      ValueError: `normalize_observations` with nothing to normalise (a Discrete index
+        observation, or a dict / tuple without float vectors), naming the env.
     """
     from purejaxppo.normalize import with_normalization
 
