@@ -37,7 +37,7 @@ from purejaxppo.config_checks import (
     did_you_mean,
     short,
 )
-from purejaxppo.config_yaml import DuplicateKeyError, load_yaml
+from purejaxppo.config_yaml import DuplicateKeyError, load_yaml, load_yaml_file
 
 __all__ = [
     "ACTIVATIONS",
@@ -54,6 +54,7 @@ __all__ = [
     "field_group",
     "is_traced",
     "load_yaml",
+    "load_yaml_file",
     "static",
     "traced",
 ]
@@ -215,8 +216,9 @@ class PPOConfig:
         `max_seq_len` gives a full window that ends at its last step with this probability
         (else at a uniformly drawn step); a shorter one is always one whole window.
       adam_eps: Adam epsilon.
-      normalize_observations: normalise the float vector observations by their running
-        mean and variance (`purejaxppo.normalize`; Welford / Chan et al. 1979 parallel
+      normalize_observations: normalise the observations (an array, integer ones cast
+        to float32, or the float vectors of a dict / tuple) by their running mean and
+        variance (`purejaxppo.normalize`; Welford / Chan et al. 1979 parallel
         merge), then clip to +-`obs_clip`. The statistics are the params' `obs_norm`
         collection: updated after each update from its rollout, saved in checkpoints,
         applied by `Policy`, `evaluate` and the export (which take raw observations).
@@ -435,7 +437,7 @@ class PPOConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> PPOConfig:
         """Reads a YAML mapping of field names (see `configs/`), then applies overrides."""
-        values = load_yaml(Path(path).read_text(), source=str(path)) or {}
+        values = load_yaml_file(path) or {}
         if not isinstance(values, dict):
             raise ValueError(f"config file {path} must hold a mapping, got {short(values)}")
         return cls.from_dict({**values, **overrides})

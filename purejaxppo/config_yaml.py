@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-__all__ = ["DuplicateKeyError", "load_yaml"]
+__all__ = ["DuplicateKeyError", "load_yaml", "load_yaml_file"]
 
 
 class DuplicateKeyError(ValueError):
@@ -60,3 +61,20 @@ def load_yaml(text: str, source: str = "<string>") -> Any:
         raise ValueError(f"{source}{where}: invalid YAML: {what}") from None
     except yaml.YAMLError as err:
         raise ValueError(f"{source}: invalid YAML: {err}") from None
+
+
+def load_yaml_file(path: str | Path) -> Any:
+    """`load_yaml` of the text of the file `path`.
+
+    Raises:
+      ValueError: as `load_yaml`; or naming `path` when it is not UTF-8 text (a binary
+        file, another encoding).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{path}: not a UTF-8 text file (byte {err.object[err.start]:#04x} at offset "
+            f"{err.start}); a YAML file must be UTF-8 text"
+        ) from None
+    return load_yaml(text, source=str(path))

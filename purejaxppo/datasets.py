@@ -73,6 +73,7 @@ from purejaxppo.dataset_files import (
     start_partial,
 )
 from purejaxppo.envs.spaces import episode_limit
+from purejaxppo.guards import check_temperature
 from purejaxppo.networks import select_action
 
 __all__ = [
@@ -255,9 +256,10 @@ def collect(
 
     Raises:
       ValueError / ImportError: see `check_output`; unknown info keys; `minari_id` for a
-        multi-agent env (one line: the .npz chunks hold its episodes); a negative
-        `temperature`, or one other than 0 with `greedy`; with `resume`, what
-        `dataset_files.read_partial` refuses (settings that differ, naming them).
+        multi-agent env (one line: the .npz chunks hold its episodes); a `temperature`
+        that is not a finite number >= 0, or one other than 0 with `greedy`; with
+        `resume`, what `dataset_files.read_partial` refuses (settings that differ, naming
+        them).
     """
     temperature = _temperature(greedy, temperature)
     env, env_params = policy.env, policy.env_params
@@ -467,11 +469,13 @@ def _temperature(greedy: bool, temperature: float | None) -> float:
     """`collect`'s sampling temperature: `temperature`, else 0 with `greedy`, else 1."""
     if temperature is None:
         return 0.0 if greedy else 1.0
-    if temperature < 0 or (greedy and temperature != 0):
-        raise ValueError(
-            f"collect: temperature={temperature}: must be >= 0 (and 0 with greedy=True)"
-        )
-    return float(temperature)
+    try:
+        temperature = check_temperature(temperature)
+    except ValueError as err:
+        raise ValueError(f"collect: {err}") from None
+    if greedy and temperature != 0:
+        raise ValueError(f"collect: temperature={temperature}: must be 0 with greedy=True")
+    return temperature
 
 
 def _check_info_keys(env: Any, env_params: Any, info_keys: Sequence[str]) -> None:

@@ -8,6 +8,7 @@ with `TrainingDiverged`, and never save, evaluate or export non-finite parameter
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,22 @@ import numpy as np
 #: (`episode_return` / `episode_length` are NaN where no episode ended and
 #: `explained_variance` is NaN where the returns have zero variance: not checked.)
 LOSS_METRICS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
+
+
+def check_temperature(temperature: Any) -> float:
+    """`temperature` (of `networks.select_action`: 0 greedy, 1 the policy's distribution)
+    as a float, after checking it is a finite number >= 0.
+
+    Raises:
+      ValueError: naming the value (NaN, Inf, a negative number, not a number).
+    """
+    try:
+        value = float(temperature)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(temperature, bool) or not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"temperature={temperature!r}: must be a finite number >= 0")
+    return value
 
 
 class TrainingDiverged(RuntimeError):

@@ -24,7 +24,7 @@ from purejaxppo.actions import (
     make_get_action,
 )
 from purejaxppo.config import PPOConfig
-from purejaxppo.guards import check_finite_params
+from purejaxppo.guards import check_finite_params, check_temperature
 from purejaxppo.networks import (
     Networks,
     State,
@@ -267,11 +267,11 @@ class Policy:
           of the (pre-squash) Gaussian; and `value`).
 
         Raises:
-          ValueError: if obs does not end in the env's observation shape, temperature < 0,
-            or temperature > 0 without a key.
+          ValueError: if obs does not end in the env's observation shape, a temperature
+            that is not a finite number >= 0, or temperature > 0 without a key.
         """
-        if temperature is not None and temperature < 0:
-            raise ValueError(f"temperature={temperature!r}: must be >= 0")
+        if temperature is not None:
+            temperature = check_temperature(temperature)
         if key is None:
             if temperature:
                 raise ValueError(

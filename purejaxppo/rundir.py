@@ -184,11 +184,12 @@ def claim(
 ) -> Iterator[Path]:
     """Holds `path` as its only writer for the `with` block (creates it).
 
-    Under the lock: a fresh claim checks `check_fresh(path, overwrite, kind)` again (another
-    process may have written since the first check), removes the old contents when
-    `overwrite`, then writes the marker; a resumed claim needs the marker of `kind` (or, for
-    an output written before the marker existed, its `_LEGACY_EVIDENCE`, and then adds the
-    marker).
+    A resumed claim first checks that `path` is resumable, creating nothing when it is
+    not (no folder, no lock file). Under the lock: a fresh claim checks
+    `check_fresh(path, overwrite, kind)` again (another process may have written since the
+    first check), removes the old contents when `overwrite`, then writes the marker; a
+    resumed claim checks again that it holds the marker of `kind` (or, for an output
+    written before the marker existed, its `_LEGACY_EVIDENCE`, and then adds the marker).
     On exit the lock is released and the pid file removed; a killed process's OS lock is
     released by the OS.
 
@@ -198,6 +199,8 @@ def claim(
         purejaxppo `kind` output.
     """
     path = Path(path)
+    if resume:  # before anything is created: a refused resume leaves no folder, no lock
+        _check_resumable(path, kind)
     path.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(path / LOCK, timeout=0)
     try:
@@ -210,7 +213,7 @@ def claim(
     try:
         (path / LOCK_PID).write_text(f"{os.getpid()}\n")
         if resume:
-            _check_resumable(path, kind)
+            _check_resumable(path, kind)  # again, under the lock
         else:
             check_fresh(path, overwrite, kind)
             if overwrite:

@@ -160,6 +160,19 @@ def run_dir(tmp_path_factory):
     return run
 
 
+def test_a_temperature_that_is_not_a_finite_number_is_refused(run_dir, tmp_path, capsys):
+    out = tmp_path / "data"
+    argv = ["collect", str(run_dir), "--episodes", "2", "--out", str(out)]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--temperature", "nan"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "collect: temperature=nan: must be a finite number >= 0" in err, err
+    assert not out.exists()
+    with pytest.raises(ValueError, match="temperature=inf: must be a finite number >= 0"):
+        Policy.load(run_dir).act(np.zeros(4), jax.random.key(0), temperature=float("inf"))
+
+
 def test_sigterm_then_collect_resume_writes_the_uninterrupted_dataset(run_dir, tmp_path, capsys):
     out, whole = tmp_path / "data", tmp_path / "whole"
     argv = ["collect", str(run_dir), "--episodes", "3000", "--seed", "2"]

@@ -96,6 +96,21 @@ def test_yaml_and_overrides(tmp_path):
         load_config(tmp_path / "missing.yaml", {})
 
 
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path, capsys):
+    from purejaxppo.cli import main
+
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"num_envs: 4\nname: \xff\xfe\x00bad\n")
+    with pytest.raises(ValueError, match=f"{path}: not a UTF-8 text file .byte 0xff"):
+        pjp.PPOConfig.from_yaml(path)
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--run-dir", str(run_dir), "--no-progress", "--config", str(path)])
+    assert exit_info.value.code == 2
+    assert f"purejaxppo: error: {path}: not a UTF-8 text file" in capsys.readouterr().err
+    assert not run_dir.exists()
+
+
 def test_cli_value_parsing():
     assert _parse_value("1e6") == 1e6
     assert _parse_value("64,64") == [64, 64]

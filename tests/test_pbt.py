@@ -263,6 +263,48 @@ def test_bad_input_raises_before_compiling(kwargs, needle, monkeypatch):
     assert needle in str(err.value), str(err.value)
 
 
+PBT_ARGV = ["pbt", "--population", "2", "--ready-every", "2", "--no-progress"]
+PBT_ARGV += ["--num-envs", "4", "--num-steps", "16", "--total-timesteps", "256"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--search", "learning_rate=normal:0:1"], "distribution 'normal'"),
+        (["--search", "learning_rate=log_uniform:0:1e-3"], "log_uniform needs 0 < low"),
+        (["--population", "0"], "population=0: must be >= 1"),
+        (["--fitness-window", "0"], "fitness_window=0"),
+    ],
+)
+def test_cli_refuses_bad_search_and_options_before_creating_out(tmp_path, capsys, flags, needle):
+    from purejaxppo.cli import main
+
+    out = tmp_path / "out"
+    argv = [*PBT_ARGV, "--out", str(out), "--search", "ent_coef=uniform:0:0.05", *flags]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
+def test_cli_resume_of_a_missing_or_empty_out_leaves_nothing(tmp_path, capsys):
+    from purejaxppo.cli import main
+
+    search = ["--search", "learning_rate=log_uniform:1e-4:1e-3", "--resume"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for out in (tmp_path / "missing", empty):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*PBT_ARGV, "--out", str(out), *search])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert f"--resume {out}: not a purejaxppo pbt directory" in err, err
+    assert not (tmp_path / "missing").exists()
+    assert list(empty.iterdir()) == []  # no .purejaxppo-lock left in a user's folder
+
+
 # ----------------------------------------------------------------------- training
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):

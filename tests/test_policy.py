@@ -120,6 +120,16 @@ def test_eval_cli(run_dir, capsys):
     assert "no complete checkpoint" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("seed", ["-1", str(2**70)])
+def test_eval_cli_refuses_a_seed_outside_32_bits(seed, tmp_path, capsys):
+    # Checked first, as collect's --seed (the run directory is not even read).
+    with pytest.raises(SystemExit) as exit_info:
+        main(["eval", str(tmp_path / "run"), "--seed", seed])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"eval: --seed {seed}: must be in [0, 2**32)" in err and "Traceback" not in err
+
+
 def test_export_cli_from_run_dir(run_dir, tmp_path, capsys):
     import torch
 

@@ -216,3 +216,48 @@ def test_cli_sweep_bad_env_exits_2_before_writing(tmp_path, capsys, flags, messa
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not out.exists()
+
+
+TINY = ["--num-envs", "4", "--num-steps", "16", "--total-timesteps", "128", "--no-progress"]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--seeds", "0"], "seeds=0: must be >= 1"),
+        (["--seeds", "-2"], "seeds=-2: must be >= 1"),
+        (["--max-runs-per-chunk", "0"], "max_runs_per_chunk=0: must be a positive multiple"),
+        (["--log-every", "0"], "log_every=0: must be >= 1"),
+    ],
+)
+def test_cli_sweep_bad_options_exit_2_before_writing(tmp_path, capsys, flags, message):
+    # seeds, log_every and the chunk size are checked before --out is created.
+    out = tmp_path / "sweep"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "--out", str(out), "--grid", "gamma=0.9", *TINY, *flags])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_cli_sweep_random_bound_not_a_number_names_the_field(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    flags = ["--random", "learning_rate=uniform:a:b", "--num-samples", "2"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "--out", str(out), "--seeds", "2", *TINY, *flags])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "random['learning_rate']=('uniform', 'a', 'b'): the bounds of uniform" in err
+    assert not out.exists()
+
+
+def test_cli_sweep_resume_of_a_foreign_request_yaml_exits_2(tmp_path, capsys):
+    (tmp_path / "request.yaml").write_text("just: text\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "--resume", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'request.yaml'} is not a sweep request (no config, grid" in err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["request.yaml"]

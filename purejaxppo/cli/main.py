@@ -52,7 +52,9 @@ COMMANDS = {
 def _one_line_reports() -> Iterator[None]:
     """Warnings as "purejaxppo: warning: MESSAGE" (no source line), and orbax's own error
     logs (absl: unreadable metadata, its writer threads' tracebacks) silenced: the error
-    they report reaches the command, which prints it as one line."""
+    they report reaches the command, which prints it as one line. Deprecation warnings
+    (libraries telling their developers, e.g. tfp about `jax.core`) are not shown, as
+    Python's default filters do outside `__main__`, whatever filters the caller set."""
     absl = logging.getLogger("absl")
     level, show = absl.level, warnings.showwarning
 
@@ -62,7 +64,10 @@ def _one_line_reports() -> Iterator[None]:
     absl.setLevel(logging.CRITICAL)
     warnings.showwarning = one_line
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", PendingDeprecationWarning)
+            yield
     finally:
         absl.setLevel(level)
         warnings.showwarning = show

@@ -68,6 +68,10 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         # the devices, then the env's kind (its import starts JAX's backend), before --out
         # is claimed: a refused kind leaves nothing on disk
         devices = _pbt_devices(o, config, static=bool(static.names))
+        from purejaxppo.drivers.population import check_pbt
+
+        # every refusal of `pbt` itself (search, options, devices) before --out is made
+        check_pbt(config, **_pbt_arguments(o, config, search, o.out, devices, bool(static.names)))
     except ValueError as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
     if o.resume and (o.out / "pbt.yaml").is_file():
@@ -112,6 +116,31 @@ def _pbt_devices(o: PbtOptions, config: Any, *, static: bool) -> int | None:
     return devices
 
 
+def _pbt_arguments(
+    o: PbtOptions, config: Any, search: Any, out: Path | None, devices: int | None, static: bool
+) -> dict[str, Any]:
+    """`pbt`'s keyword arguments for these options (`out` None: the default output directory
+    is not made yet). A static search runs on one device without population checkpoints."""
+    every = 0 if static else o.checkpoint_every
+    return {
+        "population": o.population,
+        "ready_every": o.ready_every,
+        "search": search,
+        "exploit": o.exploit,
+        "explore": o.explore,
+        "seed": config.seed,
+        "devices": devices,
+        "truncation_fraction": o.truncation_fraction,
+        "tournament_size": o.tournament_size,
+        "resample_probability": o.resample_probability,
+        "fitness_window": o.fitness_window,
+        "checkpoint_dir": out / "checkpoints" if every and out is not None else None,
+        "checkpoint_every": max(every, 1),
+        "resume": o.resume,
+        "progress": not o.no_progress,
+    }
+
+
 def _run_pbt(
     parser: argparse.ArgumentParser,
     o: PbtOptions,
@@ -126,26 +155,8 @@ def _run_pbt(
     search runs on one device without population checkpoints."""
     from purejaxppo.drivers.population import pbt, write_pbt  # imports JAX; keep --help fast
 
-    every = 0 if static else o.checkpoint_every
     try:
-        result = pbt(
-            config,
-            population=o.population,
-            ready_every=o.ready_every,
-            search=search,
-            exploit=o.exploit,
-            explore=o.explore,
-            seed=config.seed,
-            devices=devices,
-            truncation_fraction=o.truncation_fraction,
-            tournament_size=o.tournament_size,
-            resample_probability=o.resample_probability,
-            fitness_window=o.fitness_window,
-            checkpoint_dir=out / "checkpoints" if every else None,
-            checkpoint_every=max(every, 1),
-            resume=o.resume,
-            progress=not o.no_progress,
-        )
+        result = pbt(config, **_pbt_arguments(o, config, search, out, devices, static))
     except ValueError as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
     written = write_pbt(result, out)

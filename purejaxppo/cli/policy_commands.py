@@ -19,6 +19,10 @@ from purejaxppo.paths import check_writable
 def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     """`purejaxppo eval RUN_DIR`: episodes of a run's policy; mean, std, IQM."""
     o = pop_options(EvalOptions, args)
+    try:
+        _check_seed("eval", o.seed)
+    except ValueError as err:
+        parser.exit(2, f"purejaxppo: error: {err}\n")
     if o.all_steps:
         return _eval_all_steps(parser, o)
     if o.overwrite:
@@ -175,6 +179,13 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
     return 0
 
 
+def _check_seed(command: str, seed: int) -> None:
+    """Raises a `ValueError` unless `command`'s --seed (`jax.random.key(seed)`) is in
+    [0, 2**32)."""
+    if not 0 <= seed < 2**32:
+        raise ValueError(f"{command}: --seed {seed}: must be in [0, 2**32)")
+
+
 #: `collect`'s arguments kept in OUT/collect.partial for `collect --resume OUT`.
 _COLLECT_REQUEST = ("run_dir", "step", "episodes", "seed", "greedy", "temperature")
 _COLLECT_REQUEST += ("minari_id", "info_keys")
@@ -217,8 +228,7 @@ def _collect_request(o: CollectOptions) -> tuple[CollectOptions, dict[str, Any]]
     missing += ["--out"] if o.out is None else []
     if missing:
         raise ValueError(f"collect: give {', '.join(missing)} (or --resume OUT)")
-    if not 0 <= o.seed < 2**32:
-        raise ValueError(f"collect: --seed {o.seed}: must be in [0, 2**32)")
+    _check_seed("collect", o.seed)
     run_dir = o.run_dir.absolute()
     step = o.step if o.step is not None else latest_checkpoint_step(run_dir)
     o = dataclasses.replace(o, run_dir=run_dir, step=step)

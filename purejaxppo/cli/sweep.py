@@ -20,7 +20,7 @@ from purejaxppo.cli.values import (
     parse_grid,
     parse_random,
 )
-from purejaxppo.config import PPOConfig, load_yaml
+from purejaxppo.config import PPOConfig, load_yaml_file
 
 #: Sweep options saved in `<out>/request.yaml` for `purejaxppo sweep --resume`.
 _SWEEP_REQUEST = (
@@ -55,10 +55,13 @@ def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         request = _request(options, args)
         if single:
             _check_kind(options, request)
+            _default_devices(options, request.config, count)
+            from purejaxppo.drivers.sweeps.driver import runs_mesh
+
+            # the devices are known: --max-runs-per-chunk must split evenly over them
+            runs_mesh(options["devices"], options["max_runs_per_chunk"], request.config.env_name)
     except (ValueError, ImportError) as err:
         error(parser, err)
-    if single:
-        _default_devices(options, request.config, count)
     with contextlib.ExitStack() as stack:
         if options["process_id"] == 0:  # one process writes the directory and the request
             request = request._replace(out=_claim(parser, stack, options, request))
@@ -128,10 +131,7 @@ def _request(options: dict[str, Any], args: dict[str, Any]) -> _Request:
                 f"--resume takes the sweep's own arguments from {resume}/request.yaml; "
                 f"drop {', '.join(given)}"
             )
-        request_path = resume / "request.yaml"
-        if not request_path.is_file():
-            raise ValueError(f"--resume {resume}: no sweep there (no request.yaml)")
-        request = load_yaml(request_path.read_text(), source=str(request_path))
+        request = _read_request(resume)
         config = PPOConfig.from_dict(request["config"])
         options.update({name: request[name] for name in _SWEEP_REQUEST})
         grid, random, out = request["grid"], request["random"], resume
@@ -147,13 +147,30 @@ def _request(options: dict[str, Any], args: dict[str, Any]) -> _Request:
         raise ValueError("a sweep over several processes needs --out (a shared directory)")
     # Validate the settings now (without starting JAX's backend, which must wait for
     # the device settings below): the output directory is created only after this.
-    from purejaxppo.drivers.settings import make_settings
+    from purejaxppo.drivers.settings import check_sweep_options, make_settings
 
     make_settings(config, grid, random, options["num_samples"], options["random_seed"])
+    check_sweep_options(options["seeds"], options["log_every"], options["max_runs_per_chunk"])
     from purejaxppo.sinks import check_sinks
 
     check_sinks(config.loggers)  # `--loggers tensorboard,wandb`: one run per run
     return _Request(config=config, grid=grid, random=random, out=out)
+
+
+def _read_request(resume: Path) -> dict[str, Any]:
+    """The request `sweep --resume` continues: `resume`/request.yaml, checked to hold
+    every key `_write_request` writes."""
+    path = resume / "request.yaml"
+    if not path.is_file():
+        raise ValueError(f"--resume {resume}: no sweep there (no request.yaml)")
+    request = load_yaml_file(path)
+    keys = ("config", "grid", "random", *_SWEEP_REQUEST)
+    missing = [key for key in keys if not isinstance(request, dict) or key not in request]
+    if missing:
+        raise ValueError(
+            f"--resume {resume}: {path} is not a sweep request (no {', '.join(missing)})"
+        )
+    return request
 
 
 def _claim(

@@ -41,6 +41,15 @@ def check_field(name: Any, where: str) -> None:
     _check_field(name, where)
 
 
+def _is_number(value: Any) -> bool:
+    """A finite real number (not a bool)."""
+    return (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, bool)
+        and bool(np.isfinite(value))
+    )
+
+
 def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
     """Cartesian product of `grid` (field -> list of values), in row-major order.
 
@@ -94,6 +103,12 @@ def sample_random(
             raise ValueError(
                 f"random[{name!r}]={spec!r}: {kind} takes {DISTRIBUTIONS[kind]} parameter(s)"
             )
+        if kind != "choice" and not all(_is_number(p) for p in params):
+            raise ValueError(
+                f"random[{name!r}]={spec!r}: the bounds of {kind} must be finite numbers"
+            )
+        if kind == "int_uniform" and not all(float(p).is_integer() for p in params):
+            raise ValueError(f"random[{name!r}]={spec!r}: the bounds of int_uniform are integers")
         if kind == "log_uniform" and not 0 < params[0] <= params[1]:
             raise ValueError(f"random[{name!r}]={spec!r}: needs 0 < low <= high")
         if kind in ("uniform", "int_uniform") and not params[0] <= params[1]:
@@ -141,3 +156,49 @@ def make_settings(
         except ValueError as err:
             raise ValueError(f"setting {index} {setting}: {err}") from None
     return settings, run_configs
+
+
+def _seed_list(seeds: int | Sequence[int]) -> list[int]:
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ValueError(f"seeds={seeds}: must be >= 1 (or a list of seeds)")
+        return list(range(int(seeds)))
+    seeds = [int(s) for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds={seeds}: must be a non-empty list of distinct integers")
+    if not all(0 <= s < 2**32 for s in seeds):
+        raise ValueError(f"seeds={seeds}: every seed must be in [0, 2**32)")
+    return seeds
+
+
+def check_sweep_options(
+    seeds: int | Sequence[int], log_every: int = 1, max_runs_per_chunk: int | None = None
+) -> list[int]:
+    """The seeds of a sweep (`seeds`: n for 0 .. n-1, or a list), after checking them,
+    `log_every` and `max_runs_per_chunk` (None or >= 1: that it splits evenly over the
+    devices is `check_chunk`'s, once they are known). Starts no JAX backend: the command
+    line calls it before it creates the output directory.
+
+    Raises:
+      ValueError: naming the option and its value.
+    """
+    seed_list = _seed_list(seeds)
+    if log_every < 1:
+        raise ValueError(f"log_every={log_every}: must be >= 1")
+    check_chunk(max_runs_per_chunk)
+    return seed_list
+
+
+def check_chunk(max_runs_per_chunk: int | None, num_devices: int | None = None) -> None:
+    """Raises a `ValueError` unless `max_runs_per_chunk` is None or a positive multiple of
+    `num_devices` (None: not known yet, only positive)."""
+    if max_runs_per_chunk is None:
+        return
+    if max_runs_per_chunk < 1 or (num_devices is not None and max_runs_per_chunk % num_devices):
+        count = (
+            "the device count" if num_devices is None else f"the number of devices ({num_devices})"
+        )
+        raise ValueError(
+            f"max_runs_per_chunk={max_runs_per_chunk}: must be a positive multiple of "
+            f"{count} so that every device gets the same runs"
+        )

@@ -23,6 +23,7 @@ from purejaxppo.networks.specs import (
     ActionSpec,
     CoreSettings,
     EncoderSettings,
+    ObsInput,
     action_spec,
     check_action_mask,
     check_config,
@@ -70,6 +71,15 @@ class Networks(NamedTuple):
     module: nn.Module | None = None
     stateful: bool = False
     normalization: Any = None
+
+
+def _encoder_inputs(config: PPOConfig, space: Any) -> tuple[ObsInput, ...]:
+    """`observation_inputs(space)`; with `normalize_observations`, a plain array arrives
+    standardised (`normalize.obs_leaves`), so its encoder skips the bounds rescaling."""
+    inputs = observation_inputs(space)
+    if config.normalize_observations and len(inputs) == 1 and not inputs[0].path:
+        inputs = (inputs[0]._replace(shift=0.0, scale=1.0),)
+    return inputs
 
 
 def reset_state(state: State, reset: jax.Array, initial: State) -> State:
@@ -147,10 +157,7 @@ def make_networks(
     obs_space = env.observation_space(env_params)
     encoded_space, mask_key = split_action_mask(obs_space, config.action_mask_key)
     check_action_mask(spec, obs_space, mask_key, env)
-    inputs = observation_inputs(encoded_space)
-    if config.normalize_observations and len(inputs) == 1 and not inputs[0].path:
-        # A plain array arrives standardised (`normalize.obs_leaves`): no bounds rescaling.
-        inputs = (inputs[0]._replace(shift=0.0, scale=1.0),)
+    inputs = _encoder_inputs(config, encoded_space)
     check_config(config, spec, inputs, env)
     _check_tower_inputs(config, inputs, tower_inputs)
     core = CoreSettings.from_config(config)

@@ -14,13 +14,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["PBTOptions", "PBTResult", "pbt", "write_best_run", "write_pbt"]
+__all__ = ["PBTOptions", "PBTResult", "check_pbt", "pbt", "write_best_run", "write_pbt"]
 
 # Imported on first use (PEP 562), so that `purejaxppo.drivers.population.static` (the CLI's
 # checks of a search) can be imported without the driver, which starts JAX's backend:
 # `pbt --devices N` sets the CPU device count after those checks.
 _HOMES = {
     "pbt": "driver",
+    "check_pbt": "driver",
     "PBTOptions": "options",
     "PBTResult": "results",
     "write_best_run": "results",

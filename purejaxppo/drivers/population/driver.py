@@ -37,12 +37,13 @@ plain run `make_train(config)(member_keys(seed, 1)[0], hparams)` bit for bit.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -154,44 +155,65 @@ def pbt(
         field pbt cannot search, a value the config cannot take, or options that need one
         program (several devices, checkpoints, resume, init_from, eval_freq > 0).
     """
-    from purejaxppo.envs import kinds
-
-    kinds.check("pbt", config.env_name, env, multi_agent=config.multi_agent)
-    if resume:  # EnvPool: the pool's state is not checkpointed
-        kinds.check("pbt_resume", config.env_name, env, multi_agent=config.multi_agent)
-    given = locals()
-    options = PBTOptions(**{f.name: given[f.name] for f in dataclasses.fields(PBTOptions)})
-    traced, static = split_search(search, config)
-    if static.names:
-        return _static_pbt(config, traced, static, options, given)
-    space = parse_search(search, config)
-    mesh = parallel.make_mesh(kinds.runs_devices(config.env_name, devices), parallel.RUNS_AXIS)
-    kinds.check_runs_devices(config.env_name, mesh.devices.size)
-    check_options(options, config, mesh.devices.size)
-    if resume and checkpoint_dir is None:
-        raise ValueError("resume=True needs checkpoint_dir")
-    if checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every={checkpoint_every}: must be >= 1")
+    checked = _check(locals())
+    if checked.mesh is None:  # a static search (`groups.StaticPBT`, one device)
+        run = StaticPBT(config, checked.space, checked.static, checked.options)
+        return run.train(env, env_params, verbose)
+    space, options, mesh = checked.space, checked.options, checked.mesh
     run = _PBTRun(config, space, options, mesh, checkpoint_dir, checkpoint_every, progress)
     run.plan(env, env_params, verbose)
     run.start(resume)
     return run.train(progress)
 
 
-def _static_pbt(config, traced, static, options, given) -> PBTResult:
-    """A search with static fields (`groups.StaticPBT`), after its own checks."""
-    space = parse_search(traced, config) if traced else SearchSpace((), (), (), ())
-    devices = given["devices"]
-    num_devices = len(devices) if isinstance(devices, Sequence) else (devices or 1)
-    check_static_options(
-        config,
-        num_devices=num_devices,
-        checkpoint_dir=given["checkpoint_dir"],
-        resume=given["resume"],
-    )
-    check_options(options, config, 1)
-    run = StaticPBT(config, space, static, options)
-    return run.train(given["env"], given["env_params"], given["verbose"])
+def check_pbt(config: PPOConfig, **kwargs: Any) -> None:
+    """Raises the `ValueError` that `pbt(config, **kwargs)` raises before it compiles
+    (the env's kind, the search, the options, the devices), naming the field and value;
+    trains nothing. The command line calls it before it creates the output directory."""
+    bound = inspect.signature(pbt).bind(config, **kwargs)
+    bound.apply_defaults()
+    _check(bound.arguments)
+
+
+class _Checked(NamedTuple):
+    """`pbt`'s arguments, checked."""
+
+    options: PBTOptions
+    space: SearchSpace  # the traced fields searched
+    static: Any  # the static fields searched (`static.split_search`)
+    mesh: Any  # the members' mesh; None for a static search
+
+
+def _check(given: Mapping[str, Any]) -> _Checked:
+    """The checks of `pbt`'s arguments `given` (by name), before anything compiles."""
+    from purejaxppo.envs import kinds
+
+    config, env, devices = given["config"], given["env"], given["devices"]
+    kinds.check("pbt", config.env_name, env, multi_agent=config.multi_agent)
+    if given["resume"]:  # EnvPool: the pool's state is not checkpointed
+        kinds.check("pbt_resume", config.env_name, env, multi_agent=config.multi_agent)
+    options = PBTOptions(**{f.name: given[f.name] for f in dataclasses.fields(PBTOptions)})
+    traced, static = split_search(given["search"], config)
+    if static.names:
+        space = parse_search(traced, config) if traced else SearchSpace((), (), (), ())
+        num_devices = len(devices) if isinstance(devices, Sequence) else (devices or 1)
+        check_static_options(
+            config,
+            num_devices=num_devices,
+            checkpoint_dir=given["checkpoint_dir"],
+            resume=given["resume"],
+        )
+        check_options(options, config, 1)
+        return _Checked(options, space, static, None)
+    space = parse_search(given["search"], config)
+    mesh = parallel.make_mesh(kinds.runs_devices(config.env_name, devices), parallel.RUNS_AXIS)
+    kinds.check_runs_devices(config.env_name, mesh.devices.size)
+    check_options(options, config, mesh.devices.size)
+    if given["resume"] and given["checkpoint_dir"] is None:
+        raise ValueError("resume=True needs checkpoint_dir")
+    if given["checkpoint_every"] < 1:
+        raise ValueError(f"checkpoint_every={given['checkpoint_every']}: must be >= 1")
+    return _Checked(options, space, static, mesh)
 
 
 class _PBTRun:

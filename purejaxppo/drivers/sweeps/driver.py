@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 import pandas as pd
 
 from purejaxppo import parallel
@@ -44,6 +43,8 @@ from purejaxppo.drivers.segments import (
     stop_requests,
 )
 from purejaxppo.drivers.settings import (
+    check_chunk,
+    check_sweep_options,
     make_settings,
 )
 from purejaxppo.drivers.sweeps.groups import Group, Plan, run_group
@@ -51,19 +52,6 @@ from purejaxppo.drivers.sweeps.host import run_host_group
 from purejaxppo.drivers.sweeps.results import SweepResult, runs_frame
 from purejaxppo.envs import kinds
 from purejaxppo.hyperparams import Hyperparams
-
-
-def _seed_list(seeds: int | Sequence[int]) -> list[int]:
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        if seeds < 1:
-            raise ValueError(f"seeds={seeds}: must be >= 1 (or a list of seeds)")
-        return list(range(int(seeds)))
-    seeds = [int(s) for s in seeds]
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds={seeds}: must be a non-empty list of distinct integers")
-    if not all(0 <= s < 2**32 for s in seeds):
-        raise ValueError(f"seeds={seeds}: every seed must be in [0, 2**32)")
-    return seeds
 
 
 def sweep(
@@ -142,11 +130,9 @@ def sweep(
     kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
     batched = kind.supports("batched_runs")  # else one run after another (`host`)
     settings, run_configs = make_settings(config, grid, random, num_samples, random_seed)
-    seed_list = _seed_list(seeds)
-    if log_every < 1:
-        raise ValueError(f"log_every={log_every}: must be >= 1")
+    seed_list = check_sweep_options(seeds, log_every, max_runs_per_chunk)
     check_processes(kind, config.env_name, jax.process_count())
-    mesh = _runs_mesh(devices, max_runs_per_chunk, config.env_name)
+    mesh = runs_mesh(devices, max_runs_per_chunk, config.env_name)
     swept = list(dict.fromkeys(name for s in settings for name in s))
     groups = _static_groups(run_configs) if batched else {s: [s] for s in range(len(settings))}
     plan = Plan(
@@ -321,21 +307,16 @@ class _Stop:
         raise TrainingInterrupted(done, self.requested[0], self.resume_hint())
 
 
-def _runs_mesh(devices: Any, max_runs_per_chunk: int | None, env_name: str) -> Any:
+def runs_mesh(devices: Any, max_runs_per_chunk: int | None, env_name: str) -> Any:
     """The runs' mesh (one device for an "envpool:" id by default, and refused on more:
-    its runs share one pool); checks that `max_runs_per_chunk` splits evenly over it."""
+    its runs share one pool); checks that `max_runs_per_chunk` splits evenly over it.
+    The command line calls it too, once its devices are set, before it writes anything."""
     if isinstance(devices, int):  # refused by the kind before any mesh is made
         kinds.check_runs_devices(env_name, devices)
     mesh = parallel.make_mesh(kinds.runs_devices(env_name, devices), parallel.RUNS_AXIS)
     num_devices = mesh.devices.size
     kinds.check_runs_devices(env_name, num_devices)
-    if max_runs_per_chunk is not None and (
-        max_runs_per_chunk < 1 or max_runs_per_chunk % num_devices
-    ):
-        raise ValueError(
-            f"max_runs_per_chunk={max_runs_per_chunk}: must be a positive multiple of the "
-            f"number of devices ({num_devices}) so that every device gets the same runs"
-        )
+    check_chunk(max_runs_per_chunk, num_devices)
     return mesh
 
 
