@@ -84,6 +84,18 @@ REFERENCES = {
         ),
         source=NAVIX.format(file="navix_Navix-Empty-6x6-v0_ppo_5_0_1760717037.4253123.json"),
     ),
+    "navix-empty-random-8x8": Reference(
+        env="navix:Navix-Empty-Random-8x8-v0",
+        config="navix_empty_random_8x8_rejax.yaml",
+        curve=(
+            (0, 0.21, 0.107),
+            (262_144, 0.57, 0.075),
+            (524_288, 0.93, 0.051),
+            (786_432, 1.0, 0.0),
+            (1_048_576, 1.0, 0.0),
+        ),
+        source=NAVIX.format(file="navix_Navix-Empty-Random-8x8-v0_ppo_5_0_1760717043.229368.json"),
+    ),
     "navix-doorkey-8x8": Reference(
         env="navix:Navix-DoorKey-8x8-v0",
         config="navix_doorkey_8x8_rejax.yaml",

@@ -42,6 +42,17 @@ def test_configs_load_with_the_published_settings(gridworld):
             gae_lambda=0.9,
             activation="relu",
         ),
+        "navix-empty-random-8x8": dict(
+            num_envs=64,
+            num_steps=128,
+            update_epochs=8,
+            num_minibatches=1,
+            gamma=0.99,
+            gae_lambda=0.8,
+            activation="silu",  # rejax's swish
+            max_grad_norm=10.0,
+            normalize_observations=True,
+        ),
         "navix-doorkey-8x8": dict(
             num_envs=16,
             num_steps=128,
@@ -50,8 +61,10 @@ def test_configs_load_with_the_published_settings(gridworld):
             gamma=0.95,
             gae_lambda=0.9,
             activation="tanh",
+            normalize_observations=False,
         ),
     }
+    published["navix-empty-6x6"]["normalize_observations"] = True
     # The "-anneal" row changes one setting: the learning rate is annealed (else constant).
     published["navix-empty-6x6-anneal"] = published["navix-empty-6x6"]
     for name, ref in gridworld.REFERENCES.items():
@@ -59,12 +72,12 @@ def test_configs_load_with_the_published_settings(gridworld):
         assert config.env_name == ref.env
         assert config.total_timesteps == ref.curve[-1][0] == 1_048_576
         anneal = name.endswith("-anneal")
-        assert (config.learning_rate, config.anneal_lr, config.max_grad_norm) == (3e-4, anneal, 1.0)
+        assert (config.learning_rate, config.anneal_lr) == (3e-4, anneal)
         assert config.hidden_sizes == (64, 64) and not config.shares_encoder
-        for field, value in published[name].items():
+        for field, value in {"max_grad_norm": 1.0, **published[name]}.items():
             assert getattr(config, field) == value, (name, field)
-        # 1,048,576 / (16 * T) updates: 256 (T = 256) and 512 (T = 128).
-        assert config.num_updates == 1_048_576 // (16 * config.num_steps)
+        # 1,048,576 / (N * T) updates: 256 (16 x 256), 512 (16 x 128), 128 (64 x 128).
+        assert config.num_updates == 1_048_576 // (config.num_envs * config.num_steps)
 
 
 def test_published_at_reads_the_last_point_not_above(gridworld):
