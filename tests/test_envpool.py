@@ -324,7 +324,6 @@ def test_resume_restarts_episodes_and_continues_the_rest(tmp_path, capsys):
 
     import pandas as pd
 
-    import purejaxppo as pjp
     from purejaxppo.drivers.single import train_and_log
 
     config = PPOConfig(
@@ -354,14 +353,37 @@ def test_resume_restarts_episodes_and_continues_the_rest(tmp_path, capsys):
         np.asarray(jax.tree.leaves(again.runner_state.train_state.params)[0]),
     )
     assert not np.allclose(table["v_loss"].iloc[2:], whole["v_loss"].iloc[2:])
-    # A PBT population holds one pool for all its members: it does not resume.
-    search = {"learning_rate": ("log_uniform", 1e-4, 1e-3)}
-    empty = tmp_path / "pbt"
-    empty.mkdir()
-    with pytest.raises(ValueError, match=r"envpool:InvertedPendulum-v4.*PBT population"):
-        pjp.pbt(config, population=2, ready_every=2, search=search, checkpoint_dir=empty,
-                resume=True)  # fmt: skip
-    assert list(empty.iterdir()) == []
+
+
+def test_a_pbt_population_resumes_with_fresh_episodes(
+    tmp_path, capsys, monkeypatch, crash_population_after
+):
+    # One pool for all members, outside the checkpoint: a resumed population restarts the
+    # pool's episodes and continues everything else, reproducibly.
+    import pandas as pd
+
+    import purejaxppo as pjp
+
+    # 6 updates: 3 generations of 2.
+    config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8)
+    config = config.replace(total_timesteps=96, num_minibatches=2, update_epochs=1)
+    kw = dict(population=2, ready_every=2, verbose=False)
+    kw["search"] = {"learning_rate": ("log_uniform", 1e-4, 1e-3)}
+    whole = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "whole")
+    crash_population_after(1)  # saved after 1 generation, then killed
+    for name in ("run", "twin"):
+        with pytest.raises(KeyboardInterrupt):
+            pjp.pbt(config, **kw, checkpoint_dir=tmp_path / name)
+    monkeypatch.undo()
+    capsys.readouterr()
+    resumed = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "run", resume=True)
+    assert "the members start fresh episodes" in capsys.readouterr().err
+    twin = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "twin", resume=True)
+    lineage, first = resumed.lineage, resumed.lineage["generation"] == 0
+    assert sorted(lineage["generation"].unique()) == [0, 1, 2]
+    pd.testing.assert_frame_equal(lineage[first], whole.lineage[first])  # the checkpoint's
+    pd.testing.assert_frame_equal(lineage, twin.lineage)  # fresh episodes, seeded
+    assert not lineage[~first].equals(whole.lineage[~first])  # its episodes were cut short
 
 
 def test_inverted_pendulum_learns():

@@ -27,7 +27,6 @@ import purejaxppo as pjp
 from purejaxppo.drivers.population import options as pbt_options
 from purejaxppo.drivers.population import program as pbt_program
 from purejaxppo.drivers.population import search as pbt_search
-from purejaxppo.drivers.population import storage as pbt_storage
 from purejaxppo.drivers.population import write_pbt
 from purejaxppo.drivers.population.search import (
     SearchSpace,
@@ -409,16 +408,11 @@ def test_population_of_one_is_the_plain_run_bitwise():
         np.testing.assert_array_equal(values, np.asarray(out.metrics[name]), err_msg=name)
 
 
-def test_resume_after_a_crash_is_bitwise_equal(reference, tmp_path, monkeypatch):
+def test_resume_after_a_crash_is_bitwise_equal(
+    reference, tmp_path, monkeypatch, crash_population_after
+):
     result, _ = reference
-    real_save = pbt_storage.save_population
-
-    def crash_after_second_generation(directory, state, generation, history, meta):
-        real_save(directory, state, generation, history, meta)
-        if generation == 2:
-            raise KeyboardInterrupt("killed")
-
-    monkeypatch.setattr(pbt_storage, "save_population", crash_after_second_generation)
+    crash_population_after(2)
     with pytest.raises(KeyboardInterrupt):
         pjp.pbt(CONFIG, **KW, checkpoint_dir=tmp_path, verbose=False)
     monkeypatch.undo()

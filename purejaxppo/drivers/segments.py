@@ -51,6 +51,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+#: Stream of the key that seeds the fresh EnvPool episodes of a resumed run or population
+#: (`fold_in(fold_in(key, RESUME_KEY_STREAM), update)`): the pool is not in checkpoints.
+RESUME_KEY_STREAM = 2
+
 #: Seconds a segment should take once timed (`SegmentSizer`): a bar update this often.
 SEGMENT_SECONDS = 3.0
 

@@ -28,6 +28,7 @@ from purejaxppo.drivers import warm
 from purejaxppo.drivers.plots import plot_learning_curve
 from purejaxppo.drivers.report import final_return_of
 from purejaxppo.drivers.segments import (
+    RESUME_KEY_STREAM,
     SegmentHooks,
     compiling,
     first_divergence,
@@ -40,8 +41,6 @@ from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.sinks import check_sinks, make_sinks
 from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState
-
-RESUME_KEY_STREAM = 2  # fresh EnvPool episodes of a resumed run (`_SingleRun._restart_episodes`)
 
 
 class RunResult(NamedTuple):

@@ -162,13 +162,12 @@ ENVPOOL = EnvKind(
             "one device (devices=1, --devices 1)"
         ),
         "data_parallel": "the pool lives on one host and one device: train on one device",
-        "pbt_resume": (
-            "the pool's state lives on the host, not in the checkpoint: start a new "
-            "population (a single run resumes with fresh episodes)"
-        ),
     },
     notes={
         "resume": "restarts the pool's episodes; params, optimizer and statistics go on",
+        "pbt_resume": (
+            "restarts the pool's episodes; params, optimizer, statistics and hyperparameters go on"
+        ),
         "eval": "Atari: whole games (every life), raw scores, as `episode_return`",
         "video": (
             "Atari: the observations' newest frames, the whole game; MuJoCo raises naming "

@@ -76,7 +76,12 @@ from purejaxppo.drivers.population.results import (
 )
 from purejaxppo.drivers.population.search import SearchSpace, parse_search
 from purejaxppo.drivers.population.static import check_static_options, split_search
-from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments
+from purejaxppo.drivers.segments import (
+    RESUME_KEY_STREAM,
+    SegmentHooks,
+    progress_bar,
+    run_segments,
+)
 from purejaxppo.train import METRICS
 
 
@@ -297,13 +302,38 @@ class _PBTRun:
             )
         members = P(parallel.RUNS_AXIS)
         runner = parallel.to_global(saved["runner"], mesh, members)
+        runner = runner.replace(key=jax.random.wrap_key_data(runner.key))
+        from purejaxppo.envs import kinds  # gymnax starts JAX's backend: not at import
+
+        if kinds.kind_of_id(config.env_name, config.multi_agent).episodes_restart_on_resume:
+            runner = self._restart_episodes(runner, done)
         self.state = PopulationState(
-            runner=runner.replace(key=jax.random.wrap_key_data(runner.key)),
+            runner=runner,
             hparams=parallel.to_global(saved["hparams"], mesh, members),
             key=replicated_key(np.asarray(saved["key"]), mesh),
         )
         self.history = {k: [np.asarray(v)] for k, v in saved_history.items()}
         self.done = done
+
+    def _restart_episodes(self, runner: Any, done: int) -> Any:
+        """An EnvPool pool lives on the host, outside the checkpoint: the resumed members
+        start fresh episodes (their inits from `fold_in(fold_in(member key,
+        RESUME_KEY_STREAM), done)`), and keep everything else the checkpoint holds
+        (params, optimizer state, statistics, keys, hyperparameters), as a single run's
+        resume does (`drivers.single`)."""
+        options = self.options
+        keys = jax.vmap(
+            lambda k: jax.random.fold_in(jax.random.fold_in(k, RESUME_KEY_STREAM), done)
+        )(member_keys(options.seed, options.population))
+        key_data = np.asarray(jax.random.key_data(keys))
+        fresh = self.init(parallel.to_global(key_data, self.mesh, P(parallel.RUNS_AXIS)), None)
+        print(
+            f"resume: {self.config.env_name} is an EnvPool env, whose episodes live on the "
+            "host outside the checkpoint: the members start fresh episodes (params, optimizer "
+            "state, statistics and hyperparameters continue from the checkpoint)",
+            file=sys.stderr,
+        )
+        return runner.replace(env=fresh.env)
 
     def length(self, done: int) -> int:
         """Generations in the next segment (the shorter last generation runs alone)."""
