@@ -24,6 +24,8 @@ with a damaged config.yaml either a success or a clean refusal is right.
 Usage (from the repository root; a shared machine: nice):
   PYTHONPATH=$PWD nice -n 10 python benchmarks/input_probes.py [--only TEXT] [--timeout S]
 Prints a table and the counts; writes benchmarks/results/input-probes-<stamp>.csv and .md.
+With --list it only prints the probes, one a line (group | name | argv | setup | names |
+expect | intact), and runs nothing.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class Probe:
     group: str
     name: str
     argv: list[str]
-    setup: Callable[[Path], None] | None = None
+    setup: Setup | None = None
     expect: str = "error"
     names: tuple[str, ...] = ()
     intact: tuple[str, ...] = ()
@@ -85,7 +87,21 @@ def probe(group: str, name: str, *argv: str, **kwargs) -> None:
 
 
 # ----------------------------------------------------------------- setups
-def write(name: str, content: str | bytes, mode: int | None = None) -> Callable[[Path], None]:
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """A preparation of a probe's folder, with a stable repr (what it does) for --list."""
+
+    what: str
+    make: Callable[[Path], None] = dataclasses.field(compare=False)
+
+    def __call__(self, d: Path) -> None:
+        self.make(d)
+
+    def __repr__(self) -> str:
+        return self.what
+
+
+def write(name: str, content: str | bytes, mode: int | None = None) -> Setup:
     def setup(d: Path) -> None:
         path = d / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,1260 +112,532 @@ def write(name: str, content: str | bytes, mode: int | None = None) -> Callable[
         if mode is not None:
             path.chmod(mode)
 
-    return setup
+    return Setup(f"write({name!r}, {content!r}, mode={mode!r})", setup)
 
 
-def mkdir(name: str) -> Callable[[Path], None]:
-    return lambda d: (d / name).mkdir(parents=True, exist_ok=True)
+def mkdir(name: str) -> Setup:
+    return Setup(f"mkdir({name!r})", lambda d: (d / name).mkdir(parents=True, exist_ok=True))
 
 
-def both(*setups: Callable[[Path], None]) -> Callable[[Path], None]:
+def both(*setups: Setup) -> Setup:
     def setup(d: Path) -> None:
         for one in setups:
             one(d)
 
-    return setup
+    return Setup(f"both({', '.join(map(repr, setups))})", setup)
 
 
-def symlink_loop(name: str) -> Callable[[Path], None]:
-    return lambda d: (d / name).symlink_to(name)
+def symlink_loop(name: str) -> Setup:
+    return Setup(f"symlink_loop({name!r})", lambda d: (d / name).symlink_to(name))
 
 
-def remove(name: str) -> Callable[[Path], None]:
+def remove(name: str) -> Setup:
     def setup(d: Path) -> None:
         path = d / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
-    return setup
+    return Setup(f"remove({name!r})", setup)
+
+
+def run_config(content: str) -> Setup:
+    return write("run/config.yaml", content)
+
+
+def c_yaml(content: str | bytes, mode: int | None = None) -> Setup:
+    return write("c.yaml", content, mode)
 
 
 AFILE = write("afile", "not a folder\n")
 EMPTY = mkdir("empty")
 FOREIGN = both(write("mine/notes.txt", "my notes\n"), write("mine/data.csv", "a,b\n1,2\n"))
+DAMAGED = run_config("num_envs: [4\nbad")
+NO_CHECKPOINTS = remove("run/checkpoints")
+
+
+# ----------------------------------------------------------------- tables
+def table(group: str, prefix: Sequence[str], *rows: tuple, suffix: Sequence[str] = ()) -> None:
+    """One probe per row `(name, args, names[, setup[, expect[, intact]]])`, its argv
+    `prefix + args + suffix`: `args` a shell-quoted string (or a list of words), `names`
+    one string or a tuple of them."""
+
+    def one(name, args, names, setup=None, expect="error", intact=()) -> None:
+        words = shlex.split(args) if isinstance(args, str) else list(args)
+        names = (names,) if isinstance(names, str) else tuple(names)
+        argv = [*prefix, *words, *suffix]
+        probe(group, name, *argv, setup=setup, expect=expect, names=names, intact=intact)
+
+    for row in rows:
+        one(*row)
 
 
 # ----------------------------------------------------------------- general
-probe("cli", "no subcommand", names=("command",))
-probe("cli", "unknown subcommand", "trian", names=("trian",))
-probe("cli", "--config without a value", "train", "--config", names=("--config",))
-probe("cli", "flag of another subcommand", "eval", "{run}", "--num-envs", "8", names=("num-envs",))
+table(
+    "cli",
+    [],
+    ("no subcommand", "", "command"),
+    ("unknown subcommand", "trian", "trian"),
+    ("--config without a value", "train --config", "--config"),
+    ("flag of another subcommand", "eval {run} --num-envs 8", "num-envs"),
+)
 
 # ----------------------------------------------------------------- train: values
 TRAIN = ["train", "--run-dir", "{d}/new", *TINY]
-probe("train", "unknown flag", *TRAIN, "--bogus-field", "1", names=("bogus",))
-probe("train", "underscore flag", *TRAIN, "--learning_rate", "0.1", names=("learning_rate",))
-probe("train", "abbreviated flag", *TRAIN, "--learning", "0.1", names=("--learning",))
-probe("train", "--num-envs abc", *TRAIN, "--num-envs", "abc", names=("num_envs",))
-probe("train", "--num-envs 0", *TRAIN, "--num-envs", "0", names=("num_envs",))
-probe("train", "--num-envs -4", *TRAIN, "--num-envs", "-4", names=("num_envs",))
-probe("train", "--num-envs 4.5", *TRAIN, "--num-envs", "4.5", names=("num_envs",))
-probe(
+table(
     "train",
-    "--num-minibatches 3 (!| 128)",
-    *TRAIN,
-    "--num-minibatches",
-    "3",
-    names=("num_minibatches",),
-)
-probe("train", "--update-epochs 0", *TRAIN, "--update-epochs", "0", names=("update_epochs",))
-probe("train", "--gamma 1.5", *TRAIN, "--gamma", "1.5", names=("gamma",))
-probe("train", "--gamma nan", *TRAIN, "--gamma", "nan", names=("gamma",))
-probe(
-    "train", "--learning-rate -1e-3", *TRAIN, "--learning-rate", "-1e-3", names=("learning_rate",)
-)
-probe("train", "--learning-rate=-1e-3", *TRAIN, "--learning-rate=-1e-3", names=("learning_rate",))
-probe("train", "--clip-coef 0", *TRAIN, "--clip-coef", "0", names=("clip_coef",))
-probe("train", "--target-kl -1", *TRAIN, "--target-kl", "-1", names=("target_kl",))
-probe("train", "--reward-clip 0", *TRAIN, "--reward-clip", "0", names=("reward_clip",))
-probe(
-    "train",
-    "--total-timesteps 10 (< batch)",
-    *TRAIN,
-    "--total-timesteps",
-    "10",
-    names=("total_timesteps",),
-)
-probe(
-    "train",
-    "--total-timesteps 1e30",
-    *TRAIN,
-    "--total-timesteps",
-    "1e30",
-    names=("total_timesteps",),
-)
-probe(
-    "train",
-    "--total-timesteps 1000 (rounded, fine)",
-    *TRAIN,
-    "--total-timesteps",
-    "1000",
-    expect="ok",
-)
-probe("train", "--hidden-sizes 8,0", *TRAIN, "--hidden-sizes", "8,0", names=("hidden_sizes",))
-probe("train", "--hidden-sizes ''", *TRAIN, "--hidden-sizes", "", names=("hidden_sizes",))
-probe(
-    "train", "--hidden-sizes [8,[8]]", *TRAIN, "--hidden-sizes", "[8, [8]]", names=("hidden_sizes",)
-)
-probe("train", "--hidden-sizes 64x64", *TRAIN, "--hidden-sizes", "64x64", names=("hidden_sizes",))
-probe("train", "--activation relux", *TRAIN, "--activation", "relux", names=("activation",))
-probe("train", "--norm-adv maybe", *TRAIN, "--norm-adv", "maybe", names=("norm_adv",))
-probe("train", "--norm-adv 1", *TRAIN, "--norm-adv", "1", names=("norm_adv",))
-probe("train", "--seed -1", *TRAIN, "--seed", "-1", names=("seed",))
-probe("train", "--seed 2**32", *TRAIN, "--seed", "4294967296", names=("seed",))
-probe("train", "--save-freq -1", *TRAIN, "--save-freq", "-1", names=("save_freq",))
-probe(
-    "train", "--keep-checkpoints 0", *TRAIN, "--keep-checkpoints", "0", names=("keep_checkpoints",)
-)
-probe(
-    "train",
-    "--keep-checkpoints some",
-    *TRAIN,
-    "--keep-checkpoints",
-    "some",
-    names=("keep_checkpoints",),
-)
-probe(
-    "train",
-    "--loggers csv,tensorbord",
-    *TRAIN,
-    "--loggers",
-    "csv,tensorbord",
-    names=("tensorbord",),
-)
-probe("train", "--logger nosuch", *TRAIN, "--logger", "nosuch", names=("nosuch",))
-probe("train", "--reset-ratio 3 (!| 4)", *TRAIN, "--reset-ratio", "3", names=("reset_ratio",))
-probe(
-    "train",
-    "--multi-agent ippo on CartPole",
-    *TRAIN,
-    "--multi-agent",
-    "ippo",
-    names=("multi_agent", "ippo", "CartPole"),
-)
-probe(
-    "train",
-    "--host-vectorization async on gymnax",
-    *TRAIN,
-    "--host-vectorization",
-    "async",
-    names=("host_vectorization",),
-)
-probe("train", "--recurrent lstmm", *TRAIN, "--recurrent", "lstmm", names=("recurrent",))
-probe(
-    "train",
-    "--max-seq-len 8 without recurrent",
-    *TRAIN,
-    "--max-seq-len",
-    "8",
-    names=("max_seq_len",),
-)
-probe("train", "--encoder cnn on flat obs", *TRAIN, "--encoder", "cnn", names=("encoder", "cnn"))
-probe(
-    "train",
-    "--info-metrics nosuchkey",
-    *TRAIN,
-    "--info-metrics",
-    "nosuchkey",
-    names=("nosuchkey", "info_metrics"),
-)
-probe(
-    "train",
-    "--action-mask-key ''",
-    *TRAIN,
-    "--action-mask-key",
-    "",
-    expect="either",
-    names=("action_mask_key",),
-)
-probe(
-    "train", "--eval-splits {a/b: {}}", *TRAIN, "--eval-splits", "{a/b: {}}", names=("eval_splits",)
-)
-probe(
-    "train",
-    "--eval-splits typo'd EnvParams key",
-    *TRAIN,
-    "--eval-freq",
-    "2",
-    "--eval-splits",
-    "{test: {max_steps_in_episodez: 10}}",
-    names=("max_steps_in_episodez",),
-)
-probe("train", "--best-split nosplit", *TRAIN, "--best-split", "nosplit", names=("best_split",))
-probe("train", "--name ../escape", *TRAIN, "--name", "../escape", names=("name",))
-probe("train", "--num-seeds 0", *TRAIN, "--num-seeds", "0", names=("num_seeds", "num-seeds"))
-probe("train", "--num-seeds abc", *TRAIN, "--num-seeds", "abc", names=("num-seeds",))
-probe(
-    "train",
-    "--num-seeds 2 --devices 0",
-    *TRAIN,
-    "--num-seeds",
-    "2",
-    "--devices",
-    "0",
-    names=("devices",),
-)
-probe(
-    "train",
-    "--num-seeds 2 --devices 99",
-    *TRAIN,
-    "--num-seeds",
-    "2",
-    "--devices",
-    "99",
-    names=("devices", "99"),
+    TRAIN,
+    ("unknown flag", "--bogus-field 1", "bogus"),
+    ("underscore flag", "--learning_rate 0.1", "learning_rate"),
+    ("abbreviated flag", "--learning 0.1", "--learning"),
+    ("--num-envs abc", "--num-envs abc", "num_envs"),
+    ("--num-envs 0", "--num-envs 0", "num_envs"),
+    ("--num-envs -4", "--num-envs -4", "num_envs"),
+    ("--num-envs 4.5", "--num-envs 4.5", "num_envs"),
+    ("--num-minibatches 3 (!| 128)", "--num-minibatches 3", "num_minibatches"),
+    ("--update-epochs 0", "--update-epochs 0", "update_epochs"),
+    ("--gamma 1.5", "--gamma 1.5", "gamma"),
+    ("--gamma nan", "--gamma nan", "gamma"),
+    ("--learning-rate -1e-3", "--learning-rate -1e-3", "learning_rate"),
+    ("--learning-rate=-1e-3", "--learning-rate=-1e-3", "learning_rate"),
+    ("--clip-coef 0", "--clip-coef 0", "clip_coef"),
+    ("--target-kl -1", "--target-kl -1", "target_kl"),
+    ("--reward-clip 0", "--reward-clip 0", "reward_clip"),
+    ("--total-timesteps 10 (< batch)", "--total-timesteps 10", "total_timesteps"),
+    ("--total-timesteps 1e30", "--total-timesteps 1e30", "total_timesteps"),
+    ("--total-timesteps 1000 (rounded, fine)", "--total-timesteps 1000", (), None, "ok"),
+    ("--hidden-sizes 8,0", "--hidden-sizes 8,0", "hidden_sizes"),
+    ("--hidden-sizes ''", "--hidden-sizes ''", "hidden_sizes"),
+    ("--hidden-sizes [8,[8]]", "--hidden-sizes '[8, [8]]'", "hidden_sizes"),
+    ("--hidden-sizes 64x64", "--hidden-sizes 64x64", "hidden_sizes"),
+    ("--activation relux", "--activation relux", "activation"),
+    ("--norm-adv maybe", "--norm-adv maybe", "norm_adv"),
+    ("--norm-adv 1", "--norm-adv 1", "norm_adv"),
+    ("--seed -1", "--seed -1", "seed"),
+    ("--seed 2**32", "--seed 4294967296", "seed"),
+    ("--save-freq -1", "--save-freq -1", "save_freq"),
+    ("--keep-checkpoints 0", "--keep-checkpoints 0", "keep_checkpoints"),
+    ("--keep-checkpoints some", "--keep-checkpoints some", "keep_checkpoints"),
+    ("--loggers csv,tensorbord", "--loggers csv,tensorbord", "tensorbord"),
+    ("--logger nosuch", "--logger nosuch", "nosuch"),
+    ("--reset-ratio 3 (!| 4)", "--reset-ratio 3", "reset_ratio"),
+    ("--multi-agent ippo on CartPole", "--multi-agent ippo", ("multi_agent", "ippo", "CartPole")),
+    ("--host-vectorization async on gymnax", "--host-vectorization async", "host_vectorization"),
+    ("--recurrent lstmm", "--recurrent lstmm", "recurrent"),
+    ("--max-seq-len 8 without recurrent", "--max-seq-len 8", "max_seq_len"),
+    ("--encoder cnn on flat obs", "--encoder cnn", ("encoder", "cnn")),
+    ("--info-metrics nosuchkey", "--info-metrics nosuchkey", ("nosuchkey", "info_metrics")),
+    ("--action-mask-key ''", "--action-mask-key ''", "action_mask_key", None, "either"),
+    ("--eval-splits {a/b: {}}", "--eval-splits '{a/b: {}}'", "eval_splits"),
+    (
+        "--eval-splits typo'd EnvParams key",
+        "--eval-freq 2 --eval-splits '{test: {max_steps_in_episodez: 10}}'",
+        "max_steps_in_episodez",
+    ),
+    ("--best-split nosplit", "--best-split nosplit", "best_split"),
+    ("--name ../escape", "--name ../escape", "name"),
+    ("--num-seeds 0", "--num-seeds 0", ("num_seeds", "num-seeds")),
+    ("--num-seeds abc", "--num-seeds abc", "num-seeds"),
+    ("--num-seeds 2 --devices 0", "--num-seeds 2 --devices 0", "devices"),
+    ("--num-seeds 2 --devices 99", "--num-seeds 2 --devices 99", ("devices", "99")),
 )
 
 # ----------------------------------------------------------------- train: envs
-probe("env", "gymnax id typo", *TRAIN, "--env-name", "NotAnEnv-v0", names=("NotAnEnv",))
-probe("env", "gymnax id wrong case", *TRAIN, "--env-name", "cartpole-v1", names=("cartpole-v1",))
-probe("env", "empty env id", *TRAIN, "--env-name", "", names=("env_name",))
-probe(
-    "env", "unknown prefix", *TRAIN, "--env-name", "bogusprefix:CartPole-v1", names=("bogusprefix",)
-)
-probe(
-    "env", "envpool: unknown task", *TRAIN, "--env-name", "envpool:NotAnEnv-v5", names=("NotAnEnv",)
-)
-probe("env", "envpool: empty task", *TRAIN, "--env-name", "envpool:", names=("envpool",))
-probe(
+NO_PARAM = ["--env-kwargs", "{no_such_param: 1}"]
+table(
     "env",
-    "gymnasium: unknown id",
-    *TRAIN,
-    "--env-name",
-    "gymnasium:NotAnEnv-v0",
-    names=("NotAnEnv",),
-)
-probe(
-    "env",
-    "jaxmarl: unknown id",
-    *TRAIN,
-    "--env-name",
-    "jaxmarl:not_an_env",
-    "--multi-agent",
-    "ippo",
-    names=("not_an_env",),
-)
-probe(
-    "env",
-    "jaxmarl: without --multi-agent",
-    *TRAIN,
-    "--env-name",
-    "jaxmarl:MPE_simple_spread_v3",
-    names=("multi_agent", "multi-agent"),
-)
-probe("env", "--env-kwargs bad YAML", *TRAIN, "--env-kwargs", "{a: [1", names=("env_kwargs",))
-probe("env", "--env-kwargs a list", *TRAIN, "--env-kwargs", "[1, 2]", names=("env_kwargs",))
-probe(
-    "env",
-    "--env-kwargs unknown key",
-    *TRAIN,
-    "--env-kwargs",
-    "{no_such_param: 1}",
-    names=("no_such_param",),
-)
-probe(
-    "env",
-    "--env-kwargs string for int param",
-    *TRAIN,
-    "--env-kwargs",
-    "{max_steps_in_episode: abc}",
-    names=("max_steps_in_episode",),
-)
-probe(
-    "env",
-    "--env-kwargs envpool unknown key",
-    *TRAIN,
-    "--env-name",
-    "envpool:HalfCheetah-v4",
-    "--env-kwargs",
-    "{no_such_param: 1}",
-    names=("no_such_param",),
-)
-probe(
-    "env",
-    "--env-kwargs gymnasium unknown key",
-    *TRAIN,
-    "--env-name",
-    "gymnasium:CartPole-v1",
-    "--env-kwargs",
-    "{no_such_param: 1}",
-    names=("no_such_param",),
+    TRAIN,
+    ("gymnax id typo", "--env-name NotAnEnv-v0", "NotAnEnv"),
+    ("gymnax id wrong case", "--env-name cartpole-v1", "cartpole-v1"),
+    ("empty env id", "--env-name ''", "env_name"),
+    ("unknown prefix", "--env-name bogusprefix:CartPole-v1", "bogusprefix"),
+    ("envpool: unknown task", "--env-name envpool:NotAnEnv-v5", "NotAnEnv"),
+    ("envpool: empty task", "--env-name envpool:", "envpool"),
+    ("gymnasium: unknown id", "--env-name gymnasium:NotAnEnv-v0", "NotAnEnv"),
+    ("jaxmarl: unknown id", "--env-name jaxmarl:not_an_env --multi-agent ippo", "not_an_env"),
+    (
+        "jaxmarl: without --multi-agent",
+        "--env-name jaxmarl:MPE_simple_spread_v3",
+        ("multi_agent", "multi-agent"),
+    ),
+    ("--env-kwargs bad YAML", "--env-kwargs '{a: [1'", "env_kwargs"),
+    ("--env-kwargs a list", "--env-kwargs '[1, 2]'", "env_kwargs"),
+    ("--env-kwargs unknown key", NO_PARAM, "no_such_param"),
+    (
+        "--env-kwargs string for int param",
+        "--env-kwargs '{max_steps_in_episode: abc}'",
+        "max_steps_in_episode",
+    ),
+    (
+        "--env-kwargs envpool unknown key",
+        ["--env-name", "envpool:HalfCheetah-v4", *NO_PARAM],
+        "no_such_param",
+    ),
+    (
+        "--env-kwargs gymnasium unknown key",
+        ["--env-name", "gymnasium:CartPole-v1", *NO_PARAM],
+        "no_such_param",
+    ),
 )
 
 # ----------------------------------------------------------------- train: paths, resume, warm start
-probe(
+table(
     "train",
-    "--run-dir is a file",
-    "train",
-    "--run-dir",
-    "{d}/afile",
-    *TINY,
-    setup=AFILE,
-    names=("afile",),
+    ["train", "--run-dir"],
+    ("--run-dir is a file", "{d}/afile", "afile", AFILE),
+    ("--run-dir under a file", "{d}/afile/run", "afile", AFILE),
+    ("--run-dir a symlink loop", "{d}/loop", "loop", symlink_loop("loop")),
+    ("--run-dir /proc/...", "/proc/pjp-probe-run", "/proc"),
+    ("--run-dir existing run, no --overwrite", "{run}", "run"),
+    ("--overwrite of a foreign folder", "{d}/mine --overwrite", "mine", FOREIGN),
+    suffix=TINY,
 )
-probe(
+table(
     "train",
-    "--run-dir under a file",
-    "train",
-    "--run-dir",
-    "{d}/afile/run",
-    *TINY,
-    setup=AFILE,
-    names=("afile",),
+    ["train", "--resume"],
+    ("--resume missing dir", "{d}/missing", "missing"),
+    ("--resume empty dir", "{d}/empty", "empty", EMPTY),
+    ("--resume a file", "{d}/afile", "afile", AFILE),
+    ("--resume with --config", "{run} --config {run}/config.yaml", ("--resume", "--config")),
+    ("--resume with --overwrite", "{run} --overwrite", "--overwrite"),
+    ("--resume with --num-envs 8", "{run} --num-envs 8 --no-progress", "num_envs"),
+    ("--resume with --init-from", "{run} --init-from {run}", "init-from"),
+    ("--resume damaged config.yaml", "{run} --no-progress", "config.yaml", DAMAGED),
+    ("--resume, no checkpoints/", "{run} --no-progress", "checkpoint", NO_CHECKPOINTS),
+    ("--resume of a finished run", "{run} --no-progress", (), None, "either", ("run",)),
 )
-probe(
+table(
     "train",
-    "--run-dir a symlink loop",
-    "train",
-    "--run-dir",
-    "{d}/loop",
-    *TINY,
-    setup=symlink_loop("loop"),
-    names=("loop",),
+    TRAIN,
+    ("--init-from missing", "--init-from {d}/missing", "missing"),
+    ("--init-from empty dir", "--init-from {d}/empty", "empty", EMPTY),
 )
-probe(
+table(
     "train",
-    "--run-dir /proc/...",
-    "train",
-    "--run-dir",
-    "/proc/pjp-probe-run",
-    *TINY,
-    names=("/proc",),
+    TRAIN[:-3],  # TINY but --hidden-sizes 8 --no-progress
+    (
+        "--init-from other network shape",
+        "--hidden-sizes 16 --no-progress --init-from {run}",
+        ("hidden", "shape", "16"),
+    ),
 )
-probe(
+table(
     "train",
-    "--run-dir existing run, no --overwrite",
-    "train",
-    "--run-dir",
-    "{run}",
-    *TINY,
-    names=("run",),
-)
-probe(
-    "train",
-    "--overwrite of a foreign folder",
-    "train",
-    "--run-dir",
-    "{d}/mine",
-    "--overwrite",
-    *TINY,
-    setup=FOREIGN,
-    names=("mine",),
-)
-probe("train", "--resume missing dir", "train", "--resume", "{d}/missing", names=("missing",))
-probe(
-    "train", "--resume empty dir", "train", "--resume", "{d}/empty", setup=EMPTY, names=("empty",)
-)
-probe("train", "--resume a file", "train", "--resume", "{d}/afile", setup=AFILE, names=("afile",))
-probe(
-    "train",
-    "--resume with --config",
-    "train",
-    "--resume",
-    "{run}",
-    "--config",
-    "{run}/config.yaml",
-    names=("--resume", "--config"),
-)
-probe(
-    "train",
-    "--resume with --overwrite",
-    "train",
-    "--resume",
-    "{run}",
-    "--overwrite",
-    names=("--overwrite",),
-)
-probe(
-    "train",
-    "--resume with --num-envs 8",
-    "train",
-    "--resume",
-    "{run}",
-    "--num-envs",
-    "8",
-    "--no-progress",
-    names=("num_envs",),
-)
-probe(
-    "train",
-    "--resume with --init-from",
-    "train",
-    "--resume",
-    "{run}",
-    "--init-from",
-    "{run}",
-    names=("init-from",),
-)
-probe(
-    "train",
-    "--resume damaged config.yaml",
-    "train",
-    "--resume",
-    "{run}",
-    "--no-progress",
-    setup=write("run/config.yaml", "num_envs: [4\nbad"),
-    names=("config.yaml",),
-)
-probe(
-    "train",
-    "--resume, no checkpoints/",
-    "train",
-    "--resume",
-    "{run}",
-    "--no-progress",
-    setup=remove("run/checkpoints"),
-    names=("checkpoint",),
-)
-probe(
-    "train",
-    "--resume of a finished run",
-    "train",
-    "--resume",
-    "{run}",
-    "--no-progress",
-    expect="either",
-    intact=("run",),
-)
-probe("train", "--init-from missing", *TRAIN, "--init-from", "{d}/missing", names=("missing",))
-probe(
-    "train",
-    "--init-from empty dir",
-    *TRAIN,
-    "--init-from",
-    "{d}/empty",
-    setup=EMPTY,
-    names=("empty",),
-)
-probe(
-    "train",
-    "--init-from other network shape",
-    *TRAIN[:-3],
-    "--hidden-sizes",
-    "16",
-    "--no-progress",
-    "--init-from",
-    "{run}",
-    names=("hidden", "shape", "16"),
-)
-probe(
-    "train",
-    "--init-parts params,bogus",
-    *TRAIN,
-    "--init-from",
-    "{run}",
-    "--init-parts",
-    "params,bogus",
-    names=("init_parts", "bogus"),
-)
-probe(
-    "train",
-    "--init-step 3 (not kept)",
-    *TRAIN,
-    "--init-from",
-    "{run}",
-    "--init-step",
-    "3",
-    names=("init_step", "3"),
+    [*TRAIN, "--init-from", "{run}"],
+    ("--init-parts params,bogus", "--init-parts params,bogus", ("init_parts", "bogus")),
+    ("--init-step 3 (not kept)", "--init-step 3", ("init_step", "3")),
 )
 
 # ----------------------------------------------------------------- config files
 CFG = ["train", "--run-dir", "{d}/new", "--no-progress", "--config"]
-probe("config", "--config a directory", *CFG, "{d}/empty", setup=EMPTY, names=("empty",))
-probe("config", "--config missing", *CFG, "{d}/missing.yaml", names=("missing.yaml",))
-probe(
+C_YAML = [*CFG, "{d}/c.yaml"]
+table(
     "config",
-    "--config empty file (fine)",
-    *CFG,
-    "{d}/c.yaml",
-    *TINY,
-    setup=write("c.yaml", ""),
-    expect="either",
-    intact=("c.yaml",),
+    CFG,
+    ("--config a directory", "{d}/empty", "empty", EMPTY),
+    ("--config missing", "{d}/missing.yaml", "missing.yaml"),
 )
-probe(
+table(
     "config",
-    "--config a YAML list",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", "- num_envs\n- 4\n"),
-    names=("c.yaml", "mapping"),
+    C_YAML,
+    ("--config empty file (fine)", TINY, (), c_yaml(""), "either", ("c.yaml",)),
+    ("--config a YAML list", "", ("c.yaml", "mapping"), c_yaml("- num_envs\n- 4\n")),
+    ("--config a scalar", "", ("c.yaml", "mapping"), c_yaml("just text\n")),
+    ("--config non-UTF-8 bytes", "", "c.yaml", c_yaml(b"num_envs: 4\nname: \xff\xfe\x00bad\n")),
+    ("--config binary junk", "", "c.yaml", c_yaml(bytes(range(256)) * 4)),
+    ("--config YAML syntax error", "", "c.yaml", c_yaml("num_envs: 4\n  gamma: [0.9\n")),
+    ("--config tab indentation", "", "c.yaml", c_yaml("env_kwargs:\n\tmax_steps_in_episode: 10\n")),
+    ("--config key typo", TINY, "num_env", c_yaml("num_env: 4\n")),
+    ("--config duplicate key", "", "gamma", c_yaml("gamma: 0.9\ngamma: 0.99\n")),
+    ("--config huge float", "", "learning_rate", c_yaml("learning_rate: 1.0e+400\n")),
+    (
+        "--config huge int",
+        "",
+        ("num_steps", "total_timesteps"),
+        c_yaml("num_steps: 99999999999999999999999999999\n"),
+    ),
+    (
+        "--config YAML alias bomb",
+        "",
+        "alias",
+        c_yaml("a: &a [1, 1]\nb: &b [*a, *a]\nc: [*b, *b]\n"),
+    ),
+    ("--config env_kwargs a string", "", "env_kwargs", c_yaml("env_kwargs: abc\n")),
+    ("--config nested null key", "", "env_kwargs", c_yaml("env_kwargs: {null: 1}\n")),
 )
-probe(
+table(
     "config",
-    "--config a scalar",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", "just text\n"),
-    names=("c.yaml", "mapping"),
-)
-probe(
-    "config",
-    "--config non-UTF-8 bytes",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", b"num_envs: 4\nname: \xff\xfe\x00bad\n"),
-    names=("c.yaml",),
-)
-probe(
-    "config",
-    "--config binary junk",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", bytes(range(256)) * 4),
-    names=("c.yaml",),
-)
-probe(
-    "config",
-    "--config YAML syntax error",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", "num_envs: 4\n  gamma: [0.9\n"),
-    names=("c.yaml",),
-)
-probe(
-    "config",
-    "--config tab indentation",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", "env_kwargs:\n\tmax_steps_in_episode: 10\n"),
-    names=("c.yaml",),
-)
-probe(
-    "config",
-    "--config key typo",
-    *CFG,
-    "{d}/c.yaml",
-    *TINY,
-    setup=write("c.yaml", "num_env: 4\n"),
-    names=("num_env",),
-)
-probe(
-    "config",
-    "--config duplicate key",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", "gamma: 0.9\ngamma: 0.99\n"),
-    names=("gamma",),
-)
-probe(
-    "config",
-    "--config huge float",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", "learning_rate: 1.0e+400\n"),
-    names=("learning_rate",),
-)
-probe(
-    "config",
-    "--config huge int",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", "num_steps: 99999999999999999999999999999\n"),
-    names=("num_steps", "total_timesteps"),
-)
-probe(
-    "config",
-    "--config YAML alias bomb",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", "a: &a [1, 1]\nb: &b [*a, *a]\nc: [*b, *b]\n"),
-    names=("alias",),
-)
-probe(
-    "config",
-    "--config env_kwargs a string",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", "env_kwargs: abc\n"),
-    names=("env_kwargs",),
-)
-probe(
-    "config",
-    "--config nested null key",
-    *CFG,
-    "{d}/c.yaml",
-    setup=write("c.yaml", "env_kwargs: {null: 1}\n"),
-    names=("env_kwargs",),
-)
-probe(
-    "config",
-    "--config symlink loop",
-    *CFG,
-    "{d}/loop.yaml",
-    setup=symlink_loop("loop.yaml"),
-    names=("loop.yaml",),
-)
-probe(
-    "config",
-    "--config unreadable (chmod 000)",
-    *CFG,
-    "{d}/c.yaml",
-    *TINY,
-    setup=write("c.yaml", "gamma: 0.9\n", mode=0),
-    names=("c.yaml",),
-)
-probe(
-    "config",
-    "--config a run's config.yaml (fine)",
-    *CFG,
-    "{run}/config.yaml",
-    "--total-timesteps",
-    "256",
-    expect="ok",
-    intact=("run",),
+    CFG,
+    ("--config symlink loop", "{d}/loop.yaml", "loop.yaml", symlink_loop("loop.yaml")),
+    ("--config unreadable (chmod 000)", ["{d}/c.yaml", *TINY], "c.yaml", c_yaml("gamma: 0.9\n", 0)),
+    (
+        "--config a run's config.yaml (fine)",
+        "{run}/config.yaml --total-timesteps 256",
+        (),
+        None,
+        "ok",
+        ("run",),
+    ),
 )
 
 # ----------------------------------------------------------------- eval
-probe("eval", "missing run dir", "eval", "{d}/missing", names=("missing",))
-probe("eval", "empty dir", "eval", "{d}/empty", setup=EMPTY, names=("empty",))
-probe(
+table(
     "eval",
-    "a symlink loop as run dir",
-    "eval",
-    "{d}/loop",
-    setup=symlink_loop("loop"),
-    names=("loop",),
+    ["eval"],
+    ("missing run dir", "{d}/missing", "missing"),
+    ("empty dir", "{d}/empty", "empty", EMPTY),
+    ("a symlink loop as run dir", "{d}/loop", "loop", symlink_loop("loop")),
+    ("a file as run dir", "{d}/afile", "afile", AFILE),
 )
-probe("eval", "a file as run dir", "eval", "{d}/afile", setup=AFILE, names=("afile",))
-probe(
+table(
     "eval",
-    "damaged config.yaml",
-    "eval",
-    "{run}",
-    setup=write("run/config.yaml", "num_envs: [4\nbad"),
-    expect="either",
-    intact=("run",),
-    names=("config.yaml",),
+    ["eval", "{run}"],
+    ("damaged config.yaml", "", "config.yaml", DAMAGED, "either", ("run",)),
+    ("config.yaml a list", "", "config.yaml", run_config("- 1\n- 2\n"), "either", ("run",)),
+    (
+        "config.yaml unknown field",
+        "",
+        "bogus_field",
+        run_config("bogus_field: 1\n"),
+        "either",
+        ("run",),
+    ),
+    ("config.yaml deleted", "", "config.yaml", remove("run/config.yaml"), "either", ("run",)),
+    ("checkpoints/ deleted", "", "checkpoint", NO_CHECKPOINTS),
+    ("--episodes 0", "--episodes 0", "episodes"),
+    ("--episodes -3", "--episodes -3", "episodes"),
+    ("--episodes abc", "--episodes abc", "episodes"),
+    ("--step 3 (not kept)", "--step 3", "3"),
+    ("--step -1", "--step -1", ("step", "-1")),
+    ("--seed -1", "--seed -1", "seed"),
+    ("--seed 2**70", f"--seed {2**70}", "seed"),
+    ("--env-name NotAnEnv-v0", "--env-name NotAnEnv-v0", "NotAnEnv"),
+    ("--env-name other spaces", "--env-name Acrobot-v1", "Acrobot"),
+    ("--video bad suffix", "--episodes 1 --video {d}/v.txt", ("v.txt", ".txt")),
+    ("--video /proc/...", "--episodes 1 --video /proc/v.gif", "/proc"),
+    ("--overwrite without --all-steps", "--overwrite", "--overwrite"),
+    ("--all-steps with --step", "--all-steps --step 2", "--step"),
+    (
+        "--all-steps over existing eval_steps.csv",
+        "--all-steps --episodes 1",
+        "eval_steps",
+        write("run/eval_steps.csv", "mine\n"),
+    ),
+    ("3 episodes (fine)", "--episodes 3", (), None, "ok", ("run",)),
 )
-probe(
-    "eval",
-    "config.yaml a list",
-    "eval",
-    "{run}",
-    setup=write("run/config.yaml", "- 1\n- 2\n"),
-    expect="either",
-    intact=("run",),
-    names=("config.yaml",),
-)
-probe(
-    "eval",
-    "config.yaml unknown field",
-    "eval",
-    "{run}",
-    setup=write("run/config.yaml", "bogus_field: 1\n"),
-    expect="either",
-    intact=("run",),
-    names=("bogus_field",),
-)
-probe(
-    "eval",
-    "config.yaml deleted",
-    "eval",
-    "{run}",
-    setup=remove("run/config.yaml"),
-    expect="either",
-    intact=("run",),
-    names=("config.yaml",),
-)
-probe(
-    "eval",
-    "checkpoints/ deleted",
-    "eval",
-    "{run}",
-    setup=remove("run/checkpoints"),
-    names=("checkpoint",),
-)
-probe("eval", "--episodes 0", "eval", "{run}", "--episodes", "0", names=("episodes",))
-probe("eval", "--episodes -3", "eval", "{run}", "--episodes", "-3", names=("episodes",))
-probe("eval", "--episodes abc", "eval", "{run}", "--episodes", "abc", names=("episodes",))
-probe("eval", "--step 3 (not kept)", "eval", "{run}", "--step", "3", names=("3",))
-probe("eval", "--step -1", "eval", "{run}", "--step", "-1", names=("step", "-1"))
-probe("eval", "--seed -1", "eval", "{run}", "--seed", "-1", names=("seed",))
-probe("eval", "--seed 2**70", "eval", "{run}", "--seed", str(2**70), names=("seed",))
-probe(
-    "eval",
-    "--env-name NotAnEnv-v0",
-    "eval",
-    "{run}",
-    "--env-name",
-    "NotAnEnv-v0",
-    names=("NotAnEnv",),
-)
-probe(
-    "eval",
-    "--env-name other spaces",
-    "eval",
-    "{run}",
-    "--env-name",
-    "Acrobot-v1",
-    names=("Acrobot",),
-)
-probe(
-    "eval",
-    "--video bad suffix",
-    "eval",
-    "{run}",
-    "--episodes",
-    "1",
-    "--video",
-    "{d}/v.txt",
-    names=("v.txt", ".txt"),
-)
-probe(
-    "eval",
-    "--video /proc/...",
-    "eval",
-    "{run}",
-    "--episodes",
-    "1",
-    "--video",
-    "/proc/v.gif",
-    names=("/proc",),
-)
-probe(
-    "eval",
-    "--overwrite without --all-steps",
-    "eval",
-    "{run}",
-    "--overwrite",
-    names=("--overwrite",),
-)
-probe(
-    "eval",
-    "--all-steps with --step",
-    "eval",
-    "{run}",
-    "--all-steps",
-    "--step",
-    "2",
-    names=("--step",),
-)
-probe(
-    "eval",
-    "--all-steps over existing eval_steps.csv",
-    "eval",
-    "{run}",
-    "--all-steps",
-    "--episodes",
-    "1",
-    setup=write("run/eval_steps.csv", "mine\n"),
-    names=("eval_steps",),
-)
-probe("eval", "3 episodes (fine)", "eval", "{run}", "--episodes", "3", expect="ok", intact=("run",))
 
 # ----------------------------------------------------------------- export
-probe("export", "no --to", "export", "{run}", names=("--to",))
-probe("export", "--to bad suffix", "export", "{run}", "--to", "{d}/p.txt", names=(".txt",))
-probe("export", "--to ''", "export", "{run}", "--to", "", names=("--to",))
-probe("export", "missing run dir", "export", "{d}/missing", "--to", "{d}/p.pt", names=("missing",))
-probe(
+table(
     "export",
-    "empty dir",
-    "export",
-    "{d}/empty",
-    "--to",
-    "{d}/p.onnx",
-    setup=EMPTY,
-    names=("empty",),
-)
-probe(
-    "export",
-    "damaged config.yaml",
-    "export",
-    "{run}",
-    "--to",
-    "{d}/p.pt",
-    setup=write("run/config.yaml", ": : :\n"),
-    expect="either",
-    intact=("run",),
-    names=("config.yaml",),
-)
-probe("export", "--to /proc/...", "export", "{run}", "--to", "/proc/p.pt", names=("/proc",))
-probe(
-    "export",
-    "--to under a file",
-    "export",
-    "{run}",
-    "--to",
-    "{d}/afile/p.pt",
-    setup=AFILE,
-    names=("afile",),
-)
-probe(
-    "export",
-    "--to a symlink loop",
-    "export",
-    "{run}",
-    "--to",
-    "{d}/loop.pt",
-    setup=symlink_loop("loop.pt"),
-    names=("loop.pt",),
-)
-probe(
-    "export",
-    "--to an existing folder",
-    "export",
-    "{run}",
-    "--to",
-    "{d}/p.onnx",
-    setup=mkdir("p.onnx"),
-    names=("p.onnx",),
-)
-probe(
-    "export",
-    "--to existing .onnx, no --overwrite",
-    "export",
-    "{run}",
-    "--to",
-    "{d}/p.onnx",
-    setup=write("p.onnx", "my model\n"),
-    names=("p.onnx",),
-)
-probe(
-    "export",
-    "--to .pt beside an existing .json",
-    "export",
-    "{run}",
-    "--to",
-    "{d}/p.pt",
-    setup=write("p.json", "{}\n"),
-    names=("p.json", "p."),
-)
-probe(
-    "export",
-    "--to .onnx in a new folder (fine)",
-    "export",
-    "{run}",
-    "--to",
-    "{d}/out/p.onnx",
-    expect="either",
-    intact=("run",),
+    ["export"],
+    ("no --to", "{run}", "--to"),
+    ("--to bad suffix", "{run} --to {d}/p.txt", ".txt"),
+    ("--to ''", "{run} --to ''", "--to"),
+    ("missing run dir", "{d}/missing --to {d}/p.pt", "missing"),
+    ("empty dir", "{d}/empty --to {d}/p.onnx", "empty", EMPTY),
+    (
+        "damaged config.yaml",
+        "{run} --to {d}/p.pt",
+        "config.yaml",
+        run_config(": : :\n"),
+        "either",
+        ("run",),
+    ),
+    ("--to /proc/...", "{run} --to /proc/p.pt", "/proc"),
+    ("--to under a file", "{run} --to {d}/afile/p.pt", "afile", AFILE),
+    ("--to a symlink loop", "{run} --to {d}/loop.pt", "loop.pt", symlink_loop("loop.pt")),
+    ("--to an existing folder", "{run} --to {d}/p.onnx", "p.onnx", mkdir("p.onnx")),
+    (
+        "--to existing .onnx, no --overwrite",
+        "{run} --to {d}/p.onnx",
+        "p.onnx",
+        write("p.onnx", "my model\n"),
+    ),
+    (
+        "--to .pt beside an existing .json",
+        "{run} --to {d}/p.pt",
+        ("p.json", "p."),
+        write("p.json", "{}\n"),
+    ),
+    (
+        "--to .onnx in a new folder (fine)",
+        "{run} --to {d}/out/p.onnx",
+        (),
+        None,
+        "either",
+        ("run",),
+    ),
 )
 
 # ----------------------------------------------------------------- collect
-COLLECT = ["collect", "{run}", "--episodes", "2", "--out", "{d}/ds"]
-probe("collect", "no --episodes / --out", "collect", "{run}", names=("--episodes", "--out"))
-probe("collect", "no RUN_DIR", "collect", "--episodes", "2", "--out", "{d}/ds", names=("RUN_DIR",))
-probe(
+COLLECT = ["collect", "{run}", "--episodes", "2", "--out"]
+table(
     "collect",
-    "--episodes 0",
-    *COLLECT[:2],
-    "--episodes",
-    "0",
-    "--out",
-    "{d}/ds",
-    names=("episodes",),
+    ["collect"],
+    ("no --episodes / --out", "{run}", ("--episodes", "--out")),
+    ("no RUN_DIR", "--episodes 2 --out {d}/ds", "RUN_DIR"),
+    ("--episodes 0", "{run} --episodes 0 --out {d}/ds", "episodes"),
+    ("--episodes -1", "{run} --episodes -1 --out {d}/ds", "episodes"),
+    ("missing run dir", "{d}/missing --episodes 2 --out {d}/ds", "missing"),
 )
-probe(
+table(
     "collect",
-    "--episodes -1",
-    *COLLECT[:2],
-    "--episodes",
-    "-1",
-    "--out",
-    "{d}/ds",
-    names=("episodes",),
+    COLLECT,
+    ("damaged config.yaml", "{d}/ds", "config.yaml", run_config("[unclosed\n"), "either", ("run",)),
+    ("--out existing non-empty folder", "{d}/mine", "mine", FOREIGN),
+    ("--out is a file", "{d}/afile", "afile", AFILE),
+    ("--out /proc/...", "/proc/pjp-ds", "/proc"),
+    ("--temperature -1", "{d}/ds --temperature -1", "temperature"),
+    ("--temperature nan", "{d}/ds --temperature nan", "temperature"),
+    ("--info-keys nosuchkey", "{d}/ds --info-keys nosuchkey", "nosuchkey"),
+    ("--step 3 (not kept)", "{d}/ds --step 3", "3"),
+    ("--seed -5", "{d}/ds --seed -5", "seed"),
+    ("--minari-id 'bad id!'", "{d}/ds --minari-id 'bad id!'", ("bad id!", "minari")),
 )
-probe(
+table(
     "collect",
-    "missing run dir",
-    "collect",
-    "{d}/missing",
-    "--episodes",
-    "2",
-    "--out",
-    "{d}/ds",
-    names=("missing",),
+    ["collect"],
+    ("--resume missing", "--resume {d}/missing", "missing"),
+    ("--resume empty dir", "--resume {d}/empty", "empty", EMPTY),
+    ("--resume with --episodes", "--resume {d}/empty --episodes 3", "--episodes", EMPTY),
+    ("2 episodes (fine)", "{run} --episodes 2 --out {d}/ds", (), None, "ok", ("run",)),
 )
-probe(
-    "collect",
-    "damaged config.yaml",
-    *COLLECT,
-    setup=write("run/config.yaml", "[unclosed\n"),
-    expect="either",
-    intact=("run",),
-    names=("config.yaml",),
-)
-probe(
-    "collect",
-    "--out existing non-empty folder",
-    *COLLECT[:-1],
-    "{d}/mine",
-    setup=FOREIGN,
-    names=("mine",),
-)
-probe("collect", "--out is a file", *COLLECT[:-1], "{d}/afile", setup=AFILE, names=("afile",))
-probe("collect", "--out /proc/...", *COLLECT[:-1], "/proc/pjp-ds", names=("/proc",))
-probe("collect", "--temperature -1", *COLLECT, "--temperature", "-1", names=("temperature",))
-probe("collect", "--temperature nan", *COLLECT, "--temperature", "nan", names=("temperature",))
-probe(
-    "collect", "--info-keys nosuchkey", *COLLECT, "--info-keys", "nosuchkey", names=("nosuchkey",)
-)
-probe("collect", "--step 3 (not kept)", *COLLECT, "--step", "3", names=("3",))
-probe("collect", "--seed -5", *COLLECT, "--seed", "-5", names=("seed",))
-probe(
-    "collect",
-    "--minari-id 'bad id!'",
-    *COLLECT,
-    "--minari-id",
-    "bad id!",
-    names=("bad id!", "minari"),
-)
-probe("collect", "--resume missing", "collect", "--resume", "{d}/missing", names=("missing",))
-probe(
-    "collect",
-    "--resume empty dir",
-    "collect",
-    "--resume",
-    "{d}/empty",
-    setup=EMPTY,
-    names=("empty",),
-)
-probe(
-    "collect",
-    "--resume with --episodes",
-    "collect",
-    "--resume",
-    "{d}/empty",
-    "--episodes",
-    "3",
-    setup=EMPTY,
-    names=("--episodes",),
-)
-probe("collect", "2 episodes (fine)", *COLLECT, expect="ok", intact=("run",))
 
 # ----------------------------------------------------------------- sweep
 SWEEP = ["sweep", "--out", "{d}/out", "--seeds", "2", *TINY]
-probe("sweep", "--grid without =", *SWEEP, "--grid", "gamma", names=("gamma",))
-probe("sweep", "--grid empty values", *SWEEP, "--grid", "gamma=", names=("gamma",))
-probe("sweep", "--grid unknown field", *SWEEP, "--grid", "gama=0.9,0.99", names=("gama",))
-probe("sweep", "--grid bad value", *SWEEP, "--grid", "gamma=0.9,abc", names=("gamma", "abc"))
-probe("sweep", "--grid out-of-range value", *SWEEP, "--grid", "gamma=0.9,1.5", names=("gamma",))
-probe("sweep", "--grid seed (unsweepable)", *SWEEP, "--grid", "seed=1,2", names=("seed",))
-probe(
-    "sweep", "--grid log_freq (unsweepable)", *SWEEP, "--grid", "log_freq=1,2", names=("log_freq",)
+table(
+    "sweep",
+    SWEEP,
+    ("--grid without =", "--grid gamma", "gamma"),
+    ("--grid empty values", "--grid gamma=", "gamma"),
+    ("--grid unknown field", "--grid gama=0.9,0.99", "gama"),
+    ("--grid bad value", "--grid gamma=0.9,abc", ("gamma", "abc")),
+    ("--grid out-of-range value", "--grid gamma=0.9,1.5", "gamma"),
+    ("--grid seed (unsweepable)", "--grid seed=1,2", "seed"),
+    ("--grid log_freq (unsweepable)", "--grid log_freq=1,2", "log_freq"),
+    ("--grid a field twice", "--grid gamma=0.9 --grid gamma=0.99", "gamma"),
+    ("--grid hidden_sizes with 0", "--grid 'hidden_sizes=8;16,0'", "hidden_sizes"),
+    ("--grid env ids, one bad", "--grid env_name=CartPole-v1,NotAnEnv-v0", "NotAnEnv"),
+    (
+        "--random unknown distribution",
+        "--random learning_rate=normal:0:1 --num-samples 2",
+        "normal",
+    ),
+    (
+        "--random missing bound",
+        "--random learning_rate=log_uniform:1e-3 --num-samples 2",
+        "learning_rate",
+    ),
+    (
+        "--random log_uniform from 0",
+        "--random learning_rate=log_uniform:0:1e-3 --num-samples 2",
+        "learning_rate",
+    ),
+    (
+        "--random low > high",
+        "--random learning_rate=uniform:1e-3:1e-4 --num-samples 2",
+        "learning_rate",
+    ),
+    (
+        "--random bound not a number",
+        "--random learning_rate=uniform:a:b --num-samples 2",
+        "learning_rate",
+    ),
+    (
+        "--random without --num-samples",
+        "--random learning_rate=uniform:1e-4:1e-3",
+        ("num_samples", "num-samples"),
+    ),
+    ("--random empty choice", "--random num_envs=choice: --num-samples 2", "num_envs"),
+    ("--seeds 0", "--seeds 0 --grid gamma=0.9", "seeds"),
+    ("--seeds -2", "--seeds -2 --grid gamma=0.9", "seeds"),
+    ("--seeds abc", "--seeds abc", "seeds"),
+    (
+        "--max-runs-per-chunk 0",
+        "--grid gamma=0.9 --max-runs-per-chunk 0",
+        ("max_runs_per_chunk", "max-runs-per-chunk"),
+    ),
+    ("--log-every 0", "--grid gamma=0.9 --log-every 0", ("log_every", "log-every")),
+    ("--format xlsx", "--format xlsx", "xlsx"),
+    ("--num-processes 2 without coordinator", "--num-processes 2", "coordinator"),
 )
-probe(
+table(
     "sweep",
-    "--grid a field twice",
-    *SWEEP,
-    "--grid",
-    "gamma=0.9",
-    "--grid",
-    "gamma=0.99",
-    names=("gamma",),
+    ["sweep", "--out"],
+    ("--out is a file", "{d}/afile", "afile", AFILE),
+    ("--out foreign folder", "{d}/mine", "mine", FOREIGN),
+    ("--out /proc/...", "/proc/pjp-sweep", "/proc"),
+    suffix=[*TINY, "--grid", "gamma=0.9"],
 )
-probe(
+table(
     "sweep",
-    "--grid hidden_sizes with 0",
-    *SWEEP,
-    "--grid",
-    "hidden_sizes=8;16,0",
-    names=("hidden_sizes",),
+    ["sweep", "--resume"],
+    ("--resume empty dir", "{d}/empty", "empty", EMPTY),
+    ("--resume with --grid", "{d}/empty --grid gamma=0.9", "--grid", EMPTY),
+    (
+        "--resume bad request.yaml",
+        "{d}/sw",
+        "request.yaml",
+        write("sw/request.yaml", "just: text\n"),
+    ),
 )
-probe(
-    "sweep",
-    "--grid env ids, one bad",
-    *SWEEP,
-    "--grid",
-    "env_name=CartPole-v1,NotAnEnv-v0",
-    names=("NotAnEnv",),
-)
-probe(
-    "sweep",
-    "--random unknown distribution",
-    *SWEEP,
-    "--random",
-    "learning_rate=normal:0:1",
-    "--num-samples",
-    "2",
-    names=("normal",),
-)
-probe(
-    "sweep",
-    "--random missing bound",
-    *SWEEP,
-    "--random",
-    "learning_rate=log_uniform:1e-3",
-    "--num-samples",
-    "2",
-    names=("learning_rate",),
-)
-probe(
-    "sweep",
-    "--random log_uniform from 0",
-    *SWEEP,
-    "--random",
-    "learning_rate=log_uniform:0:1e-3",
-    "--num-samples",
-    "2",
-    names=("learning_rate",),
-)
-probe(
-    "sweep",
-    "--random low > high",
-    *SWEEP,
-    "--random",
-    "learning_rate=uniform:1e-3:1e-4",
-    "--num-samples",
-    "2",
-    names=("learning_rate",),
-)
-probe(
-    "sweep",
-    "--random bound not a number",
-    *SWEEP,
-    "--random",
-    "learning_rate=uniform:a:b",
-    "--num-samples",
-    "2",
-    names=("learning_rate",),
-)
-probe(
-    "sweep",
-    "--random without --num-samples",
-    *SWEEP,
-    "--random",
-    "learning_rate=uniform:1e-4:1e-3",
-    names=("num_samples", "num-samples"),
-)
-probe(
-    "sweep",
-    "--random empty choice",
-    *SWEEP,
-    "--random",
-    "num_envs=choice:",
-    "--num-samples",
-    "2",
-    names=("num_envs",),
-)
-probe("sweep", "--seeds 0", *SWEEP, "--seeds", "0", "--grid", "gamma=0.9", names=("seeds",))
-probe("sweep", "--seeds -2", *SWEEP, "--seeds", "-2", "--grid", "gamma=0.9", names=("seeds",))
-probe("sweep", "--seeds abc", *SWEEP, "--seeds", "abc", names=("seeds",))
-probe(
-    "sweep",
-    "--max-runs-per-chunk 0",
-    *SWEEP,
-    "--grid",
-    "gamma=0.9",
-    "--max-runs-per-chunk",
-    "0",
-    names=("max_runs_per_chunk", "max-runs-per-chunk"),
-)
-probe(
-    "sweep",
-    "--log-every 0",
-    *SWEEP,
-    "--grid",
-    "gamma=0.9",
-    "--log-every",
-    "0",
-    names=("log_every", "log-every"),
-)
-probe("sweep", "--format xlsx", *SWEEP, "--format", "xlsx", names=("xlsx",))
-probe(
-    "sweep",
-    "--num-processes 2 without coordinator",
-    *SWEEP,
-    "--num-processes",
-    "2",
-    names=("coordinator",),
-)
-probe(
-    "sweep",
-    "--out is a file",
-    "sweep",
-    "--out",
-    "{d}/afile",
-    *TINY,
-    "--grid",
-    "gamma=0.9",
-    setup=AFILE,
-    names=("afile",),
-)
-probe(
-    "sweep",
-    "--out foreign folder",
-    "sweep",
-    "--out",
-    "{d}/mine",
-    *TINY,
-    "--grid",
-    "gamma=0.9",
-    setup=FOREIGN,
-    names=("mine",),
-)
-probe(
-    "sweep",
-    "--out /proc/...",
-    "sweep",
-    "--out",
-    "/proc/pjp-sweep",
-    *TINY,
-    "--grid",
-    "gamma=0.9",
-    names=("/proc",),
-)
-probe(
-    "sweep", "--resume empty dir", "sweep", "--resume", "{d}/empty", setup=EMPTY, names=("empty",)
-)
-probe(
-    "sweep",
-    "--resume with --grid",
-    "sweep",
-    "--resume",
-    "{d}/empty",
-    "--grid",
-    "gamma=0.9",
-    setup=EMPTY,
-    names=("--grid",),
-)
-probe(
-    "sweep",
-    "--resume bad request.yaml",
-    "sweep",
-    "--resume",
-    "{d}/sw",
-    setup=write("sw/request.yaml", "just: text\n"),
-    names=("request.yaml",),
-)
-probe("sweep", "2 seeds x 2 gammas (fine)", *SWEEP, "--grid", "gamma=0.9,0.99", expect="ok")
+table("sweep", SWEEP, ("2 seeds x 2 gammas (fine)", "--grid gamma=0.9,0.99", (), None, "ok"))
 
 # ----------------------------------------------------------------- pbt
-PBT = ["pbt", "--out", "{d}/out", "--population", "2", "--ready-every", "2", *TINY]
+PBT_ARGS = ["--population", "2", "--ready-every", "2", *TINY]
+PBT = ["pbt", "--out", "{d}/out", *PBT_ARGS]
 LR = ["--search", "learning_rate=log_uniform:1e-4:1e-3"]
-probe("pbt", "no --search", *PBT, names=("--search",))
-probe("pbt", "no --search, no --out", "pbt", *PBT[3:], names=("--search",))
-probe("pbt", "--search unknown field", *PBT, "--search", "nosuch=uniform:0:1", names=("nosuch",))
-probe(
-    "pbt", "--search untraced field", *PBT, "--search", "num_envs=uniform:1:8", names=("num_envs",)
+table(
+    "pbt",
+    ["pbt"],
+    ("no --search", "--out {d}/out", "--search"),
+    ("no --search, no --out", "", "--search"),
+    suffix=PBT_ARGS,
 )
-probe(
+table(
     "pbt",
-    "--search unknown distribution",
-    *PBT,
-    "--search",
-    "learning_rate=normal:0:1",
-    names=("normal",),
+    [*PBT, "--search"],
+    ("--search unknown field", "nosuch=uniform:0:1", "nosuch"),
+    ("--search untraced field", "num_envs=uniform:1:8", "num_envs"),
+    ("--search unknown distribution", "learning_rate=normal:0:1", "normal"),
+    ("--search missing bound", "learning_rate=uniform:1e-4", "learning_rate"),
+    ("--search log_uniform from 0", "learning_rate=log_uniform:0:1e-3", "learning_rate"),
+    ("--search static field by a range", "hidden_sizes=uniform:1:2", "hidden_sizes"),
+    ("--search traced field by a choice", "learning_rate=choice:1e-3,1e-4", "learning_rate"),
 )
-probe(
+table(
     "pbt",
-    "--search missing bound",
-    *PBT,
-    "--search",
-    "learning_rate=uniform:1e-4",
-    names=("learning_rate",),
+    [*PBT, *LR],
+    ("--population 0", "--population 0", "population"),
+    ("--population -1", "--population -1", "population"),
+    ("--ready-every 0", "--ready-every 0", ("ready_every", "ready-every")),
+    ("--exploit bogus", "--exploit bogus", ("bogus", "exploit")),
+    ("--explore bogus", "--explore bogus", ("bogus", "explore")),
+    (
+        "--truncation-fraction 1.5",
+        "--truncation-fraction 1.5",
+        ("truncation_fraction", "truncation-fraction"),
+    ),
+    (
+        "--tournament-size 0",
+        "--exploit tournament --tournament-size 0",
+        ("tournament_size", "tournament-size"),
+    ),
+    ("--fitness-window 0", "--fitness-window 0", ("fitness_window", "fitness-window")),
+    ("--checkpoint-every -1", "--checkpoint-every -1", "checkpoint-every"),
 )
-probe(
+table(
     "pbt",
-    "--search log_uniform from 0",
-    *PBT,
-    "--search",
-    "learning_rate=log_uniform:0:1e-3",
-    names=("learning_rate",),
+    ["pbt"],
+    ("--resume without --out", "", "--out"),
+    ("--resume of a missing --out", "--out {d}/missing", "missing"),
+    ("--resume of an empty folder", "--out {d}/out", "out", mkdir("out")),
+    ("--resume of a foreign folder", "--out {d}/mine", "mine", FOREIGN),
+    suffix=[*PBT_ARGS, *LR, "--resume"],
 )
-probe(
+table(
     "pbt",
-    "--search static field by a range",
-    *PBT,
-    "--search",
-    "hidden_sizes=uniform:1:2",
-    names=("hidden_sizes",),
-)
-probe(
-    "pbt",
-    "--search traced field by a choice",
-    *PBT,
-    "--search",
-    "learning_rate=choice:1e-3,1e-4",
-    names=("learning_rate",),
-)
-probe("pbt", "--population 0", *PBT, *LR, "--population", "0", names=("population",))
-probe("pbt", "--population -1", *PBT, *LR, "--population", "-1", names=("population",))
-probe(
-    "pbt", "--ready-every 0", *PBT, *LR, "--ready-every", "0", names=("ready_every", "ready-every")
-)
-probe("pbt", "--exploit bogus", *PBT, *LR, "--exploit", "bogus", names=("bogus", "exploit"))
-probe("pbt", "--explore bogus", *PBT, *LR, "--explore", "bogus", names=("bogus", "explore"))
-probe(
-    "pbt",
-    "--truncation-fraction 1.5",
-    *PBT,
-    *LR,
-    "--truncation-fraction",
-    "1.5",
-    names=("truncation_fraction", "truncation-fraction"),
-)
-probe(
-    "pbt",
-    "--tournament-size 0",
-    *PBT,
-    *LR,
-    "--exploit",
-    "tournament",
-    "--tournament-size",
-    "0",
-    names=("tournament_size", "tournament-size"),
-)
-probe(
-    "pbt",
-    "--fitness-window 0",
-    *PBT,
-    *LR,
-    "--fitness-window",
-    "0",
-    names=("fitness_window", "fitness-window"),
-)
-probe(
-    "pbt",
-    "--checkpoint-every -1",
-    *PBT,
-    *LR,
-    "--checkpoint-every",
-    "-1",
-    names=("checkpoint-every",),
-)
-probe("pbt", "--resume without --out", "pbt", *PBT[3:], *LR, "--resume", names=("--out",))
-probe(
-    "pbt",
-    "--resume of a missing --out",
-    "pbt",
-    "--out",
-    "{d}/missing",
-    *PBT[3:],
-    *LR,
-    "--resume",
-    names=("missing",),
-)
-probe(
-    "pbt", "--resume of an empty folder", *PBT, *LR, "--resume", setup=mkdir("out"), names=("out",)
-)
-probe(
-    "pbt",
-    "--resume of a foreign folder",
-    "pbt",
-    "--out",
-    "{d}/mine",
-    "--population",
-    "2",
-    "--ready-every",
-    "2",
-    *TINY,
-    *LR,
-    "--resume",
-    setup=FOREIGN,
-    names=("mine",),
-)
-probe(
-    "pbt",
-    "--out is a file",
-    "pbt",
-    "--out",
-    "{d}/afile",
-    *PBT[3:],
-    *LR,
-    setup=AFILE,
-    names=("afile",),
+    ["pbt", "--out", "{d}/afile"],
+    ("--out is a file", "", "afile", AFILE),
+    suffix=[*PBT_ARGS, *LR],
 )
 
 
@@ -1494,8 +782,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="the probes whose group or name holds this")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per probe")
+    parser.add_argument("--list", action="store_true", help="print the probes; run nothing")
     args = parser.parse_args()
     probes = [p for p in PROBES if args.only in p.group or args.only in p.name]
+    if args.list:
+        for p in probes:
+            print(p.group, p.name, p.argv, p.setup, p.names, p.expect, p.intact, sep=" | ")
+        return
     started = time.time()
     rows = []
     with tempfile.TemporaryDirectory(prefix="purejaxppo-input-probes-") as tmp:
