@@ -44,6 +44,13 @@ PUBLISHED = {
     "HalfCheetah-v4": (1442.64, 46.03, "CleanRL ppo_continuous_action.py, 1M steps"),
     "Hopper-v4": (2382.86, 271.74, "CleanRL ppo_continuous_action.py, 1M steps"),
     "Walker2d-v4": (2287.95, 571.78, "CleanRL ppo_continuous_action.py, 1M steps"),
+    "Humanoid-v4": (716.11, 49.08, "CleanRL ppo_continuous_action.py, 1M steps"),
+    "InvertedPendulum-v4": (963.09, 22.20, "CleanRL ppo_continuous_action.py, 1M steps"),
+    "Pusher-v4": (-40.38, 7.15, "CleanRL ppo_continuous_action.py, 1M steps"),
+    # RL Zoo's benchmark.md (DLR-RM/rl-baselines3-zoo): SB3 PPO on Ant-v3 (the v4 task's
+    # predecessor, same model and reward), one run, deterministic evaluation over 175
+    # episodes; the std is across those episodes, not seeds.
+    "Ant-v4": (1327.16, 451.58, "RL Zoo PPO Ant-v3 (one run, deterministic eval), 1M steps"),
     "Breakout-v5": (414.66, 28.09, "CleanRL ppo_atari.py, 10M steps"),
     "Pong-v5": (20.36, 0.20, "CleanRL ppo_atari.py, 10M steps"),
     "BeamRider-v5": (1915.93, 484.58, "CleanRL ppo_atari.py, 10M steps"),
