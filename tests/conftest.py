@@ -5,9 +5,16 @@ of vmapped programs on jax 0.10 CPU); import it here, before any test runs JAX, 
 is in force for every test. pytest-timeout (pyproject.toml) fails a hang.
 """
 
+import signal
+
 import pytest
 
 import purejaxppo  # noqa: F401
+
+# A process started in the background (`nohup pytest &`, some CI runners) ignores SIGINT;
+# the tests of Ctrl-C model an interactive run, where it raises KeyboardInterrupt.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

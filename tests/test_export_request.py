@@ -106,11 +106,21 @@ def test_a_signal_during_the_commit_is_handled_after_it(tmp_path, monkeypatch):
     new = {t.name: f"new {t.name}" for t in targets[1:]}
     assert seen == [("SIGINT", new), ("SIGTERM", new)]  # in order, once all is committed
     assert signal.getsignal(signal.SIGINT) is previous[signal.SIGINT]
-    # The default handler: KeyboardInterrupt, raised after the commit.
+    # Python's default SIGINT handler: KeyboardInterrupt, raised after the commit. Set here,
+    # since a process started in the background (`nohup pytest &`) ignores SIGINT; SIGTERM
+    # is recorded (its default would end the test process).
     (tmp_path / "b").mkdir()
     targets, staged = _old_export(tmp_path / "b")
-    with pytest.raises(KeyboardInterrupt):
-        commit(staged, targets, overwrite=True)
+    previous = {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, handler),
+    }
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            commit(staged, targets, overwrite=True)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
     assert _files(tmp_path / "b") == {t.name: f"new {t.name}" for t in targets[1:]}
 
 
