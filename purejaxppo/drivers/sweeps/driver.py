@@ -310,7 +310,12 @@ class _Stop:
 def runs_mesh(devices: Any, max_runs_per_chunk: int | None, env_name: str) -> Any:
     """The runs' mesh (one device for an "envpool:" id by default, and refused on more:
     its runs share one pool); checks that `max_runs_per_chunk` splits evenly over it.
-    The command line calls it too, once its devices are set, before it writes anything."""
+    The command line calls it too, once its devices are set, before it writes anything.
+
+    Raises:
+      ValueError: several devices for an "envpool:" id (`kinds.check_runs_devices`), or a
+        `max_runs_per_chunk` that does not split over them (`check_chunk`), naming the value.
+    """
     if isinstance(devices, int):  # refused by the kind before any mesh is made
         kinds.check_runs_devices(env_name, devices)
     mesh = parallel.make_mesh(kinds.runs_devices(env_name, devices), parallel.RUNS_AXIS)
