@@ -109,7 +109,7 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
     `start` resets E envs (keys as `policy.make_episode_runner`); `chunk` plays C steps of
     all E envs and returns the new carry and the per-step records `[C, E]` (obs, action,
     reward, terminated, truncated, log_prob, value, final_obs, active, infos). EnvPool
-    Atari: an episode is the game (see the module docstring; `_game_steps`).
+    Atari: an episode is the game (the module docstring; `envs.episodes.atari_games`).
 
     Multi-agent JaxMARL envs: the agents on an axis after the env's, and `reward` the team
     reward (`envs.agent_rows.make_agents_chunk_runner`).
@@ -118,19 +118,17 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
       ValueError: a kind of env that cannot collect (`envs.kinds`' table); `info_keys`
         that the env's info dict lacks.
     """
-    from purejaxppo.envs.agent_rows import make_agents_chunk_runner
-    from purejaxppo.envs.kinds import AGENTS, ENVPOOL, check
-    from purejaxppo.host_episodes import make_host_chunk_runner
-    from purejaxppo.multiagent import env_for_networks
+    from purejaxppo.envs.kinds import check
 
     kind = check("collect", getattr(env, "name", repr(env)), env)
-    if not kind.in_program:  # a host env: the same records from a Python loop
-        return make_host_chunk_runner(env, networks, select_action, tuple(info_keys))
-    if kind is AGENTS:  # the agents of each env on rows (MAPPO's critic: the world state)
-        env = env_for_networks(env, networks)
-        return make_agents_chunk_runner(env, env_params, networks, select_action, tuple(info_keys))
+    env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
+    return _LOOPS[kind.loop](networks, env, env_params, tuple(info_keys), episodes.step)
+
+
+def _program_chunks(networks, env, env_params, info_keys, episode_step):
+    """`make_chunk_runner` for an env stepped inside the program: E envs vmapped in one
+    `lax.scan` per chunk; `episode_step` from `envs.episodes` (Atari: the game's steps)."""
     _check_info_keys(env, env_params, info_keys)
-    ends = _game_steps if kind is ENVPOOL and env.atari else _env_steps
 
     def start(key, num_envs):
         reset_key, scan_key = jax.random.split(key)
@@ -154,7 +152,7 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
                 env.step, in_axes=(0, 0, 0, None)
             )(jax.random.split(env_key, num_envs), state, action, env_params)
             life_end = jnp.logical_or(terminated, truncated)
-            reward, terminated, truncated, score = ends(
+            reward, terminated, truncated, score = episode_step(
                 reward.astype(jnp.float32), terminated, truncated, info, score
             )
             record = {
@@ -177,23 +175,22 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
     return jax.jit(start, static_argnums=1), jax.jit(chunk)
 
 
-def _env_steps(reward, terminated, truncated, info, score):
-    """An env's own step: its reward and flags (`score` unused)."""
-    del info
-    return reward, terminated, truncated, score
+def _agents_chunks(networks, env, env_params, info_keys, episode_step):
+    """`make_chunk_runner` for a JaxMARL env: its agents on rows, the team reward."""
+    from purejaxppo.envs.agent_rows import make_agents_chunk_runner
+
+    return make_agents_chunk_runner(env, env_params, networks, select_action, info_keys)
 
 
-def _game_steps(reward, terminated, truncated, info, score):
-    """An EnvPool Atari step as a step of the game: the raw reward (the adapter's game
-    return `info["game_return"]` less `score`, the game's return before the step: exact,
-    Atari rewards being integers), `terminated` where the game ended (`info["game_over"]`,
-    not at a lost life), `truncated` as EnvPool's time limit; `score` after the step
-    (0 where the game ended). All `[E]`."""
-    del reward, terminated
-    game_over = info["game_over"] > 0
-    raw = info["game_return"] - score
-    score = jnp.where(game_over, 0.0, info["game_return"])
-    return raw, jnp.logical_and(game_over, ~truncated), truncated, score
+def _host_chunks(networks, env, env_params, info_keys, episode_step):
+    """`make_chunk_runner` for a host env: the same records from a Python loop."""
+    from purejaxppo.host_episodes import make_host_chunk_runner
+
+    return make_host_chunk_runner(env, networks, select_action, info_keys)
+
+
+#: `EnvKind.loop` -> the chunk runner builder for that loop.
+_LOOPS = {"program": _program_chunks, "agents": _agents_chunks, "host": _host_chunks}
 
 
 def collect(

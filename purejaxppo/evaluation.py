@@ -18,10 +18,9 @@ import numpy as np
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.agent_rows import make_agents_episode_runner
-from purejaxppo.envs.kinds import AGENTS, ENVPOOL, check
+from purejaxppo.envs.kinds import check
 from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.host_episodes import make_host_episode_runner
-from purejaxppo.multiagent import env_for_networks
 from purejaxppo.networks import Networks
 from purejaxppo.policy import Policy, make_act, observation_shapes
 from purejaxppo.types import TrainOutput, TrainState
@@ -121,16 +120,18 @@ def make_episode_runner(
     """
     kind = check("eval", getattr(env, "name", repr(env)), env)
     networks = policy.networks if isinstance(policy, Policy) else policy
-    act = make_act(networks)
-    if kind is AGENTS:  # the agents of each env on rows; the team return
-        env = env_for_networks(env, networks)  # MAPPO's critic: the world state
-        return make_agents_episode_runner(
-            env, env_params, act, networks.initial_state, num_episodes, max_steps
-        )
-    if not kind.in_program:
-        return make_host_episode_runner(env, act, networks.initial_state, num_episodes, max_steps)
-    # EnvPool Atari: an episode is the game, scored raw (the training headline's return).
-    atari = kind is ENVPOOL and env.atari
+    loop = _LOOPS[kind.loop]
+    env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
+    return loop(env, env_params, make_act(networks), networks, episodes, (num_episodes, max_steps))
+
+
+def _program_episode_runner(
+    env: Any, env_params: Any, act: Any, networks: Any, episodes: Any, size: tuple[int, int]
+) -> Any:
+    """`make_episode_runner` for an env stepped inside the program: E envs vmapped in
+    one `lax.scan` of `max_steps` steps (EnvPool Atari: an episode is the game, scored
+    raw, `envs.episodes`). `size`: (num_episodes, max_steps)."""
+    num_episodes, max_steps = size
 
     @jax.jit
     def run(params, key, temperature):
@@ -140,7 +141,7 @@ def make_episode_runner(
         )
 
         def step(carry, step_key):
-            obs, state, ret, length, active, policy_state, life_end = carry
+            obs, state, ret, length, active, policy_state, life_end, score = carry
             act_key, env_key = jax.random.split(step_key)
             # A stateful policy starts afresh where its learner's episode started: after
             # a lost life under `episodic_life` too (only Atari ends one within a game).
@@ -150,14 +151,13 @@ def make_episode_runner(
             )(jax.random.split(env_key, num_episodes), state, action, env_params)
             life_end = jnp.logical_or(terminated, truncated)
             length = length + active.astype(jnp.int32)
-            if atari:  # the game's raw score so far, every life (the adapter's own sum)
-                ret = jnp.where(active, info["game_return"], ret)
-                ended = info["game_over"] > 0
-            else:
-                ret = ret + jnp.where(active, reward.astype(jnp.float32), 0.0)
-                ended = jnp.logical_or(terminated, truncated)
-            active = jnp.logical_and(active, ~ended)
-            return (obs, state, ret, length, active, policy_state, life_end), None
+            reward, terminated, truncated, score = episodes.step(
+                reward.astype(jnp.float32), terminated, truncated, info, score
+            )
+            ret = ret + jnp.where(active, reward, 0.0)
+            active = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
+            carry = (obs, state, ret, length, active, policy_state, life_end, score)
+            return carry, None
 
         init = (
             obs,
@@ -167,8 +167,33 @@ def make_episode_runner(
             jnp.ones(num_episodes, bool),
             networks.initial_state(num_episodes),
             jnp.zeros((num_episodes,), bool),
+            jnp.zeros(num_episodes, jnp.float32),
         )
         (_, _, ret, length, *_), _ = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
         return ret, length
 
     return run
+
+
+def _agents_episode_runner(
+    env: Any, env_params: Any, act: Any, networks: Any, episodes: Any, size: tuple[int, int]
+) -> Any:
+    """`make_episode_runner` for a JaxMARL env: its agents on rows, the team return."""
+    del episodes
+    return make_agents_episode_runner(env, env_params, act, networks.initial_state, *size)
+
+
+def _host_episode_runner(
+    env: Any, env_params: Any, act: Any, networks: Any, episodes: Any, size: tuple[int, int]
+) -> Any:
+    """`make_episode_runner` for a host env: a Python loop around the jitted `act`."""
+    del env_params, episodes
+    return make_host_episode_runner(env, act, networks.initial_state, *size)
+
+
+#: `EnvKind.loop` -> the runner builder for that loop.
+_LOOPS = {
+    "program": _program_episode_runner,
+    "agents": _agents_episode_runner,
+    "host": _host_episode_runner,
+}

@@ -61,7 +61,7 @@ class TrainSetup(NamedTuple):
     """What `prepare` resolved and checked for one run."""
 
     env: Any
-    env_params: Any  # None for a host env
+    env_params: Any  # the env's (None for a host env's own)
     networks: Networks
     num_envs: int  # per device
     num_steps: int
@@ -119,18 +119,12 @@ def _check_operations(config: PPOConfig, env: Any, num_shards: int, axis_name: s
         "eval_freq": config.eval_freq > 0 or bool(config.eval_splits),
         "video": config.video_freq > 0,
         "collect": config.collect_freq > 0,
+        "info_metrics": bool(config.info_metrics),
+        "reset_ratio": config.reset_ratio not in (None, 1),
     }
     for operation in [op for op, used in asked.items() if used]:
         kinds.check(operation, config.env_name, env)
     return kinds.kind_of(env)
-
-
-def _check_host(config: PPOConfig) -> None:
-    if config.info_metrics:
-        raise ValueError(
-            f"info_metrics={list(config.info_metrics)}: not available for the host env "
-            f"{config.env_name!r}"
-        )
 
 
 def _check_info_keys(config: PPOConfig, env: Any, env_params: Any) -> tuple[str, ...]:
@@ -184,15 +178,11 @@ def prepare(
     num_envs = _check_sizes(config, num_shards, axis_name)
     env, env_params = resolve_env(config, env, env_params)
     kind = _check_operations(config, env, num_shards, axis_name)
-    host = not kind.in_program
-    if host:
-        _check_host(config)
-        env_params = None
     env = kind.configure(config, env)  # multi-agent checks; MAPPO's world state
     if networks is None:
         networks = kind.networks(config, env, env_params)
     networks = ensure_normalization(networks, config, env, env_params)
-    check_memory(config, networks, num_envs, 0 if host else observation_size(env, env_params))
+    check_memory(config, networks, num_envs, observation_size(env, env_params))
     # Feed-forward policies train on single transitions, recurrent ones on sequences.
     seq_len = config.seq_len if networks.stateful else 1
     num_sequences = num_envs * (config.num_steps // seq_len)
@@ -203,11 +193,6 @@ def prepare(
             f"{config.num_steps}/{seq_len} = {num_sequences} (recurrent={config.recurrent!r})"
         )
     if config.reset_ratio not in (None, 1):
-        if host:
-            raise ValueError(
-                f"reset_ratio={config.reset_ratio}: host envs ({config.env_name!r}) reset "
-                "on the host; set reset_ratio: null"
-            )
         check_reset_ratio(config.reset_ratio, env, env_params, num_envs)
     # The kind's rows fix their own keys (agents: per-agent returns and outcomes).
     rows = kind.rows(env, env_params, _check_info_keys(config, env, env_params), config.reset_ratio)

@@ -159,15 +159,19 @@ def make_renderer(env: Any, env_params: Any) -> Renderer:
     Raises:
       ValueError: naming the env when none of the renderers applies.
     """
-    from purejaxppo.envs.kinds import AGENTS, ENVPOOL, kind_of
+    from purejaxppo.envs.kinds import kind_of
 
-    kind = kind_of(env)
-    if not kind.in_program:  # host env: its recorder keeps gymnasium's frames
-        return lambda frame, obs: np.asarray(frame, np.uint8)
-    if kind is AGENTS:
-        return _agents_renderer(env)
-    if kind is ENVPOOL:
-        return _envpool_renderer(env)
+    return _RENDERERS.get(kind_of(env).name, _jax_renderer)(env, env_params)
+
+
+def _host_renderer(env: Any, env_params: Any) -> Renderer:
+    """A host env's renderer: its recorder keeps gymnasium's frames as the states."""
+    return lambda frame, obs: np.asarray(frame, np.uint8)
+
+
+def _jax_renderer(env: Any, env_params: Any) -> Renderer:
+    """A JAX env's renderer: its `render(state, params)`, a drawing of its state, or
+    its observations (see the module docstring)."""
     if callable(getattr(env, "render", None)):
         return lambda state, obs: np.asarray(env.render(state, env_params), np.uint8)
     name = getattr(env, "name", type(env).__name__)
@@ -206,7 +210,7 @@ def render_mpe(state: Any, mpe: Any, size: int = 300, extent: float = 2.0) -> Fr
     return img
 
 
-def _agents_renderer(env: Any) -> Renderer:
+def _agents_renderer(env: Any, env_params: Any) -> Renderer:
     """A JaxMARL env's renderer: its state drawn by `render_mpe` (MPE envs).
 
     Raises:
@@ -229,7 +233,7 @@ def render_atari_frame(frame: Any, scale: int = 2) -> Frame:
     return np.kron(frame, np.ones((scale, scale, 1), np.uint8)).astype(np.uint8)
 
 
-def _envpool_renderer(env: Any) -> Renderer:
+def _envpool_renderer(env: Any, env_params: Any) -> Renderer:
     """An EnvPool env's renderer: Atari tasks' newest observation frame, which the
     recorder keeps (`make_episode_recorder`).
 
@@ -244,6 +248,10 @@ def _envpool_renderer(env: Any) -> Renderer:
     )
 
 
+#: `EnvKind.name` -> its renderer builder (JAX envs: `_jax_renderer`).
+_RENDERERS = {"host": _host_renderer, "agents": _agents_renderer, "envpool": _envpool_renderer}
+
+
 # --------------------------------------------------------------------- recording
 def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: int) -> Callable:
     """Jitted `record(params, key, temperature) -> (states, obs, actions, rewards, active)`.
@@ -251,7 +259,8 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
     One env, `max_steps` steps of `policy.make_act` (temperature 0: greedy) in a
     `lax.scan`, keeping the state and observation each action was taken in (`[max_steps]`
     leaves; `active` marks the steps before the episode ended). EnvPool Atari: the newest
-    frame of each observation (`EnvPoolEnv.newest_frame`), until the game ends (all lives). Build once, call with new
+    frame of each observation (`EnvPoolEnv.newest_frame`) and the raw game rewards, until
+    the game ends (all lives; `envs.episodes.atari_games`). Build once, call with new
     params to compile once. A host env plays its episode on the host and keeps each
     step's frame as its state (`host_episodes.make_host_episode_recorder`).
 
@@ -259,23 +268,19 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
       ValueError: a kind of env that cannot film (`envs.kinds`), or a host env that
         cannot render.
     """
-    from purejaxppo.envs.agent_rows import make_agents_episode_recorder
-    from purejaxppo.envs.kinds import AGENTS, ENVPOOL, check
-    from purejaxppo.host_episodes import make_host_episode_recorder
-    from purejaxppo.multiagent import env_for_networks
+    from purejaxppo.envs.kinds import check
     from purejaxppo.policy import make_act
 
     kind = check("video", getattr(env, "name", repr(env)), env)
+    env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
     act = make_act(networks)
-    if not kind.in_program:
-        return make_host_episode_recorder(env, act, networks.initial_state, max_steps)
-    if kind is AGENTS:  # one env, its agents on rows; the team reward per step
-        env = env_for_networks(env, networks)  # MAPPO's critic: the world state
-        return make_agents_episode_recorder(env, env_params, act, networks.initial_state, max_steps)
-    # EnvPool Atari: keep the newest frame of each observation (not the whole stack), and
-    # play the whole game (under `episodic_life` a lost life is `terminated`, not its end).
-    atari = kind is ENVPOOL and env.atari
-    keep = env.newest_frame if atari else (lambda obs: obs)
+    return _LOOPS[kind.loop](env, env_params, act, networks, episodes, max_steps)
+
+
+def _program_recorder(env, env_params, act, networks, episodes, max_steps):
+    """`make_episode_recorder` for an env stepped inside the program (EnvPool Atari:
+    the newest frame of each observation, not the whole stack, and the whole game: under
+    `episodic_life` a lost life is `terminated`, not its end; `envs.episodes`)."""
 
     @jax.jit
     def record(params, key, temperature):
@@ -283,7 +288,7 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
         obs, state = env.reset(reset_key, env_params)
 
         def step(carry, step_key):
-            obs, state, policy_state, active, life_end = carry
+            obs, state, policy_state, active, life_end, score = carry
             act_key, env_key = jax.random.split(step_key)
             batch = jax.tree.map(lambda x: x[None], obs)
             # A stateful policy starts afresh after a lost life too (as its learner did).
@@ -293,17 +298,40 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
             next_obs, next_state, reward, terminated, truncated, info = env.step(
                 env_key, state, action[0], env_params
             )
-            out = (state, keep(obs), action[0], reward.astype(jnp.float32), active)
-            ended = info["game_over"] > 0 if atari else jnp.logical_or(terminated, truncated)
-            still = jnp.logical_and(active, ~ended)
             life_end = jnp.logical_or(terminated, truncated)
-            return (next_obs, next_state, policy_state, still, life_end), out
+            reward, terminated, truncated, score = episodes.step(
+                reward.astype(jnp.float32), terminated, truncated, info, score
+            )
+            out = (state, episodes.frame(obs), action[0], reward, active)
+            still = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
+            return (next_obs, next_state, policy_state, still, life_end, score), out
 
         init = (obs, state, networks.initial_state(1), jnp.ones((), bool), jnp.zeros((), bool))
+        init = (*init, jnp.zeros((), jnp.float32))
         _, outs = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
         return outs
 
     return record
+
+
+def _agents_recorder(env, env_params, act, networks, episodes, max_steps):
+    """`make_episode_recorder` for a JaxMARL env: one env, its agents on rows, the team
+    reward per step."""
+    from purejaxppo.envs.agent_rows import make_agents_episode_recorder
+
+    return make_agents_episode_recorder(env, env_params, act, networks.initial_state, max_steps)
+
+
+def _host_recorder(env, env_params, act, networks, episodes, max_steps):
+    """`make_episode_recorder` for a host env: played on the host, each step's frame kept
+    as its state."""
+    from purejaxppo.host_episodes import make_host_episode_recorder
+
+    return make_host_episode_recorder(env, act, networks.initial_state, max_steps)
+
+
+#: `EnvKind.loop` -> the recorder builder for that loop.
+_LOOPS = {"program": _program_recorder, "agents": _agents_recorder, "host": _host_recorder}
 
 
 def record_episode(

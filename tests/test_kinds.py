@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import gymnasium
@@ -103,6 +104,45 @@ def test_kind_checks_outside_envs_are_few():
     assert count <= 10, count
 
 
+#: What a branch on the env's kind reads: the kind itself, whether it steps on the host,
+#: an EnvPool task's Atari-ness, the env's type. Reading the capability table (`supports`,
+#: `episodes_restart_on_resume`, `vmap_init_runs`) is no kind branch: it is the table.
+KIND_READS = re.compile(
+    r"kind is (not )?(kinds\.)?(JAX|ENVPOOL|AGENTS|HOST)\b|\.in_program\b|\.loop ==|"
+    r"\b(fns|setup)\.host\b|\.atari\b|\bis_(host_env|multi_agent_env|envpool_id)\(|"
+    r"config\.multi_agent else"
+)
+
+
+def _kind_branches() -> dict[str, list[int]]:
+    """module path -> lines of the `if` statements / expressions outside `envs/` whose test
+    reads the env's kind (`KIND_READS`)."""
+    found: dict[str, list[int]] = {}
+    for path in sorted((ROOT / "purejaxppo").rglob("*.py")):
+        relative = path.relative_to(ROOT / "purejaxppo")
+        if relative.parts[0] == "envs":
+            continue
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.If, ast.IfExp)):
+                test = ast.get_source_segment(text, node.test) or ""
+                if isinstance(node, ast.IfExp):  # `a if test else b`: the test is enough
+                    test = test + " else"
+                if KIND_READS.search(test):
+                    found.setdefault(str(relative), []).append(node.lineno)
+    return found
+
+
+def test_kind_branches_outside_envs_are_at_most_ten():
+    """Branches on the env's kind outside `envs/`: at most 10 (issue #37), and in the core
+    only `train.make_train_fns`' choice of the host loop (`host_train`) for host envs."""
+    found = _kind_branches()
+    count = sum(len(lines) for lines in found.values())
+    assert count <= 10, found
+    core = {m: lines for m, lines in found.items() if m.removesuffix(".py") in CORE}
+    assert set(core) <= {"train.py"} and len(core.get("train.py", [])) <= 1, core
+
+
 # ------------------------------------------------------------------ gymnasium (host)
 @pytest.fixture(scope="module")
 def host_policy():
@@ -169,6 +209,27 @@ def test_a_factory_that_is_no_gymnasium_env_is_refused_by_name():
 
     with pytest.raises(ValueError, match="different spaces"):
         pjp.make_train(config, env=mixed)(jax.random.key(0))
+
+
+@pytest.mark.parametrize(
+    "field, value, operation",
+    [("info_metrics", ("lives",), "info_metrics"), ("reset_ratio", 2, "reset_ratio")],
+)
+def test_host_env_settings_are_refused_from_the_table(field, value, operation):
+    config = pjp.PPOConfig(env_name=GYM, num_envs=2, num_steps=8, total_timesteps=32)
+    config = config.replace(**{field: value})
+    with pytest.raises(ValueError) as info:
+        make_train_fns(config)
+    assert str(info.value) == str(kinds.HOST.error(operation, GYM))
+
+
+@pytest.mark.parametrize("kind", [kinds.ENVPOOL, kinds.AGENTS], ids=lambda k: k.name)
+def test_reset_ratio_is_refused_from_the_table_where_the_env_resets_itself(kind):
+    env_id = EXAMPLE_IDS[kind.name]
+    config = pjp.PPOConfig(env_name=env_id, num_envs=4, num_steps=8, total_timesteps=64)
+    with pytest.raises(ValueError) as info:
+        make_train_fns(config.replace(reset_ratio=2))
+    assert str(info.value) == str(kind.error("reset_ratio", env_id))
 
 
 def test_gymnasium_cli_run_evaluates_during_training_and_after(tmp_path, capsys):

@@ -105,6 +105,13 @@ class HostEnv:
         """The gymnax action space (Discrete, Box, or purejaxppo's MultiDiscrete / MultiBinary)."""
         return self._action_space
 
+    def row_observation(self, params: Any = None) -> Any:
+        """One env's observation as `jax.ShapeDtypeStruct` leaves, from its space (a host
+        env cannot be reset inside a trace; `envs.episodes.row_observation`)."""
+        from purejaxppo.envs.episodes import space_structs
+
+        return space_structs(self._observation_space)
+
     def make_vec(self, num_envs: int, mode: str = "sync") -> HostVecEnv:
         """N copies of the env, stepped together on the host: in this process ("sync") or
         one subprocess each ("async"; `PPOConfig.host_vectorization`)."""

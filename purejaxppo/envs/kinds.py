@@ -27,12 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from purejaxppo.envs import episodes
 from purejaxppo.envs.agent_rows import agent_rows
 from purejaxppo.envs.host import is_host_env, is_host_env_id
 from purejaxppo.envs.rows import RowsEnv, envpool_rows, host_rows, vmapped_envs
 from purejaxppo.envs.suites.envpool import EnvPoolEnv, is_envpool_id
 from purejaxppo.envs.suites.jaxmarl import is_multi_agent_env
-from purejaxppo.multiagent import configure_env, make_marl_networks
+from purejaxppo.multiagent import configure_env, env_for_networks, make_marl_networks
 from purejaxppo.networks import Networks, make_networks
 
 __all__ = [
@@ -64,6 +65,8 @@ OPERATIONS: dict[str, str] = {
     "eval_freq": "evaluation during training (`eval_freq`, `eval_splits`, `best/`)",
     "video": "video (`--video`, `video_freq`)",
     "collect": "datasets of episodes (`purejaxppo collect`, `collect_freq`)",
+    "info_metrics": "the env's info entries as metrics (`info_metrics`)",
+    "reset_ratio": "resets of a share of the envs at a time (`reset_ratio`)",
     "export": "export to PyTorch / ONNX (`purejaxppo export`)",
     "policy": "acting from a run (`pjp.Policy.load`)",
     "resume": "resume one run (`purejaxppo train --resume`)",
@@ -86,6 +89,12 @@ class EnvKind:
       reset (host envs restart theirs in `host_train` whenever a runner is new to it).
     vmap_init_runs: batched runs share one env instance (EnvPool: one pool of R x N envs),
       so their inits are vmapped (`parallel.batch_runs(vmap_init=True)`), not mapped.
+    loop: which episode loop evaluation, datasets and videos use: "program" (the env
+      vmapped in one jitted `lax.scan`), "agents" (`envs.agent_rows`: each agent acting on
+      its row, the team reward) or "host" (`host_episodes`: Python steps around the
+      jitted policy step).
+    episodes_of: env -> its `envs.episodes.Episodes` (where an episode ends, what it
+      scores and what a video keeps).
     notes: operation -> how it works for this kind, where that differs (docs only).
     """
 
@@ -95,6 +104,8 @@ class EnvKind:
     in_program: bool = True
     episodes_restart_on_resume: bool = False
     vmap_init_runs: bool = False
+    loop: str = "program"
+    episodes_of: Callable[[Any], episodes.Episodes] = lambda env: episodes.STEPS
     notes: Mapping[str, str] = field(default_factory=dict)
 
     def supports(self, operation: str) -> bool:
@@ -129,6 +140,15 @@ class EnvKind:
         """
         return configure_env(config, env)
 
+    def acting_env(self, env: Any, networks: Networks) -> Any:
+        """`env` as `networks` read it in evaluation, datasets and videos (agents:
+        MAPPO's world state added where a tower reads it, `multiagent.env_for_networks`).
+
+        Raises:
+          ValueError: the networks read a world state that `env` cannot give.
+        """
+        return env_for_networks(env, networks) if self.loop == "agents" else env
+
     def networks(self, config: Any, env: Any, env_params: Any) -> Networks:
         """The built-in actor-critic for this kind (agents: the shared policy of
         `multiagent.make_marl_networks`, MAPPO's towers)."""
@@ -156,12 +176,14 @@ ENVPOOL = EnvKind(
     title="EnvPool env",
     episodes_restart_on_resume=True,
     vmap_init_runs=True,
+    episodes_of=episodes.envpool_episodes,
     refusals={
         "runs_on_devices": (
             "the runs of a program share one pool on the host, stepped from one device: use "
             "one device (devices=1, --devices 1)"
         ),
         "data_parallel": "the pool lives on one host and one device: train on one device",
+        "reset_ratio": "the pool resets each env on the host when it ends: set reset_ratio: null",
     },
     notes={
         "resume": "restarts the pool's episodes; params, optimizer and statistics go on",
@@ -179,8 +201,10 @@ ENVPOOL = EnvKind(
 AGENTS = EnvKind(
     name="agents",
     title="multi-agent JaxMARL env",
+    loop="agents",
     refusals={
         "data_parallel": "train on one device (batched runs may still use several)",
+        "reset_ratio": "JaxMARL's step resets each env itself: set reset_ratio: null",
     },
     notes={
         "eval": "the team return, every agent acting on its row",
@@ -198,6 +222,7 @@ HOST = EnvKind(
     name="host",
     title="host env (gymnasium)",
     in_program=False,
+    loop="host",
     refusals={
         "batched_runs": (
             "a host env cannot step inside one compiled program: run them one after "
@@ -207,6 +232,11 @@ HOST = EnvKind(
         "data_parallel": _ONE_AGENT + " on one device",
         "pbt": _POPULATION,
         "pbt_resume": _POPULATION,
+        "info_metrics": (
+            "its info dicts stay on the host, outside the compiled update: leave "
+            "info_metrics empty (episode returns and lengths are logged)"
+        ),
+        "reset_ratio": "each host env resets on the host when it ends: set reset_ratio: null",
     },
     notes={
         "sweep": "every (setting x seed) run one after another, each its own vector env",

@@ -43,6 +43,7 @@ import torch
 
 import purejaxppo.export.param_map as param_map
 import purejaxppo.export.torch_modules as torch_modules
+from purejaxppo.envs import kinds
 from purejaxppo.export.request import (
     ExportRequest,
     commit,
@@ -50,8 +51,7 @@ from purejaxppo.export.request import (
     parent,
     refuse_existing,
 )
-from purejaxppo.multiagent import configure_env, make_marl_networks
-from purejaxppo.networks import ActionSpec, Networks, make_networks, state_size
+from purejaxppo.networks import ActionSpec, Networks, state_size
 from purejaxppo.networks.actor_critic import ActorCritic
 from purejaxppo.networks.layers import ACTIVATIONS
 from purejaxppo.train_setup import resolve_env
@@ -129,11 +129,11 @@ def prepare(request: ExportRequest) -> Prepared:
     """Checks the params against the network and builds the torch module with them."""
     config, index = request.config, request.index
     env, env_params = resolve_env(config, request.env, request.env_params)
-    env = configure_env(config, env)  # multi-agent: MAPPO's world state
+    kind = kinds.kind_of(env)
+    env = kind.configure(config, env)  # multi-agent: MAPPO's world state
     networks = request.networks
     if networks is None:
-        make = make_marl_networks if config.multi_agent else make_networks
-        networks = make(config, env, env_params)
+        networks = kind.networks(config, env, env_params)
     module = networks.module
     if not isinstance(module, ActorCritic):
         raise ValueError(

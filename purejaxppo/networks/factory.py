@@ -286,20 +286,9 @@ def ensure_normalization(
         env_params = getattr(env, "default_params", None)
     obs_space = env.observation_space(env_params)
     _, mask_key = split_action_mask(obs_space, config.action_mask_key)
-    from purejaxppo.envs.host import is_host_env
+    from purejaxppo.envs.episodes import row_observation
 
-    if is_host_env(env):  # steps on the host: its spaces' dtypes
-        example = jax.tree.map(
-            lambda s: jax.ShapeDtypeStruct(tuple(s.shape), s.dtype),
-            _space_leaves(obs_space),
-            is_leaf=lambda s: hasattr(s, "shape") and not hasattr(s, "spaces"),
-        )
-    else:  # the observation's real dtypes (some envs' spaces declare float32 for ints)
-        example, _ = jax.eval_shape(env.reset, jax.random.key(0), env_params)
-        from purejaxppo.envs.suites.jaxmarl import is_multi_agent_env
-
-        if is_multi_agent_env(env):  # [A, ...] per env: one agent's row
-            example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), example)
+    example = row_observation(env, env_params)  # one row's, with the dtypes it really has
     try:
         return with_normalization(
             networks,
@@ -311,13 +300,3 @@ def ensure_normalization(
         )
     except ValueError as err:
         raise ValueError(f"env_name={config.env_name!r}: {err}") from None
-
-
-def _space_leaves(space: Any) -> Any:
-    """A gymnax space as a pytree of its array spaces (dicts / tuples unpacked)."""
-    inner = getattr(space, "spaces", None)
-    if isinstance(inner, dict):
-        return {k: _space_leaves(s) for k, s in inner.items()}
-    if isinstance(inner, (list, tuple)):
-        return tuple(_space_leaves(s) for s in inner)
-    return space

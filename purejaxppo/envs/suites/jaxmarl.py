@@ -204,6 +204,12 @@ class JaxMARLEnv:
         size = int(jax.eval_shape(self._world_state, obs, state).shape[0])
         return size + (self.num_agents if self.world_state_ids else 0)
 
+    def row_observation(self, params: Any = None) -> Any:
+        """One agent's row of the `[A, ...]` observation `reset` returns, as
+        `jax.ShapeDtypeStruct` leaves (`envs.episodes.row_observation`)."""
+        example, _ = jax.eval_shape(self.reset, jax.random.key(0), params)
+        return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), example)
+
     def observation_space(self, params: Any = None) -> Any:
         """One agent's observation space: a Box, or a Dict of "obs" with "action_mask"
         (envs with action masks) and "world_state" (under MAPPO)."""
