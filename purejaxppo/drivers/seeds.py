@@ -190,7 +190,7 @@ def train_seeds(
     # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
     with rundir.claim(run_dir, "run", overwrite=overwrite):
         host_runs = None
-        if fns.host:  # gymnasium: the seeds step one after another (`host_runs`)
+        if not fns.kind.supports("batched_runs"):  # gymnasium: one after another (`host_runs`)
             host_runs = HostRuns(
                 lambda: make_train_fns(warm.program_config(config)), config, seeds, init_params
             )
