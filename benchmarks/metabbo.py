@@ -314,6 +314,11 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument(
+        "--reward",
+        choices=("log", "relative", "vs_default"),
+        help="the env's training reward (default: the config's env_kwargs)",
+    )
+    parser.add_argument(
         "--save-params",
         type=Path,
         help="also write the trained params ([S, ...] leaves) to this .pkl (new file)",
@@ -324,6 +329,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
 
     config = build_config(args.env, args.quick, args.total_timesteps)
+    if args.reward is not None:
+        config = config.replace(env_kwargs={**config.env_kwargs, "reward": args.reward})
     env, env_params = make_env(config.env_name, config.env_kwargs)
     if args.save_params is not None and args.save_params.exists():
         parser.error(f"--save-params={args.save_params} exists; not overwriting it")
@@ -368,7 +375,7 @@ def main() -> None:
         f"score (higher is better), its std over training seeds, and MetaBox's AEI cost "
         f"component (higher is better; `aei_cost`). learned: sampled actions (MetaBox's LDE test protocol); "
         f"greedy: the policy mean\n\ntraining: {args.seeds} seeds x {config.total_timesteps} "
-        f"env steps, compile {compile_s:.0f} s, run {wall_s:.0f} s, "
+        f"env steps, reward {config.env_kwargs.get('reward', 'log')!r}, compile {compile_s:.0f} s, run {wall_s:.0f} s, "
         f"{env_steps / wall_s:.0f} env steps/s (2 CPU cores shared with other jobs)\n\n"
     )
     md = args.out / f"{tag}.md"

@@ -233,6 +233,49 @@ def test_operator_and_pso_envs_run_and_improve():
     )
 
 
+def test_vs_default_reward_is_the_change_of_the_gap_to_a_paired_defaults_run():
+    """`reward="vs_default"` on PSO, 3 runs of one episode (6 generations) through the
+    batched `env.step`: the default action earns 0 at every step (its paired run is
+    itself, up to float32 rounding: XLA fuses the two runs' arithmetic differently, so
+    |reward| < 1e-7, a billionth of a decade); a constant other action earns rewards that sum to the final log gap / 8,
+    and the paired run's best-so-far cost is the one a "log" env reaches with the default
+    action from the same key (same population, same keys)."""
+    kwargs = {**KWARGS, "train_functions": [1, 3]}
+    paired, params = make_env("metabbo:PSO", {**kwargs, "reward": "vs_default"})
+    plain, _ = make_env("metabbo:PSO", kwargs)
+    other = jnp.asarray([0.5, -0.5, 0.3], jnp.float32)
+
+    def episode(env, action, key):
+        _, state = env.reset(key, params)
+
+        def body(state, step_key):
+            _, state, reward, _, _, info = env.step(step_key, state, action, params)
+            return state, (reward, info["best_cost"], info.get("default_best", reward))
+
+        _, out = jax.lax.scan(body, state, jax.random.split(key, 6))
+        return out
+
+    @jax.jit
+    def run(keys):
+        return (
+            jax.vmap(lambda k: episode(paired, paired.default_action(), k))(keys),
+            jax.vmap(lambda k: episode(paired, other, k))(keys),
+            jax.vmap(lambda k: episode(plain, plain.default_action(), k))(keys),
+        )
+
+    (zero, _, _), (rewards, best, default_best), (_, plain_best, _) = jax.device_get(
+        run(jax.random.split(jax.random.key(5), 3))
+    )
+    assert np.max(np.abs(zero)) < 1e-7
+    np.testing.assert_allclose(default_best, plain_best, rtol=1e-5)
+    floor = 1e-8
+    gap = np.log10(np.maximum(default_best[:, -1], floor)) - np.log10(
+        np.maximum(best[:, -1], floor)
+    )
+    np.testing.assert_allclose(rewards.sum(axis=1), gap / 8.0, rtol=1e-4, atol=1e-6)
+    assert np.any(np.abs(rewards) > 1e-4)  # the other action does differ from the defaults
+
+
 @pytest.mark.parametrize(
     ("name", "fields", "low", "default", "high"),
     [

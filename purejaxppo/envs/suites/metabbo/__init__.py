@@ -41,7 +41,7 @@ DEFAULTS = {
     "reward": "log",
     "max_steps_in_episode": 50,
 }
-REWARDS = ("log", "relative")
+REWARDS = ("log", "relative", "vs_default")
 
 
 def _positive_int(name: str, env_id: str, value: Any, minimum: int) -> int:
@@ -62,7 +62,8 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
       population_size: P (default 20; >= 4 for DE's mutation).
       num_test_instances: fixed instances per test function (default 5).
       num_train_instances: fixed instances per training function (default 32).
-      reward: "log" (default) or "relative" (MetaBox's), see `envs`.
+      reward: "log" (default), "relative" (MetaBox's) or "vs_default" (the change of the
+        log gap to the optimiser's defaults run alongside), see `envs`.
       max_steps_in_episode: the budget in generations (default 50; an EnvParams field).
 
     Returns `(env, env_params)`; `env_params.split` is "train".
@@ -104,7 +105,7 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
         raise ImportError(
             f"{env_id} needs the optional extra: pip install 'purejaxppo[{EXTRA}]' ({err})"
         ) from None
-    from purejaxppo.envs.suites.metabbo.envs import ENVS
+    from purejaxppo.envs.suites.metabbo.optimisers import ENVS
 
     env = ENVS[name](
         env_id,

@@ -33,6 +33,13 @@ step = one generation of the low-level optimiser):
   same, which is what the final-cost comparison of the benchmark measures.
   `reward="relative"`: (c*_{t-1} - c*_t) / c*_0, MetaBox's LDE / RLEPSO reward (returns in
   [0, 1], dominated by the first generations).
+  `reward="vs_default"`: the same optimiser also runs with its default params
+  (`default_action()`) from the same population with the same keys (common random
+  numbers: a paired baseline), and the reward is the change of the log gap
+  (log10 d*_t - log10 c*_t) / 8 between the defaults' best-so-far d*_t and ours, floored
+  at 1e-8: an episode's return is the decades the policy ends ahead of the defaults over
+  8, the benchmark's comparison itself, and the default policy earns exactly 0 every
+  step. It costs one more population evaluation per generation.
 """
 
 from __future__ import annotations
@@ -77,6 +84,9 @@ class MetaBBOState:
     best_cost: best-so-far cost c*_t; best_cost0: c*_0; cost_ref: c_ref (initial mean).
     diversity0: initial mean distance to the centroid; stagnation: int32 generations
     since c* improved; success_rate: float32; time: int32 generations done.
+    default_state, default_best: with `reward="vs_default"`, the same optimiser run with
+    its default params from the same population and keys (`default_action()`), and its
+    best-so-far cost; otherwise the initial state, never stepped.
     """
 
     algo_state: Any
@@ -89,10 +99,19 @@ class MetaBBOState:
     stagnation: jax.Array
     success_rate: jax.Array
     time: jax.Array
+    default_state: Any
+    default_best: jax.Array
 
 
 def _diversity(x: jax.Array) -> jax.Array:
     return jnp.mean(jnp.linalg.norm(x - jnp.mean(x, axis=0), axis=-1))
+
+
+def _log_gap(default_cost: jax.Array, cost: jax.Array) -> jax.Array:
+    """log10 of the defaults' cost over ours, both floored at 1e-8 (COCO's final target):
+    decades ahead of the defaults."""
+    floor = 1e-8
+    return jnp.log10(jnp.maximum(default_cost, floor)) - jnp.log10(jnp.maximum(cost, floor))
 
 
 def _log_ratio(c: jax.Array, ref: jax.Array) -> jax.Array:
@@ -224,6 +243,8 @@ class MetaBBOEnv(SuiteEnv):
             stagnation=jnp.int32(0),
             success_rate=jnp.float32(0.0),
             time=jnp.int32(0),
+            default_state=algo_state,
+            default_best=best,
         )
         return self.observe(state, params), state
 
@@ -242,7 +263,15 @@ class MetaBBOEnv(SuiteEnv):
         ask_key, eval_key, tell_key = jax.random.split(key, 3)
         x, algo_state = self.ask(ask_key, state.algo_state, action)
         fitness = problems.evaluate(self.problem, eval_key, x, state.problem)
-        return self.finish_step(tell_key, state, algo_state, action, x, fitness, params)
+        if self.reward_kind == "vs_default":
+            x_d, default_state = self.ask(ask_key, state.default_state, self.default_action())
+            fitness_d = problems.evaluate(self.problem, eval_key, x_d, state.problem)
+            default = self.step_default(tell_key, state, default_state, x_d, fitness_d)
+        else:
+            default = None
+        return self.finish_step(
+            tell_key, state, algo_state, action, x, fitness, params, default=default
+        )
 
     def step(self, key: jax.Array, state: MetaBBOState, action: Any, params: Any = None):
         """`SuiteEnv.step` (same keys, same outputs) with the generation's and the
@@ -255,12 +284,20 @@ class MetaBBOEnv(SuiteEnv):
         x_re, problem_re, function_re, eval_key_re, init_key_re = self.sample_start(
             reset_key, params
         )
-        both = jax.tree.map(lambda a, b: jnp.stack([a, b]), state.problem, problem_re)
+        xs, instances, keys = [x, x_re], [state.problem, problem_re], [eval_key, eval_key_re]
+        paired = self.reward_kind == "vs_default"
+        if paired:  # the defaults' generation: the same keys (common random numbers)
+            x_d, default_state = self.ask(ask_key, state.default_state, self.default_action())
+            xs, instances, keys = xs + [x_d], instances + [state.problem], keys + [eval_key]
+        stacked = jax.tree.map(lambda *a: jnp.stack(a), *instances)
         fitness = jax.vmap(problems.evaluate, in_axes=(None, 0, 0, 0))(
-            self.problem, jnp.stack([eval_key, eval_key_re]), jnp.stack([x, x_re]), both
+            self.problem, jnp.stack(keys), jnp.stack(xs), stacked
         )
+        default = None
+        if paired:
+            default = self.step_default(tell_key, state, default_state, x_d, fitness[2])
         obs_st, state_st, reward, terminated, truncated, info = self.finish_step(
-            tell_key, state, algo_state, action, x, fitness[0], params
+            tell_key, state, algo_state, action, x, fitness[0], params, default=default
         )
         obs_re, state_re = self.start(
             init_key_re, x_re, fitness[1], problem_re, function_re, params
@@ -285,8 +322,16 @@ class MetaBBOEnv(SuiteEnv):
         """Costs `[P]` of the current population (DE: the survivors; PSO: the particles)."""
         return algo_state.fitness - problem.f_opt
 
-    def finish_step(self, key, state, algo_state, action, x, fitness, params):
-        """`tell`, the new features, reward and flags of one generation."""
+    def step_default(self, key, state, default_state, x, fitness):
+        """The defaults' run (`reward="vs_default"`) told its generation: `(its
+        optimiser state, its best-so-far cost)` after it."""
+        params = self.algo_params(self.default_action())
+        told, _ = self.algorithm.tell(key, x, fitness, default_state, params)
+        return told, jnp.minimum(state.default_best, jnp.min(fitness - state.problem.f_opt))
+
+    def finish_step(self, key, state, algo_state, action, x, fitness, params, *, default=None):
+        """`tell`, the new features, reward and flags of one generation; `default`: the
+        defaults' run after it (`step_default`), with `reward="vs_default"`."""
         before = self.population_costs(state.algo_state, state.problem)
         algo_state, _ = self.algorithm.tell(key, x, fitness, algo_state, self.algo_params(action))
         cost = fitness - state.problem.f_opt
@@ -299,18 +344,20 @@ class MetaBBOEnv(SuiteEnv):
             success_rate=jnp.mean(cost < before).astype(jnp.float32),
             time=state.time + 1,
         )
-        if self.reward_kind == "log":
-            floor = 1e-8
-            gain = jnp.log10(jnp.maximum(state.best_cost, floor)) - jnp.log10(
-                jnp.maximum(best, floor)
-            )
-            gain = gain / 8.0
+        info = {"best_cost": best, "function": state.function}
+        if default is not None:  # the change of the log gap to the defaults' run
+            new_state = new_state.replace(default_state=default[0], default_best=default[1])
+            before = _log_gap(state.default_best, state.best_cost)
+            reward = (_log_gap(default[1], best) - before) / 8.0
+            info["default_best"] = default[1]
+        elif self.reward_kind == "log":
+            gain = _log_gap(state.best_cost, best) / 8.0  # decades gained over 8
+            # exactly 0 without improvement (XLA may round the two logs differently)
+            reward = jnp.where(improved, jnp.maximum(gain, 0.0), 0.0)
         else:
             gain = (state.best_cost - best) / jnp.maximum(state.best_cost0, 1e-12)
-        # exactly 0 without improvement (XLA may round the two logs differently)
-        reward = jnp.where(improved, jnp.maximum(gain, 0.0), 0.0)
+            reward = jnp.where(improved, jnp.maximum(gain, 0.0), 0.0)
         truncated = new_state.time >= params.max_steps_in_episode
-        info = {"best_cost": best, "function": state.function}
         return self.observe(new_state, params), new_state, reward, jnp.bool_(False), truncated, info
 
     def observe(self, state: MetaBBOState, params: MetaBBOParams) -> jax.Array:
@@ -332,133 +379,3 @@ class MetaBBOEnv(SuiteEnv):
             ]
         )
         return jnp.clip(jnp.nan_to_num(features.astype(jnp.float32)), -5.0, 5.0)
-
-
-def _knee(action: jax.Array, index: int, lo: Any, default: Any, hi: Any) -> jax.Array:
-    """Component `index` of a [-1, 1] action (clipped first) mapped piecewise-linearly to
-    [lo, hi] with 0 -> `default`: -1 -> lo, 0 -> default, 1 -> hi."""
-    a = jnp.clip(action[index], -1.0, 1.0)
-    return jnp.where(a < 0.0, default + a * (default - lo), default + a * (hi - default))
-
-
-class DEEnv(MetaBBOEnv):
-    """`metabbo:DE`: evosax `DifferentialEvolution` (best/1/bin, evosax's default
-    elitism; Storn & Price 1997); the action float32 `[3]` in [-1, 1] sets the scale
-    factor F in F_RANGE, the crossover rate CR in CR_RANGE and the dither half-width w of
-    F for the next generation (LDE's action, Sun et al. 2021, there one (F, CR) in
-    [0, 1]^2 per member; here one triple per generation). Every component is a correction
-    around evosax's defaults (F = 0.8, CR = 0.9, no dither), mapped piecewise-linearly
-    with 0 at the default: F = 0.8 + a (0.8 - 0) for a < 0, 0.8 + a (1 - 0.8) for a >= 0
-    (CR alike); w = F_DITHER_MAX max(a2, 0) in [0, 0.5]: the generation draws its F
-    uniformly in [max(F - w, 0), min(F + w, 1)] (evosax's dither,
-    `differential_weight_min/max`; Das et al. 2005), so a deterministic (greedy) policy
-    can choose the per-generation randomness of F that a sampled policy gets from its own
-    noise. `default_action()` is [0, 0, 0]: a fresh policy (mean near 0, small std)
-    starts at evosax's DE and learns corrections to it (docs/guides/env-suites.md,
-    MetaBBO: a map whose zero was not the defaults started the controller elsewhere)."""
-
-    F_RANGE = (0.0, 1.0)
-    CR_RANGE = (0.0, 1.0)
-    F_DITHER_MAX = 0.5
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        from evosax.algorithms import DifferentialEvolution
-
-        self.algorithm = DifferentialEvolution(self.population_size, jnp.zeros(self.num_dims))
-
-    def action_space(self, params: MetaBBOParams) -> spaces.Box:
-        return spaces.Box(-1.0, 1.0, (3,), jnp.float32)
-
-    def algo_params(self, action: jax.Array) -> Any:
-        d = self.algorithm.default_params
-        f = _knee(action, 0, self.F_RANGE[0], d.differential_weight, self.F_RANGE[1])
-        cr = _knee(action, 1, self.CR_RANGE[0], d.crossover_rate, self.CR_RANGE[1])
-        w = _knee(action, 2, 0.0, 0.0, self.F_DITHER_MAX)
-        return d.replace(
-            differential_weight=f,
-            differential_weight_min=jnp.maximum(f - w, self.F_RANGE[0]),
-            differential_weight_max=jnp.minimum(f + w, self.F_RANGE[1]),
-            crossover_rate=cr,
-        )
-
-    def default_action(self) -> jax.Array:
-        """[0, 0, 0]: the action whose params are evosax's defaults (F = 0.8, CR = 0.9,
-        no dither)."""
-        return jnp.zeros(3, jnp.float32)
-
-
-class DEOperatorEnv(MetaBBOEnv):
-    """`metabbo:DE-operator`: evosax `DifferentialEvolution` whose mutation strategy the
-    discrete action picks each generation (DE-DDQN's operator selection, Sharma et al.
-    GECCO 2019, there per member among 4 strategies; here per generation):
-    0 rand/1/bin, 1 best/1/bin (evosax's default), 2 rand/2/bin, 3 best/2/bin, all with
-    evosax's F = 0.8 and CR = 0.9."""
-
-    OPERATORS = ("rand/1/bin", "best/1/bin", "rand/2/bin", "best/2/bin")
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        from evosax.algorithms import DifferentialEvolution
-
-        solution = jnp.zeros(self.num_dims)
-        self.algorithm = DifferentialEvolution(self.population_size, solution, num_diff=1)
-        self.algorithm_two = DifferentialEvolution(self.population_size, solution, num_diff=2)
-
-    def action_space(self, params: MetaBBOParams) -> spaces.Discrete:
-        return spaces.Discrete(len(self.OPERATORS))
-
-    @property
-    def num_actions(self) -> int:
-        return len(self.OPERATORS)
-
-    def algo_params(self, action: jax.Array) -> Any:
-        return self.algorithm.default_params.replace(elitism=jnp.asarray(action) % 2 == 1)
-
-    def ask(self, key: jax.Array, algo_state: Any, action: jax.Array) -> tuple[Any, Any]:
-        params = self.algo_params(action)
-        one = self.algorithm.ask(key, algo_state, params)
-        two = self.algorithm_two.ask(key, algo_state, params)
-        return jax.tree.map(lambda a, b: jnp.where(jnp.asarray(action) >= 2, b, a), one, two)
-
-    def default_action(self) -> jax.Array:
-        """best/1/bin, evosax's default DE."""
-        return jnp.int32(1)
-
-
-class PSOEnv(MetaBBOEnv):
-    """`metabbo:PSO`: evosax `PSO` (Kennedy & Eberhart 1995); the action float32 `[3]` in
-    [-1, 1] sets the inertia weight w in [0, 1] and the cognitive / social coefficients
-    c1, c2 in [0, C_MAX] of the next generation (RLEPSO, Yin et al. 2021, Information
-    Sciences: the policy sets PSO's w and acceleration coefficients each generation).
-    Each component is a correction around evosax's default (w = 0.75, c1 = 1.5,
-    c2 = 2.0), mapped piecewise-linearly with 0 at the default (-1 -> the lower bound,
-    1 -> the upper), so `default_action()` is [0, 0, 0] and a fresh policy starts at
-    PSO's defaults. Population features use the particles' current costs."""
-
-    C_MAX = 3.0
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        from evosax.algorithms import PSO
-
-        self.algorithm = PSO(self.population_size, jnp.zeros(self.num_dims))
-
-    def action_space(self, params: MetaBBOParams) -> spaces.Box:
-        return spaces.Box(-1.0, 1.0, (3,), jnp.float32)
-
-    def algo_params(self, action: jax.Array) -> Any:
-        d = self.algorithm.default_params
-        return d.replace(
-            inertia_coeff=_knee(action, 0, 0.0, d.inertia_coeff, 1.0),
-            cognitive_coeff=_knee(action, 1, 0.0, d.cognitive_coeff, self.C_MAX),
-            social_coeff=_knee(action, 2, 0.0, d.social_coeff, self.C_MAX),
-        )
-
-    def default_action(self) -> jax.Array:
-        """[0, 0, 0]: the action whose params are evosax's defaults (w 0.75, c1 1.5,
-        c2 2.0)."""
-        return jnp.zeros(3, jnp.float32)
-
-
-ENVS = {"DE": DEEnv, "DE-operator": DEOperatorEnv, "PSO": PSOEnv}
