@@ -55,7 +55,7 @@ def configure_env(config: PPOConfig, env: Any) -> Any:
     Raises:
       ValueError: `multi_agent` set for a single-agent env, a JaxMARL env without
         `multi_agent`, MAPPO on an env without a world state, or settings multi-agent
-        runs do not support (normalize_rewards, info_metrics, action_histogram), or
+        runs do not support (normalize_rewards, action_histogram), or
         `share_encoder: true` under MAPPO (its towers see different inputs). What the
         kind of env cannot do (devices, evaluation, video, collect) is refused from
         `envs.kinds`' table.
@@ -78,7 +78,6 @@ def configure_env(config: PPOConfig, env: Any) -> Any:
             config.multi_agent == "mappo" and config.share_encoder is True
         ),
         "normalize_rewards": config.normalize_rewards,
-        "info_metrics": bool(config.info_metrics),
         "action_histogram": config.action_histogram,
     }
     for name, used in unsupported.items():

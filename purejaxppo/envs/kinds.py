@@ -205,6 +205,10 @@ AGENTS = EnvKind(
     refusals={
         "data_parallel": "train on one device (batched runs may still use several)",
         "reset_ratio": "JaxMARL's step resets each env itself: set reset_ratio: null",
+        "info_metrics": (
+            "leave info_metrics empty: each agent's return (info/episode_return/<agent>) "
+            "and the env's outcomes (SMAX: info/won) are logged already"
+        ),
     },
     notes={
         "eval": "the team return, every agent acting on its row",
