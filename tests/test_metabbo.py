@@ -233,6 +233,20 @@ def test_operator_and_pso_envs_run_and_improve():
     )
 
 
+def test_pso_positions_stay_in_the_domain():
+    """PSO's new positions are clipped to [-5, 5]^D (evosax's PSO has no bound handling;
+    swarms that flew off overflowed the BBOB functions into NaN costs)."""
+    env, params = make_env("metabbo:PSO", KWARGS)
+    _, state = env.reset(jax.random.key(0), params)
+    flying = state.algo_state.replace(velocity=jnp.full_like(state.algo_state.velocity, 1e6))
+    x, _ = env.ask(jax.random.key(1), flying, env.default_action())
+    assert float(jnp.max(jnp.abs(x))) == 5.0
+    _, state, reward, *_ = env.step(
+        jax.random.key(2), state.replace(algo_state=flying), env.default_action(), params
+    )
+    assert np.isfinite(float(state.best_cost)) and np.isfinite(float(reward))
+
+
 def test_vs_default_reward_is_the_change_of_the_gap_to_a_paired_defaults_run():
     """`reward="vs_default"` on PSO, 3 runs of one episode (6 generations) through the
     batched `env.step`: the default action earns 0 at every step (its paired run is
