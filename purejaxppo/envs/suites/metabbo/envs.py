@@ -107,6 +107,14 @@ def _diversity(x: jax.Array) -> jax.Array:
     return jnp.mean(jnp.linalg.norm(x - jnp.mean(x, axis=0), axis=-1))
 
 
+def _costs(fitness: jax.Array, f_opt: jax.Array) -> jax.Array:
+    """Costs f(x) - f_opt `[P]`, a NaN one (a BBOB function overflowing float32 far
+    outside the domain) counted as +inf, as evosax's PSO counts it for its personal
+    bests: it never becomes the best-so-far cost."""
+    cost = fitness - f_opt
+    return jnp.where(jnp.isnan(cost), jnp.inf, cost)
+
+
 def _log_gap(default_cost: jax.Array, cost: jax.Array) -> jax.Array:
     """log10 of the defaults' cost over ours, both floored at 1e-8 (COCO's final target):
     decades ahead of the defaults."""
@@ -230,7 +238,7 @@ class MetaBBOEnv(SuiteEnv):
         `[P]`) on the instance `problem`: `algorithm.init(key, x, fitness)` with evosax's
         default params."""
         algo_state = self.algorithm.init(key, x, fitness, self.algorithm.default_params)
-        cost = fitness - problem.f_opt
+        cost = _costs(fitness, problem.f_opt)
         best = jnp.min(cost)
         state = MetaBBOState(
             algo_state=algo_state,
@@ -327,14 +335,15 @@ class MetaBBOEnv(SuiteEnv):
         optimiser state, its best-so-far cost)` after it."""
         params = self.algo_params(self.default_action())
         told, _ = self.algorithm.tell(key, x, fitness, default_state, params)
-        return told, jnp.minimum(state.default_best, jnp.min(fitness - state.problem.f_opt))
+        best = jnp.minimum(state.default_best, jnp.min(_costs(fitness, state.problem.f_opt)))
+        return told, best
 
     def finish_step(self, key, state, algo_state, action, x, fitness, params, *, default=None):
         """`tell`, the new features, reward and flags of one generation; `default`: the
         defaults' run after it (`step_default`), with `reward="vs_default"`."""
         before = self.population_costs(state.algo_state, state.problem)
         algo_state, _ = self.algorithm.tell(key, x, fitness, algo_state, self.algo_params(action))
-        cost = fitness - state.problem.f_opt
+        cost = _costs(fitness, state.problem.f_opt)
         best = jnp.minimum(state.best_cost, jnp.min(cost))
         improved = best < state.best_cost
         new_state = state.replace(

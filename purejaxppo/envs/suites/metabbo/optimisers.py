@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments import spaces
 
-from purejaxppo.envs.suites.metabbo import problems
 from purejaxppo.envs.suites.metabbo.envs import MetaBBOEnv, MetaBBOParams
 
 __all__ = ["ENVS", "DEEnv", "DEOperatorEnv", "PSOEnv"]
@@ -122,13 +121,12 @@ class PSOEnv(MetaBBOEnv):
     1 -> the upper), so `default_action()` is [0, 0, 0] and a fresh policy starts at
     PSO's defaults. Population features use the particles' current costs.
 
-    Bound handling: each new position is clipped to the BBOB domain [-5, 5]^D (absorbing
-    walls) before it is evaluated and told. evosax's PSO has none, and at its own defaults
-    (w = 0.75 = (c1 + c2) / 2 - 1, the edge of the stable region) or under larger
-    coefficients some swarms flew far outside the domain, where ill-conditioned BBOB
-    functions overflow float32 and the costs became NaN (64 episodes of 50 generations on
-    the quick benchmark's training functions, random actions: 149 of the 3,200 steps'
-    best costs were NaN; the defaults' paired runs: 4)."""
+    Like evosax's PSO, the swarm has no bound handling: at evosax's defaults (w = 0.75 =
+    (c1 + c2) / 2 - 1, the edge of the stable region) or with larger coefficients some
+    swarms fly far outside [-5, 5]^D, where ill-conditioned BBOB functions overflow
+    float32 into NaN; such a cost counts as +inf (`envs._costs`), so it never becomes the
+    best-so-far cost (64 episodes of 50 generations on the quick benchmark's training
+    functions with random actions: 149 of the 3,200 steps' best costs were NaN before)."""
 
     C_MAX = 3.0
 
@@ -140,11 +138,6 @@ class PSOEnv(MetaBBOEnv):
 
     def action_space(self, params: MetaBBOParams) -> spaces.Box:
         return spaces.Box(-1.0, 1.0, (3,), jnp.float32)
-
-    def ask(self, key: jax.Array, algo_state: Any, action: jax.Array) -> tuple[Any, Any]:
-        x, algo_state = self.algorithm.ask(key, algo_state, self.algo_params(action))
-        lo, hi = problems.X_RANGE
-        return jnp.clip(x, lo, hi), algo_state
 
     def algo_params(self, action: jax.Array) -> Any:
         d = self.algorithm.default_params
