@@ -2,7 +2,7 @@
 
 `make_train` runs `make_learn`'s function after every rollout; `learn` is the same
 function for users who step their environments themselves (AgileRL-style
-`learn(experiences)`), and the host-env training loop (`host_train.py`) calls it too.
+`learn(experiences)`).
 """
 
 from __future__ import annotations

@@ -31,8 +31,6 @@ def make_env_step(
     policy state entering the step with its reset flag; `ended` sums the episodes that
     ended at this step (`EnvStep.ended`).
     """
-    if envs.step is None:
-        raise ValueError("make_env_step: these envs step on the host (host_train steps them)")
 
     def env_step(
         params: Params, carry: EnvCarry, key: jax.Array
@@ -77,9 +75,6 @@ def make_rollout(
     inside the scan (per-step info is never stacked; `envs.info_keys` are summed at episode
     ends). `unroll` env steps run per scan iteration (`loops.LoopPlan.rollout_unroll`:
     fewer loop round trips on a GPU; the same numbers).
-
-    Raises:
-      ValueError: for host envs (`envs.step` is None: `host_train` steps them).
     """
     env_step = make_env_step(envs, networks)
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from purejaxppo.callback import MetricsCallback, make_emitter
 from purejaxppo.config import PPOConfig
-from purejaxppo.host_train import make_host_train_fns
+from purejaxppo.envs.host_calls import errors_of_envs
 from purejaxppo.hyperparams import Hyperparams, check_hyperparams
 from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
 from purejaxppo.loops import loop_plan
@@ -67,8 +67,6 @@ def make_train_fns(
     episode statistics and metrics are reduced over `axis_name`, and parameters stay
     identical on every device. With `num_shards=1` the keys are those of the ordinary run.
 
-    A host env (`envs.host.HostEnv`) gets `host_train.make_host_train_fns`'s functions.
-
     Raises:
       ValueError: if `num_shards` does not divide `num_envs`, or the per-device batch
         does not split into `num_minibatches` minibatches; for an `info_metrics` key the
@@ -89,15 +87,6 @@ def make_train_fns(
             f"init_from={config.init_from!r}: make_train takes the warm start's parameters, "
             "not its path: pass init_params=pjp.load_init_params(config.init_from, "
             "config.init_parts, config.init_step)[0]"
-        )
-    if setup.host:
-        return make_host_train_fns(
-            config,
-            setup.env,
-            callback=callback,
-            callback_every=callback_every,
-            setup=setup,
-            init_params=init_params,
         )
 
     def shard_key(key: jax.Array) -> jax.Array:
@@ -128,7 +117,8 @@ def make_train_fns(
             update, run, make_emitter(callback), config.num_updates, callback_every
         )
 
-    train = _make_train_fn(config, init, run, run_and_emit)
+    # An env's error in a host call (gymnasium, EnvPool) is raised as its own `EnvError`.
+    train = errors_of_envs(_make_train_fn(config, init, run, run_and_emit))
     return TrainFns(
         init=init,
         update=update,
@@ -285,8 +275,9 @@ def make_train(
       config: the static configuration.
       env, env_params: optional gymnax-API environment object to train on instead of
         `make_env(config.env_name, config.env_kwargs)`, or a gymnasium env factory
-        (`env=lambda: MyEnv()`, a host env: `train` then runs on the host, not under
-        jit / vmap); `env_params` defaults to the env's own (a given `env_params` is
+        (`env=lambda: MyEnv()`, a host env, stepped on the host from inside the compiled
+        program: `train` jits and vmaps as with any env, on one device); `env_params`
+        defaults to the env's own (a given `env_params` is
         used with the config's env too).
       networks: optional `Networks` to train instead of `make_networks(config, env,
         env_params)` (bring your own actor and critic, see `networks_from_modules`).

@@ -1,7 +1,6 @@
-"""The setup shared by `train.make_train_fns` (JAX envs, one compiled program) and
-`host_train.make_host_train_fns` (host envs, a Python loop): the `TrainFns` tuple, the
-env and networks a run trains, `make_init`, and every check of a run's settings against
-its env, done once, before anything compiles.
+"""The setup of `train.make_train_fns`: the `TrainFns` tuple, the env and networks a run
+trains, `make_init`, and every check of a run's settings against its env, done once,
+before anything compiles.
 """
 
 from __future__ import annotations
@@ -50,9 +49,6 @@ class TrainFns(NamedTuple):
     apply: Callable[..., Any]
     networks: Networks
     metric_names: tuple[str, ...] = METRICS
-    # True for a host env (`envs.host.HostEnv`): `init` is jittable, but `run`, `update`
-    # and `train` step the env on the host and must not be wrapped in jit / vmap.
-    host: bool = False
     # The kind of env the run trains on (`envs.kinds`): what the drivers ask of it.
     kind: kinds.EnvKind = kinds.JAX
 
@@ -70,11 +66,6 @@ class TrainSetup(NamedTuple):
     metric_names: tuple[str, ...]
     kind: kinds.EnvKind  # the kind of env, decided once (`envs.kinds`)
     rows: RowsEnv  # the envs as rows of the batch, what the rollout steps
-
-    @property
-    def host(self) -> bool:
-        """Whether the env steps on the host (`host_train` runs it)."""
-        return not self.kind.in_program
 
 
 def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> tuple[Any, Any]:

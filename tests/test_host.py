@@ -78,18 +78,31 @@ def test_bad_input_raises_before_compiling():
     with pytest.raises(ValueError, match=r"gymnasium:CartPole-v1.*'bogus'"):
         make_env(GYM_CARTPOLE, {"bogus": 1})
     config = pjp.PPOConfig(env_name=GYM_CARTPOLE, num_envs=2, num_steps=8, total_timesteps=32)
-    train = pjp.make_train(config)
-    keys = jax.random.split(jax.random.key(0), 2)
-    with pytest.raises(ValueError, match="host"):  # vmap over seeds
-        jax.vmap(train)(keys)
-    with pytest.raises(ValueError, match="host"):
-        jax.jit(train)(keys[0])
-    with pytest.raises(ValueError, match=r"gymnasium:CartPole-v1.*one after another on the host"):
-        pjp.sweep(config, seeds=2, devices=2)  # its runs step one after another
-    with pytest.raises(ValueError, match=r"gymnasium:CartPole-v1.*pbt"):
-        pjp.pbt(config, population=2)
+    with pytest.raises(ValueError, match=r"gymnasium:CartPole-v1.*share one vector env"):
+        pjp.sweep(config, seeds=2, devices=2)  # its runs share one vector env
     with pytest.raises(ValueError, match=r"gymnasium:CartPole-v1.*make_data_parallel_train"):
         pjp.make_data_parallel_train(config)
+
+
+def test_runs_batched_in_one_program_train_what_each_trains_alone():
+    """`jax.vmap(train)` over 3 keys steps ONE vector env of 3 x 2 copies (run r's envs
+    seeded from run r's keys): each run's metrics are those of `train(key_r)` alone, and
+    `jax.jit(train)` is `train`."""
+    config = pjp.PPOConfig(env_name=GYM_CARTPOLE, num_envs=2, num_steps=16, total_timesteps=96)
+    env, _ = make_env(GYM_CARTPOLE)
+    fns = make_train_fns(config, env)
+    keys = jax.random.split(jax.random.key(0), 3)
+    batched = jax.jit(jax.vmap(fns.train))(keys)
+    assert sorted(env._vecs) == [6]  # one vector env of 3 runs x 2 envs
+    for r in range(3):
+        alone = fns.train(keys[r])
+        for name in ("episode_return", "episode_length", "v_loss", "entropy"):
+            np.testing.assert_allclose(
+                batched.metrics[name][r], alone.metrics[name], rtol=1e-4, err_msg=name
+            )
+    assert sorted(env._vecs) == [2, 6]
+    jitted = jax.jit(fns.train)(keys[2])
+    jax.tree.map(np.testing.assert_array_equal, jitted.metrics, alone.metrics)
 
 
 def test_learn_equals_the_jitted_update_bitwise():
@@ -139,6 +152,7 @@ def test_gymnasium_cartpole_learns():
     out = pjp.make_train(config, callback=lambda *a: calls.append(a[1]), callback_every=40)(
         jax.random.key(0)
     )
+    jax.effects_barrier()  # the callbacks of the compiled program have all arrived
     returns = np.asarray(out.metrics["episode_return"])
     assert set(out.metrics) == set(pjp.METRICS)
     assert calls == [40, 80, 120]

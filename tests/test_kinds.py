@@ -150,23 +150,6 @@ def test_an_error_in_the_users_env_is_one_line_naming_it(tmp_path, capsys):
     assert "raised in step: RuntimeError: the simulator broke (PUREJAXPPO_DEBUG=1" in err
 
 
-def test_gymnasium_seeds_run_one_after_another_as_their_single_runs(tmp_path):
-    import pandas as pd
-
-    tiny = ["--env-name", GYM, "--num-envs", "4", "--num-steps", "32", "--no-progress"]
-    tiny += ["--total-timesteps", str(4 * 32 * 3)]
-    seeds, single = tmp_path / "seeds", tmp_path / "single"
-    assert main(["train", *tiny, "--num-seeds", "2", "--run-dir", str(seeds)]) == 0
-    assert main(["train", *tiny, "--seed", "1", "--run-dir", str(single)]) == 0
-    # Seed 1 of the seeds run trains exactly what a single run of seed 1 trains.
-    pd.testing.assert_frame_equal(
-        pd.read_csv(seeds / "seed_1" / "metrics.csv"), pd.read_csv(single / "metrics.csv")
-    )
-    summary = pd.read_csv(seeds / "summary.csv", dtype={"seed": str}).set_index("seed")
-    assert list(summary.index[:2]) == ["0", "1"] and summary["diverged"].eq(0).all()
-    assert sorted(p.name for p in (seeds / "seed_0" / "checkpoints" / "last").iterdir())
-
-
 # ------------------------------------------------------------------------ EnvPool
 @pytest.fixture(scope="module")
 def envpool_policy():

@@ -1,118 +1,105 @@
-"""`purejaxppo sweep` on a host env (gymnasium, issue #37): its (setting x seed) runs train
-one after another, each exactly its `purejaxppo train` run, into the JAX sweep's files; a
-SIGTERM stops it between runs (exit 143, the resume line) and `--resume` finishes it.
-`pbt` stays refused, in one line naming the operation, the kind and the alternative."""
+"""Batched runs on a host env (gymnasium, issue #37): `--num-seeds`, `purejaxppo sweep` and
+`pbt` step R runs x N envs in ONE gymnasium vector env, called from inside the compiled
+program (`envs.host_calls`). Each run steps the episodes of its single run (its envs are
+seeded from its own keys); a resumed population restarts the vector env's episodes. Runs
+split over several devices stay refused, in one line naming the operation, the kind and
+the alternative."""
 
 from __future__ import annotations
 
 import os
-import signal
 
+import jax
 import numpy as np
 import pandas as pd
 import pytest
 
 import purejaxppo as pjp
 from purejaxppo.cli import main
-from purejaxppo.drivers.segments import TrainingInterrupted
-from purejaxppo.drivers.sweeps import host
+from purejaxppo.train import make_train
 
 GYM = "gymnasium:CartPole-v1"
 #: 3 updates of 2 envs x 16 steps per run.
 TINY = ["--env-name", GYM, "--num-envs", "2", "--num-steps", "16", "--total-timesteps", "96"]
 TINY += ["--no-progress"]
+SMALL = pjp.PPOConfig(env_name=GYM, num_envs=2, num_steps=16, total_timesteps=96)
+
+#: What a batched run agrees on with its single run: its episodes exactly (the env's
+#: outcomes of the actions taken), the learning numbers to float32 rounding (a vmapped
+#: batch may change XLA's last bits, as on EnvPool: tests/test_envpool.py).
+EXACT = ("episode_return", "episode_length", "env_steps")
+CLOSE = ("v_loss", "entropy", "approx_kl", "grad_norm")
 
 
-def test_gymnasium_sweep_stops_resumes_and_each_run_is_its_train_run(tmp_path, monkeypatch, capsys):
+def _assert_single_run(batched: pd.DataFrame, single: dict) -> None:
+    for name in EXACT:
+        np.testing.assert_array_equal(batched[name].to_numpy(), single[name], err_msg=name)
+    for name in CLOSE:
+        np.testing.assert_allclose(
+            batched[name].to_numpy(), single[name], rtol=1e-4, atol=1e-6, err_msg=name
+        )
+
+
+def test_num_seeds_and_a_sweep_step_the_episodes_of_their_single_runs(tmp_path, capsys):
+    seeds = tmp_path / "seeds"
+    assert main(["train", *TINY, "--num-seeds", "2", "--run-dir", str(seeds)]) == 0
+    assert "2 seeds (0..1) in one program on 1 device(s)" in capsys.readouterr().err
+    train = jax.jit(make_train(SMALL))
+    for seed in (0, 1):
+        single = jax.device_get(train(jax.random.key(seed)).metrics)
+        _assert_single_run(pd.read_csv(seeds / f"seed_{seed}" / "metrics.csv"), single)
+
     out = tmp_path / "sweep"
-    real_save, saved = host.save_chunk, []
-
-    def save_then_signal(path, *args):  # SIGTERM once the first run's chunk is saved
-        real_save(path, *args)
-        saved.append(path.name)
-        if len(saved) == 1:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(host, "save_chunk", save_then_signal)
     grid = ["--seeds", "2", "--grid", "learning_rate=0.001,0.0003", "--out", str(out)]
-    with pytest.raises(SystemExit) as stop:
-        main(["sweep", *TINY, *grid])
-    assert stop.value.code == 143
-    err = capsys.readouterr().err
-    assert "4 runs = 2 setting(s) x 2 seed(s) of a host env, one after another" in err
-    assert f"sweep: stopped by SIGTERM: 1 of 4 runs finished, their results saved in {out}" in err
-    assert f"saved; continue with: purejaxppo sweep --resume {out}" in err
-    assert saved == ["group000-chunk00000.0-of-1.npz"] and not (out / "runs.csv").exists()
-    first = (out / "chunks" / saved[0]).read_bytes()
-
-    monkeypatch.undo()
-    assert main(["sweep", "--resume", str(out), "--no-progress"]) == 0
-    assert (out / "chunks" / saved[0]).read_bytes() == first  # loaded, not trained again
-    assert len(list((out / "chunks").glob("*.npz"))) == 4
-    runs = pd.read_csv(out / "runs.csv")
-    assert runs[["run", "setting", "seed"]].values.tolist() == [
-        [0, 0, 0],
-        [1, 0, 1],
-        [2, 1, 0],
-        [3, 1, 1],
-    ]
-    assert runs["diverged"].eq(0).all() and len(pd.read_csv(out / "summary.csv")) == 2
-    assert (out / "learning_curves.png").is_file() and (out / "sweep.yaml").is_file()
-
-    # Run (setting s, seed k) is bitwise `purejaxppo train --seed k` with setting s.
+    assert main(["sweep", *TINY, *grid]) == 0
+    assert "in 1 static group(s) -> 1 compile(s)" in capsys.readouterr().err
     table = pd.read_csv(out / "table.csv")
-    for setting, seed, lr in [(1, 1, "0.0003"), (0, 0, "0.001")]:
-        single = tmp_path / f"single-{setting}-{seed}"
-        args = ["train", *TINY, "--seed", str(seed), "--learning-rate", lr]
-        assert main([*args, "--run-dir", str(single)]) == 0
-        expected = pd.read_csv(single / "metrics.csv")
-        expected["env_steps"] = expected["env_steps"].astype(np.int64)
+    for setting, seed, lr in [(1, 1, 3e-4), (0, 0, 1e-3)]:
+        single = jax.device_get(
+            jax.jit(make_train(SMALL.replace(learning_rate=lr)))(jax.random.key(seed)).metrics
+        )
         rows = table[(table["setting"] == setting) & (table["seed"] == seed)]
-        got = rows[expected.columns].reset_index(drop=True)
-        pd.testing.assert_frame_equal(got, expected, check_exact=True)
+        _assert_single_run(rows.reset_index(drop=True), single)
+    assert pd.read_csv(out / "runs.csv")["diverged"].eq(0).all()
 
 
-def test_a_stop_inside_a_gymnasium_run_drops_that_run(tmp_path, monkeypatch, capsys):
-    """A SIGTERM during a run's first segment (of 3, one update each): the sweep stops
-    after that segment, and the run is neither saved nor counted."""
+def test_a_pbt_population_resumes_with_fresh_episodes(
+    tmp_path, capsys, monkeypatch, crash_population_after
+):
+    # One vector env for all members, outside the checkpoint: a resumed population
+    # restarts its episodes and continues everything else, reproducibly. 4 updates: 2
+    # generations of 2.
+    config = SMALL.replace(num_steps=8, total_timesteps=64, update_epochs=1)
+    kw = dict(population=2, ready_every=2, verbose=False)
+    kw["search"] = {"learning_rate": ("log_uniform", 1e-4, 1e-3)}
+    whole = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "whole")
+    crash_population_after(1)  # saved after 1 generation, then killed
+    for name in ("run", "twin"):
+        with pytest.raises(KeyboardInterrupt):
+            pjp.pbt(config, **kw, checkpoint_dir=tmp_path / name)
+    monkeypatch.undo()
+    capsys.readouterr()
+    resumed = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "run", resume=True)
+    assert "the members start fresh episodes" in capsys.readouterr().err
+    twin = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "twin", resume=True)
+    lineage, first = resumed.lineage, resumed.lineage["generation"] == 0
+    assert sorted(lineage["generation"].unique()) == [0, 1]
+    pd.testing.assert_frame_equal(lineage[first], whole.lineage[first])  # the checkpoint's
+    pd.testing.assert_frame_equal(lineage, twin.lineage)  # fresh episodes, seeded
+    assert not lineage[~first].equals(whole.lineage[~first])  # its episodes were cut short
 
-    class SignalledRuns(host.HostRuns):
-        def run(self, length):
-            os.kill(os.getpid(), signal.SIGTERM)
-            return super().run(length)
 
-    monkeypatch.setattr(host, "HostRuns", SignalledRuns)
-    config = pjp.PPOConfig(env_name=GYM, num_envs=2, num_steps=16, total_timesteps=96)
-    with pytest.raises(TrainingInterrupted) as stop:
-        pjp.sweep(config, seeds=1, progress_dir=tmp_path / "chunks")
-    assert stop.value.exit_code == 143 and stop.value.done == 1
-    assert not list((tmp_path / "chunks").glob("*.npz"))
-    err = capsys.readouterr().err
-    assert "0 of 1 runs finished" in err and "stopped after update 1 of 3, not saved" in err
-
-
-def test_gymnasium_refusals_are_one_line_naming_operation_kind_and_alternative(tmp_path, capsys):
-    # pbt: a population steps in one compiled program.
-    out = tmp_path / "pbt"
-    search = ["--search", "learning_rate=log_uniform:1e-5:1e-2", "--out", str(out)]
-    with pytest.raises(SystemExit) as refused:
-        main(["pbt", *TINY, *search])
-    assert refused.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err
-    assert f"env_name='{GYM}' (host env (gymnasium))" in err
-    assert "population-based training (`purejaxppo pbt`) is not supported" in err
-    assert err.endswith("use a JAX env, or `purejaxppo sweep` (its runs one after another)")
-    assert not out.exists()  # refused before --out is claimed
-    # sweep on several devices: refused before its directory is made.
+def test_runs_over_several_devices_are_refused_in_one_line(tmp_path, capsys):
     out = tmp_path / "sweep"
     with pytest.raises(SystemExit) as refused:
         main(["sweep", *TINY, "--seeds", "2", "--devices", "2", "--out", str(out)])
     assert refused.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "batched runs split over several devices" in err
-    assert err.endswith("one after another on the host: use one device (asked for 2 devices)")
-    assert not out.exists()
+    assert "\n" not in err and "Traceback" not in err
+    assert f"env_name='{GYM}' (host env (gymnasium))" in err
+    assert "batched runs split over several devices" in err
+    assert err.endswith("use one device (devices=1, --devices 1) (asked for 2 devices)")
+    assert not out.exists()  # refused before --out is claimed
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""The shared training setup: `train.py` and `host_train.py` both build on
-`train_setup.py`, and neither the setup nor the host loop imports `train.py` back."""
+"""The training setup: `train.py` builds on `train_setup.py`, which does not import
+`train.py` back."""
 
 import ast
 from pathlib import Path
@@ -23,18 +23,15 @@ def imported_modules(path: Path) -> set[str]:
     return {name for name in found if name.startswith("purejaxppo")}
 
 
-def test_no_train_host_train_circle():
-    assert "purejaxppo.train" not in imported_modules(PACKAGE / "host_train.py")
+def test_no_train_setup_circle():
     assert "purejaxppo.train" not in imported_modules(PACKAGE / "train_setup.py")
-    assert "purejaxppo.host_train" not in imported_modules(PACKAGE / "train_setup.py")
     assert "purejaxppo.train_setup" in imported_modules(PACKAGE / "train.py")
-    assert "purejaxppo.train_setup" in imported_modules(PACKAGE / "host_train.py")
 
 
 def test_prepare_checks_before_compiling():
     config = pjp.PPOConfig(num_envs=4, num_steps=8, total_timesteps=64, num_minibatches=2)
     setup = prepare(config)
-    assert (setup.num_envs, setup.num_steps, setup.host) == (4, 8, False)
+    assert (setup.num_envs, setup.num_steps, setup.kind.name) == (4, 8, "jax")
     assert setup.metric_names == pjp.METRICS
     with pytest.raises(ValueError, match="callback_every=0"):
         prepare(config, callback_every=0)

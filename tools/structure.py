@@ -16,7 +16,7 @@ Rules, for every module under purejaxppo/:
     `cls` and keyword-only parameters not counted): beyond that, name them (`*`) or group
     them (POSITIONAL_PENDING: a temporary allow-list of functions being converted).
 
-PENDING_CORE lists offences in files of the core side of #23 (config, train, host_train,
+PENDING_CORE lists offences in files of the core side of #23 (config, train,
 envs, export, networks) being reworked in parallel; they are reported as pending and do not
 fail the check. The integrator empties it after merging "core".
 """

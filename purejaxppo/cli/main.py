@@ -14,6 +14,7 @@ they finished (`CommandStopped` names it) and exit 130 / 143.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import os
@@ -86,9 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _one_line_reports():
             return COMMANDS[command](parser, args)
     except EnvError as err:  # the user's env failed: one line (traceback on request)
-        if os.environ.get("PUREJAXPPO_DEBUG"):
-            raise
-        parser.exit(2, f"purejaxppo: error: {err} (PUREJAXPPO_DEBUG=1 shows its traceback)\n")
+        _exit_env_error(parser, err)
     except TrainingInterrupted as stop:
         saved = (
             f"saved; continue with: {stop.resume_hint}"
@@ -114,6 +113,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # one line for a full disk / an OS error, never a traceback
         from purejaxppo.paths import describe_os_error, is_disk_full
 
+        if type(err).__name__ == "JaxRuntimeError":  # an env failed in a host call?
+            from purejaxppo.envs.host_calls import take_host_error
+
+            error = take_host_error(err)
+            if isinstance(error, EnvError):
+                _exit_env_error(parser, error)
+            if isinstance(error, ValueError):  # e.g. a factory's envs of other spaces
+                parser.exit(2, f"purejaxppo: error: {error}\n")
         if is_disk_full(err):
             where = describe_os_error(err) or str(err).splitlines()[0][:200]
             parser.exit(
@@ -125,6 +132,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if line is None:
             raise
         parser.exit(EXIT_OS_ERROR, f"purejaxppo: error: {command}: {line}\n")
+
+
+def _exit_env_error(parser: argparse.ArgumentParser, err: EnvError) -> None:
+    """Exits 2 with the env's error in one line; `PUREJAXPPO_DEBUG=1` raises it (the
+    env's own traceback is its `__cause__`) instead."""
+    if os.environ.get("PUREJAXPPO_DEBUG"):
+        raise err
+    parser.exit(2, f"purejaxppo: error: {err} (PUREJAXPPO_DEBUG=1 shows its traceback)\n")
 
 
 if __name__ == "__main__":

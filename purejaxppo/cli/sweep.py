@@ -1,5 +1,4 @@
-"""`purejaxppo sweep`: a grid / random search as one program (`drivers.sweeps`; a host
-env's runs one after another)."""
+"""`purejaxppo sweep`: a grid / random search as one program (`drivers.sweeps`)."""
 
 from __future__ import annotations
 

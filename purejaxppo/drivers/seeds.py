@@ -28,10 +28,11 @@ The run directory:
                            `seed_plots=True` (one plot costs ~0.5 s)
 
 The driver features of one run that work per update outside the program (evaluation,
-videos, datasets, logging sinks other than csv, resuming) and host envs (which cannot
-run under `vmap`) are refused for N > 1 before anything is computed (`check_seeds`).
-EnvPool ids ("envpool:<id>") train the N seeds on ONE pool of N x num_envs envs, on one
-device by default (`envs.suites.envpool`); `devices` > 1 is refused for them.
+videos, datasets, logging sinks other than csv, resuming) are refused for N > 1 before
+anything is computed (`check_seeds`). EnvPool ids ("envpool:<id>") train the N seeds on
+ONE pool of N x num_envs envs, and gymnasium ids ("gymnasium:<id>") on one vector env of
+N x num_envs copies, on one device by default (`envs.host_calls`); `devices` > 1 is
+refused for them.
 
 This module imports the env suites and the training program (`envs.kinds`, `train`) only
 inside `train_seeds`: importing them imports gymnax, which starts JAX's backend, and the
@@ -56,7 +57,6 @@ from purejaxppo import parallel, rundir
 from purejaxppo.checkpoint import save_checkpoint
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers import warm
-from purejaxppo.drivers.host_runs import HostRuns
 from purejaxppo.drivers.plots import plot_learning_curve, plot_seeds
 from purejaxppo.drivers.report import (
     AGGREGATES,  # noqa: F401 - the rows of summary.csv, documented here
@@ -160,11 +160,10 @@ def train_seeds(
       `SeedsResult`.
 
     Raises:
-      ValueError: before anything is compiled or written: `check_seeds`'s errors, a host
-        env ("gymnasium:<id>", which cannot run under `vmap`), a bad env / network config
-        (`make_train_fns`), more devices than there are local ones, several devices for
-        an "envpool:" id (`envs.kinds`' table), or a non-empty `run_dir`
-        (`rundir.DirectoryNotEmpty`).
+      ValueError: before anything is compiled or written: `check_seeds`'s errors, a bad
+        env / network config (`make_train_fns`), more devices than there are local ones,
+        several devices for an "envpool:" or "gymnasium:" id (`envs.kinds`' table), or a
+        non-empty `run_dir` (`rundir.DirectoryNotEmpty`).
     """
     # Lazy: both import gymnax, which starts JAX's backend (the module docstring).
     from purejaxppo.envs import kinds
@@ -189,12 +188,7 @@ def train_seeds(
         run_dir = default_seeds_dir(config, num_seeds)
     # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
     with rundir.claim(run_dir, "run", overwrite=overwrite):
-        host_runs = None
-        if not fns.kind.supports("batched_runs"):  # gymnasium: one after another (`host_runs`)
-            host_runs = HostRuns(
-                lambda: make_train_fns(warm.program_config(config)), config, seeds, init_params
-            )
-        run = _SeedsRun(config, fns, seeds, mesh, run_dir, init_params, host_runs=host_runs)
+        run = _SeedsRun(config, fns, seeds, mesh, run_dir, init_params)
         run.write_start(verbose)
         bar = progress_bar(
             config.num_updates,
@@ -227,11 +221,8 @@ class _SeedsRun:
         mesh,
         run_dir: Path,
         init_params=None,
-        *,
-        host_runs: HostRuns | None = None,
     ):
         self.config, self.fns, self.seeds, self.mesh = config, fns, seeds, mesh
-        self.host_runs = host_runs
         self.run_dir, self.names = run_dir, fns.metric_names
         self.num_seeds = num_seeds = len(seeds)
         self.num_devices = mesh.devices.size
@@ -258,14 +249,14 @@ class _SeedsRun:
 
     def hooks(self) -> SegmentHooks:
         """Segments of `log_freq` updates, ending on every save; compiled ahead (`prepare`),
-        so `run_segments` sizes them in seconds as a single run's (host envs: not)."""
+        so `run_segments` sizes them in seconds as a single run's."""
         c = self.config
         return SegmentHooks(
             length=lambda done: segment_length(done, c.num_updates, c.log_freq, c.save_freq),
             run=self.run,
             process=self.process,
             save=self.save,
-            prepare=None if self.host_runs is not None else self.prepare,
+            prepare=self.prepare,
         )
 
     def prepare(self, done: int, length: int) -> None:
@@ -292,11 +283,6 @@ class _SeedsRun:
         for seed_dir, seed_config in zip(self.seed_dirs, self.seed_configs, strict=True):
             seed_dir.mkdir(exist_ok=True)
             write_yaml(seed_dir / "config.yaml", seed_config.to_dict())
-        if self.host_runs is not None:  # host envs: no program to batch the seeds in
-            if verbose:
-                print(f"train: {num_seeds} seeds of a host env, stepped one after another")
-            self.runner = self.host_runs.init()
-            return
         if verbose:
             padding = f", {num_runs - num_seeds} padding run(s)" if num_runs > num_seeds else ""
             print(
@@ -324,10 +310,7 @@ class _SeedsRun:
 
     def run(self, done: int, length: int) -> Any:
         self.previous = self.runner  # a diverged seed keeps its last finite state
-        if self.host_runs is not None:
-            self.runner, metrics, finite = self.host_runs.run(length)
-        else:
-            self.runner, metrics, finite = self.run_program(length)(self.runner, self.hparams)
+        self.runner, metrics, finite = self.run_program(length)(self.runner, self.hparams)
         return metrics, finite
 
     def process(self, done: int, length: int, fetched: Any) -> dict[str, str]:

@@ -230,8 +230,7 @@ class _SingleRun:
         self.improved = False
         self.sinks: Any = None
         self.previous = self.runner = None
-        # A host env (`TrainFns.host`) steps on the host: its `run` jits its own pieces.
-        self.run_segment = fns.run if fns.host else jax.jit(fns.run, static_argnums=2)
+        self.run_segment = jax.jit(fns.run, static_argnums=2)
         self.programs: dict[int, Any] = {}  # segment length -> compiled program
         self.start_time, self.start_updates = time.perf_counter(), 0
 
@@ -244,7 +243,7 @@ class _SingleRun:
             run=self.run,
             process=self.process,
             save=self.save,
-            prepare=None if self.fns.host else self.prepare,
+            prepare=self.prepare,
         )
 
     def prepare(self, done: int, length: int) -> None:

@@ -1,25 +1,31 @@
-"""Host environments: envs that step on the host (NumPy / Python), not inside `jax.jit`.
+"""Host environments: envs that step on the host (NumPy / Python), not in XLA.
 
 A `HostEnv` (for example `make_env("gymnasium:CartPole-v1")`) declares gymnax spaces, so
-`make_networks` builds the right actor-critic for it, but its episodes are stepped by
-Python code: `make_train` trains on it with a host loop around a jitted policy step and
-the jitted PPO update (`purejaxppo.host_train`); evaluation and video play their episodes
-in a Python loop too (`purejaxppo.host_episodes`). Operations that trace the env inside a
-compiled program (vmap over seeds, sweeps, PBT, data-parallel training) cannot use it and
-are refused from `envs.kinds.HOST`'s table before anything compiles. An error of the env's
-own code is one `EnvError` line.
+`make_networks` builds the right actor-critic for it, and has gymnax's `reset` / `step`:
+vmapped over the N envs of a run (and over R runs batched in one program: `--num-seeds`,
+sweeps, PBT), they become ONE `io_callback` of one vector env of R x N copies
+(`envs.host_calls.batched_call`), so a host env trains in the same compiled rollout as
+every other kind. Evaluation, datasets and video play their episodes in a Python loop
+around the jitted policy step (`purejaxppo.host_episodes`). An error of the env's own code
+is one `EnvError` line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
+from purejaxppo.envs.episodes import space_structs
+from purejaxppo.envs.host_calls import batched_call
 from purejaxppo.errors import EnvError
 
-__all__ = ["HOST_SUITES", "EnvError", "HostEnv", "HostVecEnv", "is_host_env"]
+__all__ = ["HOST_SUITES", "EnvError", "HostEnv", "HostState", "HostVecEnv", "is_host_env"]
 
 #: Suite prefixes of `make_env` ids whose environments step on the host.
 HOST_SUITES = ("gymnasium",)
@@ -44,8 +50,9 @@ class HostVecEnv:
         self._reset, self._step, self._close = reset, step, close
         self.num_envs = num_envs
 
-    def reset(self, seed: int) -> Any:
-        """Resets the N envs (env i seeded with `seed + i`); returns obs `[N, ...]`."""
+    def reset(self, seed: int | Sequence[int]) -> Any:
+        """Resets the N envs (env i seeded with `seed + i`, or with `seed[i]` given N
+        seeds); returns obs `[N, ...]`."""
         return self._reset(seed)
 
     def step(self, action: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]:
@@ -64,15 +71,36 @@ class HostVecEnv:
         self._close()
 
 
+@struct.dataclass
+class HostState:
+    """One host env's state inside the program; the env itself lives on the host.
+
+    Attributes:
+      elapsed_step: steps of the current episode; int32 `[]`. It also orders the host
+        calls (each step consumes the previous one's).
+    """
+
+    elapsed_step: jax.Array  # shape=(), dtype=int32
+
+
 class HostEnv:
     """An environment that steps on the host, described by gymnax spaces.
 
-    Not jittable: `make_vec(num_envs, mode)` builds the `HostVecEnv` that a training run steps.
+    `reset(key, params) -> (obs, HostState)` and `step(key, state, action, params) ->
+    (obs, state, reward, terminated, truncated, info)` have gymnax's API and are meant to
+    be vmapped over the N envs of a run: one vmapped call is one call of a vector env of N
+    copies (`make_vec(N, mode)`), made on the host from inside the compiled program.
+    `info["final_observation"]` is the observation a step led to (before gymnasium's
+    same-step autoreset), so GAE bootstraps truncated steps exactly. Vector envs are kept
+    per env object and batch size, and every `reset` reseeds one (env i from key i):
+    evaluation and datasets make their own env object and vector env.
 
     Attributes:
       name: the `make_env` id ("gymnasium:CartPole-v1").
       default_params: None (host envs take their settings at construction).
       max_steps_in_episode: the env's time limit, or None.
+      mode: how the copies step: "sync" (in this process) or "async" (one subprocess
+        each; `PPOConfig.host_vectorization`, set by `vectorized`).
     """
 
     is_host_env = True
@@ -86,6 +114,7 @@ class HostEnv:
         make_vec: Callable[[int, str], HostVecEnv],
         max_steps_in_episode: int | None = None,
         make_render: Callable[[], Any] | None = None,
+        mode: str = "sync",
     ):
         self.name = name
         self._observation_space = observation_space
@@ -93,9 +122,70 @@ class HostEnv:
         self._make_vec = make_vec
         self._make_render = make_render
         self.max_steps_in_episode = max_steps_in_episode
+        self.mode = mode
+        self._vecs: dict[int, HostVecEnv] = {}
+        self._lock = threading.Lock()
+        obs = self.row_observation()
+
+        def shapes(n: int, tree: Any = obs) -> Any:
+            return jax.tree.map(lambda s: jax.ShapeDtypeStruct((n, *s.shape), s.dtype), tree)
+
+        def step_shapes(n: int) -> tuple[Any, Any, jax.ShapeDtypeStruct]:
+            # reward, terminated, truncated packed as float32 [N, 3]: one transfer less.
+            return shapes(n), shapes(n), jax.ShapeDtypeStruct((n, 3), jnp.float32)
+
+        self._reset_call = batched_call(self._host_reset, shapes)
+        self._step_call = batched_call(self._host_step, step_shapes)
 
     def __repr__(self) -> str:
         return f"HostEnv({self.name!r})"
+
+    def vectorized(self, mode: str) -> HostEnv:
+        """This env with its copies stepped in `mode` ("sync" / "async"): itself when
+        already so, else a new env object (with vector envs of its own)."""
+        if mode == self.mode:
+            return self
+        return HostEnv(
+            self.name,
+            self._observation_space,
+            self._action_space,
+            self._make_vec,
+            self.max_steps_in_episode,
+            self._make_render,
+            mode,
+        )
+
+    def _host_reset(self, seeds: np.ndarray) -> Any:
+        num_envs = int(seeds.shape[0])
+        with self._lock:
+            vec = self._vecs.get(num_envs)
+            if vec is None:
+                vec = self._vecs[num_envs] = self._make_vec(num_envs, self.mode)
+            return vec.reset([int(s) for s in np.asarray(seeds, np.int64) % (2**31 - 1)])
+
+    def _host_step(self, action: np.ndarray, elapsed: np.ndarray) -> tuple[Any, Any, np.ndarray]:
+        # `elapsed` is an input only to order the call after the previous one / the reset.
+        num_envs = int(np.shape(elapsed)[0])
+        with self._lock:
+            vec = self._vecs.get(num_envs)
+            if vec is None:
+                raise RuntimeError(f"{self.name}: step before reset for {num_envs} envs")
+            obs, reward, terminated, truncated, final_obs = vec.step(np.asarray(action))
+        scalars = np.stack([reward, terminated, truncated], axis=1).astype(np.float32)
+        return obs, final_obs, scalars
+
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, HostState]:
+        if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+            key = jax.random.key_data(key)
+        obs = self._reset_call(jax.random.bits(key, (), jnp.uint32))
+        return obs, HostState(elapsed_step=jnp.zeros((), jnp.int32))
+
+    def step(self, key: jax.Array, state: HostState, action: Any, params: Any = None) -> tuple:
+        obs, final_obs, scalars = self._step_call(jnp.asarray(action), state.elapsed_step)
+        terminated, truncated = scalars[1] > 0, scalars[2] > 0
+        elapsed = jnp.where(terminated | truncated, 0, state.elapsed_step + 1)
+        info = {"final_observation": final_obs}
+        return obs, HostState(elapsed_step=elapsed), scalars[0], terminated, truncated, info
 
     def observation_space(self, params: Any = None) -> Any:
         """The gymnax observation space (Box, Discrete, Dict, ...)."""
@@ -106,10 +196,8 @@ class HostEnv:
         return self._action_space
 
     def row_observation(self, params: Any = None) -> Any:
-        """One env's observation as `jax.ShapeDtypeStruct` leaves, from its space (a host
-        env cannot be reset inside a trace; `envs.episodes.row_observation`)."""
-        from purejaxppo.envs.episodes import space_structs
-
+        """One env's observation as `jax.ShapeDtypeStruct` leaves, from its space
+        (`envs.episodes.row_observation`)."""
         return space_structs(self._observation_space)
 
     def make_vec(self, num_envs: int, mode: str = "sync") -> HostVecEnv:

@@ -9,8 +9,8 @@ Four kinds differ in how they reset, step, batch and render:
   program; one pool per program, on one host and one device.
 * `AGENTS`: "jaxmarl:<id>" with `multi_agent: ippo | mappo`: the A agents of each env as
   rows of the batch (`envs.agent_rows`).
-* `HOST`: "gymnasium:<id>": stepped by Python on the host, between jitted policy steps and
-  updates (`host_train`).
+* `HOST`: "gymnasium:<id>": a gymnasium vector env on the host, called from inside the
+  program (`envs.host_calls`); one vector env per program, on one host and one device.
 
 `kind_of(env)` / `kind_of_id(env_id)` pick the kind; `EnvKind.rows` adapts an env into the
 `RowsEnv` the rollout steps (brax's `wrap`, rejax's `compat`: an adapter below the loop,
@@ -30,7 +30,7 @@ from typing import Any
 from purejaxppo.envs import episodes
 from purejaxppo.envs.agent_rows import agent_rows
 from purejaxppo.envs.host import is_host_env, is_host_env_id
-from purejaxppo.envs.rows import RowsEnv, envpool_rows, host_rows, vmapped_envs
+from purejaxppo.envs.rows import RowsEnv, envpool_rows, vmapped_envs
 from purejaxppo.envs.suites.envpool import EnvPoolEnv, is_envpool_id
 from purejaxppo.envs.suites.jaxmarl import is_multi_agent_env
 from purejaxppo.multiagent import configure_env, env_for_networks, make_marl_networks
@@ -83,12 +83,12 @@ class EnvKind:
     title: how messages and the docs name it.
     refusals: operation (a key of `OPERATIONS`) -> what to do instead; every operation not
       listed works.
-    in_program: whether the env steps inside the compiled program (False: on the host).
     episodes_restart_on_resume: the envs' state lives outside the checkpoint (EnvPool's
-      pool on the host): a resumed run's driver restarts their episodes from a fresh
-      reset (host envs restart theirs in `host_train` whenever a runner is new to it).
-    vmap_init_runs: batched runs share one env instance (EnvPool: one pool of R x N envs),
-      so their inits are vmapped (`parallel.batch_runs(vmap_init=True)`), not mapped.
+      pool, gymnasium's vector env, on the host): a resumed run's driver restarts their
+      episodes from a fresh reset.
+    vmap_init_runs: batched runs share one env instance (one pool / vector env of R x N
+      envs), so their inits are vmapped (`parallel.batch_runs(vmap_init=True)`), not
+      mapped.
     loop: which episode loop evaluation, datasets and videos use: "program" (the env
       vmapped in one jitted `lax.scan`), "agents" (`envs.agent_rows`: each agent acting on
       its row, the team reward) or "host" (`host_episodes`: Python steps around the
@@ -101,7 +101,6 @@ class EnvKind:
     name: str
     title: str
     refusals: Mapping[str, str]
-    in_program: bool = True
     episodes_restart_on_resume: bool = False
     vmap_init_runs: bool = False
     loop: str = "program"
@@ -128,17 +127,18 @@ class EnvKind:
         info_keys: tuple[str, ...] = (),
         reset_ratio: int | None = None,
     ) -> RowsEnv:
-        """The `RowsEnv` the rollout steps (host envs: reset only; `host_train` steps)."""
+        """The `RowsEnv` the rollout steps."""
         return _ROWS[self.name](env, env_params, info_keys, reset_ratio)
 
     def configure(self, config: Any, env: Any) -> Any:
         """The env a run of `config` trains: multi-agent checks and MAPPO's world state
-        (`multiagent.configure_env`); other kinds' envs unchanged.
+        (`multiagent.configure_env`); host envs stepped as `host_vectorization` says
+        (`HostEnv.vectorized`); other kinds' envs unchanged.
 
         Raises:
           ValueError: `multi_agent` that does not match the env (`configure_env`).
         """
-        return configure_env(config, env)
+        return _CONFIGURE.get(self.name, configure_env)(config, env)
 
     def acting_env(self, env: Any, networks: Networks) -> Any:
         """`env` as `networks` read it in evaluation, datasets and videos (agents:
@@ -160,14 +160,12 @@ _ROWS: dict[str, Callable[..., RowsEnv]] = {
     "jax": vmapped_envs,
     "envpool": envpool_rows,  # the adapter's batching rule makes the vmap one pool call
     "agents": lambda env, env_params, info_keys, reset_ratio: agent_rows(env, env_params),
-    "host": lambda env, env_params, info_keys, reset_ratio: host_rows(env),
+    "host": vmapped_envs,  # the adapter's batching rule makes the vmap one vector-env call
 }
 
-_ONE_AGENT = "train one agent at a time (`purejaxppo train`, or `make_train(config)(key)`)"
-_POPULATION = (
-    "a population steps in one compiled program: use a JAX env, or `purejaxppo sweep` "
-    "(its runs one after another)"
-)
+_CONFIGURE: dict[str, Callable[[Any, Any], Any]] = {
+    "host": lambda config, env: env.vectorized(config.host_vectorization),
+}
 
 JAX = EnvKind(name="jax", title="JAX env", refusals={})
 
@@ -225,17 +223,15 @@ AGENTS = EnvKind(
 HOST = EnvKind(
     name="host",
     title="host env (gymnasium)",
-    in_program=False,
     loop="host",
+    episodes_restart_on_resume=True,
+    vmap_init_runs=True,
     refusals={
-        "batched_runs": (
-            "a host env cannot step inside one compiled program: run them one after "
-            "another (`purejaxppo sweep`, `--num-seeds`)"
+        "runs_on_devices": (
+            "the runs of a program share one vector env on the host, stepped from one "
+            "device: use one device (devices=1, --devices 1)"
         ),
-        "runs_on_devices": "its runs step one after another on the host: use one device",
-        "data_parallel": _ONE_AGENT + " on one device",
-        "pbt": _POPULATION,
-        "pbt_resume": _POPULATION,
+        "data_parallel": "the vector env lives on one host and one device: train on one device",
         "info_metrics": (
             "its info dicts stay on the host, outside the compiled update: leave "
             "info_metrics empty (episode returns and lengths are logged)"
@@ -243,9 +239,14 @@ HOST = EnvKind(
         "reset_ratio": "each host env resets on the host when it ends: set reset_ratio: null",
     },
     notes={
-        "sweep": "every (setting x seed) run one after another, each its own vector env",
-        "resume": "restarts the host envs' episodes; params, optimizer, statistics go on",
-        "seeds": "one after another on the host, each with its own vector env",
+        "seeds": "R seeds x N envs in one vector env, stepped from one program",
+        "sweep": "each program's runs in one vector env of R x N copies",
+        "batched_runs": "one vector env of R x N copies, one host call per step",
+        "resume": "restarts the vector env's episodes; params, optimizer, statistics go on",
+        "pbt_resume": (
+            "restarts the vector env's episodes; params, optimizer, statistics and "
+            "hyperparameters go on"
+        ),
         "eval": "episodes stepped on the host around the jitted policy step",
         "eval_freq": "episodes stepped on the host between segments",
         "video": "gymnasium's render_mode='rgb_array' frames",

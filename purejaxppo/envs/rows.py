@@ -9,8 +9,8 @@ A agents (row n * A + a = agent a of env n, `envs.agent_rows`). The policy acts 
 and a `Transition` is `[T, R]`; episode counters keep whatever per-env layout the kind
 needs (`EnvCarry`).
 
-A host env (gymnasium) steps outside the compiled program: its `RowsEnv` has `step=None`
-and only builds the carry (`host_rows`); `host_train` steps it.
+Envs that step on the host (EnvPool, gymnasium) are vmapped like JAX envs: their adapters
+batch the vmap into one host call (`envs.host_calls`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ __all__ = [
     "EnvStep",
     "RowsEnv",
     "envpool_rows",
-    "host_rows",
     "info_keys_of",
     "vmapped_envs",
 ]
@@ -56,12 +55,12 @@ class RowsEnv(NamedTuple):
     reset(key, num_envs, networks) -> EnvCarry: resets N envs and starts the policy state
         of their R rows at `networks.initial_state(R)`.
     step(key, carry, env_action [R, ...]) -> EnvStep: steps the N envs with one key
-        (split per env inside); None for envs that step on the host.
+        (split per env inside).
     info_keys: the keys of `EpisodeStats.info_sum` that `step` fills (metrics `info/<key>`).
     """
 
     reset: Callable[[jax.Array, int, Any], EnvCarry]
-    step: Callable[[jax.Array, EnvCarry, Any], EnvStep] | None
+    step: Callable[[jax.Array, EnvCarry, Any], EnvStep]
     info_keys: tuple[str, ...] = ()
 
 
@@ -126,10 +125,10 @@ def vmapped_envs(
     `reset_ratio` > 1, optimistic resets: `envs.resets.make_batched_step`) and updates the
     running episode return / length; `ended` sums the episodes that ended at this step, and
     for each of `info_keys` the env's `info[key]` at their last step (mean over any
-    trailing axes). EnvPool envs ("envpool:") take this path too: their adapter batches
-    the vmap into one pool call. `count` (default: the episodes that ended) and
-    `stats_keys` (default `info_keys`: the keys of `ended.info_sum`) let `envpool_rows`
-    count Atari games instead.
+    trailing axes). EnvPool envs ("envpool:") and host envs ("gymnasium:") take this
+    path too: their adapters batch the vmap into one host call. `count` (default: the
+    episodes that ended) and `stats_keys` (default `info_keys`: the keys of
+    `ended.info_sum`) let `envpool_rows` count Atari games instead.
     """
     batched_step = make_batched_step(env, env_params, reset_ratio)
     count = _count_episodes(tuple(info_keys)) if count is None else count
@@ -200,32 +199,6 @@ def _sum_where(done: jax.Array, values: jax.Array) -> jax.Array:
     """Sum over the envs where `done` `[N]` of `values` `[N, ...]` (trailing axes averaged)."""
     values = jnp.asarray(values, jnp.float32).reshape((done.shape[0], -1)).mean(axis=1)
     return jnp.sum(jnp.where(done, values, 0.0))
-
-
-def host_rows(env: Any) -> RowsEnv:
-    """A host env (`envs.host.HostEnv`): `reset` builds the carry of N envs before their
-    first reset (zero observations of the space's shapes and dtypes, `reset` True
-    everywhere, no `env_state`: the envs' state lives on the host; the host loop replaces
-    the observations with the envs' own when it first resets them); `step` is None."""
-
-    def zeros(space: Any, num_envs: int) -> Any:
-        if isinstance(getattr(space, "spaces", None), dict):
-            return {k: zeros(s, num_envs) for k, s in space.spaces.items()}
-        if isinstance(getattr(space, "spaces", None), (list, tuple)):
-            return tuple(zeros(s, num_envs) for s in space.spaces)
-        return jnp.zeros((num_envs, *space.shape), space.dtype)
-
-    def reset(key: jax.Array, num_envs: int, networks: Any) -> EnvCarry:
-        del key  # the host loop seeds the envs from the runner's key
-        return EnvCarry(
-            env_state=(),
-            obs=zeros(env.observation_space(None), num_envs),
-            policy_state=networks.initial_state(num_envs),
-            reset=jnp.ones((num_envs,), bool),
-            **_zero_counters(num_envs),
-        )
-
-    return RowsEnv(reset=reset, step=None)
 
 
 def info_keys_of(env: Any, env_params: Any) -> tuple[str, ...]:

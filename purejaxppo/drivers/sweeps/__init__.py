@@ -1,8 +1,7 @@
 """Sweeps: every (seed x setting) combination of a grid / random search as one program.
 
 `settings` expands grids and random draws; `program` holds the compiled side (chunks and
-their files); `host` a host env's runs, one after another; `results` the tables, files
-and logging; `driver` the `sweep` function.
+their files); `results` the tables, files and logging; `driver` the `sweep` function.
 """
 
 from purejaxppo.drivers.settings import (

@@ -14,10 +14,9 @@ hyperparameters of `config.replace(**setting)`: exactly what
 `jax.jit(make_train(config.replace(**setting)))(jax.random.key(k), Hyperparams...)` does
 for one run (tests/test_sweep.py checks it).
 
-A host env ("gymnasium:<id>") steps in Python and cannot run under `vmap`: its runs train
-one after another instead (`host.run_host_group`, one group per setting, one chunk per
-run), each exactly `purejaxppo train` with that setting and seed, into the same tables
-and files.
+Envs that step on the host (EnvPool: one pool; gymnasium: one vector env) run a program's
+R runs x N envs in one pool / vector env of R x N copies, called from inside the program
+(`envs.host_calls`), on one device.
 """
 
 from __future__ import annotations
@@ -48,7 +47,6 @@ from purejaxppo.drivers.settings import (
     make_settings,
 )
 from purejaxppo.drivers.sweeps.groups import Group, Plan, run_group
-from purejaxppo.drivers.sweeps.host import run_host_group
 from purejaxppo.drivers.sweeps.results import SweepResult, runs_frame
 from purejaxppo.envs import kinds
 from purejaxppo.hyperparams import Hyperparams
@@ -70,8 +68,7 @@ def sweep(
     progress_dir: str | Path | None = None,
     networks: Any = None,
 ) -> SweepResult:
-    """Trains every (seed x setting) combination, vmapped and split over devices (a host
-    env's runs one after another: the module docstring).
+    """Trains every (seed x setting) combination, vmapped and split over devices.
 
     Settings are the grid's Cartesian product, times `num_samples` random draws when
     `random` is given (each grid point is combined with every draw). Runs are grouped by
@@ -128,13 +125,12 @@ def sweep(
     unaffected.
     """
     kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
-    batched = kind.supports("batched_runs")  # else one run after another (`host`)
     settings, run_configs = make_settings(config, grid, random, num_samples, random_seed)
     seed_list = check_sweep_options(seeds, log_every, max_runs_per_chunk)
     check_processes(kind, config.env_name, jax.process_count())
     mesh = runs_mesh(devices, max_runs_per_chunk, config.env_name)
     swept = list(dict.fromkeys(name for s in settings for name in s))
-    groups = _static_groups(run_configs) if batched else {s: [s] for s in range(len(settings))}
+    groups = _static_groups(run_configs)
     plan = Plan(
         seed_list=seed_list,
         settings=settings,
@@ -146,21 +142,18 @@ def sweep(
         log_every=log_every,
         verbose=verbose,
         progress_dir=None if progress_dir is None else Path(progress_dir),
-        batched=batched,
     )
     _announce(plan, config, groups)
-    # A host env's runs each compile their own policy step and update (as `train`).
-    num_compiles = len(groups) if batched else len(settings) * len(seed_list)
-    return _result(plan, num_compiles, *_run_groups(plan, groups, run_configs))
+    return _result(plan, len(groups), *_run_groups(plan, groups, run_configs))
 
 
 def check_processes(kind: kinds.EnvKind, env_name: str, num_processes: int) -> None:
-    """Raises a `ValueError` for a sweep over several processes of a kind whose runs step
-    one after another (a host env: `kinds.EnvKind.supports("batched_runs")` False)."""
-    if num_processes > 1 and not kind.supports("batched_runs"):
+    """Raises a `ValueError` for a sweep over several processes of a kind whose runs
+    share one env on one host and device (`runs_on_devices` refused: EnvPool, gymnasium)."""
+    if num_processes > 1 and not kind.supports("runs_on_devices"):
         raise ValueError(
-            f"env_name={env_name!r} ({kind.title}): its sweep's runs step one after another "
-            f"on one host: sweep it in one process (asked for {num_processes} processes)"
+            f"env_name={env_name!r} ({kind.title}): its sweep's runs share one env on one "
+            f"host: sweep it in one process (asked for {num_processes} processes)"
         )
 
 
@@ -192,13 +185,7 @@ def _announce(plan: Plan, config: PPOConfig, groups: Mapping[Any, list[int]]) ->
     num_runs = len(plan.settings) * len(plan.seed_list)
     one_device = not kinds.kind_of_id(config.env_name).supports("runs_on_devices")
     _warn_one_cpu_device(plan.mesh, num_runs, one_device)
-    if plan.verbose and not plan.batched:
-        print(
-            f"sweep: {num_runs} runs = {len(plan.settings)} setting(s) x "
-            f"{len(plan.seed_list)} seed(s) of a host env, one after another on the host",
-            file=sys.stderr,
-        )
-    elif plan.verbose and jax.process_index() == 0:
+    if plan.verbose and jax.process_index() == 0:
         print(
             f"sweep: {num_runs} runs = {len(plan.settings)} setting(s) x "
             f"{len(plan.seed_list)} seed(s) in {len(groups)} static group(s) -> "
@@ -243,8 +230,7 @@ def _run_groups(
                 start=start,
                 stop=stop,
             )
-            train_group = run_group if plan.batched else run_host_group
-            table, curve, group_diverged = train_group(plan, group)
+            table, curve, group_diverged = run_group(plan, group)
             tables.append(table)
             curves.append(curve)
             diverged.update(group_diverged)

@@ -53,9 +53,6 @@ class Plan:
     log_every: int
     verbose: bool
     progress_dir: Path | None
-    # True: each static group's runs vmapped in one program (`run_group`); False: a host
-    # env's runs one after another (`host.run_host_group`)
-    batched: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

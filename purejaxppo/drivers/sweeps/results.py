@@ -36,8 +36,7 @@ class SweepResult:
       curves: episode return per run and update for all runs (all processes): columns
         `run`, `setting`, `update`, `env_steps`, `episode_return` (for `plot_sweep`).
       settings: the swept settings, in setting order (dicts of field -> value).
-      num_compiles: compiled training programs (one per static group; for a host env,
-        one per run: each compiles its own policy step and update).
+      num_compiles: compiled training programs (one per static group).
       num_devices: devices the runs were split over (all processes).
     """
 

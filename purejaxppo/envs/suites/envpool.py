@@ -75,6 +75,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import spaces
 
+from purejaxppo.envs.host_calls import batched_call
 from purejaxppo.envs.suites._common import (
     SuiteEnv,
     SuiteParams,
@@ -251,48 +252,6 @@ def is_envpool_id(env_id: str) -> bool:
     return env_id.startswith("envpool:")
 
 
-def _batched_call(host_fn: Any, result_shapes: Any) -> Any:
-    """`call(*args)` on one env's arrays whose `jax.vmap` over N envs makes one host
-    call `host_fn(*args [N, ...])` (an unordered `io_callback`); `result_shapes(n)` gives
-    its results' `ShapeDtypeStruct`s. Each vmap around that (R runs batched in one
-    program, and so on) flattens its axis into the envs' one: one host call of
-    `host_fn(*args [R * N, ...])`, run-major (run r's env i is row r * N + i), whose
-    results are reshaped back to `[R, N, ...]`."""
-
-    @jax.custom_batching.custom_vmap
-    def call_pool(*args: Any) -> Any:
-        return jax.experimental.io_callback(
-            host_fn, result_shapes(args[0].shape[0]), *args, ordered=False
-        )
-
-    @call_pool.def_vmap
-    def _flatten(axis_size: int, in_batched: Any, *args: Any) -> Any:
-        # args: [R, N, ...] (unbatched ones [N, ...], broadcast over the R runs).
-        args = _broadcast(axis_size, in_batched, args)
-        out = call_pool(*(a.reshape(-1, *a.shape[2:]) for a in args))
-        out = jax.tree.map(lambda x: x.reshape(axis_size, -1, *x.shape[1:]), out)
-        return out, jax.tree.map(lambda _: True, out)
-
-    @jax.custom_batching.custom_vmap
-    def call(*args: Any) -> Any:
-        return jax.tree.map(lambda x: x[0], call_pool(*(a[None] for a in args)))
-
-    @call.def_vmap
-    def _rule(axis_size: int, in_batched: Any, *args: Any) -> Any:
-        out = call_pool(*_broadcast(axis_size, in_batched, args))
-        return out, jax.tree.map(lambda _: True, out)
-
-    return call
-
-
-def _broadcast(axis_size: int, in_batched: Any, args: Any) -> list[jax.Array]:
-    """`args` with a leading axis of `axis_size` on each (unbatched ones broadcast)."""
-    return [
-        a if batched else jnp.broadcast_to(a, (axis_size, *jnp.shape(a)))
-        for a, batched in zip(args, in_batched, strict=True)
-    ]
-
-
 class EnvPoolEnv(SuiteEnv):
     """An EnvPool task with the gymnax 1.0 API (see the module docstring).
 
@@ -343,8 +302,8 @@ class EnvPoolEnv(SuiteEnv):
             scalars = np.stack([reward, term, trunc, elapsed, raw, over], axis=1)
             return np.stack([obs, final_obs], axis=1), scalars.astype(np.float32)
 
-        self._reset_call = _batched_call(host_reset, reset_shapes)
-        self._step_call = _batched_call(host_step, step_shapes)
+        self._reset_call = batched_call(host_reset, reset_shapes)
+        self._step_call = batched_call(host_step, step_shapes)
 
     def newest_frame(self, obs: jax.Array) -> jax.Array:
         """An Atari observation's newest frame: `[H, W]` grey (of `[H, W, stack]`, oldest

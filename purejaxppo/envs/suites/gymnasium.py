@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax.numpy as jnp
@@ -260,8 +260,9 @@ def _host_env(
             finally:
                 gym.logger.min_level = level
 
-        def reset(seed: int) -> Any:
-            obs, _ = guarded("reset", lambda: vec.reset(seed=int(seed)))
+        def reset(seed: int | Sequence[int]) -> Any:
+            seed = int(seed) if np.ndim(seed) == 0 else [int(s) for s in seed]
+            obs, _ = guarded("reset", lambda: vec.reset(seed=seed))
             return cast(obs)
 
         def step(action: np.ndarray):
