@@ -1,12 +1,13 @@
 """Learning results on the environment suites: one config per suite, against a random policy.
 
 For each entry of `RUNS` (a config under `configs/`): train it (one seed, the config's
-`total_timesteps`, one jitted program; gymnasium ids through the host loop), and play
+`total_timesteps`, one jitted program; gymnasium ids too, their vector env called from
+inside it), and play
 `--random-episodes` episodes of a uniformly random policy (valid actions only where the
 observation carries an action mask) on the same env. Reported per run: env steps, wall
 time (compile + run), the final return (mean training-episode return over the last 5%
 of updates, at least 10; sampled actions), the trained policy's greedy return (mean /
-argmax actions, `pjp.evaluate`, `--random-episodes` episodes; not for host envs), the
+argmax actions, `pjp.evaluate`, `--random-episodes` episodes), the
 random policy's mean return, the target and whether the final (training) return meets it. Also Pendulum-v1 with and without observation / reward normalisation, curves side
 by side.
 
@@ -111,22 +112,10 @@ def host_random_return(env, episodes: int, seed: int = 0) -> float:
 
 
 def train_curve(config) -> tuple[np.ndarray, float, float, object]:
-    """(episode_return per update, compile s, run s, TrainOutput) of one seed of `config`.
-
-    Host envs (gymnasium) run `make_train` unjitted (host loop around compiled pieces):
-    compile s is then NaN and run s the whole wall time, compiles included.
-    """
+    """(episode_return per update, compile s, run s, TrainOutput) of one seed of `config`."""
     import jax
 
     import purejaxppo as pjp
-    from purejaxppo.envs.host import is_host_env
-
-    env, _ = pjp.make_env(config.env_name, config.env_kwargs)
-    if is_host_env(env):
-        start = time.perf_counter()
-        out = pjp.make_train(config)(jax.random.key(config.seed))
-        run_s = time.perf_counter() - start
-        return np.asarray(out.metrics["episode_return"], np.float64), float("nan"), run_s, out
 
     start = time.perf_counter()
     train = jax.jit(pjp.make_train(config))
@@ -172,19 +161,19 @@ def main() -> None:
             final = final_return(curve)
             if name == "gymnasium":
                 rand = host_random_return(env, args.random_episodes)
-                greedy = float("nan")  # evaluate() runs jitted episodes: not for host envs
+                max_steps = int(env.max_steps_in_episode)
             else:
                 max_steps = int(getattr(env_params, "max_steps_in_episode", 1000))
                 rand = random_return(env, env_params, args.random_episodes, max_steps)
-                greedy = float(
-                    pjp.evaluate(
-                        out,
-                        config=config,
-                        num_episodes=args.random_episodes,
-                        greedy=True,
-                        max_steps=max_steps,
-                    ).returns.mean()
-                )
+            greedy = float(
+                pjp.evaluate(
+                    out,
+                    config=config,
+                    num_episodes=args.random_episodes,
+                    greedy=True,
+                    max_steps=max_steps,
+                ).returns.mean()
+            )
             if check is None:
                 top = MAX_RETURN[name]
                 met = final >= 0.9 * top

@@ -1,17 +1,19 @@
-"""Issue #12: how to train on a gymnasium (host) env — measure both designs, keep the faster.
+"""Issues #12 and #37: how to train on a gymnasium (host) env — measure both designs.
 
-* **host loop** (`purejaxppo.host_train`, what `make_train` runs for "gymnasium:<id>"): a
-  Python loop calls a jitted policy step (`Networks.step` + sample, all N envs) once per env
-  step, steps the gymnasium vector env in NumPy, then calls the jitted PPO update (`learn`).
-* **host callback** (a prototype here): the whole update is one jitted function as for
-  gymnax envs; the rollout's `lax.scan` steps the gymnasium vector env through
-  `jax.experimental.io_callback(..., ordered=True)`, one callback per env step.
+* **in program** (what `make_train` runs for "gymnasium:<id>" since #37): the whole
+  update is one jitted function as for gymnax envs; the rollout's `lax.scan` steps the
+  gymnasium vector env through one unordered `io_callback` per env step
+  (`envs.host_calls.batched_call`), so runs batch under `vmap` into one vector env.
+* **host loop** (the library's design before #37, rebuilt here): a Python loop calls a
+  jitted policy step (`Networks.step` + sample, all N envs) once per env step, steps the
+  gymnasium vector env in NumPy, then calls the jitted PPO update (`learn`).
 
 Both run the same PPO update (`learning.make_learn`) on CartPole-v1 with the standard
 workload's sizes (4 envs x 128 steps, 4 epochs x 4 minibatches). Per design: compile +
 first update, then the median seconds per update over `--updates` updates (interleaved
-repeats), the env steps/s that gives, and the time of `--updates` env-stepping-only
-rollouts (no update) to separate the per-step overhead. Writes
+repeats), the env steps/s that gives, and the time of env-stepping-only rollouts (no
+update) to separate the per-step overhead; then `--runs` runs vmapped in one program (one
+vector env of R x N copies) against R times one run's update. Writes
 `benchmarks/results/gymnasium_host.json`.
 
     python benchmarks/gymnasium_host.py --updates 20 --repeats 3
@@ -27,99 +29,96 @@ import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.experimental import io_callback
 
 import purejaxppo as pjp
 from purejaxppo.envs import make_env
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.learning import make_learn
 from purejaxppo.networks import to_env_action
+from purejaxppo.rollout import make_rollout
 from purejaxppo.train import make_train_fns
+from purejaxppo.train_setup import make_init, prepare
 
 
-def make_callback_update(config, env, networks):
-    """`update(runner, hparams) -> (runner, episode_return)`: one jitted PPO update whose
-    rollout steps the host env through an ordered `io_callback` per step."""
+def make_policy_step(networks):
+    """The host loop's jitted step: `(params, obs, reset, key data) -> (action, env
+    action, log_prob, value)` for all N envs (feed-forward policy)."""
+
+    @jax.jit
+    def policy_step(params, obs, reset, key_data):
+        _, dist, value = networks.step(params, (), obs, reset)
+        action, log_prob = dist.sample_and_log_prob(seed=jax.random.wrap_key_data(key_data))
+        return action, to_env_action(networks.action_spec, action), log_prob, value
+
+    return policy_step
+
+
+def make_host_loop_update(config, env, networks):
+    """`update(state, hparams) -> (state, None)`: a Python rollout loop around the jitted
+    policy step, then the jitted `learn` on the stacked transitions."""
     num_envs, num_steps = config.num_envs, config.num_steps
     vec = env.make_vec(num_envs)
-    obs0 = vec.reset(0)
-    obs_shape = jax.ShapeDtypeStruct(obs0.shape, obs0.dtype)
-    result = (
-        obs_shape,
-        jax.ShapeDtypeStruct((num_envs,), jnp.float32),
-        jax.ShapeDtypeStruct((num_envs,), bool),
-        jax.ShapeDtypeStruct((num_envs,), bool),
-        obs_shape,
-    )
+    policy_step = make_policy_step(networks)
+    learn_fn = jax.jit(make_learn(config, networks))
+    live = {"obs": vec.reset(0), "reset": np.ones(num_envs, bool)}
 
-    def host_step(env_action):
-        return vec.step(np.asarray(env_action))
+    def rollout(params, key):
+        keys = np.asarray(jax.random.key_data(jax.random.split(key, num_steps)))
+        obs, reset, steps = live["obs"], live["reset"], []
+        for t in range(num_steps):
+            action, env_action, log_prob, value = jax.device_get(
+                policy_step(params, obs, reset, keys[t])
+            )
+            next_obs, reward, terminated, truncated, final_obs = vec.step(env_action)
+            steps.append(
+                (obs, action, log_prob, value, reward, terminated, truncated, final_obs, (), reset)
+            )
+            obs, reset = next_obs, terminated | truncated
+        live["obs"], live["reset"] = obs, reset
+        return pjp.Transition(*jax.tree.map(lambda *xs: np.stack(xs), *steps))
 
-    learn_fn = make_learn(config, networks)
-
-    def env_step(params, carry, key):
-        obs, policy_state, reset, ep_ret, stats = carry
-        policy_state_next, dist, value = networks.step(params, policy_state, obs, reset)
-        action, log_prob = dist.sample_and_log_prob(seed=key)
-        env_action = to_env_action(networks.action_spec, action)
-        next_obs, reward, terminated, truncated, final_obs = io_callback(
-            host_step, result, env_action, ordered=True
-        )
-        done = terminated | truncated
-        ep_ret = ep_ret + reward
-        stats = stats + jnp.stack([jnp.sum(jnp.where(done, ep_ret, 0.0)), jnp.sum(done)])
-        transition = pjp.Transition(
-            obs=obs,
-            action=action,
-            log_prob=log_prob,
-            value=value,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            final_obs=final_obs,
-            policy_state=policy_state,
-            reset=reset,
-        )
-        carry = (next_obs, policy_state_next, done, jnp.where(done, 0.0, ep_ret), stats)
-        return carry, transition
-
-    @jax.jit
     def update(state, hparams):
-        train_state, carry, key, step = state
+        train_state, key, step = state
         key, rollout_key, epochs_key = jax.random.split(key, 3)
-        carry = carry[:4] + (jnp.zeros(2),)
-        carry, traj = jax.lax.scan(
-            lambda c, k: env_step(train_state.params, c, k),
-            carry,
-            jax.random.split(rollout_key, num_steps),
-        )
-        train_state, _, _ = learn_fn(train_state, traj, carry[1], epochs_key, hparams, step)
-        episode_return = carry[4][0] / jnp.maximum(carry[4][1], 1)
-        return (train_state, carry, key, step + 1), episode_return
+        traj = rollout(train_state.params, rollout_key)
+        train_state, _, _ = learn_fn(train_state, traj, (), epochs_key, hparams, step)
+        return (train_state, key, step + 1), None
 
-    @jax.jit
     def rollout_only(state):
-        train_state, carry, key, step = state
-        carry, traj = jax.lax.scan(
-            lambda c, k: env_step(train_state.params, c, k),
-            carry[:4] + (jnp.zeros(2),),
-            jax.random.split(key, num_steps),
-        )
-        return traj.reward.sum()
+        return rollout(state[0].params, state[1])
 
-    def init(runner):
-        carry = (
-            jnp.asarray(obs0),
-            networks.initial_state(num_envs),
-            jnp.ones((num_envs,), bool),
-            jnp.zeros((num_envs,)),
-            jnp.zeros(2),
-        )
-        return (runner.train_state, carry, runner.key, runner.update_step)
+    return update, rollout_only
 
-    return init, update, rollout_only
+
+def make_program_rollout(config):
+    """The in-program rollout alone (no update), jitted: `() -> transitions`, each call
+    128 steps of its own vector env from where the last call left it."""
+    setup = prepare(config)
+    rollout = jax.jit(make_rollout(setup.rows, setup.networks, config.num_steps))
+    runner = jax.jit(make_init(config, setup.env, networks=setup.networks))(jax.random.key(0))
+    live = {"carry": runner.env}
+
+    def run():
+        live["carry"], traj, _ = rollout(runner.train_state.params, live["carry"], runner.key)
+        return traj
+
+    return run
+
+
+def time_batched(fns, hparams, runs, updates):
+    """Median seconds of one update of `runs` runs vmapped in one program (their envs
+    one vector env of runs x num_envs copies)."""
+    keys = jax.random.split(jax.random.key(1), runs)
+    runners = jax.jit(jax.vmap(fns.init))(keys)
+    update = jax.jit(jax.vmap(fns.update, in_axes=(0, None)))
+    runners = jax.block_until_ready(update(runners, hparams))[0]  # compile
+    times = []
+    for _ in range(updates):
+        start = time.perf_counter()
+        runners = jax.block_until_ready(update(runners, hparams))[0]
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def time_design(name, step_fn, state, updates):
@@ -141,6 +140,9 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--num-envs", type=int, default=4)
+    parser.add_argument(
+        "--runs", type=int, default=8, help="runs batched in one program (one vector env)"
+    )
     parser.add_argument("--out", default="benchmarks/results/gymnasium_host.json")
     args = parser.parse_args()
     config = pjp.PPOConfig(
@@ -154,31 +156,28 @@ def main() -> None:
     fns = make_train_fns(config)
     runner = jax.jit(fns.init)(jax.random.key(0))
 
-    # host loop: fns.update; rollout-only = the loop without `learn`.
-    loop_state = runner
+    # in program: the library's jitted update (its rollout calls the vector env).
+    program_update = jax.jit(fns.update)
+    program_rollout = make_program_rollout(config)
+
+    def program_step(state):
+        return program_update(state, hparams)
+
+    loop_update, loop_rollout = make_host_loop_update(config, env, fns.networks)
+    loop_state = (runner.train_state, runner.key, runner.update_step)
 
     def loop_step(state):
-        return fns.update(state, hparams)
+        return loop_update(state, hparams)
 
-    cb_init, cb_update, cb_rollout = make_callback_update(config, env, fns.networks)
-    cb_state = cb_init(runner)
-
-    def cb_step(state):
-        return cb_update(state, hparams)
-
-    rows = {
-        "host_loop": {"first_s": None, "update_s": []},
-        "callback": {"first_s": None, "update_s": []},
-    }
+    states = {"in_program": runner, "host_loop": loop_state}
+    steps = {"in_program": program_step, "host_loop": loop_step}
+    rows = {name: {"first_s": None, "update_s": []} for name in steps}
     for repeat in range(args.repeats):
-        loop_state, first, times = time_design("host_loop", loop_step, loop_state, args.updates)
-        rows["host_loop"]["update_s"] += times
-        if repeat == 0:
-            rows["host_loop"]["first_s"] = first
-        cb_state, first, times = time_design("callback", cb_step, cb_state, args.updates)
-        rows["callback"]["update_s"] += times
-        if repeat == 0:
-            rows["callback"]["first_s"] = first
+        for name, step_fn in steps.items():
+            states[name], first, times = time_design(name, step_fn, states[name], args.updates)
+            rows[name]["update_s"] += times
+            if repeat == 0:
+                rows[name]["first_s"] = first
 
     batch = config.num_envs * config.num_steps
     table = []
@@ -196,43 +195,19 @@ def main() -> None:
         )
 
     # rollouts alone (128 env steps of 4 envs), median of 5
-    def rollout_loop():
-        # the host loop's rollout is inseparable from its update in `fns.update`; time the
-        # same per-step work: policy step + env step
-        from purejaxppo.networks import to_env_action as tea
-
-        @jax.jit
-        def policy_step(params, obs, reset, key_data):
-            _, dist, value = fns.networks.step(params, (), obs, reset)
-            action, log_prob = dist.sample_and_log_prob(seed=jax.random.wrap_key_data(key_data))
-            return action, tea(fns.networks.action_spec, action), log_prob, value
-
-        vec = env.make_vec(config.num_envs)
-        obs = vec.reset(0)
-        reset = np.ones(config.num_envs, bool)
-        keys = np.asarray(
-            jax.random.key_data(jax.random.split(jax.random.key(1), config.num_steps))
-        )
-        params = runner.train_state.params
-        jax.block_until_ready(policy_step(params, obs, reset, keys[0]))
+    def median_of_5(fn):
+        jax.block_until_ready(fn())
         out = []
         for _ in range(5):
             start = time.perf_counter()
-            for t in range(config.num_steps):
-                _, env_action, _, _ = jax.device_get(policy_step(params, obs, reset, keys[t]))
-                obs, _, term, trunc, _ = vec.step(env_action)
-                reset = term | trunc
+            jax.block_until_ready(fn())
             out.append(time.perf_counter() - start)
         return statistics.median(out)
 
-    def rollout_cb():
-        jax.block_until_ready(cb_rollout(cb_state))
-        out = []
-        for _ in range(5):
-            start = time.perf_counter()
-            jax.block_until_ready(cb_rollout(cb_state))
-            out.append(time.perf_counter() - start)
-        return statistics.median(out)
+    rollout_times = {
+        "in_program": median_of_5(program_rollout),
+        "host_loop": median_of_5(lambda: loop_rollout(states["host_loop"])),
+    }
 
     def env_only():
         vec = env.make_vec(config.num_envs)
@@ -243,11 +218,18 @@ def main() -> None:
             vec.step(action)
         return time.perf_counter() - start
 
-    rollout_times = {"host_loop": rollout_loop(), "callback": rollout_cb()}
     for row in table:
         row["rollout_s"] = round(rollout_times[row["design"]], 4)
         row["update_without_rollout_s"] = round(row["median_update_s"] - row["rollout_s"], 4)
     env_s = env_only()
+    batched = time_batched(fns, hparams, args.runs, args.updates)
+    one = table[0]["median_update_s"]
+    print(
+        f"{args.runs} runs batched in one program (one vector env of {args.runs} x "
+        f"{config.num_envs}): {batched:.4f} s per update of all runs, against "
+        f"{args.runs} x {one:.4f} = {args.runs * one:.4f} s one run after another "
+        f"({args.runs * one / batched:.2f}x)"
+    )
     print(
         f"CartPole-v1, {config.num_envs} envs x {config.num_steps} steps per update, "
         f"gymnasium SyncVectorEnv alone: {env_s * 1e3:.1f} ms per {config.num_steps} steps"
@@ -257,6 +239,8 @@ def main() -> None:
     for row in table:
         print(" | ".join(str(row[k]) for k in header))
     faster = min(table, key=lambda r: r["median_update_s"])["design"]
+    ratio = table[1]["median_update_s"] / table[0]["median_update_s"]
+    print(f"in program: {ratio:.2f}x the host loop's speed per update (median)")
     print(f"faster: {faster}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -272,6 +256,12 @@ def main() -> None:
                 },
                 "env_only_s_per_rollout": round(env_s, 4),
                 "rows": table,
+                "batched_runs": {
+                    "runs": args.runs,
+                    "median_update_s": round(batched, 4),
+                    "one_after_another_s": round(args.runs * one, 4),
+                    "speedup": round(args.runs * one / batched, 2),
+                },
                 "faster": faster,
                 "device": str(jax.devices()[0]),
                 "jax": jax.__version__,

@@ -6,8 +6,8 @@ spin loop: Python work that holds a core). N envs step together through
 `HostEnv.make_vec(N, mode)`, i.e. gymnasium's SyncVectorEnv (one process) or
 AsyncVectorEnv (a subprocess per env). Per kind and mode: env steps/s of the vector
 env alone (random actions, `--steps` vector steps) and of PPO training through
-`make_train` (the jitted policy step per env step + the update; `--updates` updates
-after a warm-up one). Prints a table and writes `benchmarks/results/host-async-*.json`.
+`make_train` (the compiled update, its rollout stepping the vector env through one host
+call per step; `--updates` updates after a compiling call of as many). Prints a table and writes `benchmarks/results/host-async-*.json`.
 
     python benchmarks/host_async.py --num-envs 8 --step-ms 1 --steps 200 --updates 2
 
@@ -70,11 +70,12 @@ def train_steps_per_second(env_id: str, num_envs: int, mode: str, updates: int) 
         total_timesteps=num_envs * 64 * (updates + 1),
     )
     fns = pjp.make_train_fns(config)
-    runner = fns.init(jax.random.key(0))
+    runner = jax.jit(fns.init)(jax.random.key(0))  # starts the envs
     hparams = pjp.Hyperparams.from_config(config)
-    runner, _ = fns.run(runner, hparams, 1)  # compile + start the envs
+    run = jax.jit(fns.run, static_argnums=2)
+    runner = jax.block_until_ready(run(runner, hparams, updates))[0]  # compiles
     start = time.perf_counter()
-    runner, _ = fns.run(runner, hparams, updates)
+    jax.block_until_ready(run(runner, hparams, updates))
     return updates * num_envs * 64 / (time.perf_counter() - start)
 
 

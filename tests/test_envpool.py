@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from fresh_episodes import check_population_restarts_episodes, check_run_restarts_episodes
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import kinds
@@ -320,70 +321,22 @@ print("OK")
 
 
 def test_resume_restarts_episodes_and_continues_the_rest(tmp_path, capsys):
-    import shutil
-
-    import pandas as pd
-
-    from purejaxppo.drivers.single import train_and_log
-
-    config = PPOConfig(
-        env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8, total_timesteps=64,
-        num_minibatches=2, update_epochs=1, save_freq=2, log_freq=2,
-    )  # fmt: skip
-    run_dir = tmp_path / "run"
-    train_and_log(config, run_dir, progress=False, plot=False)
-    whole = pd.read_csv(run_dir / "metrics.csv")
-    # Keep the checkpoint of update 2 only, as if the run had been killed after it.
-    shutil.rmtree(run_dir / "checkpoints" / "last" / "4")
-    twin = tmp_path / "twin"
-    shutil.copytree(run_dir, twin)
-    capsys.readouterr()
-    resumed = train_and_log(config, run_dir, resume=True, progress=False, plot=False)
-    assert "the envs start fresh episodes" in capsys.readouterr().err
-    again = train_and_log(config, twin, resume=True, progress=False, plot=False)
-    assert int(resumed.runner_state.update_step) == 4
-    table = pd.read_csv(run_dir / "metrics.csv")
-    assert list(table["update"]) == [1, 2, 3, 4]
-    pd.testing.assert_frame_equal(table.iloc[:2], whole.iloc[:2])  # the checkpoint's rows
-    # The fresh episodes are seeded from the run's key and the update step: a resume is
-    # reproducible, and it is not the uninterrupted run (its episodes were cut short).
-    pd.testing.assert_frame_equal(table, pd.read_csv(twin / "metrics.csv"))
-    np.testing.assert_array_equal(
-        np.asarray(jax.tree.leaves(resumed.runner_state.train_state.params)[0]),
-        np.asarray(jax.tree.leaves(again.runner_state.train_state.params)[0]),
-    )
-    assert not np.allclose(table["v_loss"].iloc[2:], whole["v_loss"].iloc[2:])
+    config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8)
+    config = config.replace(total_timesteps=64, num_minibatches=2, update_epochs=1)
+    check_run_restarts_episodes(config.replace(save_freq=2, log_freq=2), tmp_path, capsys)
 
 
 def test_a_pbt_population_resumes_with_fresh_episodes(
     tmp_path, capsys, monkeypatch, crash_population_after
 ):
     # One pool for all members, outside the checkpoint: a resumed population restarts the
-    # pool's episodes and continues everything else, reproducibly.
-    import pandas as pd
-
-    import purejaxppo as pjp
-
-    # 6 updates: 3 generations of 2.
+    # pool's episodes and continues everything else, reproducibly. 6 updates: 3
+    # generations of 2.
     config = PPOConfig(env_name="envpool:InvertedPendulum-v4", num_envs=2, num_steps=8)
     config = config.replace(total_timesteps=96, num_minibatches=2, update_epochs=1)
-    kw = dict(population=2, ready_every=2, verbose=False)
-    kw["search"] = {"learning_rate": ("log_uniform", 1e-4, 1e-3)}
-    whole = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "whole")
-    crash_population_after(1)  # saved after 1 generation, then killed
-    for name in ("run", "twin"):
-        with pytest.raises(KeyboardInterrupt):
-            pjp.pbt(config, **kw, checkpoint_dir=tmp_path / name)
-    monkeypatch.undo()
-    capsys.readouterr()
-    resumed = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "run", resume=True)
-    assert "the members start fresh episodes" in capsys.readouterr().err
-    twin = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "twin", resume=True)
-    lineage, first = resumed.lineage, resumed.lineage["generation"] == 0
-    assert sorted(lineage["generation"].unique()) == [0, 1, 2]
-    pd.testing.assert_frame_equal(lineage[first], whole.lineage[first])  # the checkpoint's
-    pd.testing.assert_frame_equal(lineage, twin.lineage)  # fresh episodes, seeded
-    assert not lineage[~first].equals(whole.lineage[~first])  # its episodes were cut short
+    check_population_restarts_episodes(
+        config, tmp_path, capsys, monkeypatch, crash_population_after, generations=3
+    )
 
 
 def test_inverted_pendulum_learns():

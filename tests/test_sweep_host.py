@@ -1,7 +1,8 @@
 """Batched runs on a host env (gymnasium, issue #37): `--num-seeds`, `purejaxppo sweep` and
 `pbt` step R runs x N envs in ONE gymnasium vector env, called from inside the compiled
 program (`envs.host_calls`). Each run steps the episodes of its single run (its envs are
-seeded from its own keys); a resumed population restarts the vector env's episodes. Runs
+seeded from its own keys); a resumed run or population restarts the vector env's
+episodes. Runs
 split over several devices stay refused, in one line naming the operation, the kind and
 the alternative."""
 
@@ -13,6 +14,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+from fresh_episodes import check_population_restarts_episodes, check_run_restarts_episodes
 
 import purejaxppo as pjp
 from purejaxppo.cli import main
@@ -66,27 +68,17 @@ def test_num_seeds_and_a_sweep_step_the_episodes_of_their_single_runs(tmp_path, 
 def test_a_pbt_population_resumes_with_fresh_episodes(
     tmp_path, capsys, monkeypatch, crash_population_after
 ):
-    # One vector env for all members, outside the checkpoint: a resumed population
-    # restarts its episodes and continues everything else, reproducibly. 4 updates: 2
-    # generations of 2.
+    # One vector env for all members, outside the checkpoint. 4 updates: 2 generations.
     config = SMALL.replace(num_steps=8, total_timesteps=64, update_epochs=1)
-    kw = dict(population=2, ready_every=2, verbose=False)
-    kw["search"] = {"learning_rate": ("log_uniform", 1e-4, 1e-3)}
-    whole = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "whole")
-    crash_population_after(1)  # saved after 1 generation, then killed
-    for name in ("run", "twin"):
-        with pytest.raises(KeyboardInterrupt):
-            pjp.pbt(config, **kw, checkpoint_dir=tmp_path / name)
-    monkeypatch.undo()
-    capsys.readouterr()
-    resumed = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "run", resume=True)
-    assert "the members start fresh episodes" in capsys.readouterr().err
-    twin = pjp.pbt(config, **kw, checkpoint_dir=tmp_path / "twin", resume=True)
-    lineage, first = resumed.lineage, resumed.lineage["generation"] == 0
-    assert sorted(lineage["generation"].unique()) == [0, 1]
-    pd.testing.assert_frame_equal(lineage[first], whole.lineage[first])  # the checkpoint's
-    pd.testing.assert_frame_equal(lineage, twin.lineage)  # fresh episodes, seeded
-    assert not lineage[~first].equals(whole.lineage[~first])  # its episodes were cut short
+    check_population_restarts_episodes(
+        config, tmp_path, capsys, monkeypatch, crash_population_after, generations=2
+    )
+
+
+def test_a_resumed_run_restarts_its_episodes_and_continues_the_rest(tmp_path, capsys):
+    config = SMALL.replace(num_steps=8, total_timesteps=64, save_freq=2, log_freq=2)
+    err = check_run_restarts_episodes(config, tmp_path, capsys)
+    assert f"resume: {GYM} (host env (gymnasium)) keeps its episodes on the host" in err
 
 
 def test_runs_over_several_devices_are_refused_in_one_line(tmp_path, capsys):

@@ -86,14 +86,15 @@ def train_and_log(
       key: PRNG key; default `jax.random.key(config.seed)`. Training and the periodic
         evaluations (`fold_in(key, EVAL_KEY_STREAM)`, then the update index) derive from
         it. A resumed run uses `config.seed`'s key for its evaluations, and an "envpool:"
-        run for the fresh episodes it starts (`fold_in(key, RESUME_KEY_STREAM)`, then the
+        or "gymnasium:" run for the fresh episodes it starts (`fold_in(key, RESUME_KEY_STREAM)`, then the
         checkpoint's update step).
       progress: show a tqdm progress bar (updates, env steps, steps/s, latest return).
       plot: write the learning-curve PNG.
       resume: continue from the newest checkpoint in `run_dir` (see `checkpoint.py`);
         the continued run ends bitwise equal to an uninterrupted one on CPU. Except on an
-        "envpool:" env: its pool lives on the host, outside the checkpoint, so the envs
-        start fresh episodes there (a note on stderr says so) and the rest continues.
+        "envpool:" or "gymnasium:" env: its pool / vector env lives on the host, outside
+        the checkpoint, so the envs start fresh episodes there (a note on stderr says so)
+        and the rest continues.
       overwrite: a fresh run may replace the contents of a non-empty run directory
         (removed after validation, just before training starts).
 
@@ -290,8 +291,8 @@ class _SingleRun:
         )
 
     def _restart_episodes(self, key: jax.Array, update_step: int) -> None:
-        """An EnvPool pool lives on the host, outside the checkpoint
-        (`EnvKind.episodes_restart_on_resume`): the resumed run rebuilds it with fresh
+        """An EnvPool pool or a gymnasium vector env lives on the host, outside the
+        checkpoint (`EnvKind.episodes_restart_on_resume`): the resumed run resets it to fresh
         episodes (seeded from `fold_in(fold_in(key,
         RESUME_KEY_STREAM), update_step)`) and keeps everything else the checkpoint holds
         (params with their normalisation statistics, optimizer state, key, update step).
@@ -301,9 +302,9 @@ class _SingleRun:
         fresh = jax.jit(self.fns.init)(fresh_key)
         self.runner = self.runner.replace(env=fresh.env)
         print(
-            f"resume: {self.config.env_name} is an EnvPool env, whose episodes live on the "
-            "host outside the checkpoint: the envs start fresh episodes (params, optimizer "
-            "state and statistics continue from the checkpoint)",
+            f"resume: {self.config.env_name} ({self.fns.kind.title}) keeps its episodes on "
+            "the host, outside the checkpoint: the envs start fresh episodes (params, "
+            "optimizer state and statistics continue from the checkpoint)",
             file=sys.stderr,
         )
 

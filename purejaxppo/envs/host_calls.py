@@ -5,8 +5,10 @@ EnvPool pools and gymnasium vector envs live in host memory and step in C++ / Py
 run (and over R runs batched in one program), becomes ONE `jax.experimental.io_callback`
 of `host_fn` on all R x N envs: the rollout scan steps them like any JAX env, so there is
 one training loop for every kind of env (`envs.kinds`). Measured against a Python loop
-around a jitted policy step (benchmarks/gymnasium_host.py, CartPole-v1, 2-core CPU): the
-two tie (median 64.2 ms vs 64.5 ms per 512-step update).
+around a jitted policy step (benchmarks/gymnasium_host.py, CartPole-v1, 4 envs x 128 steps,
+idle 2-core CPU): one run's update 47.4 ms against the loop's 36.7 ms (a host call costs
+~60 us, a jitted call from Python ~10 us), 8 runs batched in one program 104.6 ms per
+update, 2.8x faster than 8 loops one after another.
 
 Errors: an exception in `host_fn` (the env's own code as a one-line `errors.EnvError`, a
 factory's `ValueError`) cannot cross XLA; JAX raises a `JaxRuntimeError` that names only
@@ -93,8 +95,10 @@ def batched_call(host_fn: Callable[..., Any], result_shapes: Callable[[int], Any
     its results' `ShapeDtypeStruct`s (a pytree). Each vmap around that (R runs batched in
     one program, and so on) flattens its axis into the envs' one: one host call of
     `host_fn(*args [R * N, ...])`, run-major (run r's env i is row r * N + i), whose
-    results are reshaped back to `[R, N, ...]`. Unordered: pass each call an input that
-    the previous call's results determine (a step counter), so the calls keep their order.
+    results are reshaped back to `[R, N, ...]`. Unordered: make an input depend on the
+    previous call's results (the adapters pass an action that reads a step counter), so
+    the calls keep their order. Each operand costs ~30 us per call on CPU (measured: one
+    operand 62 us per call in a scan, two 96 us), so the adapters pass one.
     """
     host_fn = _kept(host_fn)
 
