@@ -222,7 +222,8 @@ class HostEnv:
 
 
 def is_host_env(env: Any) -> bool:
-    """Whether `env` steps on the host (a `HostEnv`), i.e. cannot be traced by `jax.jit`."""
+    """Whether `env` steps on the host (a `HostEnv`): its copies live in host memory, called
+    from inside the compiled program (`envs.host_calls`)."""
     return bool(getattr(env, "is_host_env", False))
 
 
