@@ -22,7 +22,7 @@ import numpy as np
 from flax import struct
 
 from purejaxppo.envs.episodes import space_structs
-from purejaxppo.envs.host_calls import batched_call
+from purejaxppo.envs.host_calls import after, batched_call
 from purejaxppo.errors import EnvError
 
 __all__ = ["HOST_SUITES", "EnvError", "HostEnv", "HostState", "HostVecEnv", "is_host_env"]
@@ -174,18 +174,31 @@ class HostEnv:
         return obs, final_obs, scalars
 
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, HostState]:
+        """One env's reset (vmap it over N keys: one reset of a vector env of N copies,
+        env i seeded from key i's bits). `key`: a typed or raw PRNG key; `params` unused.
+        Returns obs (the space's shapes and dtypes) and `HostState`.
+
+        Raises (when the compiled program runs; `errors_of_envs` re-raises them):
+          EnvError: the env's own reset failed.
+        """
         if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
             key = jax.random.key_data(key)
         obs = self._reset_call(jax.random.bits(key, (), jnp.uint32))
         return obs, HostState(elapsed_step=jnp.zeros((), jnp.int32))
 
     def step(self, key: jax.Array, state: HostState, action: Any, params: Any = None) -> tuple:
-        # The action reads the step count, so this call waits for the previous one / the
-        # reset (the value is unchanged: the count is never negative). Not a second
-        # operand: each operand of a host call costs ~30 us per step on CPU (measured).
-        action = jnp.asarray(action)
-        action = jnp.where(state.elapsed_step >= 0, action, jnp.zeros_like(action))
-        obs, final_obs, scalars = self._step_call(action)
+        """One env's step (vmap it over the N envs reset together: one step of their
+        vector env, gymnasium's same-step autoreset). `action`: the env action
+        (`networks.to_env_action`); `key` and `params` unused.
+
+        Returns:
+          `(obs, state, reward float32 [], terminated bool [], truncated bool [], info)`,
+          `info["final_observation"]` the observation before any reset.
+
+        Raises (when the compiled program runs; `errors_of_envs` re-raises them):
+          EnvError: the env's own step failed or returned a non-finite reward.
+        """
+        obs, final_obs, scalars = self._step_call(after(action, state.elapsed_step))
         terminated, truncated = scalars[1] > 0, scalars[2] > 0
         elapsed = jnp.where(terminated | truncated, 0, state.elapsed_step + 1)
         info = {"final_observation": final_obs}

@@ -27,7 +27,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-__all__ = ["batched_call", "errors_of_envs", "take_host_error"]
+__all__ = ["after", "batched_call", "errors_of_envs", "take_host_error"]
 
 _raised: list[Exception] = []
 _lock = threading.Lock()
@@ -59,7 +59,12 @@ def take_host_error(err: BaseException) -> Exception | None:
 def errors_of_envs(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` (which runs a compiled program) raising the host call's own exception (an
     env's `EnvError`, ...) in place of JAX's runtime error about it; results are waited
-    for (outside a trace), so the error is raised here, not where a result is first read."""
+    for (outside a trace), so the error is raised here, not where a result is first read.
+
+    Raises:
+      the kept exception of a failed host call (`take_host_error`); any other error of
+      `fn` unchanged.
+    """
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -87,6 +92,15 @@ def _kept(host_fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
 
     return call
+
+
+def after(action: jax.Array, count: jax.Array) -> jax.Array:
+    """`action` (any shape and dtype), unchanged, made to depend on `count` (an int32 step
+    counter, never negative) so that the unordered host call taking it waits for the call
+    that produced `count`: the dependency rides on the one operand (each operand of a
+    host call costs ~30 us per step on CPU, measured) instead of a second one."""
+    action = jnp.asarray(action)
+    return jnp.where(count >= 0, action, jnp.zeros_like(action))
 
 
 def batched_call(host_fn: Callable[..., Any], result_shapes: Callable[[int], Any]) -> Any:

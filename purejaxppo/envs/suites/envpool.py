@@ -75,7 +75,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import spaces
 
-from purejaxppo.envs.host_calls import batched_call
+from purejaxppo.envs.host_calls import after, batched_call
 from purejaxppo.envs.suites._common import (
     SuiteEnv,
     SuiteParams,
@@ -333,11 +333,7 @@ class EnvPoolEnv(SuiteEnv):
             action = jnp.asarray(action, jnp.int32)
         else:
             action = jnp.asarray(action, jnp.float32)
-        # The action reads the step count, so this call waits for the previous one / the
-        # reset (the value is unchanged: the count is never negative). Not a second
-        # operand: each operand of a host call costs ~30 us per step on CPU (measured).
-        action = jnp.where(state.elapsed_step >= 0, action, jnp.zeros_like(action))
-        obs_pair, scalars = self._step_call(action)
+        obs_pair, scalars = self._step_call(after(action, state.elapsed_step))
         obs, final_obs = obs_pair[0], obs_pair[1]
         reward, raw_reward = scalars[0], scalars[4]
         terminated, truncated, game_over = scalars[1] > 0, scalars[2] > 0, scalars[5] > 0
