@@ -21,8 +21,11 @@ of `_namespace`) with `row(alias, col=value, ...)`, the one row of results file 
 whose columns match (numbers compare as numbers), a mapping whose values are floats where
 they parse as numbers (`r.env_steps`, `r["final return"]`); `rows(...)` all matching rows;
 `rounds(alias)` a JSON file's `all_rounds`; `floats("1.0 2.0")`, `mean`, `std`
-(population), `min`, `max`, `yes(value)` ("yes" / "no"). Literal cells (labels,
-footnote marks) are plain strings.
+(population), `min`, `max`, `yes(value)` ("yes" / "no"); for a row whose `published` is
+"MEAN ± STD (source)" and `finals` its per-seed returns, `vs_published(r)` (our mean /
+the published mean) and `meets_published(r)` ("yes" where our mean >= the published mean
+and no seed is below the published mean - std, the reference targets of issues #22 and
+#41). Literal cells (labels, footnote marks) are plain strings.
 
 Figures: a claim's optional `figure:` entry (see benchmarks/plots.py) is drawn from the same
 results into a PNG (under docs/figures/), and its Markdown image link, relative to the page,
@@ -130,6 +133,17 @@ def _namespace(results: dict[str, Path]) -> dict:
     def yes(value) -> str:
         return "yes" if str(value).lower() in ("true", "1", "1.0", "yes") else "no"
 
+    def published(r: Row) -> tuple[float, float]:
+        mean_, _, std_ = str(r.published).split(" ")[:3]
+        return float(mean_), float(std_)
+
+    def vs_published(r: Row) -> float:
+        return r.final_mean / published(r)[0]
+
+    def meets_published(r: Row) -> str:
+        mean_, std_ = published(r)
+        return yes(r.final_mean >= mean_ and min(floats(r.finals)) >= mean_ - std_)
+
     return {
         "__builtins__": {},
         "row": row,
@@ -149,6 +163,8 @@ def _namespace(results: dict[str, Path]) -> dict:
         "str": str,
         "any": any,
         "yes": yes,
+        "vs_published": vs_published,
+        "meets_published": meets_published,
     }
 
 

@@ -70,6 +70,27 @@ def test_check_command_exits_zero():
     assert proc.returncode == 0, proc.stderr
 
 
+def test_the_published_target_helpers(tables, tmp_path):
+    # Issue #41's target: mean >= the published mean and no seed below its mean - std.
+    path = tmp_path / "r.csv"
+    path.write_text(
+        "name,final_mean,finals,published\n"
+        "ok,758.5,710.3 866.4 698.7,716.11 ± 49.08 (CleanRL)\n"
+        "edge,720.0,667.03 700 792.97,716.11 ± 49.08 (CleanRL)\n"
+        "low_seed,776.7,628.9 818.1 883.1,716.11 ± 49.08 (CleanRL)\n"
+        "low_mean,700.0,690 700 710,716.11 ± 49.08 (CleanRL)\n"
+    )
+    ns = tables._namespace({"r": path})
+    row, meets = ns["row"], ns["meets_published"]
+    assert ns["vs_published"](row("r", name="ok")) == pytest.approx(758.5 / 716.11)
+    assert [meets(row("r", name=n)) for n in ("ok", "edge", "low_seed", "low_mean")] == [
+        "yes",
+        "yes",
+        "no",
+        "no",
+    ]
+
+
 def test_every_claim_is_complete(tables):
     claims = tables.load_claims(tables.CLAIMS, ROOT)
     assert {c.name for c in claims} >= {"cartpole-speed", "brax-h100"}
