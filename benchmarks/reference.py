@@ -51,6 +51,7 @@ PUBLISHED = {
     # predecessor, same model and reward), one run, deterministic evaluation over 175
     # episodes; the std is across those episodes, not seeds.
     "Ant-v4": (1327.16, 451.58, "RL Zoo PPO Ant-v3 (one run, deterministic eval), 1M steps"),
+    "Swimmer-v4": (281.56, 9.67, "RL Zoo PPO Swimmer-v3 (one run, deterministic eval), 1M steps"),
     "Breakout-v5": (414.66, 28.09, "CleanRL ppo_atari.py, 10M steps"),
     "Pong-v5": (20.36, 0.20, "CleanRL ppo_atari.py, 10M steps"),
     "BeamRider-v5": (1915.93, 484.58, "CleanRL ppo_atari.py, 10M steps"),
