@@ -65,11 +65,33 @@ def final_return(returns: np.ndarray) -> float:
     return float(np.nanmean(returns[-tail:]))
 
 
+def greedy_returns(output, config, seeds: int, episodes: int) -> list[float]:
+    """Each seed's final policy played greedily (mean actions, `evaluate(greedy=True)`)
+    for `episodes` episodes of its own env: the mean return per seed. RL Zoo's
+    benchmark.md numbers are such a deterministic evaluation of the final model."""
+    import jax
+
+    from purejaxppo.evaluation import evaluate
+
+    means = []
+    for k in range(seeds):
+        one = jax.tree.map(lambda x, k=k: x[k], output)
+        result = evaluate(one, num_episodes=episodes, greedy=True, config=config)
+        means.append(float(np.mean(result.returns)))
+    return means
+
+
 def train_env(
-    config_path: Path, env: str, total_timesteps: int, seeds: int, seed_offset: int = 0
+    config_path: Path,
+    env: str,
+    total_timesteps: int,
+    seeds: int,
+    seed_offset: int = 0,
+    eval_episodes: int = 0,
 ) -> dict:
     """Trains seeds `seed_offset .. seed_offset + seeds - 1` of the config on
-    `envpool:<env>`, vmapped in one compiled program."""
+    `envpool:<env>`, vmapped in one compiled program; with `eval_episodes` > 0 also
+    plays each seed's final policy greedily (`greedy_returns`)."""
     import jax
 
     import purejaxppo  # noqa: F401  (before jax runs: XLA flags)
@@ -86,8 +108,9 @@ def train_env(
     compiled = train.lower(keys).compile()
     compile_s = time.perf_counter() - start
     t0 = time.perf_counter()
-    metrics = jax.device_get(jax.block_until_ready(compiled(keys)).metrics)
+    output = jax.block_until_ready(compiled(keys))
     run_s = time.perf_counter() - t0
+    metrics = jax.device_get(output.metrics)
     curves, finals = [], []
     for k, seed in enumerate(range(seed_offset, seed_offset + seeds)):
         returns = np.asarray(metrics["episode_return"][k], np.float64)
@@ -101,9 +124,22 @@ def train_env(
         finals.append(final_return(returns))
         print(f"  {env} seed {seed}: final return {finals[-1]:.1f}")
     print(f"  {env}: {seeds} seed(s) in one program, {run_s:.0f} s (+ {compile_s:.0f} s compile)")
+    greedy = greedy_returns(output, config, seeds, eval_episodes) if eval_episodes else []
+    for seed, value in zip(range(seed_offset, seed_offset + seeds), greedy, strict=False):
+        print(f"  {env} seed {seed}: greedy return {value:.1f} ({eval_episodes} episodes)")
     wall = time.perf_counter() - start
     steps_done = float(curves[0][0][-1])
     published = PUBLISHED.get(env)
+    evaluated = (
+        {
+            "greedy_episodes": eval_episodes,
+            "greedy_mean": round(float(np.mean(greedy)), 1),
+            "greedy_std": round(float(np.std(greedy)), 1),
+            "greedy_finals": " ".join(f"{g:.1f}" for g in greedy),
+        }
+        if greedy
+        else {}
+    )
     return {
         "env": f"envpool:{env}",
         "config": config_path.name,
@@ -120,6 +156,7 @@ def train_env(
         "wall_s": round(wall, 1),
         "compile_s": round(compile_s, 1),
         "env_steps_per_s": round(steps_done * seeds / run_s),
+        **evaluated,
         "curves": curves,
     }
 
@@ -287,6 +324,13 @@ def main() -> None:
     parser.add_argument(
         "--device", default=None, help="name in the results files (default: jax's backend)"
     )
+    parser.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also play each seed's final policy greedily for N episodes (RL Zoo's protocol)",
+    )
     parser.add_argument("--note", default="", help="a line for the .md (machine load, ...)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument(
@@ -325,11 +369,15 @@ def main() -> None:
         return
     if args.seeds < 1 or args.total_timesteps < 1 or args.seed_offset < 0:
         parser.error("--seeds and --total-timesteps must be >= 1, --seed-offset >= 0")
+    if args.eval_episodes < 0:
+        parser.error(f"--eval-episodes {args.eval_episodes}: must be >= 0")
     if not args.config.is_file():
         parser.error(f"--config {args.config}: no such file")
     launch = time.perf_counter()
     rows = [
-        train_env(args.config, env, args.total_timesteps, args.seeds, args.seed_offset)
+        train_env(
+            args.config, env, args.total_timesteps, args.seeds, args.seed_offset, args.eval_episodes
+        )
         for env in args.env
     ]
     stamp = time.strftime("%Y%m%d-%H%M%S")
