@@ -16,10 +16,15 @@ seeds together (compile excluded).
     python benchmarks/reference.py --total-timesteps 200000          # a shorter budget
     python benchmarks/reference.py --env Hopper-v4 --seed-offset 2 --out parts/h2  # one seed
     python benchmarks/reference.py --merge parts                     # pool parallel seeds
+    python benchmarks/reference.py --env Swimmer-v4 --eval-episodes 10  # + greedy evaluation
 
 Parallel seeds (one process each, `--seed-offset`; benchmarks/gpu/mujoco_reference.sh) are
 pooled by `--merge PARTS`: per env, mean +- std / IQM over the processes' seeds, wall = the
 slowest process, env steps/s = the processes' sum.
+
+`--eval-episodes N` also plays each seed's final policy with mean actions for N episodes
+(RL Zoo's protocol: its benchmark.md numbers are deterministic evaluations) and adds
+`greedy_episodes`, `greedy_mean`, `greedy_std` and `greedy_finals` (per seed) columns.
 
 Writes `benchmarks/results/reference-<device>-<time>.{csv,md,png}` and `...-curves.csv`
 (per-update returns; the PNG: one panel per env, each seed's learning curve and the
@@ -67,8 +72,17 @@ def final_return(returns: np.ndarray) -> float:
 
 def greedy_returns(output, config, seeds: int, episodes: int) -> list[float]:
     """Each seed's final policy played greedily (mean actions, `evaluate(greedy=True)`)
-    for `episodes` episodes of its own env: the mean return per seed. RL Zoo's
-    benchmark.md numbers are such a deterministic evaluation of the final model."""
+    for `episodes` episodes of its own env, as RL Zoo's benchmark.md evaluates its final
+    model (deterministic actions).
+
+    Args:
+      output: the `TrainOutput` of `jax.vmap(make_train(config))`, every leaf `[S, ...]`.
+      config: the runs' `PPOConfig` (its env and observation normalisation).
+      seeds: S; episodes: episodes per seed (parallel envs), >= 1.
+
+    Returns:
+      S floats: each seed's mean undiscounted episode return.
+    """
     import jax
 
     from purejaxppo.evaluation import evaluate
@@ -79,6 +93,16 @@ def greedy_returns(output, config, seeds: int, episodes: int) -> list[float]:
         result = evaluate(one, num_episodes=episodes, greedy=True, config=config)
         means.append(float(np.mean(result.returns)))
     return means
+
+
+def greedy_columns(greedy: list[float], episodes: int) -> dict:
+    """The results-file columns of `greedy_returns`' per-seed values."""
+    return {
+        "greedy_episodes": episodes,
+        "greedy_mean": round(float(np.mean(greedy)), 1),
+        "greedy_std": round(float(np.std(greedy)), 1),
+        "greedy_finals": " ".join(f"{g:.1f}" for g in greedy),
+    }
 
 
 def train_env(
@@ -124,22 +148,15 @@ def train_env(
         finals.append(final_return(returns))
         print(f"  {env} seed {seed}: final return {finals[-1]:.1f}")
     print(f"  {env}: {seeds} seed(s) in one program, {run_s:.0f} s (+ {compile_s:.0f} s compile)")
-    greedy = greedy_returns(output, config, seeds, eval_episodes) if eval_episodes else []
-    for seed, value in zip(range(seed_offset, seed_offset + seeds), greedy, strict=False):
-        print(f"  {env} seed {seed}: greedy return {value:.1f} ({eval_episodes} episodes)")
-    wall = time.perf_counter() - start
+    wall = time.perf_counter() - start  # compile + training, as before --eval-episodes
+    evaluated = {}
+    if eval_episodes:
+        greedy = greedy_returns(output, config, seeds, eval_episodes)
+        for seed, value in zip(range(seed_offset, seed_offset + seeds), greedy, strict=True):
+            print(f"  {env} seed {seed}: greedy return {value:.1f} ({eval_episodes} episodes)")
+        evaluated = greedy_columns(greedy, eval_episodes)
     steps_done = float(curves[0][0][-1])
     published = PUBLISHED.get(env)
-    evaluated = (
-        {
-            "greedy_episodes": eval_episodes,
-            "greedy_mean": round(float(np.mean(greedy)), 1),
-            "greedy_std": round(float(np.std(greedy)), 1),
-            "greedy_finals": " ".join(f"{g:.1f}" for g in greedy),
-        }
-        if greedy
-        else {}
-    )
     return {
         "env": f"envpool:{env}",
         "config": config_path.name,
@@ -286,6 +303,14 @@ def merge_parts(parts: Path) -> list[dict]:
     for env, group in table.groupby("env", sort=False):
         group = group.sort_values("seed_offset")
         finals = group["final_mean"].to_numpy(np.float64)
+        greedy = (
+            greedy_columns(
+                [float(g) for text in group["greedy_finals"] for g in str(text).split()],
+                int(group["greedy_episodes"].iloc[0]),
+            )
+            if "greedy_finals" in group and group["greedy_finals"].notna().all()
+            else {}
+        )
         env_curves = [
             (c["env_steps"].to_numpy(np.float64), c["episode_return"].to_numpy(np.float64))
             for t, c in zip(tables, curves, strict=True)
@@ -306,6 +331,7 @@ def merge_parts(parts: Path) -> list[dict]:
                 "wall_s": float(group["wall_s"].max()),
                 "compile_s": round(float(group["compile_s"].mean()), 1),
                 "env_steps_per_s": int(group["env_steps_per_s"].sum()),
+                **greedy,
                 "curves": env_curves,
             }
         )

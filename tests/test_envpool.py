@@ -363,6 +363,43 @@ def test_inverted_pendulum_learns():
         assert np.nanmean(returns[-4:]) > 500, returns[-4:]
 
 
+def test_reference_script_evaluates_each_seed_greedily_and_merges_the_columns(
+    tmp_path, monkeypatch
+):
+    # benchmarks/reference.py --eval-episodes N: the final policy plays N greedy episodes;
+    # --merge pools the parallel processes' (one seed each) greedy values in seed order.
+    import importlib.util
+    from pathlib import Path
+
+    bench = Path(__file__).parent.parent / "benchmarks"
+    monkeypatch.syspath_prepend(str(bench))
+    spec = importlib.util.spec_from_file_location("benchmarks_reference", bench / "reference.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    config = tmp_path / "tiny.yaml"
+    config.write_text(
+        "num_envs: 2\nnum_steps: 16\nupdate_epochs: 1\nnum_minibatches: 2\n"
+        "normalize_observations: true\n"
+    )
+    rows = []
+    for seed in (0, 1):
+        row = reference.train_env(
+            config, "InvertedPendulum-v4", 64, seeds=1, seed_offset=seed, eval_episodes=3
+        )
+        # InvertedPendulum pays 1 per step the pole stays up (at most 1000): every episode
+        # earns >= 1, and a policy trained for 64 steps falls within a few dozen.
+        assert row["greedy_episodes"] == 3 and 1.0 <= row["greedy_mean"] < 200.0, row
+        assert row["greedy_finals"] == f"{row['greedy_mean']:.1f}", row
+        reference.write_results([row], tmp_path / "parts" / f"s{seed}", f"t{seed}", "", "cpu")
+        rows.append(row)
+    merged = reference.merge_parts(tmp_path / "parts")
+    assert len(merged) == 1 and merged[0]["seeds"] == 2, merged
+    assert merged[0]["greedy_finals"] == " ".join(r["greedy_finals"] for r in rows), merged
+    assert merged[0]["greedy_episodes"] == 3
+    values = [r["greedy_mean"] for r in rows]
+    assert abs(merged[0]["greedy_mean"] - np.mean(values)) <= 0.05, (merged, values)
+
+
 def test_the_swimmer_config_learns():
     # configs/mujoco_swimmer.yaml (issue #41; RL Zoo's Swimmer settings with gae_lambda
     # 0.99, 1 env x 2048 steps), 30 updates. Measured (2-core CPU, seeds 0 / 1 / 2): the
