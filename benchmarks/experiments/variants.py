@@ -15,6 +15,18 @@ A variant is a '+'-joined list of tokens, e.g. "u_rollout=8+u_gae=128+cmdbuf":
   autotune=N         --xla_gpu_autotune_level=N (0 turns autotuning off: compile time)
   lhs                --xla_gpu_enable_latency_hiding_scheduler=true
   prec=P             jax_default_matmul_precision=P (e.g. "highest", "tensorfloat32", "bfloat16")
+  ru=N / eu=N        the "unrolled" layout's rollout / minibatch steps per scan iteration
+                     (`purejaxppo.loops.ROLLOUT_UNROLL` / `EPOCH_UNROLL`)
+  opt=tree           clipping and Adam on the tree of params (no `optax.flatten`): same math,
+                     Adam's state shaped like the params
+  opt=leafwise       the same computation, on the library's raveled Adam state (unraveled
+                     and raveled back at every step)
+  clip=elem          gradients clipped elementwise to +-max_grad_norm (rejax's recipe; other
+                     math), Adam on the tree of params
+  llvmpar            XLA compiles LLVM modules in parallel threads
+                     (--xla_gpu_enable_llvm_module_compilation_parallelism=true; jaxlib
+                     0.10.2 knows the flag, 0.11.2 aborts on it as unknown)
+  notriton           --xla_gpu_enable_triton_gemm=false (cuBLAS for every matmul: compile time)
 
 `xla_flags(variant)` must be applied to XLA_FLAGS before JAX starts its backend;
 `apply(variant)` patches purejaxppo's modules after import and before tracing. The
@@ -48,6 +60,12 @@ def parse(variant: str) -> dict[str, str]:
         "autotune",
         "lhs",
         "prec",
+        "ru",
+        "eu",
+        "opt",
+        "clip",
+        "llvmpar",
+        "notriton",
     }
     unknown = set(tokens) - known
     if unknown:
@@ -66,6 +84,10 @@ def xla_flags(variant: str) -> str:
         flags.append(f"--xla_gpu_autotune_level={int(t['autotune'])}")
     if "lhs" in t:
         flags.append("--xla_gpu_enable_latency_hiding_scheduler=true")
+    if "llvmpar" in t:
+        flags.append("--xla_gpu_enable_llvm_module_compilation_parallelism=true")
+    if "notriton" in t:
+        flags.append("--xla_gpu_enable_triton_gemm=false")
     return " ".join(flags)
 
 
@@ -112,6 +134,13 @@ def apply(variant: str) -> None:
     def int_or_true(v):
         return True if v in ("true", "full") else int(v)
 
+    if "ru" in t or "eu" in t:
+        import purejaxppo.loops as loops
+
+        loops.ROLLOUT_UNROLL = int(t.get("ru", loops.ROLLOUT_UNROLL))
+        loops.EPOCH_UNROLL = int(t.get("eu", loops.EPOCH_UNROLL))
+    if "opt" in t or "clip" in t:
+        _patch_optimizer(t.get("opt", "tree"), t.get("clip", "global"))
     if t.get("gae") == "assoc":
         import purejaxppo.learning as m  # where the update calls gae_advantages
         from purejaxppo.gae import gae_advantages
@@ -141,3 +170,56 @@ def apply(variant: str) -> None:
         if "u_epoch" in t:
             mapping["update_epochs"] = int_or_true(t["u_epoch"])
         m.jax = _scan_proxy(jax, mapping.get)
+
+
+def _patch_optimizer(opt: str, clip: str) -> None:
+    """Replaces `make_optimizer` (where the update and the init call it) by clipping and
+    Adam computed on the tree of params: `clip` "global" (the library's math) or "elem"
+    (rejax's); `opt` "tree" (Adam's state shaped like the params) or "leafwise" (the
+    library's raveled state, unraveled and raveled back at every step)."""
+    import jax
+    import optax
+    from jax.flatten_util import ravel_pytree
+
+    import purejaxppo.train_setup as setup
+    import purejaxppo.update as update
+
+    if opt not in ("tree", "leafwise") or clip not in ("global", "elem"):
+        raise ValueError(f"unknown optimizer variant opt={opt!r} clip={clip!r}")
+    original = update.make_optimizer
+
+    def on_raveled_state(inner):
+        def update_fn(updates, state, params=None):
+            flat, unravel = ravel_pytree(updates)
+
+            def is_raveled(x):  # Adam's mu and nu: [P], P the param count
+                return x.ndim == 1 and x.shape[0] == flat.shape[0]
+
+            tree_state = jax.tree.map(lambda x: unravel(x) if is_raveled(x) else x, state)
+            updates, tree_state = inner.update(updates, tree_state, params)
+            state = jax.tree.map(
+                lambda old, new: ravel_pytree(new)[0] if is_raveled(old) else new,
+                state,
+                tree_state,
+            )
+            return updates, state
+
+        return optax.GradientTransformation(optax.flatten(inner).init, update_fn)
+
+    def make_optimizer(
+        max_grad_norm, learning_rate, adam_eps, labels=None, clip_per_group=False, **_
+    ):
+        if clip_per_group:
+            return original(max_grad_norm, learning_rate, adam_eps, labels, clip_per_group)
+        clipper = (
+            optax.clip(max_grad_norm)
+            if clip == "elem"
+            else optax.clip_by_global_norm(max_grad_norm)
+        )
+        adam = optax.chain(clipper, optax.scale_by_adam(eps=adam_eps))
+        if opt == "leafwise":
+            adam = on_raveled_state(adam)
+        return update._then_steps(adam, learning_rate, labels)
+
+    update.make_optimizer = make_optimizer
+    setup.make_optimizer = make_optimizer
