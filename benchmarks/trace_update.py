@@ -120,6 +120,16 @@ def _stack(frame: int, tables: dict[str, dict[int, str]]) -> list[tuple[str, int
     return out
 
 
+def _short_path(path: str) -> str:
+    """A source file's path from its package on (`purejaxppo/gae.py`, `rejax/algos/ppo.py`),
+    wherever the checkout or site-packages lies; other files after `site-packages/`."""
+    for package in ("purejaxppo/", "rejax/"):
+        at = path.rfind("/" + package)
+        if at >= 0:
+            return path[at + 1 :]
+    return path.split("/site-packages/")[-1]
+
+
 def hlo_sources(text: str) -> dict[str, tuple[str, str]]:
     """`{norm(instruction): ("phase: component", "file:line function")}` of an HLO module.
 
@@ -148,10 +158,7 @@ def hlo_sources(text: str) -> dict[str, tuple[str, str]]:
             group = f"{phase}: {component}"
             ours = [s for s in stack if "purejaxppo/" in s[0] or "rejax/" in s[0]]
             f, line, fn = (ours or stack or [("", 0, "")])[0]
-            stacks[frame] = (
-                group,
-                f"{f.split('/site-packages/')[-1].split('/main/')[-1]}:{line} {fn}",
-            )
+            stacks[frame] = (group, f"{_short_path(f)}:{line} {fn}")
         return stacks[frame]
 
     sources: dict[str, tuple[str, str]] = {}
