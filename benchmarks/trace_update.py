@@ -122,12 +122,10 @@ def _stack(frame: int, tables: dict[str, dict[int, str]]) -> list[tuple[str, int
 
 def _short_path(path: str) -> str:
     """A source file's path from its package on (`purejaxppo/gae.py`, `rejax/algos/ppo.py`),
-    wherever the checkout or site-packages lies; other files after `site-packages/`."""
-    for package in ("purejaxppo/", "rejax/"):
-        at = path.rfind("/" + package)
-        if at >= 0:
-            return path[at + 1 :]
-    return path.split("/site-packages/")[-1]
+    wherever the checkout or site-packages lies (the innermost package folder wins: a
+    virtualenv inside a checkout named purejaxppo); other files after `site-packages/`."""
+    at = max(path.rfind("/" + package) for package in ("purejaxppo/", "rejax/"))
+    return path[at + 1 :] if at >= 0 else path.split("/site-packages/")[-1]
 
 
 def hlo_sources(text: str) -> dict[str, tuple[str, str]]:

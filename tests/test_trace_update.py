@@ -104,3 +104,16 @@ def test_command_buffers_are_charged_to_the_loop_that_launches_as_many_kernels(t
     summary = module.summarize_log(lines, text)
     assert summary["phases_ms_per_update"] == {"rollout": 2.5, "unattributed": 0.25}
     assert summary["device_busy_ms_per_update"] == pytest.approx(2.75)
+
+
+def test_source_paths_are_cut_at_the_innermost_package_wherever_the_checkout_lies(traced):
+    module, _, _ = traced
+    cases = {
+        "/tmp/wt/purejaxppo/gae.py": "purejaxppo/gae.py",
+        "/home/u/purejaxppo/purejaxppo/update.py": "purejaxppo/update.py",
+        "/home/u/purejaxppo/.venv/lib/site-packages/rejax/algos/ppo.py": "rejax/algos/ppo.py",
+        "/x/site-packages/flax/linen/linear.py": "flax/linen/linear.py",
+        "purejaxppo/rollout.py": "purejaxppo/rollout.py",
+    }
+    for path, short in cases.items():
+        assert module._short_path(path) == short, path

@@ -206,9 +206,7 @@ def _patch_optimizer(opt: str, clip: str) -> None:
 
         return optax.GradientTransformation(optax.flatten(inner).init, update_fn)
 
-    def make_optimizer(
-        max_grad_norm, learning_rate, adam_eps, labels=None, clip_per_group=False, **_
-    ):
+    def make_optimizer(max_grad_norm, learning_rate, adam_eps, labels=None, clip_per_group=False):
         if clip_per_group:
             return original(max_grad_norm, learning_rate, adam_eps, labels, clip_per_group)
         clipper = (
