@@ -114,6 +114,9 @@ class PPOConfig:
         unrolled rollout steps, GAE as a prefix scan and one flat scan of minibatch steps
         without `cond`s save a host round trip per loop iteration on a GPU). The same
         math; "unrolled" differs from "compact" by float32 rounding in GAE.
+      fused_kernels: "auto" (default: on a GPU, for the plain MLP actor-critic), "on" or
+        "off": the minibatch gradient as two fused Pallas kernels per agent
+        (`purejaxppo.fused`; the same math, TF32 matmuls like XLA's on a GPU).
       gamma: discount factor in [0, 1].
       gae_lambda: GAE lambda in [0, 1] (Schulman et al. 2016, arXiv:1506.02438).
       advantage_estimator: "gae" (default) or "n_step": n-step bootstrapped returns of at
@@ -297,6 +300,7 @@ class PPOConfig:
     update_epochs: int = static(4, "system")
     num_minibatches: int = static(4, "system")
     loop_layout: str = static("auto", "system")
+    fused_kernels: str = static("auto", "system")
     gamma: float = traced(0.99, "loss")
     gae_lambda: float = traced(0.95, "loss")
     advantage_estimator: str = static("gae", "loss")

@@ -183,6 +183,7 @@ def check_system(c: Any) -> None:
     _at_least(c, ("num_envs", "num_steps", "total_timesteps", "update_epochs"), 1, "must be >= 1")
     _at_least(c, ("num_minibatches",), 1, "must be >= 1")
     _one_of("loop_layout", c.loop_layout, ("auto", "compact", "unrolled"))
+    _one_of("fused_kernels", c.fused_kernels, ("auto", "on", "off"))
     if c.batch_size % c.num_minibatches:
         raise bad(
             "num_minibatches",

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import optax
 
 from purejaxppo.config import PPOConfig
+from purejaxppo.fused import fused_minibatch_grads
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.loops import LoopPlan, loop_plan
 from purejaxppo.losses import LossTerms, ppo_loss
@@ -214,6 +215,10 @@ def make_minibatch_grads(
     and the gradients and loss terms are averaged over the axis (`lax.pmean`), so every
     device gets the gradient of the whole minibatch (tests/test_parallel.py checks this
     against the single-device gradient).
+
+    `config.fused_kernels` ("auto": on a GPU, for the plain MLP actor-critic) computes the
+    same gradient with two fused Pallas kernels per agent instead (`purejaxppo.fused`).
+    Raises `ValueError` where "on" asks for them and they do not apply.
     """
 
     def time_major(x):  # [M, L, ...] -> [L, M, ...]
@@ -254,7 +259,8 @@ def make_minibatch_grads(
             grads, terms = jax.lax.pmean((grads, terms), axis_name)
         return grads, terms
 
-    return grads_fn
+    fused = fused_minibatch_grads(config, networks, grads_fn, axis_name)
+    return grads_fn if fused is None else fused
 
 
 def make_update_epochs(

@@ -63,6 +63,7 @@ def test_parse_rejects_unknown_tokens_and_maps_flags():
         variants.parse("opt=tree+warp=9")
     assert variants.xla_flags("notriton") == "--xla_gpu_enable_triton_gemm=false"
     assert variants.xla_flags("opt=tree") == ""
+    assert variants.parse("nofused+eu=1") == {"nofused": "", "eu": "1"}
 
 
 def test_tree_and_leafwise_adam_match_the_library_and_keep_their_state_shapes():

@@ -27,6 +27,10 @@ A variant is a '+'-joined list of tokens, e.g. "u_rollout=8+u_gae=128+cmdbuf":
                      (--xla_gpu_enable_llvm_module_compilation_parallelism=true; jaxlib
                      0.10.2 knows the flag, 0.11.2 aborts on it as unknown)
   notriton           --xla_gpu_enable_triton_gemm=false (cuBLAS for every matmul: compile time)
+  nofused            XLA's minibatch gradient, not the fused Pallas kernels that the
+                     library takes on a GPU (`purejaxppo.fused`, PPOConfig.fused_kernels).
+                     On 2026-11-27 the kernels were measured as the token `fused` before
+                     they became the default: results/gpu-fused-20261127.json
 
 `xla_flags(variant)` must be applied to XLA_FLAGS before JAX starts its backend;
 `apply(variant)` patches purejaxppo's modules after import and before tracing. The
@@ -66,6 +70,7 @@ def parse(variant: str) -> dict[str, str]:
         "clip",
         "llvmpar",
         "notriton",
+        "nofused",
     }
     unknown = set(tokens) - known
     if unknown:
@@ -141,6 +146,8 @@ def apply(variant: str) -> None:
         loops.EPOCH_UNROLL = int(t.get("eu", loops.EPOCH_UNROLL))
     if "opt" in t or "clip" in t:
         _patch_optimizer(t.get("opt", "tree"), t.get("clip", "global"))
+    if "nofused" in t:
+        _patch_no_fused()
     if t.get("gae") == "assoc":
         import purejaxppo.learning as m  # where the update calls gae_advantages
         from purejaxppo.gae import gae_advantages
@@ -170,6 +177,14 @@ def apply(variant: str) -> None:
         if "u_epoch" in t:
             mapping["update_epochs"] = int_or_true(t["u_epoch"])
         m.jax = _scan_proxy(jax, mapping.get)
+
+
+def _patch_no_fused() -> None:
+    """XLA's minibatch gradient everywhere: `make_minibatch_grads` (in purejaxppo.update)
+    never takes the fused kernels of `purejaxppo.fused`."""
+    import purejaxppo.update as update
+
+    update.fused_minibatch_grads = lambda *args, **kwargs: None
 
 
 def _patch_optimizer(opt: str, clip: str) -> None:

@@ -15,6 +15,10 @@
 #     (On 2026-11-27 this ran with opt=leafwise inside the library as its default, under
 #     the tokens `base adam=raveled eu=1`: results/gpu-variants-20261127.json,
 #     `variant_as_run`.)
+#   BUDGET_S=470 bash benchmarks/gpu/epochs_compile.sh fused      (~8 min)
+#     the minibatch gradient as two fused Pallas kernels per agent (fused,
+#     experiments/fused_grads.py), alone and with opt=tree+eu=1, against base and rejax
+#     0.1.3 at 4096 and 1024 agents; base and fused at 1 agent.
 #
 # Writes $OUT/rows.jsonl (one JSON row per cell) and $OUT/results.tgz (the tables).
 set -uo pipefail
@@ -45,7 +49,12 @@ case "$MODE" in
     bench 51200 4096 no base opt=leafwise opt=leafwise+eu=1
     bench 51200 1 no base opt=leafwise
     ;;
-  *) echo "unknown mode $MODE (variants or leafwise)"; exit 2 ;;
+  fused)
+    bench 51200 4096 yes base fused fused+opt=tree+eu=1
+    bench 102400 1024 yes base fused fused+opt=tree+eu=1
+    bench 51200 1 no base fused
+    ;;
+  *) echo "unknown mode $MODE (variants, leafwise or fused)"; exit 2 ;;
 esac
 tar czf "$OUT_DIR/results.tgz" -C "$RES" . 2>/dev/null
 echo "epochs_compile $MODE: done in ${SECONDS}s"
