@@ -25,8 +25,8 @@ def networks_for(env_id: str = "CartPole-v1", **fields):
     return config, pjp.make_networks(config, *make_env(env_id))
 
 
-def minibatch(size: int, key=jax.random.key(1)) -> Batch:
-    k = jax.random.split(key, 5)
+def minibatch(size: int, key: jax.Array | None = None) -> Batch:
+    k = jax.random.split(jax.random.key(1) if key is None else key, 5)
 
     def steps(x):  # [M] -> [M, L=1]
         return x[:, None]
@@ -51,9 +51,7 @@ def test_the_default_agent_is_covered_and_others_say_what_is_not():
     assert "a recurrent core" in unsupported(networks_for(recurrent="gru")[1])
     assert "powers of two" in unsupported(networks_for(hidden_sizes=(48, 64))[1])
     assert "activation 'gelu'" in unsupported(networks_for(activation="gelu")[1])
-    assert "observation normalisation" in unsupported(
-        networks_for(normalize_observations=True)[1]
-    )
+    assert "observation normalisation" in unsupported(networks_for(normalize_observations=True)[1])
 
 
 def test_modes_pick_the_kernels_and_on_names_what_they_do_not_cover():
