@@ -134,3 +134,19 @@ def test_the_kernels_lower_to_triton_for_cuda_under_vmap():
     lowered = program.trace(params, batch, hparams, 1.0).lower(lowering_platforms=("cuda",))
     # Two kernels (actor, critic), each one Triton call whose grid is the vmapped agents.
     assert lowered.as_text().count("__gpu$xla.gpu.triton") == 2
+
+
+def test_the_minibatch_step_experiment_times_forms_of_the_same_math():
+    # benchmarks/experiments/minibatch_step.py on a CPU (the fused form interpreted): the
+    # stacked towers compute `sep`'s loss, the library's fused kernels its XLA gradient's.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from experiments import minibatch_step
+
+    argv = ["--agents", "4", "--reps", "1", "--interpret", "--forms", "sep", "stack"]
+    rows = {r["form"]: r for r in minibatch_step.main([*argv, "xla", "fused"])}
+    assert all(r["ms_per_minibatch_step"] > 0 for r in rows.values())
+    assert abs(rows["stack"]["final_loss_mean"] - rows["sep"]["final_loss_mean"]) < 1e-5
+    assert abs(rows["fused"]["final_loss_mean"] - rows["xla"]["final_loss_mean"]) < 1e-5

@@ -69,30 +69,18 @@ def init(key, stacked: bool):
     return {"both": both, **heads}
 
 
+def stacked_dot(spec: str, x, w, dtype):
+    return jnp.einsum(spec, x.astype(dtype), w.astype(dtype), preferred_element_type=jnp.float32)
+
+
 def forward(params, obs, stacked: bool, dtype):
     def dot(x, w):
         return jnp.matmul(x.astype(dtype), w.astype(dtype), preferred_element_type=jnp.float32)
 
-    if stacked:
+    if stacked:  # both towers at once: [2, M, H] activations, [2, ...] weights
         l1, l2 = params["both"]
-        h = jnp.tanh(
-            jnp.einsum(
-                "mi,nij->nmj",
-                obs.astype(dtype),
-                l1["w"].astype(dtype),
-                preferred_element_type=jnp.float32,
-            )
-            + l1["b"][:, None]
-        )
-        h = jnp.tanh(
-            jnp.einsum(
-                "nmi,nij->nmj",
-                h.astype(dtype),
-                l2["w"].astype(dtype),
-                preferred_element_type=jnp.float32,
-            )
-            + l2["b"][:, None]
-        )
+        h = jnp.tanh(stacked_dot("mi,nij->nmj", obs, l1["w"], dtype) + l1["b"][:, None])
+        h = jnp.tanh(stacked_dot("nmi,nij->nmj", h, l2["w"], dtype) + l2["b"][:, None])
         ha, hc = h[0], h[1]
     else:
         ha, hc = obs, obs
