@@ -13,7 +13,7 @@ at 1024, the same with one agent (docs/guides/gpu.md, "Fused gradient kernels").
 The math is `losses.ppo_loss`'s (Schulman et al. 2017, eq. 7 and 9, as CleanRL's
 `ppo.py`): the same loss terms, the same gradient; float32 matmuls in TF32, like XLA's
 default on a GPU, so parameters differ from XLA's by rounding (on a CPU, where the kernels
-run in Pallas' interpret mode, by about 1e-8 after 48 Adam steps:
+run in Pallas' interpret mode, by about 3e-8 after 48 Adam steps:
 `tests/test_fused.py`). Clipping and Adam stay the library's (`update.make_optimizer`).
 
 Covered: CleanRL's `Agent`. Separate "mlp" towers on one flat observation of at most 16
@@ -37,14 +37,25 @@ import jax.numpy as jnp
 
 from purejaxppo.losses import LossTerms, ppo_loss
 
-__all__ = ["FUSED_KERNELS", "PAD", "fused_minibatch_grads", "unsupported"]
+__all__ = [
+    "AUTO_MAX_HIDDEN",
+    "AUTO_MAX_MINIBATCH",
+    "FUSED_KERNELS",
+    "PAD",
+    "fused_minibatch_grads",
+    "unsupported",
+]
 
 #: `PPOConfig.fused_kernels` values.
 FUSED_KERNELS = ("auto", "on", "off")
 #: Columns the observation and the heads are padded to (Triton's smallest matmul side).
 PAD = 16
+#: The largest hidden layer and minibatch "auto" takes the kernels for: the sizes they were
+#: measured to win at (64-64 MLP, 128 steps per minibatch). A program keeps its `[M, H]`
+#: activations in registers, which spill beyond; "on" takes any size.
+AUTO_MAX_HIDDEN = 64
+AUTO_MAX_MINIBATCH = 128
 _ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
-_TOWERS = ("actor", "critic")
 
 
 def unsupported(networks: Any, axis_name: str | None = None) -> str | None:
@@ -67,7 +78,7 @@ def unsupported(networks: Any, axis_name: str | None = None) -> str | None:
         "tower inputs": module.tower_inputs is not None,
         "an encoded observation (one-hot, rescaled or image)": bool(first.one_hot)
         or first.image
-        or (first.shift, first.scale) != (0.0, 1.0),
+        or first.rescaled,
         "an observation of more than 16 features": math.prod(first.shape) > PAD,
         "an encoder other than mlp": enc.kind != "mlp" or enc.latent_dim is not None,
         "head hidden layers": tuple(module.head_hidden_sizes) != (),
@@ -89,11 +100,13 @@ def fused_minibatch_grads(
     LossTerms)` (the signature of `update.make_minibatch_grads`), or None for XLA's.
 
     `config.fused_kernels`: "off" -> None; "auto" -> the kernels on a GPU when `networks`
-    are covered (`unsupported`), else None; "on" -> the kernels on any platform (Pallas'
-    interpret mode off a GPU: slow, for tests). A minibatch the kernels do not take (a
-    mask, sequences longer than one step, `M` not a power of two >= 16) goes to `fallback`
-    under "auto". `interpret` (default: off a GPU) runs the kernels in Pallas' interpret
-    mode; False lowers them to Triton on any platform (tests lower for CUDA on a CPU).
+    are covered (`unsupported`) and no hidden layer is wider than `AUTO_MAX_HIDDEN`, else
+    None; "on" -> the kernels on any platform (Pallas' interpret mode off a GPU: slow, for
+    tests). A minibatch the kernels do not take (a mask, sequences longer than one step,
+    `M` not a power of two >= 16) goes to `fallback` under "auto", as does one of more
+    than `AUTO_MAX_MINIBATCH` steps. `interpret` (default: off a GPU) runs the kernels in
+    Pallas' interpret mode; False lowers them to Triton on any platform (tests lower them
+    for CUDA on a CPU).
 
     Raises:
       ValueError: `fused_kernels` "on" with networks the kernels do not cover (when
@@ -111,7 +124,9 @@ def fused_minibatch_grads(
                 "set fused_kernels: auto (XLA's gradient where they do not) or off"
             )
         return None
-    if mode == "auto" and not gpu:
+    if mode == "auto" and (
+        not gpu or max(networks.module.encoder_settings.hidden_sizes) > AUTO_MAX_HIDDEN
+    ):
         return None
     return _make_grads(config, networks, fallback, not gpu if interpret is None else interpret)
 
@@ -133,6 +148,8 @@ def _make_grads(config: Any, networks: Any, fallback: Callable, interpret: bool)
                     f"single steps, a power of two >= {PAD} of them, without a mask; got "
                     f"[{size}, {length}] (mask: {minibatch.mask is not None})"
                 )
+            return fallback(params, minibatch, hparams, actor_coef)
+        if config.fused_kernels == "auto" and size > AUTO_MAX_MINIBATCH:
             return fallback(params, minibatch, hparams, actor_coef)
         obs = minibatch.obs.reshape((size, -1)).astype(jnp.float32)
         data = (

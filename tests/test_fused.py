@@ -150,3 +150,21 @@ def test_the_minibatch_step_experiment_times_forms_of_the_same_math():
     assert all(r["ms_per_minibatch_step"] > 0 for r in rows.values())
     assert abs(rows["stack"]["final_loss_mean"] - rows["sep"]["final_loss_mean"]) < 1e-5
     assert abs(rows["fused"]["final_loss_mean"] - rows["xla"]["final_loss_mean"]) < 1e-5
+
+
+def test_auto_on_a_gpu_takes_the_kernels_only_where_they_were_measured_to_win(monkeypatch):
+    import purejaxppo.fused as fused
+
+    monkeypatch.setattr(fused.jax, "default_backend", lambda: "gpu")
+    config, networks = networks_for()
+    assert fused_minibatch_grads(*networks_for(hidden_sizes=(128, 128)), object()) is None
+
+    def xla(params, batch, hparams, actor_coef):
+        return "xla"
+
+    grads = fused_minibatch_grads(config, networks, xla)
+    assert callable(grads)
+    params = networks.init(jax.random.key(0))
+    hparams = Hyperparams.from_config(config)
+    assert grads(params, minibatch(256), hparams, 1.0) == "xla"  # > AUTO_MAX_MINIBATCH
+    assert grads(params, minibatch(24), hparams, 1.0) == "xla"  # not a power of two
