@@ -33,6 +33,8 @@ NATURE_TORSO = {
 
 #: Recurrent cores (`PPOConfig.recurrent`), see `purejaxppo.networks`.
 RECURRENT_CORES = ("lstm", "gru", "transformer")
+#: `PPOConfig.fused_kernels` values (`purejaxppo.fused`).
+FUSED_KERNELS = ("auto", "on", "off")
 
 #: How recurrent policies' training sequences are cut (`PPOConfig.sequence_sampling`):
 #: fixed chunks (`update.make_sequences`) or trajectory windows (`purejaxppo.windows`).
@@ -183,7 +185,7 @@ def check_system(c: Any) -> None:
     _at_least(c, ("num_envs", "num_steps", "total_timesteps", "update_epochs"), 1, "must be >= 1")
     _at_least(c, ("num_minibatches",), 1, "must be >= 1")
     _one_of("loop_layout", c.loop_layout, ("auto", "compact", "unrolled"))
-    _one_of("fused_kernels", c.fused_kernels, ("auto", "on", "off"))
+    _one_of("fused_kernels", c.fused_kernels, FUSED_KERNELS)
     if c.batch_size % c.num_minibatches:
         raise bad(
             "num_minibatches",

@@ -35,6 +35,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from purejaxppo.config_checks import FUSED_KERNELS
 from purejaxppo.losses import LossTerms, ppo_loss
 
 __all__ = [
@@ -46,8 +47,6 @@ __all__ = [
     "unsupported",
 ]
 
-#: `PPOConfig.fused_kernels` values.
-FUSED_KERNELS = ("auto", "on", "off")
 #: Columns the observation and the heads are padded to (Triton's smallest matmul side).
 PAD = 16
 #: The largest hidden layer and minibatch "auto" takes the kernels for: the sizes they were
@@ -59,8 +58,16 @@ _ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
 
 
 def unsupported(networks: Any, axis_name: str | None = None) -> str | None:
-    """None when the fused kernels compute `networks`' gradient, else what stops them
-    (e.g. "continuous actions, recurrent core")."""
+    """None when the fused kernels compute `networks`' gradient, else what stops them.
+
+    Args:
+      networks: `networks.Networks` of `make_networks` (their flax `module` is inspected:
+        encoder, towers, heads, core; and their `action_spec` and `normalization`).
+      axis_name: the data-parallel axis of `update.make_minibatch_grads`, or None.
+
+    Returns:
+      None, or the reasons joined by ", " (e.g. "a recurrent core, continuous actions").
+    """
     module = networks.module
     if axis_name is not None:
         return "a data-parallel axis"
@@ -98,6 +105,13 @@ def fused_minibatch_grads(
 ) -> Callable | None:
     """The fused kernels' `grads(params, minibatch, hparams, actor_coef) -> (grads,
     LossTerms)` (the signature of `update.make_minibatch_grads`), or None for XLA's.
+
+    `grads` takes one agent's flax `params`, a `update.Batch` of `[M, 1]` single steps
+    (float32 observations `[M, 1, D]` with D <= 16, int32 actions `[M, 1]`), the traced
+    `Hyperparams` (clip_coef, vf_coef, ent_coef) and `actor_coef` (float32 scalar), and
+    returns float32 gradients shaped like `params` and `LossTerms` of float32 scalars;
+    `vmap` it over agents (each agent is one program of the kernels' grid). `fallback`
+    is XLA's `grads` with the same signature.
 
     `config.fused_kernels`: "off" -> None; "auto" -> the kernels on a GPU when `networks`
     are covered (`unsupported`) and no hidden layer is wider than `AUTO_MAX_HIDDEN`, else

@@ -168,3 +168,15 @@ def test_auto_on_a_gpu_takes_the_kernels_only_where_they_were_measured_to_win(mo
     hparams = Hyperparams.from_config(config)
     assert grads(params, minibatch(256), hparams, 1.0) == "xla"  # > AUTO_MAX_MINIBATCH
     assert grads(params, minibatch(24), hparams, 1.0) == "xla"  # not a power of two
+
+
+def test_make_minibatch_grads_on_a_gpu_takes_the_kernels_by_default(monkeypatch):
+    # What `train`, `--num-seeds` and `sweep` build (they all call make_minibatch_grads).
+    import purejaxppo.fused as fused
+
+    config, networks = networks_for()
+    assert "_make_grads" not in make_minibatch_grads(config, networks).__qualname__  # CPU
+    monkeypatch.setattr(fused.jax, "default_backend", lambda: "gpu")
+    assert "_make_grads" in make_minibatch_grads(config, networks).__qualname__
+    off = config.replace(fused_kernels="off")
+    assert "_make_grads" not in make_minibatch_grads(off, networks).__qualname__
