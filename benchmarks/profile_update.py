@@ -78,6 +78,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import purejaxppo as pjp  # noqa: E402
 import purejaxppo.learning as pjp_learning  # noqa: E402  (its gae_advantages: variants may patch it)
+import purejaxppo.rollout as rollout_module  # noqa: E402
 from purejaxppo.loops import loop_plan  # noqa: E402
 from purejaxppo.rollout import make_rollout, next_values  # noqa: E402
 from purejaxppo.train_setup import prepare  # noqa: E402
@@ -131,8 +132,15 @@ def _make_rollout(setup: Any, config: pjp.PPOConfig) -> Callable[..., Any]:
     """`make_rollout` as `train.make_update` calls it (the envs as rows of the batch where
     the library has `TrainSetup.rows`, else its older (env, env_params, ...) signature)."""
     if hasattr(setup, "rows"):
-        unroll = loop_plan(config.loop_layout).rollout_unroll
-        return make_rollout(setup.rows, setup.networks, setup.num_steps, unroll)
+        plan = loop_plan(config.loop_layout)
+        # The values after the scan (the GPU layout's `batched_values`) are dead code in
+        # `rollout_body`, which keeps only the carry: the phase times the scan alone, and
+        # the batched pass costs what `bootstrap` does (the same pass over other inputs).
+        apart = getattr(rollout_module, "critic_apart", None)  # None: a library before it
+        batched = apart is not None and plan.batched_values and apart(setup.networks)
+        return make_rollout(
+            setup.rows, setup.networks, setup.num_steps, plan.rollout_unroll, batched
+        )
     return make_rollout(
         setup.env,
         setup.env_params,

@@ -22,6 +22,15 @@ Two layouts:
 
 "auto" (default) picks "compact" on CPU and "unrolled" elsewhere, by JAX's default backend
 when the program is built.
+
+"unrolled" takes the rollout's values from one critic pass after the rollout scan
+(`rollout.make_rollout`'s `batched_values`) where the critic shares nothing with the actor
+(`rollout.critic_apart`: feed-forward, separate towers), so the scan steps only the actor:
+per update the critic's weights are read once instead of once per env step, and the
+unrolled scan body loses the critic's matmuls. The values are V(obs_t) as before, rounded
+by one matmul of T*R rows instead of T of R rows. "compact" keeps them in the scan: on a
+2-core CPU the batched pass measured no faster (docs/benchmarks.md, "Values after the
+rollout"), and the CPU's runs stay bitwise those of before.
 """
 
 from __future__ import annotations
@@ -38,6 +47,9 @@ LAYOUTS = ("auto", "compact", "unrolled")
 ROLLOUT_UNROLL = 8
 #: Minibatch steps per scan iteration of the "unrolled" layout.
 EPOCH_UNROLL = 2
+#: The rollout's values from one critic pass after its scan, per layout.
+COMPACT_BATCHED_VALUES = False
+UNROLLED_BATCHED_VALUES = True
 
 
 class LoopPlan(NamedTuple):
@@ -48,6 +60,9 @@ class LoopPlan(NamedTuple):
     gae: str  # "scan" (T-step backward scan) or "associative" (prefix scan)
     epochs: str  # "nested" (cond-guarded epochs of minibatch scans) or "flat"
     epoch_unroll: int  # minibatch steps per iteration of the flat scan
+    # the rollout's values from one critic pass after its scan (`rollout.make_rollout`;
+    # taken where `rollout.critic_apart`)
+    batched_values: bool = False
 
 
 def loop_plan(layout: str = "auto", backend: str | None = None) -> LoopPlan:
@@ -65,5 +80,7 @@ def loop_plan(layout: str = "auto", backend: str | None = None) -> LoopPlan:
             backend = jax.default_backend()
         layout = "compact" if backend == "cpu" else "unrolled"
     if layout == "compact":
-        return LoopPlan("compact", 1, "scan", "nested", 1)
-    return LoopPlan("unrolled", ROLLOUT_UNROLL, "associative", "flat", EPOCH_UNROLL)
+        return LoopPlan("compact", 1, "scan", "nested", 1, COMPACT_BATCHED_VALUES)
+    return LoopPlan(
+        "unrolled", ROLLOUT_UNROLL, "associative", "flat", EPOCH_UNROLL, UNROLLED_BATCHED_VALUES
+    )

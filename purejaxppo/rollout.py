@@ -8,6 +8,7 @@ rollout never asks what kind of env it steps.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -17,11 +18,11 @@ from purejaxppo.metrics import EpisodeStats
 from purejaxppo.networks import Networks, to_env_action
 from purejaxppo.types import EnvCarry, Params, Transition
 
-__all__ = ["make_env_step", "make_rollout", "next_values"]
+__all__ = ["critic_apart", "make_env_step", "make_rollout", "next_values", "step_values"]
 
 
 def make_env_step(
-    envs: RowsEnv, networks: Networks
+    envs: RowsEnv, networks: Networks, with_value: bool = True
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `env_step(params, carry, key) -> (carry, transition, ended)`.
 
@@ -29,7 +30,9 @@ def make_env_step(
     clipped to its bounds, `to_env_action`; `log_prob` is of the unclipped sample), then
     `envs.step` with the step's env key. `transition` has leading axis `[R]` and keeps the
     policy state entering the step with its reset flag; `ended` sums the episodes that
-    ended at this step (`EnvStep.ended`).
+    ended at this step (`EnvStep.ended`). Without `with_value`, `transition.value` is None
+    and the critic is dead code that XLA removes from the step (`make_rollout`'s
+    `batched_values`).
     """
 
     def env_step(
@@ -45,7 +48,7 @@ def make_env_step(
             obs=carry.obs,
             action=action,
             log_prob=log_prob,
-            value=value,
+            value=value if with_value else None,
             reward=out.reward,
             terminated=out.terminated,
             truncated=out.truncated,
@@ -67,7 +70,11 @@ def make_env_step(
 
 
 def make_rollout(
-    envs: RowsEnv, networks: Networks, num_steps: int, unroll: int = 1
+    envs: RowsEnv,
+    networks: Networks,
+    num_steps: int,
+    unroll: int = 1,
+    batched_values: bool = False,
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats]]:
     """Builds `rollout(params, carry, key) -> (carry, transitions [T, R], stats)`.
 
@@ -75,8 +82,16 @@ def make_rollout(
     inside the scan (per-step info is never stacked; `envs.info_keys` are summed at episode
     ends). `unroll` env steps run per scan iteration (`loops.LoopPlan.rollout_unroll`:
     fewer loop round trips on a GPU; the same numbers).
+
+    With `batched_values` (`loops.LoopPlan.batched_values`), the scan runs only the actor
+    (XLA drops the unused critic from its body), and `transitions.value` `[T, R]` float32
+    = V(obs_t) comes from one batched pass of the critic over the T*R observations after
+    it (`step_values`): the critic's weights are read once instead of at every step. The
+    same function of the same inputs, rounded by one matmul of T*R rows instead of T of R
+    rows (1 ulp here and there). It pays where the critic shares nothing with the actor
+    (`critic_apart`); elsewhere the pass recomputes what the actor computed.
     """
-    env_step = make_env_step(envs, networks)
+    env_step = make_env_step(envs, networks, with_value=not batched_values)
 
     def rollout(
         params: Params, carry: EnvCarry, key: jax.Array
@@ -93,9 +108,40 @@ def make_rollout(
             jax.random.split(key, num_steps),
             unroll=unroll,
         )
+        if batched_values:
+            transitions = transitions._replace(value=step_values(networks, params, transitions))
         return carry, transitions, stats
 
     return rollout
+
+
+def critic_apart(networks: Networks) -> bool:
+    """Whether the critic is a feed-forward tower that shares no computation with the
+    actor (the built-in `ActorCritic` with separate towers and no core): what makes
+    `make_rollout`'s `batched_values` pay."""
+    module = networks.module
+    return not networks.stateful and module is not None and getattr(module, "shared", True) is False
+
+
+def step_values(networks: Networks, params: Params, traj: Transition) -> jax.Array:
+    """V(obs_t) `[T, R]` float32 for every step of `traj`, in one batched pass over T*R
+    (from the policy state entering each step, `traj.policy_state` / `traj.reset`)."""
+    return _batched_values(networks, params, traj.policy_state, traj.obs, traj.reset)
+
+
+def _batched_values(
+    networks: Networks, params: Params, policy_state: Any, obs: Any, reset: jax.Array
+) -> jax.Array:
+    """`networks.step`'s value `[T, R]` on `[T, R, ...]` inputs, as one step of T*R rows."""
+    steps, rows = reset.shape
+
+    def flat(x):
+        return x.reshape((steps * rows, *x.shape[2:]))
+
+    _, _, value = networks.step(
+        params, jax.tree.map(flat, policy_state), jax.tree.map(flat, obs), flat(reset)
+    )
+    return value.reshape((steps, rows))
 
 
 def next_values(networks: Networks, params: Params, traj: Transition, carry: EnvCarry) -> jax.Array:
@@ -106,20 +152,10 @@ def next_values(networks: Networks, params: Params, traj: Transition, carry: Env
     (`traj.policy_state[t + 1]`, or the rollout's final carry for t = T - 1). GAE uses it to
     bootstrap truncated episodes.
     """
-    steps, num_envs = traj.reward.shape
     after = jax.tree.map(
         lambda s, last: jnp.concatenate([s[1:], last[None]], axis=0),
         traj.policy_state,
         carry.policy_state,
     )
-
-    def flat(x):
-        return x.reshape((steps * num_envs, *x.shape[2:]))
-
-    _, _, value = networks.step(
-        params,
-        jax.tree.map(flat, after),
-        jax.tree.map(flat, traj.final_obs),
-        jnp.zeros((steps * num_envs,), bool),
-    )
-    return value.reshape((steps, num_envs))
+    no_reset = jnp.zeros(traj.reward.shape, bool)
+    return _batched_values(networks, params, after, traj.final_obs, no_reset)

@@ -16,7 +16,7 @@ from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
 from purejaxppo.loops import loop_plan
 from purejaxppo.metrics import METRICS, UpdateMetrics
 from purejaxppo.networks import Networks
-from purejaxppo.rollout import make_rollout
+from purejaxppo.rollout import critic_apart, make_rollout
 from purejaxppo.train_setup import (
     TrainFns,
     TrainSetup,
@@ -169,8 +169,10 @@ def make_update(
     """`update(runner, hparams) -> (runner, metrics)`: one rollout of `num_steps` steps of
     the vmapped envs, then `learning.make_learn`'s epochs of minibatch steps."""
     networks, num_steps = setup.networks, setup.num_steps
-    unroll = loop_plan(config.loop_layout).rollout_unroll
-    rollout = make_rollout(setup.rows, networks, num_steps, unroll)  # every kind: its rows
+    plan = loop_plan(config.loop_layout)
+    batched = plan.batched_values and critic_apart(networks)
+    # Every kind of env: its rows.
+    rollout = make_rollout(setup.rows, networks, num_steps, plan.rollout_unroll, batched)
     learn_fn = make_learn(config, networks, axis_name=axis_name, num_actions=setup.num_actions)
 
     def update(

@@ -2,10 +2,14 @@
 
 "compact" is the CPU default the golden tests pin; "unrolled" (GPU default) must give the
 same parameters bitwise where only the loops differ (flat epochs, rollout unroll) and to
-float32 rounding where GAE's summation order differs (the prefix scan).
+float32 rounding where GAE's summation order differs (the prefix scan). "unrolled" takes
+the rollout's values from a critic pass after the scan, the in-loop values to a matmul's
+rounding.
 """
 
 from __future__ import annotations
+
+import re
 
 import jax
 import jax.numpy as jnp
@@ -13,10 +17,14 @@ import numpy as np
 import pytest
 
 import purejaxppo as pjp
+from purejaxppo import loops
 from purejaxppo.gae import gae_advantages
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.learning import learning_rates
 from purejaxppo.loops import LoopPlan, loop_plan
+from purejaxppo.rollout import critic_apart, make_rollout
+from purejaxppo.train_setup import prepare
+from purejaxppo.types import Transition
 from purejaxppo.update import Batch, make_update_epochs
 
 COMPACT = loop_plan("compact")
@@ -121,3 +129,106 @@ def test_unrolled_training_follows_compact_training():
     ):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-5)
     assert float(compact.metrics["episode_return"][-1]) > 30.0  # it learned something
+
+
+def _rollouts(config, steps=64):
+    """One rollout of `config`'s envs from a fresh init, values in the scan and after it."""
+    setup = prepare(config)
+    runner = pjp.make_train_fns(config).init(jax.random.key(0))
+    outs = {}
+    for batched in (False, True):
+        rollout = jax.jit(make_rollout(setup.rows, setup.networks, steps, 1, batched))
+        outs[batched] = rollout(runner.train_state.params, runner.env, jax.random.key(3))
+    return setup.networks, outs[False], outs[True]
+
+
+def test_batched_values_are_the_in_loop_values():
+    """The critic pass after the scan computes V(obs_t) of every step: the same numbers
+    (to a matmul's rounding), and everything else bitwise."""
+    networks, (carry_a, loop, stats_a), (carry_b, batched, stats_b) = _rollouts(pjp.PPOConfig())
+    assert critic_apart(networks) and loop_plan("unrolled").batched_values
+    assert not loop_plan("compact").batched_values  # the CPU's runs stay bitwise
+    for name in Transition._fields:
+        if name != "value":
+            for a, b in zip(
+                jax.tree.leaves(getattr(loop, name)),
+                jax.tree.leaves(getattr(batched, name)),
+                strict=True,
+            ):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+    assert batched.value.shape == loop.value.shape == (64, 4)
+    np.testing.assert_allclose(batched.value, loop.value, rtol=1e-6, atol=1e-6)
+    assert float(jnp.std(loop.value)) > 1e-3  # values of different observations
+    assert bool(loop.terminated.any())  # the rollout crossed episode resets
+    after_a, after_b = jax.tree.leaves((carry_a, stats_a)), jax.tree.leaves((carry_b, stats_b))
+    for a, b in zip(after_a, after_b, strict=True):
+        if not jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _dots_in_loops(compiled_text: str) -> int:
+    """Matmuls XLA left inside `while` bodies (with the computations they call)."""
+    computations = {}
+    for block in re.split(r"\n(?=\S)", compiled_text):
+        header = re.match(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s", block)
+        if header:
+            computations[header.group(1)] = block
+
+    def dots(name, seen):
+        if name in seen or name not in computations:
+            return 0
+        seen.add(name)
+        text = computations[name]
+        called = re.findall(r"\b(?:calls|to_apply|body|condition)=%?([\w.\-]+)", text)
+        return text.count(" dot(") + sum(dots(c, seen) for c in called)
+
+    bodies = re.findall(r"\bbody=%?([\w.\-]+)", compiled_text)
+    return sum(dots(body, set()) for body in set(bodies))
+
+
+def test_batched_values_take_the_critic_out_of_the_compiled_scan():
+    """XLA drops the unused critic from the scan body: the loop keeps the actor's 3
+    matmuls, not the 6 of both towers (what makes the batched values pay on a GPU)."""
+    config = pjp.PPOConfig()
+    setup = prepare(config)
+    runner = pjp.make_train_fns(config).init(jax.random.key(0))
+    counts = {}
+    for batched in (False, True):
+        rollout = jax.jit(make_rollout(setup.rows, setup.networks, 16, 1, batched))
+        compiled = rollout.lower(runner.train_state.params, runner.env, jax.random.key(3))
+        counts[batched] = _dots_in_loops(compiled.compile().as_text())
+    assert counts == {False: 6, True: 3}
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"share_encoder": True}, {"recurrent": "gru"}],
+    ids=["shared_torso", "recurrent"],
+)
+def test_batched_values_only_where_the_critic_stands_apart(overrides):
+    """A shared torso or a recurrent core keeps the values in the scan (`critic_apart`);
+    the batched pass is still the same function where it is asked for."""
+    networks, (_, loop, _), (_, batched, _) = _rollouts(pjp.PPOConfig(**overrides), steps=16)
+    assert not critic_apart(networks)
+    np.testing.assert_allclose(batched.value, loop.value, rtol=1e-5, atol=1e-6)
+
+
+def test_training_with_batched_values_follows_in_loop_values(monkeypatch):
+    """20 updates of CartPole: values after the scan (the GPU default) against values
+    computed inside it (the CPU default), to rounding."""
+    outs = {}
+    for batched in (False, True):
+        monkeypatch.setattr(loops, "COMPACT_BATCHED_VALUES", batched)
+        config = pjp.PPOConfig(total_timesteps=4 * 128 * 20)
+        outs[batched] = jax.jit(pjp.make_train(config))(jax.random.key(0))
+    loop, batched = outs[False], outs[True]
+    np.testing.assert_allclose(
+        batched.metrics["episode_return"], loop.metrics["episode_return"], rtol=1e-5
+    )
+    for a, b in zip(
+        jax.tree.leaves(loop.train_state.params),
+        jax.tree.leaves(batched.train_state.params),
+        strict=True,
+    ):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-5)
+    assert float(loop.metrics["episode_return"][-1]) > 30.0

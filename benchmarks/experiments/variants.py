@@ -27,6 +27,10 @@ A variant is a '+'-joined list of tokens, e.g. "u_rollout=8+u_gae=128+cmdbuf":
                      (--xla_gpu_enable_llvm_module_compilation_parallelism=true; jaxlib
                      0.10.2 knows the flag, 0.11.2 aborts on it as unknown)
   notriton           --xla_gpu_enable_triton_gemm=false (cuBLAS for every matmul: compile time)
+  values=loop        the rollout's values computed inside its scan at every step (the
+                     "compact" layout's default; the "unrolled" layout's before 2026-11-27);
+  values=batched     one critic pass after the scan (the "unrolled" layout's default), in
+                     both layouts (`purejaxppo.loops.*_BATCHED_VALUES`)
   nofused            XLA's minibatch gradient, not the fused Pallas kernels that the
                      library takes on a GPU (`purejaxppo.fused`, PPOConfig.fused_kernels).
                      On 2026-11-27 the kernels were measured as the token `fused` before
@@ -71,6 +75,7 @@ def parse(variant: str) -> dict[str, str]:
         "llvmpar",
         "notriton",
         "nofused",
+        "values",
     }
     unknown = set(tokens) - known
     if unknown:
@@ -146,6 +151,12 @@ def apply(variant: str) -> None:
         loops.EPOCH_UNROLL = int(t.get("eu", loops.EPOCH_UNROLL))
     if "opt" in t or "clip" in t:
         _patch_optimizer(t.get("opt", "tree"), t.get("clip", "global"))
+    if "values" in t:
+        import purejaxppo.loops as loops
+
+        if t["values"] not in ("loop", "batched"):
+            raise ValueError(f"values={t['values']!r}: must be 'loop' or 'batched'")
+        loops.COMPACT_BATCHED_VALUES = loops.UNROLLED_BATCHED_VALUES = t["values"] == "batched"
     if "nofused" in t:
         _patch_no_fused()
     if t.get("gae") == "assoc":

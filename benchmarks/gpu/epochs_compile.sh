@@ -19,6 +19,11 @@
 #     the minibatch gradient as two fused Pallas kernels per agent (fused,
 #     experiments/fused_grads.py), alone and with opt=tree+eu=1, against base and rejax
 #     0.1.3 at 4096 and 1024 agents; base and fused at 1 agent.
+#   BUDGET_S=480 bash benchmarks/gpu/epochs_compile.sh values     (~8 min)
+#     the rollout's values from one critic pass after the scan (the GPU default since
+#     2026-11-27, not yet measured on a GPU: `purejaxppo.loops.UNROLLED_BATCHED_VALUES`)
+#     against values in the scan (values=loop), and with opt=tree+eu=1, beside rejax 0.1.3
+#     at 4096, 1024 and 1 agent.
 #
 # Writes $OUT/rows.jsonl (one JSON row per cell) and $OUT/results.tgz (the tables).
 set -uo pipefail
@@ -54,7 +59,12 @@ case "$MODE" in
     bench 102400 1024 yes base fused fused+opt=tree+eu=1
     bench 51200 1 no base fused
     ;;
-  *) echo "unknown mode $MODE (variants, leafwise or fused)"; exit 2 ;;
+  values)
+    bench 51200 4096 yes base values=loop opt=tree+eu=1
+    bench 102400 1024 yes base values=loop
+    bench 51200 1 yes base values=loop
+    ;;
+  *) echo "unknown mode $MODE (variants, leafwise, fused or values)"; exit 2 ;;
 esac
 tar czf "$OUT_DIR/results.tgz" -C "$RES" . 2>/dev/null
 echo "epochs_compile $MODE: done in ${SECONDS}s"
