@@ -112,8 +112,9 @@ class PPOConfig:
       loop_layout: "auto" (default: "compact" on CPU, "unrolled" on GPU / TPU),
         "compact" or "unrolled": how the update's loops compile (`purejaxppo.loops`:
         unrolled rollout steps, GAE as a prefix scan and one flat scan of minibatch steps
-        without `cond`s save a host round trip per loop iteration on a GPU). The same
-        math; "unrolled" differs from "compact" by float32 rounding in GAE.
+        without `cond`s save a host round trip per loop iteration on a GPU; the rollout's
+        values from one critic pass after its scan). The same math; "unrolled" differs
+        from "compact" by float32 rounding in GAE and in the batched values.
       fused_kernels: "auto" (default: on a GPU, for the plain MLP actor-critic), "on" or
         "off": the minibatch gradient as two fused Pallas kernels per agent
         (`purejaxppo.fused`; the same math, TF32 matmuls like XLA's on a GPU).
