@@ -78,9 +78,9 @@ import jax.numpy as jnp  # noqa: E402
 
 import purejaxppo as pjp  # noqa: E402
 import purejaxppo.learning as pjp_learning  # noqa: E402  (its gae_advantages: variants may patch it)
-import purejaxppo.rollout as rollout_module  # noqa: E402
 from purejaxppo.loops import loop_plan  # noqa: E402
-from purejaxppo.rollout import make_rollout, next_values  # noqa: E402
+from purejaxppo.rollout import next_values  # noqa: E402
+from purejaxppo.train import plan_rollout  # noqa: E402
 from purejaxppo.train_setup import prepare  # noqa: E402
 from purejaxppo.update import make_sequences, make_update_epochs, shuffle_minibatches  # noqa: E402
 
@@ -128,29 +128,6 @@ def _time_compiled(compiled: Any, args: tuple, reps: int, repeats: int, budget_s
     return best / reps
 
 
-def _make_rollout(setup: Any, config: pjp.PPOConfig) -> Callable[..., Any]:
-    """`make_rollout` as `train.make_update` calls it (the envs as rows of the batch where
-    the library has `TrainSetup.rows`, else its older (env, env_params, ...) signature)."""
-    if hasattr(setup, "rows"):
-        plan = loop_plan(config.loop_layout)
-        # The values after the scan (the GPU layout's `batched_values`) are dead code in
-        # `rollout_body`, which keeps only the carry: the phase times the scan alone, and
-        # the batched pass costs what `bootstrap` does (the same pass over other inputs).
-        apart = getattr(rollout_module, "critic_apart", None)  # None: a library before it
-        batched = apart is not None and plan.batched_values and apart(setup.networks)
-        return make_rollout(
-            setup.rows, setup.networks, setup.num_steps, plan.rollout_unroll, batched
-        )
-    return make_rollout(
-        setup.env,
-        setup.env_params,
-        setup.networks,
-        setup.num_steps,
-        setup.info_keys,
-        config.reset_ratio,
-    )
-
-
 def make_phases(config: pjp.PPOConfig) -> tuple[dict[str, Callable], Callable, Callable]:
     """`(bodies, make_inputs, prepare_fns)` of the phases of `config`'s update.
 
@@ -161,7 +138,9 @@ def make_phases(config: pjp.PPOConfig) -> tuple[dict[str, Callable], Callable, C
     setup = prepare(config)
     fns = pjp.make_train_fns(config)
     networks = setup.networks
-    rollout = _make_rollout(setup, config)
+    # `train.make_update`'s rollout. Its values after the scan (the GPU layout) are dead
+    # code in `rollout_body`, which keeps the carry: the phase times the scan alone.
+    rollout = plan_rollout(config, setup)
     update_epochs = make_update_epochs(config, networks)
     seq_len = config.seq_len if networks.stateful else 1
 

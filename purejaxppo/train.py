@@ -160,6 +160,17 @@ def _make_train_fn(
     return train
 
 
+def plan_rollout(
+    config: PPOConfig, setup: TrainSetup
+) -> Callable[[Any, Any, jax.Array], tuple[Any, Any, Any]]:
+    """The rollout `make_update` runs: `rollout.make_rollout` over the setup's rows (every
+    kind of env), laid out by `loops.loop_plan(config.loop_layout)`: its unroll, and its
+    values after the scan where the critic stands apart (`rollout.critic_apart`)."""
+    plan = loop_plan(config.loop_layout)
+    batched = plan.batched_values and critic_apart(setup.networks)
+    return make_rollout(setup.rows, setup.networks, setup.num_steps, plan.rollout_unroll, batched)
+
+
 def make_update(
     config: PPOConfig,
     setup: TrainSetup,
@@ -169,10 +180,7 @@ def make_update(
     """`update(runner, hparams) -> (runner, metrics)`: one rollout of `num_steps` steps of
     the vmapped envs, then `learning.make_learn`'s epochs of minibatch steps."""
     networks, num_steps = setup.networks, setup.num_steps
-    plan = loop_plan(config.loop_layout)
-    batched = plan.batched_values and critic_apart(networks)
-    # Every kind of env: its rows.
-    rollout = make_rollout(setup.rows, networks, num_steps, plan.rollout_unroll, batched)
+    rollout = plan_rollout(config, setup)
     learn_fn = make_learn(config, networks, axis_name=axis_name, num_actions=setup.num_actions)
 
     def update(
