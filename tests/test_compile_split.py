@@ -86,3 +86,16 @@ def test_one_cell_splits_a_real_compile(tmp_path):
         timeout=60,
     )
     assert bad.returncode == 2 and "'unroled/base'" in bad.stderr
+
+
+def test_a_failing_cell_reports_its_traceback_and_fails_the_run():
+    # the cell's stderr is XLA's log file, so its error must come back in the row
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--cells", "compact/ru=x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert "compact/ru=x" in proc.stdout and "failed" in proc.stdout
+    assert "invalid literal for int()" in proc.stdout

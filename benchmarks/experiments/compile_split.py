@@ -25,7 +25,8 @@ virtualenv is missing, unless `--peer-python` names an interpreter).
         --json benchmarks/results/compile-split-cpu-<time>.json
 
 Prints one row per cell and writes `--json` (never overwriting a file); `--jsonl` appends
-each row as it is measured (a GPU call cut short keeps the rows so far). On a GPU:
+each row as it is measured (a GPU call cut short keeps the rows so far). A cell that fails
+is printed with its traceback and makes the exit status 1. On a GPU:
 `benchmarks/gpu/compile_split.sh`.
 """
 
@@ -207,7 +208,12 @@ def main() -> int:
         parser.error(f"--agents {args.agents}: must be at least 1")
     if args.cell is not None:
         json_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-        row = run_cell(args.cell, args.agents)
+        try:
+            row = run_cell(args.cell, args.agents)
+        except Exception as error:  # this process's stderr is XLA's log: report it in the row
+            import traceback
+
+            row = {"error": "".join(traceback.format_exception(error))[-2000:]}
         print(json.dumps(row), file=json_out, flush=True)
         return 0
     if args.json is not None and args.json.exists():
