@@ -344,8 +344,9 @@ def build(library: str, agents: int, total: int, layout: str):
     import jax
 
     if library == "rejax":
-        algo, _, num_updates = _load("peers/rejax_ppo.py").make_algo(total)
-        algo = algo.replace(eval_callback=lambda algo, ts, rng: ())
+        peer = _load("peers/rejax_ppo.py")
+        algo, _, num_updates = peer.make_algo(total)
+        algo = peer.training_only(algo)
         train = algo.train
     else:
         import purejaxppo as pjp

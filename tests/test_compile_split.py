@@ -54,6 +54,18 @@ def test_parse_log_names_gpu_timers_and_rejects_a_log_without_markers():
         compile_split.parse_log(LOG.replace("=== compile_split: compile end", ""))
 
 
+def test_the_default_and_gpu_script_cells_are_valid_and_bad_ones_are_named():
+    # a bad token in the GPU script would cost a GPU session: check its cells here
+    script = (BENCHMARKS / "gpu" / "compile_split.sh").read_text()
+    listed = script.split("--cells", 1)[1].split("2>&1", 1)[0].replace("\\", " ").split()
+    assert "unrolled/base" in listed and "rejax" in listed
+    for cell in (*compile_split.DEFAULT_CELLS, *listed):
+        compile_split.check_cell(cell)
+    for bad in ("unroled/base", "compact", "unrolled/ru=4+bogus=1"):
+        with pytest.raises(ValueError):
+            compile_split.check_cell(bad)
+
+
 def test_one_cell_splits_a_real_compile(tmp_path):
     out = tmp_path / "split.json"
     proc = subprocess.run(

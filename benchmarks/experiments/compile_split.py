@@ -107,16 +107,30 @@ def parse_log(text: str) -> dict:
     }
 
 
+def check_cell(cell: str) -> None:
+    """Raises ValueError unless `cell` is 'rejax' or LAYOUT/VARIANT with a layout of
+    `purejaxppo.loops.LAYOUTS` and a variant `variants.parse` takes (no JAX started)."""
+    if cell == "rejax":
+        return
+    from experiments import variants
+
+    from purejaxppo.loops import LAYOUTS
+
+    layout, slash, variant = cell.partition("/")
+    if not slash or layout not in LAYOUTS:
+        raise ValueError(f"write LAYOUT/VARIANT with LAYOUT one of {LAYOUTS}, or 'rejax'")
+    variants.parse(variant)
+
+
 def _program(cell: str, agents: int):
     """`(jit of the vmapped training function, keys)` for one cell, in this process."""
     import jax
 
     if cell == "rejax":
         sys.path.insert(0, str(BENCHMARKS / "peers"))
-        from rejax_ppo import make_algo
+        from rejax_ppo import make_algo, training_only
 
-        algo, _, _ = make_algo(500_000)
-        algo = algo.replace(eval_callback=lambda algo, ts, rng: ())  # as bench_cartpole's peer
+        algo = training_only(make_algo(500_000)[0])
         keys = jax.random.split(jax.random.PRNGKey(0), agents)
         return jax.jit(jax.vmap(algo.train)), keys
 
@@ -141,6 +155,8 @@ def run_cell(cell: str, agents: int) -> dict:
 
         variants.set_xla_flags(cell.partition("/")[2], os.environ)
     train, keys = _program(cell, agents)
+    import jax
+
     start = time.perf_counter()
     traced = train.trace(keys)
     trace_s = time.perf_counter() - start
@@ -152,8 +168,6 @@ def run_cell(cell: str, agents: int) -> dict:
     lowered.compile()
     compile_s = time.perf_counter() - start
     print(_END, file=sys.stderr, flush=True)
-    import jax
-
     text = Path(log.name).read_text(errors="replace")
     os.unlink(log.name)
     parsed = parse_log(text)
@@ -219,9 +233,10 @@ def main() -> int:
     if args.json is not None and args.json.exists():
         parser.error(f"--json {args.json} exists; not overwriting it")
     for cell in args.cells:
-        layout, slash, _ = cell.partition("/")
-        if cell != "rejax" and (not slash or layout not in ("auto", "compact", "unrolled")):
-            parser.error(f"--cells {cell!r}: write LAYOUT/VARIANT (compact/base) or 'rejax'")
+        try:
+            check_cell(cell)
+        except ValueError as error:
+            parser.error(f"--cells {cell!r}: {error}")
     peer = args.peer_python or (str(PEER_VENV_PYTHON) if PEER_VENV_PYTHON.exists() else None)
     rows = []
     print(

@@ -86,6 +86,12 @@ def make_algo(total_timesteps: int):
     return algo, steps_per_agent, num_updates
 
 
+def training_only(algo):
+    """`algo` with rejax's in-training evaluation callback replaced by a no-op, so that only
+    training is timed or traced (bench_cartpole.py, trace_update.py, compile_split.py)."""
+    return algo.replace(eval_callback=lambda algo, ts, rng: ())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, required=True)
@@ -121,7 +127,7 @@ def main() -> int:
         parser.error(f"--total-timesteps must be at least {NUM_ENVS * NUM_STEPS}")
     algo, steps_per_agent, num_updates = make_algo(args.total_timesteps)
     rejax_eval_callback = algo.eval_callback
-    algo = algo.replace(eval_callback=lambda algo, ts, rng: ())  # time training only
+    algo = training_only(algo)
 
     keys = jax.random.split(jax.random.PRNGKey(args.seed), args.agents)
     train = jax.jit(jax.vmap(algo.train))
