@@ -78,7 +78,11 @@ def parse_log(text: str) -> dict:
 
     Returns `{"timers": {label: s}, "passes": {pass: s}, "hlo_passes_s", "backend_s"}`;
     labels summed over repeats. The HLO-pass lines ("HLO pass: NAME time: ...") go to
-    `passes`, every other timer line to `timers`.
+    `passes`, every other timer line to `timers`. Times in seconds; a label's time is None
+    in `hlo_passes_s` / `backend_s` when XLA printed no such timer.
+
+    Raises:
+      ValueError: `text` lacks the compile start / end markers that `run_cell` writes.
     """
     start, end = text.find(_START), text.find(_END)
     if start < 0 or end < 0:
