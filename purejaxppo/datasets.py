@@ -426,7 +426,7 @@ class _Play(NamedTuple):
         `chunk_steps` steps; yields each episode (`join_pieces`) as it ends, or truncated at
         `max_steps`, and None after every chunk (where the caller may stop; chunks run
         `run_responsively`)."""
-        from purejaxppo.drivers.segments import run_responsively
+        from purejaxppo.signals import run_responsively
 
         start, chunk = self.chunk_runner
         carry, scan_key = start(group_key, size)

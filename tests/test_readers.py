@@ -369,7 +369,10 @@ def test_signals_are_answered_at_once_even_mid_segment(tmp_path):
     assert process.returncode == 130, err[-2000:]
     assert waited < 3.0, waited
     assert "SIGINT: stopping after the running segment" in err
-    assert "stopped at once by a second SIGINT; the newest complete checkpoint is kept" in err
+    # Nothing was saved yet: no --resume is promised; the command that starts again is.
+    assert "stopped at once by a second SIGINT; nothing was saved; start again with: " in err
+    assert f"purejaxppo train --run-dir {run} --no-progress" in err and "--overwrite" in err
+    assert "--resume" not in err
     assert "Traceback" not in err
 
 

@@ -469,12 +469,8 @@ def test_cli_reports_warnings_in_one_line_and_silences_orbax_error_logs(capsys):
 
 # ---------------------------------------------------------------- Ctrl-C / SIGTERM
 def test_a_stop_request_saves_the_running_segment_and_a_second_stops_at_once():
-    from purejaxppo.drivers.segments import (
-        SegmentHooks,
-        TrainingInterrupted,
-        progress_bar,
-        run_segments,
-    )
+    from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments
+    from purejaxppo.signals import TrainingInterrupted
 
     saves = []
 

@@ -14,8 +14,8 @@ import pytest
 
 import purejaxppo as pjp
 from purejaxppo import memory
-from purejaxppo.drivers.segments import TrainingInterrupted
 from purejaxppo.drivers.sweeps import groups as sweep_groups
+from purejaxppo.signals import TrainingInterrupted
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = os.path.join(os.path.dirname(sys.executable), "purejaxppo")

@@ -6,7 +6,7 @@ or parameters; the last finite checkpoint is kept); 4 the disk (or quota) is ful
 (ENOSPC; the newest complete checkpoint is kept: free space, then --resume). Any other
 operating-system error (permissions, impossible paths) is one line naming the path, exit 2.
 Ctrl-C (SIGINT) or SIGTERM during training finishes and saves the running segment, then
-exits 130 / 143 with the command that continues the run (`drivers.segments`); a second
+exits 130 / 143 with the command that continues the run (`purejaxppo.signals`); a second
 Ctrl-C stops at once. `collect`, `eval --all-steps` and `export` stop the same way after
 their running unit (a chunk of steps, a checkpoint's evaluation, the export), write what
 they finished (`CommandStopped` names it) and exit 130 / 143.
@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import logging
 import os
+import shlex
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -28,8 +29,8 @@ from purejaxppo.cli.policy_commands import collect_command, eval_command, export
 from purejaxppo.cli.sweep import sweep_command
 from purejaxppo.cli.train import train_command
 from purejaxppo.cli.values import EXIT_NO_SPACE, EXIT_OS_ERROR
-from purejaxppo.drivers.segments import CommandStopped, StopNow, TrainingInterrupted
 from purejaxppo.errors import EnvError
+from purejaxppo.signals import CommandStopped, StopNow, TrainingInterrupted
 
 #: What a second signal (`StopNow`) leaves, per command that writes no checkpoint.
 STOPPED_AT_ONCE = {
@@ -96,15 +97,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         parser.exit(
             stop.exit_code,
-            f"purejaxppo: {command}: stopped by {stop.signal_name} after update {stop.done}, "
-            f"{saved}\n",
+            f"purejaxppo: {command}: stopped by {stop.signal_name} after {stop.unit} "
+            f"{stop.done}, {saved}\n",
         )
     except CommandStopped as stop:
         parser.exit(stop.exit_code, f"purejaxppo: {command}: {stop}\n")
     except StopNow as stop:  # a second signal: one line, and out at once
-        hint = f"; continue with: {stop.resume_hint}" if stop.resume_hint else ""
-        kept = STOPPED_AT_ONCE.get(command, "the newest complete checkpoint is kept")
-        sys.stderr.write(f"purejaxppo: {command}: {stop}; {kept}{hint}\n")
+        sys.stderr.write(f"purejaxppo: {command}: {stop}; {_left_at_once(command, stop, argv)}\n")
         sys.stderr.flush()
         sys.stdout.flush()
         # Not sys.exit: XLA may still be running the segment's computation, and the
@@ -132,6 +131,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if line is None:
             raise
         parser.exit(EXIT_OS_ERROR, f"purejaxppo: error: {command}: {line}\n")
+
+
+def _left_at_once(command: str, stop: StopNow, argv: Sequence[str] | None) -> str:
+    """What a stop at once leaves: the commands that write no checkpoint say what they
+    left; the others name the checkpoint they continue from, or, when nothing was saved
+    yet (`stop.resume_hint` None), say so and give the command that starts again."""
+    if command in STOPPED_AT_ONCE:
+        return STOPPED_AT_ONCE[command]
+    if stop.resume_hint:
+        return f"the newest complete checkpoint is kept; continue with: {stop.resume_hint}"
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "--overwrite" not in words:
+        words.append("--overwrite")
+    return f"nothing was saved; start again with: {shlex.join(['purejaxppo', *words])}"
 
 
 def _exit_env_error(parser: argparse.ArgumentParser, err: EnvError) -> None:

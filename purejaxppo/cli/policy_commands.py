@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from purejaxppo.cli.options import CollectOptions, EvalOptions, ExportOptions, pop_options
-from purejaxppo.drivers.segments import CommandStopped, stop_requests
 from purejaxppo.paths import check_writable
+from purejaxppo.signals import CommandStopped, stop_requests
 
 
 def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:

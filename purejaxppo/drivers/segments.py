@@ -16,13 +16,11 @@ logged and checkpoints are written between compiled calls (as rejax's
 5. `hooks.save(done, due)`: `due` is the save clock: a multiple of `save_freq`, at least
    `save_minutes` since the last due save, the end of the run, or a stop request.
 
-Ctrl-C (SIGINT) or SIGTERM during the loop asks it to stop (`stop_requests`): a line says
-so at once, the running segment finishes, is processed and saved (`due`), and
-`TrainingInterrupted` is raised, so an interrupted run loses nothing and continues with
-`--resume`. A second signal stops at once (`StopNow`, a `KeyboardInterrupt`), also in the
-middle of a segment: the segment's compiled call runs in a worker thread that the main
-thread waits for in steps of 0.1 s (`run_responsively`), because Python runs signal
-handlers only in the main thread and never while it blocks in a native call.
+Ctrl-C (SIGINT) or SIGTERM during the loop asks it to stop, under the one stop protocol
+of `purejaxppo.signals`: a line says so at once, the running segment finishes, is
+processed and saved (`due`), and `TrainingInterrupted` is raised, so an interrupted run
+loses nothing and continues with `--resume`. A second signal stops at once (`StopNow`),
+also in the middle of a segment (`run_responsively`).
 
 Segments are sized in seconds where the driver compiles ahead (`hooks.prepare`): the
 first segment runs the driver's length and is timed; when it took more than twice
@@ -36,20 +34,23 @@ are never capped and compile nothing more. The segments call the same
 key however it is cut (tests/test_cli.py, tests/test_train.py check bitwise).
 The progress bar (tqdm) is made here and nowhere else (`progress_bar`).
 
-Commands that are not segment loops (`collect`, `eval --all-steps`, `export`) take the same
-`stop_requests` with their own first line, check it after each unit, and raise
-`CommandStopped` naming what they kept.
 """
 
 from __future__ import annotations
 
 import contextlib
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
+
+from purejaxppo.signals import (
+    Hint,
+    TrainingInterrupted,
+    hinted,
+    run_responsively,
+    stop_requests,
+)
 
 #: Stream of the key that seeds the fresh EnvPool episodes of a resumed run or population
 #: (`fold_in(fold_in(key, RESUME_KEY_STREAM), update)`): the pool is not in checkpoints.
@@ -57,143 +58,6 @@ RESUME_KEY_STREAM = 2
 
 #: Seconds a segment should take once timed (`SegmentSizer`): a bar update this often.
 SEGMENT_SECONDS = 3.0
-
-#: The first line a stop request prints in a segment loop (`stop_requests`).
-SEGMENT_STOP = "stopping after the running segment (it is saved first)"
-
-
-def _exit_code(signal_name: str) -> int:
-    """128 + the signal number (130 for SIGINT, 143 for SIGTERM), as a shell reports."""
-    return 128 + int(signal.Signals[signal_name])
-
-
-class StopNow(KeyboardInterrupt):
-    """A second SIGINT / SIGTERM: stop at once (the running segment is lost; the newest
-    complete checkpoint on disk is kept). `resume_hint`: how to continue, or None."""
-
-    resume_hint: str | None = None
-
-    def __init__(self, signal_name: str):
-        super().__init__(f"stopped at once by a second {signal_name}")
-        self.signal_name = signal_name
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
-        return _exit_code(self.signal_name)
-
-
-def run_responsively(call: Callable[[], Any]) -> Any:
-    """`call()` in a daemon worker thread while the main thread waits in 0.1 s steps, so
-    that a signal's handler runs at once (off the main thread: `call()` directly)."""
-    if threading.current_thread() is not threading.main_thread():
-        return call()
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as err:  # handed to the main thread
-            box["error"] = err
-
-    worker = threading.Thread(target=target, name="purejaxppo-segment", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.1)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """A run stopped by SIGINT / SIGTERM at the end of a segment (`run_segments`).
-
-    Attributes:
-      done: updates (or generations) done; the driver's save hook ran after the last of
-        them (`due=True`), so its checkpoint is on disk where the driver saves any.
-      signal_name: "SIGINT" or "SIGTERM".
-      resume_hint: how to continue (a command line), or None where the driver writes no
-        checkpoint (sweeps).
-    """
-
-    def __init__(self, done: int, signal_name: str, resume_hint: str | None = None):
-        super().__init__(f"stopped by {signal_name} after update {done}")
-        self.done, self.signal_name, self.resume_hint = done, signal_name, resume_hint
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal number (130 for SIGINT, 143 for SIGTERM), as a shell reports."""
-        return _exit_code(self.signal_name)
-
-
-class CommandStopped(KeyboardInterrupt):
-    """A command that is no segment loop (`collect`, `eval --all-steps`, `export`) stopped
-    by SIGINT / SIGTERM after its running unit.
-
-    Attributes:
-      signal_name: "SIGINT" or "SIGTERM".
-      kept: one clause saying what was written and how to finish or discard it.
-    """
-
-    def __init__(self, signal_name: str, kept: str):
-        super().__init__(f"stopped by {signal_name}; {kept}")
-        self.signal_name, self.kept = signal_name, kept
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal number (130 for SIGINT, 143 for SIGTERM), as a shell reports."""
-        return _exit_code(self.signal_name)
-
-
-@contextlib.contextmanager
-def stop_requests(
-    stopping: str = SEGMENT_STOP, at_once: Callable[[str], None] | None = None
-) -> Iterator[list[str]]:
-    """While open, SIGINT and SIGTERM append their names to the yielded list instead of
-    stopping the process; a second signal raises `KeyboardInterrupt` at once. The
-    previous handlers come back on exit. Outside the main thread (where Python cannot
-    set handlers) the list stays empty and signals keep their handlers. The first signal
-    prints one line at once, "purejaxppo: SIGNAL: `stopping`; Ctrl-C again stops at
-    once" (`stopping`: what is saved, and when); the second raises `StopNow`, or, with
-    `at_once`, calls `at_once(signal name)`, which cleans up and ends the process itself
-    (for work running in the main thread, where an exception raised by a handler can
-    land in a callback that ignores it, e.g. a garbage-collection callback)."""
-    requested: list[str] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield requested
-        return
-    names = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
-
-    def request(signum: int, frame: Any) -> None:
-        if requested and at_once is not None:
-            at_once(names[signum])
-        if requested:
-            raise StopNow(names[signum])
-        requested.append(names[signum])
-        print(
-            f"\npurejaxppo: {names[signum]}: {stopping}; Ctrl-C again stops at once",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    previous = {sig: signal.getsignal(sig) for sig in names}
-    for sig in names:
-        signal.signal(sig, request)
-    try:
-        yield requested
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
-
-
-@contextlib.contextmanager
-def _hinted(resume_hint: str | None) -> Iterator[None]:
-    """Attaches `resume_hint` to a `StopNow` passing through."""
-    try:
-        yield
-    except StopNow as stop:
-        stop.resume_hint = resume_hint
-        raise
 
 
 class SegmentHooks(NamedTuple):
@@ -320,7 +184,8 @@ def run_segments(
     scale: int = 1,
     label: str | None = None,
     fetch: Callable[[Any], Any] | None = None,
-    resume_hint: str | None = None,
+    resume_hint: Hint = None,
+    unit: str = "update",
     stop_on_signals: bool = True,
     seconds: float | None = None,
 ) -> int:
@@ -340,7 +205,10 @@ def run_segments(
         a remainder before a frequency's boundary or the end).
       fetch: the device-to-host transfer applied to `hooks.run`'s result (default
         `parallel.to_host`).
-      resume_hint: how to continue after a stop request, for `TrainingInterrupted`.
+      resume_hint: how to continue after a stop request, for `TrainingInterrupted` and
+        `StopNow`: a command line, or a function that gives one (None while nothing is
+        saved), asked when the stop happens.
+      unit: what `total` counts, for the stop's messages ("update", "generation").
       stop_on_signals: handle SIGINT / SIGTERM as stop requests (`stop_requests`). Off
         for a program spread over several processes, whose hosts could see a signal
         after different segments and wait on each other's collectives.
@@ -360,7 +228,7 @@ def run_segments(
         requested = stack.enter_context(
             stop_requests() if stop_on_signals else contextlib.nullcontext([])
         )
-        stack.enter_context(_hinted(resume_hint if hooks.save is not None else None))
+        stack.enter_context(hinted(resume_hint if hooks.save is not None else None))
         seconds = SEGMENT_SECONDS if seconds is None else seconds
         sizer = SegmentSizer(seconds) if seconds and hooks.prepare is not None else None
         prepared: set[int] = set()  # the segment lengths whose programs are compiled
@@ -401,5 +269,6 @@ def run_segments(
             bar.update(length * scale)
             if requested and done < total:
                 hint = resume_hint if hooks.save is not None else None
-                raise TrainingInterrupted(done, requested[0], hint)
+                hint = hint() if callable(hint) else hint
+                raise TrainingInterrupted(done, requested[0], hint, unit=unit)
     return done

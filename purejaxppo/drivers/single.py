@@ -111,7 +111,7 @@ def train_and_log(
         checkpoint; `rundir.DirectoryNotEmpty` for a fresh run in a non-empty directory;
         `rundir.DirectoryLocked` while another process writes to `run_dir`.
       guards.TrainingDiverged: non-finite losses or parameters.
-      drivers.segments.TrainingInterrupted: Ctrl-C / SIGTERM; the running segment was
+      signals.TrainingInterrupted: Ctrl-C / SIGTERM; the running segment was
         finished and saved first (resume with `resume=True`).
       ImportError: naming the extra of a logger whose package is missing.
     Also `ValueError` for `video_freq` on an env without a renderer (before anything on
@@ -180,7 +180,10 @@ def _train_claimed(
             save_minutes=c.save_minutes,
             label=c.env_name,
             fetch=jax.device_get,
-            resume_hint=f"purejaxppo train --resume {run_dir}",
+            # a stop at once before the first checkpoint promises none (`signals.hinted`)
+            resume_hint=lambda: (
+                None if run.saved_step is None else f"purejaxppo train --resume {run_dir}"
+            ),
         )
         table = pd.concat(run.frames, ignore_index=True)
         if plot:

@@ -371,6 +371,10 @@ class _PBTRun:
             directory = Path(self.checkpoint_dir) / "population"
             history = joined_history(self.history)
             storage.save_population(directory, self.state, done, history, self.meta)
+            self.saved = True
+
+    def _resume_hint(self) -> str | None:
+        return "the same command with --resume" if self.saved else None
 
     def train(self, progress: bool) -> PBTResult:
         """Runs the remaining generations in segments; returns the `PBTResult`."""
@@ -383,7 +387,9 @@ class _PBTRun:
         )
         hooks = SegmentHooks(length=self.length, run=self.run, process=self.process, save=self.save)
         save_freq = self.checkpoint_every if self.checkpoint_dir is not None else 0
-        hint = None if self.checkpoint_dir is None else "the same command with --resume"
+        # a stop at once before the first save promises none (`signals.hinted`)
+        self.saved = self.done > 0
+        hint = None if self.checkpoint_dir is None else self._resume_hint
         with bar:
             run_segments(
                 self.num_gens,
@@ -392,6 +398,7 @@ class _PBTRun:
                 bar=bar,
                 save_freq=save_freq,
                 resume_hint=hint,
+                unit="generation",
                 stop_on_signals=jax.process_count() == 1,
             )
         joined = joined_history(self.history)

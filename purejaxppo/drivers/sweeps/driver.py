@@ -33,14 +33,10 @@ from typing import Any
 import jax
 import pandas as pd
 
-from purejaxppo import parallel
+from purejaxppo import fingerprint, parallel
 from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers.report import summarize
-from purejaxppo.drivers.segments import (
-    TrainingInterrupted,
-    progress_bar,
-    stop_requests,
-)
+from purejaxppo.drivers.segments import progress_bar
 from purejaxppo.drivers.settings import (
     check_chunk,
     check_sweep_options,
@@ -50,6 +46,7 @@ from purejaxppo.drivers.sweeps.groups import Group, Plan, run_group
 from purejaxppo.drivers.sweeps.results import SweepResult, runs_frame
 from purejaxppo.envs import kinds
 from purejaxppo.hyperparams import Hyperparams
+from purejaxppo.signals import TrainingInterrupted, hinted, stop_requests
 
 
 def sweep(
@@ -112,17 +109,17 @@ def sweep(
       ValueError: before anything is compiled, for an unknown / unsweepable field, a bad
         value (naming the field), bad seeds, or a `max_runs_per_chunk` that is not a
         positive multiple of the device count (or several devices for an "envpool:" or
-        "gymnasium:" id, or several processes for a "gymnasium:" id); or for a chunk file
-        in `progress_dir` from another sweep.
-      drivers.segments.TrainingInterrupted: after SIGINT / SIGTERM (one process only;
-        one request for the whole sweep): the running chunk finishes and is saved (with
+        "gymnasium:" id, or several processes for a "gymnasium:" id); for a chunk file
+        in `progress_dir` from another sweep; `fingerprint.FingerprintMismatch` for a
+        `progress_dir` of other settings, seeds or chunking, naming the field.
+      signals.TrainingInterrupted: after SIGINT / SIGTERM (one process only; one
+        request for the whole sweep): the running chunk finishes and is saved (with
         `progress`, the running segment finishes and that chunk's runs are dropped), the
         finished runs are printed, and the exception carries the call that continues
         (`purejaxppo sweep --resume OUT` for the CLI's sweeps; exit code 130 / 143).
 
-    A run whose losses turn NaN / Inf is marked in `runs` (`diverged`: the first such
-    update, 0 for none) and counted in `summary` (`num_diverged`); the other runs are
-    unaffected.
+    A run whose losses turn NaN / Inf is marked in `runs` (`diverged`: its first such
+    update, 0 for none) and counted in `summary` (`num_diverged`); no other run is hit.
     """
     kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
     settings, run_configs = make_settings(config, grid, random, num_samples, random_seed)
@@ -142,9 +139,26 @@ def sweep(
         log_every=log_every,
         verbose=verbose,
         progress_dir=None if progress_dir is None else Path(progress_dir),
+        fingerprint={
+            "config": config.to_dict(),
+            "settings": settings,
+            "seeds": seed_list,
+            "max_runs_per_chunk": max_runs_per_chunk,
+        },
     )
+    _check_progress_dir(plan)
     _announce(plan, config, groups)
     return _result(plan, len(groups), *_run_groups(plan, groups, run_configs))
+
+
+def _check_progress_dir(plan: Plan) -> None:
+    """Refuses a `progress_dir` of another sweep (`fingerprint.check`, naming the changed
+    field) before anything runs, or records this sweep's fingerprint there (process 0)."""
+    if plan.progress_dir is None or jax.process_index() != 0:
+        return
+    if not fingerprint.check(plan.progress_dir, plan.fingerprint, what="sweep"):
+        plan.progress_dir.mkdir(parents=True, exist_ok=True)
+        fingerprint.record(plan.progress_dir, plan.fingerprint)
 
 
 def check_processes(kind: kinds.EnvKind, env_name: str, num_processes: int) -> None:
@@ -213,8 +227,12 @@ def _run_groups(
     # ONE stop request for the whole sweep, open around all its chunks (a program over
     # several processes takes none: its hosts could stop after different chunks).
     signals = stop_requests() if jax.process_count() == 1 else contextlib.nullcontext([])
-    with bar, signals as requested:
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(bar)
+        requested = stack.enter_context(signals)
         stop = _Stop(requested, plan.progress_dir, num_runs)
+        # a stop at once names the saved chunks, or says that nothing was saved
+        stack.enter_context(hinted(lambda: stop.resume_hint() if stop.finished else None))
         for group_index, setting_indices in enumerate(groups.values()):
             runs = [
                 (s * len(seed_list) + k, s, seed)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from jax.sharding import PartitionSpec as P
 
-from purejaxppo import parallel
+from purejaxppo import fingerprint, parallel
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers import warm
 from purejaxppo.drivers.segments import SegmentHooks, run_segments
@@ -53,6 +53,9 @@ class Plan:
     log_every: int
     verbose: bool
     progress_dir: Path | None
+    #: what decides the results (base config, settings, seeds, chunking): recorded in
+    #: `progress_dir` and digested into each chunk file (`fingerprint`)
+    fingerprint: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +133,9 @@ def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dic
         real = min(chunk, len(runs) - first)
         run_ids = np.array([runs[first + row][0] for row in range(real)])
         path = chunk_path(plan.progress_dir, group.index, chunk_index)
+        runs_digest = _chunk_digest(plan, runs[first : first + real])
         if path is not None and path.exists():
-            local, local_index, all_returns, bad = load_chunk(path, run_ids)
+            local, local_index, all_returns, bad = load_chunk(path, run_ids, runs_digest)
             bar.update(num_updates * real)
             tables.append(table_rows(local, local_index, runs, settings, swept, log_every))
             curves.append(curve_rows(all_returns, first, runs, config))
@@ -152,13 +156,21 @@ def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dic
         all_returns = np.concatenate([p.returns for p in pieces], axis=1)
         bad = np.concatenate([p.bad for p in pieces], axis=1)
         if path is not None:
-            save_chunk(path, run_ids, local, local_index, all_returns, bad)
+            save_chunk(path, run_ids, local, local_index, all_returns, bad, runs_digest)
         tables.append(table_rows(local, local_index, runs, settings, swept, log_every))
         curves.append(curve_rows(all_returns, first, runs, config))
         diverged.update(zip(run_ids.tolist(), first_true(bad).tolist(), strict=True))
         stop.chunk_finished(real, num_updates)
     tables = pd.concat(tables, ignore_index=True)
     return tables, pd.concat(curves, ignore_index=True), diverged
+
+
+def _chunk_digest(plan: Plan, runs: list[tuple[int, int, int]]) -> str:
+    """What a chunk file's results belong to: the base config and each run's (seed,
+    setting), digested (`fingerprint.digest`)."""
+    return fingerprint.digest(
+        [plan.fingerprint.get("config"), [[seed, plan.settings[s]] for _, s, seed in runs]]
+    )
 
 
 def _group_programs(

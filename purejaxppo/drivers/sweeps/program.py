@@ -33,10 +33,12 @@ def chunk_path(progress_dir: Path | None, group: int, chunk: int) -> Path | None
     return progress_dir / f"group{group:03d}-chunk{chunk:05d}.{index}-of-{count}.npz"
 
 
-def save_chunk(path, run_ids, local, local_index, returns, bad):
-    """Writes one chunk's results atomically (a temporary file renamed into place)."""
+def save_chunk(path, run_ids, local, local_index, returns, bad, runs_digest=""):
+    """Writes one chunk's results atomically (a temporary file renamed into place), with
+    `runs_digest`: what its runs were (base config, settings, seeds; `groups`)."""
     arrays = {f"metric/{name}": value for name, value in local.items()}
     arrays.update(run_ids=run_ids, local_index=local_index, returns=returns, bad=bad)
+    arrays["runs_digest"] = np.array(runs_digest)
     partial = path.with_name(path.name + ".partial")
     with open(partial, "wb") as file:
         np.savez(file, **arrays)
@@ -45,7 +47,13 @@ def save_chunk(path, run_ids, local, local_index, returns, bad):
     os.replace(partial, path)
 
 
-def load_chunk(path, run_ids):
+def load_chunk(path, run_ids, runs_digest=""):
+    """One chunk's results, checked to be those of `run_ids` with the settings and seeds
+    that `runs_digest` digests.
+
+    Raises:
+      ValueError: an unreadable file, or one of other runs, settings or seeds.
+    """
     try:
         with np.load(path) as data:
             arrays = {name: data[name] for name in data.files}
@@ -57,6 +65,12 @@ def load_chunk(path, run_ids):
         raise ValueError(
             f"sweep chunk file {path} holds runs {arrays.get('run_ids')}, this sweep expects "
             f"{run_ids}: it is from a different sweep (other settings, seeds or chunking)"
+        )
+    if str(arrays.get("runs_digest", "")) != runs_digest:
+        raise ValueError(
+            f"sweep chunk file {path} holds the results of other settings or seeds than "
+            "this sweep's runs of the same numbers (the sweep's request or base config "
+            "changed since it ran): resume with the original settings, or start a new sweep"
         )
     local = {name: arrays[f"metric/{name}"] for name in METRICS}
     return local, arrays["local_index"], arrays["returns"], arrays["bad"]
