@@ -146,7 +146,8 @@ def test_stop_with_a_progress_bar_ends_the_running_chunk_after_its_segment(
     assert stop.value.exit_code == 143 and len(calls) == 1 < CONFIG.num_updates
     assert not list((tmp_path / "chunks").glob("*.npz"))
     err = capsys.readouterr().err
-    assert "0 of 2 runs finished" in err and "stopped after update 1 of 8, not saved" in err
+    assert "0 of 2 runs finished" in err and "stopped after update 1 of 8 and run again" in err
+    assert "not saved" not in err
 
 
 def test_cli_sweep_sigterm_stops_after_a_chunk_exits_143_and_resumes(tmp_path):
@@ -185,8 +186,8 @@ def test_cli_sweep_sigterm_stops_after_a_chunk_exits_143_and_resumes(tmp_path):
     assert 1 <= len(done) < 6, sorted(done)  # stopped between chunks, not at the end
     assert not (out / "runs.csv").exists()
     assert f"{len(done)} of 6 runs finished, their results saved in {chunks}" in err
-    assert f"saved; continue with: purejaxppo sweep --resume {out}" in err
-    assert "not saved (this command writes no checkpoints)" not in err
+    assert f"stopped by SIGTERM; continue with: purejaxppo sweep --resume {out}" in err
+    assert "not saved" not in err and "writes no checkpoints" not in err
 
     resumed = subprocess.run(
         [EXE, "sweep", "--resume", str(out), "--no-progress"],

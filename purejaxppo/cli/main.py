@@ -80,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     command = args.pop("command")
+    _import_modules(parser, args.pop("imports", []))
     if not args.pop("no_compile_cache", False):
         from purejaxppo.platform import enable_compile_cache
 
@@ -90,16 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EnvError as err:  # the user's env failed: one line (traceback on request)
         _exit_env_error(parser, err)
     except TrainingInterrupted as stop:
-        saved = (
-            f"saved; continue with: {stop.resume_hint}"
-            if stop.resume_hint
-            else "not saved (this command writes no checkpoints)"
-        )
-        parser.exit(
-            stop.exit_code,
-            f"purejaxppo: {command}: stopped by {stop.signal_name} after {stop.unit} "
-            f"{stop.done}, {saved}\n",
-        )
+        parser.exit(stop.exit_code, f"purejaxppo: {command}: {_stopped(command, stop)}\n")
     except CommandStopped as stop:
         parser.exit(stop.exit_code, f"purejaxppo: {command}: {stop}\n")
     except StopNow as stop:  # a second signal: one line, and out at once
@@ -131,6 +123,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         if line is None:
             raise
         parser.exit(EXIT_OS_ERROR, f"purejaxppo: error: {command}: {line}\n")
+
+
+def _import_modules(parser: argparse.ArgumentParser, modules: Sequence[str]) -> None:
+    """Imports each `--import MODULE` (the user's consent on the command line, as
+    `python -m` is; a config file never imports). A module that fails is one line."""
+    import importlib
+
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as err:  # ImportError, or the module's own error
+            parser.exit(2, f"purejaxppo: error: --import {module}: {type(err).__name__}: {err}\n")
+
+
+def _stopped(command: str, stop: TrainingInterrupted) -> str:
+    """The one line of a stop request: where the run stopped and how to continue. A
+    sweep's driver has already said which runs are saved (its chunks), so its line only
+    gives the command that continues."""
+    if command == "sweep":
+        if stop.resume_hint:
+            return f"stopped by {stop.signal_name}; continue with: {stop.resume_hint}"
+        return f"stopped by {stop.signal_name}; nothing is kept (no progress directory)"
+    where = f"stopped by {stop.signal_name} after {stop.unit} {stop.done}"
+    if stop.resume_hint:
+        return f"{where}, saved; continue with: {stop.resume_hint}"
+    return f"{where}; this command writes no checkpoints"
 
 
 def _left_at_once(command: str, stop: StopNow, argv: Sequence[str] | None) -> str:

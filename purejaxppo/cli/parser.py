@@ -162,6 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
         if overrides:
             _add_config_overrides(command)
         command.add_argument(
+            "--import",
+            dest="imports",
+            action="append",
+            default=[],
+            metavar="MODULE",
+            help="import MODULE first (repeatable), e.g. the module that registers your own "
+            "gymnasium env: --import mypkg.envs --env-name gymnasium:GoRight-v0. Only the "
+            "command line imports: a config file cannot",
+        )
+        command.add_argument(
             "--no-compile-cache",
             action="store_true",
             help="do not use the persistent compilation cache (default: on, in "

@@ -58,6 +58,48 @@ def close_env_ids(env_id: str, ids: list[str], n: int = 5, cutoff: float = 0.5) 
     return ranked([i for i in ids if env_family(i) == family]) or ranked(ids)
 
 
+def suite_ids_of(env_id: str) -> list[str]:
+    """The prefixed ids under which an installed suite knows `env_id` (an id without a
+    prefix that gymnax does not know): "envpool:<id>" for EnvPool's MuJoCo and Atari
+    tasks, then "gymnasium:<id>" for gymnasium's registry. A suite that is not installed
+    is skipped (its extra is named by `make_env` once the prefixed id is used)."""
+    found = []
+    try:
+        import envpool
+
+        if env_id in envpool.list_all_envs():
+            config = envpool.make_spec(env_id).config._asdict()
+            if "stack_num" in config or "xml_file" in config:  # Atari, MuJoCo (as make)
+                found.append(f"envpool:{env_id}")
+    except Exception:  # not installed, or a spec it cannot build: no suggestion
+        pass
+    try:
+        import gymnasium
+
+        if env_id in gymnasium.envs.registry:
+            found.append(f"gymnasium:{env_id}")
+    except Exception:  # not installed
+        pass
+    return found
+
+
+def unknown_id_message(env_id: str) -> str:
+    """The one line for an id without a prefix that gymnax does not know: the prefixed
+    ids of the suites that know it (`suite_ids_of`), else gymnax's close matches, else
+    every known id."""
+    others = suite_ids_of(env_id)
+    if others:
+        also = f" (or {', '.join(repr(i) for i in others[1:])})" if len(others) > 1 else ""
+        return (
+            f"env_name={env_id!r} is not a gymnax id, but another suite knows it: use "
+            f"env_name={others[0]!r}{also}"
+        )
+    ids = registered_env_ids()
+    close = close_env_ids(env_id, ids)
+    hint = f" Close matches: {', '.join(close)}." if close else f" Known ids: {', '.join(ids)}."
+    return f"env_name={env_id!r} is not a known environment id.{hint}"
+
+
 def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[Any, Any]:
     """Builds a gymnax 1.0 environment and its params.
 
@@ -94,10 +136,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
 
         return make_suite_env(env_id, env_kwargs)
     if env_id not in gymnax.registered_envs:
-        ids = registered_env_ids()
-        close = close_env_ids(env_id, ids)
-        hint = f" Close matches: {', '.join(close)}." if close else f" Known ids: {', '.join(ids)}."
-        raise ValueError(f"env_name={env_id!r} is not a known environment id.{hint}")
+        raise ValueError(unknown_id_message(env_id))
 
     # Split env_kwargs into EnvParams overrides and constructor arguments.
     default_env, _ = gymnax.make(env_id)

@@ -220,7 +220,7 @@ def _run_chunk(programs, inputs, first: int, real: int, group: Group) -> list[Ch
             stop.check(
                 done + length,
                 f"; the running chunk's {real} runs stopped after update {done + length} of "
-                f"{config.num_updates}, not saved",
+                f"{config.num_updates} and run again from the start when the sweep continues",
             )
         if init_program is None:
             return None

@@ -132,6 +132,13 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
     env_kwargs = dict(env_kwargs or {})
     env_id = f"gymnasium:{name}"
     if name not in gym.registry:
+        module, colon, registered = name.rpartition(":")
+        if colon:  # gymnasium's "module:EnvId" form: importing is the command line's call
+            raise ValueError(
+                f"env_name={env_id!r}: purejaxppo does not import modules named in env ids; "
+                f"import {module!r} first (the CLI: --import {module} --env-name "
+                f"gymnasium:{registered}; Python: import {module})"
+            )
         close = difflib.get_close_matches(name, list(gym.registry), n=5, cutoff=0.5)
         hint = f" Close matches: {', '.join(close)}." if close else ""
         raise ValueError(f"env_name={env_id!r}: {name!r} is not a gymnasium id.{hint}")
