@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from purejaxppo.checkpoint_noise import quiet_closed_loop
 from purejaxppo.config import DRIVER_FIELDS, PPOConfig
 from purejaxppo.types import RunnerState
 
@@ -58,19 +59,21 @@ def make_manager(directory: str | Path, keep: int | None = None, *, writer: bool
         enable_async_checkpointing=False,
         cleanup_tmp_directories=writer,
     )
-    manager = ocp.CheckpointManager(Path(directory).resolve(), options=options)
-    try:
-        yield manager
-    finally:
-        # Its background threads (tmp-directory cleanup) finish here, not at interpreter
-        # exit, where they print tracebacks ("cannot schedule new futures ...").
-        # (`_maybe_await_cleanup_tmp_directory`: orbax's own wait, called before a save.)
-        await_cleanup = getattr(manager, "_maybe_await_cleanup_tmp_directory", None)
-        with contextlib.suppress(Exception):
-            if await_cleanup is not None:
-                await_cleanup()
-            manager.wait_until_finished()
-        manager.close()
+    # a failed read / write: one line, not ~150 lines of tracebacks (`checkpoint_noise`)
+    with quiet_closed_loop():
+        manager = ocp.CheckpointManager(Path(directory).resolve(), options=options)
+        try:
+            yield manager
+        finally:
+            # Its background threads (tmp-directory cleanup) finish here, not at interpreter
+            # exit, where they print tracebacks ("cannot schedule new futures ...").
+            # (`_maybe_await_cleanup_tmp_directory`: orbax's own wait, called before a save.)
+            await_cleanup = getattr(manager, "_maybe_await_cleanup_tmp_directory", None)
+            with contextlib.suppress(Exception):
+                if await_cleanup is not None:
+                    await_cleanup()
+                manager.wait_until_finished()
+            manager.close()
 
 
 def _to_saveable(runner: RunnerState) -> RunnerState:
