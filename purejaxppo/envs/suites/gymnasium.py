@@ -76,16 +76,44 @@ def convert_space(space: Any, where: str = "space") -> Any:
     raise ValueError(f"{where}: {type(space).__name__} spaces are not supported ({space})")
 
 
-def _caster(space: Any):
-    """obs batch `[N, ...]` -> arrays of the converted space's dtypes (Dict / Tuple: trees)."""
+def _caster(space: Any, env_id: str = "gymnasium env", where: str = "observation"):
+    """`cast(obs, what)`: obs batch `[N, ...]` -> arrays of the converted space's dtypes
+    (Dict / Tuple: trees), checked against the space: an observation that does not convert
+    or is of another shape, or a non-finite float one, is the env's `EnvError`, naming the
+    env, the part of the observation, the env row and `what` ("reset" / "step")."""
     if isinstance(space, gx.Dict):
-        casts = {k: _caster(v) for k, v in space.spaces.items()}
-        return lambda x: {k: cast(x[k]) for k, cast in casts.items()}
+        casts = {k: _caster(v, env_id, f"{where}[{k!r}]") for k, v in space.spaces.items()}
+        return lambda x, what="step": {k: cast(x[k], what) for k, cast in casts.items()}
     if isinstance(space, gx.Tuple):
-        casts = [_caster(v) for v in space.spaces]
-        return lambda x: tuple(cast(v) for cast, v in zip(casts, x, strict=True))
-    dtype = np.dtype(space.dtype)
-    return lambda x: np.asarray(x, dtype)
+        casts = [_caster(v, env_id, f"{where}[{i}]") for i, v in enumerate(space.spaces)]
+        return lambda x, what="step": tuple(
+            cast(v, what) for cast, v in zip(casts, x, strict=True)
+        )
+    dtype, shape = np.dtype(space.dtype), tuple(getattr(space, "shape", ()) or ())
+    floating = np.issubdtype(dtype, np.floating)
+
+    def cast(x: Any, what: str = "step") -> np.ndarray:
+        try:
+            out = np.asarray(x, dtype)
+        except (TypeError, ValueError) as err:
+            raise EnvError(
+                f"env {env_id} returned an {where} that is not {dtype} {shape} in {what} "
+                f"({type(x).__name__}: {err})"
+            ) from None
+        if out.shape[1:] != shape:
+            raise EnvError(
+                f"env {env_id} returned an {where} of shape {out.shape[1:]} in {what}; its "
+                f"observation space says {shape}"
+            )
+        if floating and not np.isfinite(out).all():
+            row = int(np.flatnonzero(~np.isfinite(out.reshape(len(out), -1)).all(axis=1))[0])
+            raise EnvError(
+                f"env {env_id} returned a non-finite {where} (env {row}) in {what}: the env "
+                "produced it, not the training"
+            )
+        return out
+
+    return cast
 
 
 def _with_final(obs: Any, final_obs: Any, done: np.ndarray) -> Any:
@@ -241,7 +269,7 @@ def _host_env(
         gym_action_space = probe.action_space
     finally:
         probe.close()
-    cast = _caster(observation_space)
+    cast = _caster(observation_space, env_id)
     action_dtype = gym_action_space.dtype
 
     def make_vec(num_envs: int, mode: str = "sync") -> HostVecEnv:
@@ -270,7 +298,7 @@ def _host_env(
         def reset(seed: int | Sequence[int]) -> Any:
             seed = int(seed) if np.ndim(seed) == 0 else [int(s) for s in seed]
             obs, _ = guarded("reset", lambda: vec.reset(seed=seed))
-            return cast(obs)
+            return cast(obs, "reset")
 
         def step(action: np.ndarray):
             shaped = np.asarray(action, action_dtype).reshape((num_envs, *gym_action_space.shape))
