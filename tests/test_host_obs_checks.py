@@ -84,3 +84,50 @@ def test_training_on_nan_observations_blames_the_env_not_the_learning_rate():
     text = str(err.value)
     assert "non-finite observation" in text and "gymnasium:faulty" in text
     assert "learning_rate" not in text
+
+
+class Hangs(gym.Env):
+    """Steps forever (a hung env)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        import time
+
+        time.sleep(3600)
+
+
+def make_hanging():
+    return Hangs()
+
+
+def test_a_stop_at_once_kills_the_workers_of_a_hung_async_env():
+    import threading
+
+    from purejaxppo.envs import host
+
+    vec = from_factory(make_hanging, name="hangs").make_vec(2, "async")
+    vec.reset([0, 1])
+    ended = []
+
+    def step() -> None:
+        try:
+            vec.step(np.zeros(2, np.int64))
+        except EnvError as err:  # once its workers are killed
+            ended.append(str(err))
+
+    stepping = threading.Thread(target=step, daemon=True)
+    stepping.start()
+    stepping.join(1.0)
+    assert stepping.is_alive()  # hung in the workers
+    workers = [p for v in list(host._WITH_WORKERS) for p in v.processes]
+    assert len(workers) >= 2 and all(p.is_alive() for p in workers)
+    assert host.kill_workers() >= 2
+    assert not any(p.is_alive() for p in workers)
+    stepping.join(10)
+    assert ended and "a worker process died during step" in ended[0]

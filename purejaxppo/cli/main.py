@@ -28,6 +28,7 @@ from purejaxppo.cli.pbt import pbt_command
 from purejaxppo.cli.policy_commands import collect_command, eval_command, export_command
 from purejaxppo.cli.sweep import sweep_command
 from purejaxppo.cli.train import train_command
+from purejaxppo.cli.tune import tune_command
 from purejaxppo.cli.values import EXIT_NO_SPACE, EXIT_OS_ERROR
 from purejaxppo.errors import EnvError
 from purejaxppo.signals import CommandStopped, StopNow, TrainingInterrupted
@@ -44,6 +45,7 @@ COMMANDS = {
     "train": train_command,
     "sweep": sweep_command,
     "pbt": pbt_command,
+    "tune": tune_command,
     "eval": eval_command,
     "collect": collect_command,
     "export": export_command,
@@ -95,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandStopped as stop:
         parser.exit(stop.exit_code, f"purejaxppo: {command}: {stop}\n")
     except StopNow as stop:  # a second signal: one line, and out at once
+        _kill_host_workers()
         sys.stderr.write(f"purejaxppo: {command}: {stop}; {_left_at_once(command, stop, argv)}\n")
         sys.stderr.flush()
         sys.stdout.flush()
@@ -123,6 +126,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if line is None:
             raise
         parser.exit(EXIT_OS_ERROR, f"purejaxppo: error: {command}: {line}\n")
+
+
+def _kill_host_workers() -> None:
+    """Ends the worker processes of host vector envs before a stop at once: a worker hung
+    in the env's own code would outlive the process (`envs.host.kill_workers`)."""
+    host = sys.modules.get("purejaxppo.envs.host")  # imported only by runs that use one
+    if host is not None:
+        host.kill_workers()
 
 
 def _import_modules(parser: argparse.ArgumentParser, modules: Sequence[str]) -> None:

@@ -13,6 +13,7 @@ is one `EnvError` line.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,10 +26,45 @@ from purejaxppo.envs.episodes import space_structs
 from purejaxppo.envs.host_calls import after, batched_call
 from purejaxppo.errors import EnvError
 
-__all__ = ["HOST_SUITES", "EnvError", "HostEnv", "HostState", "HostVecEnv", "is_host_env"]
+__all__ = [
+    "HOST_SUITES",
+    "EnvError",
+    "HostEnv",
+    "HostState",
+    "HostVecEnv",
+    "is_host_env",
+    "kill_workers",
+    "track_workers",
+]
 
 #: Suite prefixes of `make_env` ids whose environments step on the host.
 HOST_SUITES = ("gymnasium",)
+
+
+#: Vector envs whose copies step in worker processes (gymnasium's AsyncVectorEnv), so a stop
+#: at once can end them (`kill_workers`): a hung worker outlives its parent otherwise.
+_WITH_WORKERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def track_workers(vec: Any) -> Any:
+    """Registers a vector env whose `processes` are worker processes; returns it."""
+    _WITH_WORKERS.add(vec)
+    return vec
+
+
+def kill_workers() -> int:
+    """Kills (SIGKILL) the live worker processes of every tracked vector env, for a stop
+    at once (a second Ctrl-C, the process about to end without closing its envs); returns
+    how many it killed. A worker hung in the env's own code cannot be asked to close."""
+    killed = 0
+    for vec in list(_WITH_WORKERS):
+        for process in getattr(vec, "processes", None) or ():
+            if process.is_alive():
+                process.kill()
+                killed += 1
+        for process in getattr(vec, "processes", None) or ():
+            process.join(timeout=5)
+    return killed
 
 
 class HostVecEnv:

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces as gx
 
-from purejaxppo.envs.host import HostEnv, HostVecEnv
+from purejaxppo.envs.host import HostEnv, HostVecEnv, track_workers
 from purejaxppo.envs.spaces import MultiBinary, MultiDiscrete
 from purejaxppo.errors import EnvError, describe_error
 
@@ -86,9 +86,7 @@ def _caster(space: Any, env_id: str = "gymnasium env", where: str = "observation
         return lambda x, what="step": {k: cast(x[k], what) for k, cast in casts.items()}
     if isinstance(space, gx.Tuple):
         casts = [_caster(v, env_id, f"{where}[{i}]") for i, v in enumerate(space.spaces)]
-        return lambda x, what="step": tuple(
-            cast(v, what) for cast, v in zip(casts, x, strict=True)
-        )
+        return lambda x, what="step": tuple(cast(v, what) for cast, v in zip(casts, x, strict=True))
     dtype, shape = np.dtype(space.dtype), tuple(getattr(space, "shape", ()) or ())
     floating = np.issubdtype(dtype, np.floating)
 
@@ -274,6 +272,8 @@ def _host_env(
 
     def make_vec(num_envs: int, mode: str = "sync") -> HostVecEnv:
         vec = make_gym_vec(num_envs, mode)
+        if mode == "async":  # a stop at once kills its workers (`host.kill_workers`)
+            track_workers(vec)
         where = f" (in one of its {num_envs} worker processes)" if mode == "async" else ""
 
         def guarded(what: str, call: Callable[[], Any]) -> Any:
