@@ -18,6 +18,7 @@ are safe beside a training run that is writing it; only `save_checkpoint` cleans
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -327,6 +328,7 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
         _check_still_there(where)
         raise ValueError(f"checkpoint {where} is unreadable: {err}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+        _check_still_there(where)  # a writer removing it mid-read: not a bad config
         raise ValueError(f"checkpoint {where}: its meta data holds no 'config' mapping")
     if "generation" in meta and "search" in meta:  # storage.save_population's meta
         raise _ConfigMismatch(
@@ -376,7 +378,11 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
             f"networks loads with networks=...; custom networks are not exportable): {err}"
         ) from None
     state = restored["state"]
-    _check_shapes(abstract, state, where)
+    try:
+        _check_shapes(abstract, state, where)
+    except ValueError:
+        _check_still_there(where)
+        raise
     runner = state.replace(key=jax.random.wrap_key_data(np.asarray(state.key)))
     metrics = {k: np.asarray(v) for k, v in restored["history"].items()}
     return Checkpoint(
@@ -388,10 +394,21 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
     )
 
 
-def _check_still_there(where: Path) -> None:
-    """Raises `_Vanished` when the step directory `where` is gone (a reading error then
-    means a writer rotated it away, not a damaged checkpoint)."""
-    if not where.is_dir():
+def _check_still_there(where: Path, wait: float = 0.3) -> None:
+    """Raises `_Vanished` when the step directory `where` is gone, or goes within `wait`
+    seconds, or lost orbax's commit marker (a reading error then means a writer is
+    rotating it away, not a damaged checkpoint or another config). Readers racing a
+    rotating writer so always get the one `_Vanished` message, and `load_checkpoint`
+    lists the steps again."""
+    deadline = time.monotonic() + wait
+    while True:
+        gone = not where.is_dir() or not any(
+            (where / marker).exists() for marker in ("commit_success.txt", "_CHECKPOINT_METADATA")
+        )
+        if gone or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if gone:
         raise _Vanished(
             f"checkpoint {where} vanished while it was read (a training run writing "
             f"{where.parent} rotated it away: keep_checkpoints)"

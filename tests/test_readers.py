@@ -105,6 +105,35 @@ def test_a_step_rotated_away_while_read_is_not_called_damaged(tmp_path, runner, 
     assert last.is_dir()
 
 
+def test_a_step_removed_mid_read_is_the_one_vanished_message(tmp_path, runner, monkeypatch):
+    """A writer's rmtree still in progress when the read fails (the directory still there,
+    files half gone): not "does not match the network / env of this config", not "holds
+    no 'config' mapping": the step vanished, and the newest complete one is read."""
+    import threading
+
+    _save_steps(tmp_path, runner, [1, 2, 3])
+    real = ckpt._check_shapes
+    removed = []
+
+    def fail_while_removed(abstract, state, where):
+        if not removed:
+            removed.append(where.name)
+            timer = threading.Timer(0.1, shutil.rmtree, args=(where,))
+            timer.start()  # the writer's removal finishes after the read failed
+            raise ValueError(f"checkpoint {where}: params has shape (1,), needs (8,)")
+        return real(abstract, state, where)
+
+    monkeypatch.setattr(ckpt, "_check_shapes", fail_while_removed)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = ckpt.load_checkpoint(tmp_path)
+    assert not [w for w in caught if "damaged" in str(w.message)]  # not called damaged
+    assert removed == ["3"] and loaded.update_step == 2
+    assert ckpt.list_checkpoints(tmp_path) == [1, 2]
+
+
 # ------------------------------------------------------------ 2: partial collect datasets
 @pytest.fixture(scope="module")
 def cartpole():
