@@ -1,4 +1,4 @@
-"""Bad-input probes of the command line: 218 misuses of `train`, `eval`,
+"""Bad-input probes of the command line: 226 misuses of `train`, `eval`,
 `export`, `collect`, `sweep`, `pbt` and of config files (unknown or mistyped fields,
 wrong types, out-of-range values, bad env ids and env kwargs, bad grids and
 distributions, paths that are files, missing, under a file, in /proc, a symlink loop,
@@ -24,8 +24,8 @@ with a damaged config.yaml either a success or a clean refusal is right.
 Usage (from the repository root; a shared machine: nice):
   PYTHONPATH=$PWD nice -n 10 python benchmarks/input_probes.py [--only TEXT] [--timeout S]
 Prints a table and the counts; writes benchmarks/results/input-probes-<stamp>.csv and .md.
-The probes are rows in `input_probe_cases.py`; `Probe`, the folder setups and `table` are in
-`input_probe_kit.py`.
+The probes are rows in `input_probe_cases.py` and `input_probe_values.py` (values checked,
+not only names); `Probe`, the folder setups and `table` are in `input_probe_kit.py`.
 With --list it only prints the probes, one a line (group | name | argv | setup | names |
 expect | intact), and runs nothing.
 """
@@ -50,6 +50,7 @@ from pathlib import Path
 from harness import RESULTS, ROOT, atomic_write, env_with_pythonpath, markdown_table, stamp
 from input_probe_cases import BASE_ARGS
 from input_probe_kit import PROBES, Probe
+from input_probe_values import MPE  # noqa: F401  (registers its rows)
 
 #: A JAX CPU deadlock workaround, for every subprocess.
 XLA = "--xla_cpu_enable_concurrency_optimized_scheduler=false"

@@ -107,7 +107,9 @@ class PPOConfig:
       num_envs: N, parallel environments per agent.
       num_steps: T, steps per environment per rollout. One update uses N*T transitions.
       total_timesteps: env steps per agent; num_updates = total_timesteps // (N*T).
-      update_epochs: passes over the rollout per update.
+      update_epochs: passes over the rollout per update (>= 1; its keys and, with the
+        "unrolled" loop layout, its minibatch orders enter the memory estimate,
+        `purejaxppo.memory`).
       num_minibatches: minibatches per epoch; must divide N*T.
       loop_layout: "auto" (default: "compact" on CPU, "unrolled" on GPU / TPU),
         "compact" or "unrolled": how the update's loops compile (`purejaxppo.loops`:
@@ -117,7 +119,8 @@ class PPOConfig:
         from "compact" by float32 rounding in GAE and in the batched values.
       fused_kernels: "auto" (default: on a GPU, for the plain MLP actor-critic), "on" or
         "off": the minibatch gradient as two fused Pallas kernels per agent
-        (`purejaxppo.fused`; the same math, TF32 matmuls like XLA's on a GPU).
+        (`purejaxppo.fused`; the same math, TF32 matmuls like XLA's on a GPU). True /
+        False (YAML's reading of a bare `on` / `off`) are "on" / "off".
       gamma: discount factor in [0, 1].
       gae_lambda: GAE lambda in [0, 1] (Schulman et al. 2016, arXiv:1506.02438).
       advantage_estimator: "gae" (default) or "n_step": n-step bootstrapped returns of at

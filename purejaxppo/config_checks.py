@@ -36,6 +36,10 @@ RECURRENT_CORES = ("lstm", "gru", "transformer")
 #: `PPOConfig.fused_kernels` values (`purejaxppo.fused`).
 FUSED_KERNELS = ("auto", "on", "off")
 
+#: String fields whose words YAML 1.1 reads as booleans (`fused_kernels: off` is False):
+#: field -> (the word for false, the word for true); `coerce` turns the boolean back.
+BOOL_WORDS = {"fused_kernels": ("off", "on")}
+
 #: How recurrent policies' training sequences are cut (`PPOConfig.sequence_sampling`):
 #: fixed chunks (`update.make_sequences`) or trajectory windows (`purejaxppo.windows`).
 SEQUENCE_SAMPLINGS = ("chunks", "windows")
@@ -61,7 +65,8 @@ def did_you_mean(word: str, choices: Sequence[str], n: int = 3) -> str:
 
 def coerce(name: str, annotation: Any, value: Any) -> Any:
     """Checks `value` against the field's annotation; converts lossless cases
-    (1e6 -> 1000000 for an int field, a scalar -> a 1-tuple, numpy scalars -> Python).
+    (1e6 -> 1000000 for an int field, a scalar -> a 1-tuple, numpy scalars -> Python,
+    true / false -> "on" / "off" for the fields of `BOOL_WORDS`).
 
     Raises:
       ValueError: naming `name` and `value` when the value has the wrong type.
@@ -76,6 +81,8 @@ def coerce(name: str, annotation: Any, value: Any) -> Any:
             if kind in _SCALARS and kind is not float and isinstance(value, kind):
                 return value
         return coerce(name, inner[0], value)
+    if annotation is str and name in BOOL_WORDS and isinstance(value, (bool, np.bool_)):
+        return BOOL_WORDS[name][int(value)]  # YAML's `on` / `off`
     if annotation in _SCALARS:
         return _SCALARS[annotation](name, value)
     if origin is tuple:  # tuple[int, ...], tuple[str, ...]

@@ -1,13 +1,19 @@
-"""Strict YAML reading for config files: a key given twice is an error, and aliases
-(`*name`, also in `<<: *name` merges) are refused: a few hundred bytes of nested aliases
-(a "billion laughs" file) expand to gigabytes."""
+"""Strict YAML reading for config files: a key given twice is an error, aliases
+(`*name`, also in `<<: *name` merges) are refused (a few hundred bytes of nested aliases,
+a "billion laughs" file, expand to gigabytes), and so is nesting deeper than `MAX_DEPTH`
+levels (PyYAML composes nested collections recursively: thousands of `[` would end in a
+RecursionError)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DuplicateKeyError", "load_yaml", "load_yaml_file"]
+__all__ = ["MAX_DEPTH", "DuplicateKeyError", "load_yaml", "load_yaml_file"]
+
+#: The deepest nesting of collections a config file may have (a config nests a few levels:
+#: `eval_splits: {name: {env_kwargs: {key: [values]}}}`).
+MAX_DEPTH = 50
 
 
 class DuplicateKeyError(ValueError):
@@ -20,20 +26,31 @@ def load_yaml(text: str, source: str = "<string>") -> Any:
 
     Raises:
       ValueError: naming `source` and the line (1-based) of a syntax error, of the
-        duplicate key, or of an alias.
+        duplicate key, of an alias, or of a collection nested deeper than `MAX_DEPTH`.
     """
     import yaml
 
     class StrictLoader(yaml.SafeLoader):
+        depth = 0
+
         def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
                 raise ValueError(
                     f"{source}, line {event.start_mark.line + 1}: YAML aliases "
                     f"(*{str(event.anchor)[:40]}) are not accepted in config files; write "
                     "the value out"
                 )
-            return super().compose_node(parent, index)
+            if self.depth >= MAX_DEPTH:
+                raise ValueError(
+                    f"{source}, line {event.start_mark.line + 1}: nested too deeply (more "
+                    f"than {MAX_DEPTH} levels of lists / mappings)"
+                )
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
 
     def construct_mapping(loader, node, deep=False):
         seen: dict[Any, int] = {}
@@ -61,6 +78,10 @@ def load_yaml(text: str, source: str = "<string>") -> Any:
         raise ValueError(f"{source}{where}: invalid YAML: {what}") from None
     except yaml.YAMLError as err:
         raise ValueError(f"{source}: invalid YAML: {err}") from None
+    except RecursionError:  # a safety net: `compose_node` stops at MAX_DEPTH levels
+        raise ValueError(
+            f"{source}: nested too deeply (more than {MAX_DEPTH} levels of lists / mappings)"
+        ) from None
 
 
 def load_yaml_file(path: str | Path) -> Any:

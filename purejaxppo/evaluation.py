@@ -21,6 +21,7 @@ from purejaxppo.envs.agent_rows import make_agents_episode_runner
 from purejaxppo.envs.kinds import check
 from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.host_episodes import make_host_episode_runner
+from purejaxppo.memory import check_episodes
 from purejaxppo.networks import Networks
 from purejaxppo.policy import Policy, make_act, observation_shapes
 from purejaxppo.types import TrainOutput, TrainState
@@ -116,9 +117,11 @@ def make_episode_runner(
     (`host_episodes.make_host_episode_runner`; numpy results).
 
     Raises:
-      ValueError: a kind of env that cannot be evaluated (`envs.kinds`' table).
+      ValueError: a kind of env that cannot be evaluated (`envs.kinds`' table); more
+        episodes than fit in the device's free memory (`memory.check_episodes`).
     """
     kind = check("eval", getattr(env, "name", repr(env)), env)
+    check_episodes(num_episodes, env, env_params)  # before any of them is allocated
     networks = policy.networks if isinstance(policy, Policy) else policy
     loop = _LOOPS[kind.loop]
     env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)

@@ -6,6 +6,8 @@ Imports nothing heavy: the command line validates a request before it starts JAX
 from __future__ import annotations
 
 import argparse
+import functools
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,24 +23,109 @@ EXIT_NO_SPACE = 4
 EXIT_OS_ERROR = 2
 
 
+class _Int(int):
+    """An int read from a command-line word; `.text` is the word."""
+
+    text: str
+
+
+class _Float(float):
+    """A float read from a command-line word; `.text` is the word."""
+
+    text: str
+
+
+class _List(list):
+    """A comma-separated command-line list (`64,64`); `.text` is the word."""
+
+    text: str
+
+
+class _Word(str):
+    """A command-line word that YAML reads as another scalar (`on` -> True, `0x10` -> 16,
+    `~` -> None): the word itself, with YAML's value as `.parsed`."""
+
+    parsed: Any
+
+
+def _tagged(kind: type, value: Any, text: str) -> Any:
+    out = kind(value)
+    out.text = text
+    return out
+
+
 def _parse_value(text: str) -> Any:
-    """Command-line value -> Python: YAML scalars/lists/mappings, plus `1e6` and `64,64`."""
+    """Command-line value -> Python: YAML scalars/lists/mappings, plus `1e6` and `64,64`.
+
+    Numbers and comma lists remember their word (`.text`), and words that YAML reads as
+    another scalar (`on`, `yes`, `0x10`, `~`, dates; not the plain `true`, `false` and
+    `null`) come back as that word with YAML's value as `.parsed`: `field_value` then
+    gives a string field (`PPOConfig.fused_kernels`, `name`) the word verbatim and any
+    other field the value.
+    """
     try:
-        return int(text)
+        return _tagged(_Int, int(text), text)
     except ValueError:
         pass
     try:
-        return float(text)
+        return _tagged(_Float, float(text), text)
     except ValueError:
         pass
     if "," in text and not text.lstrip().startswith(("[", "{")):
-        return [_parse_value(part.strip()) for part in text.split(",") if part.strip()]
+        parts = [_parse_value(part.strip()) for part in text.split(",") if part.strip()]
+        return _tagged(_List, parts, text)
     try:
-        return load_yaml(text, source=repr(text))
+        value = load_yaml(text, source=repr(text))
     except DuplicateKeyError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     except ValueError:
         return text
+    if isinstance(value, (str, list, dict)) or text.strip() in ("true", "false", "null"):
+        return value
+    word = _Word(text)
+    word.parsed = value
+    return word
+
+
+def _plain(value: Any) -> Any:
+    """`_parse_value`'s result as plain Python (`_Word` -> its YAML value)."""
+    if isinstance(value, _Word):
+        return value.parsed
+    if isinstance(value, _Int):
+        return int(value)
+    if isinstance(value, _Float):
+        return float(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+@functools.cache
+def _string_field(name: str) -> tuple[bool, bool]:
+    """(whether the `PPOConfig` field `name` holds a string, whether it may be None)."""
+    hint = typing.get_type_hints(PPOConfig).get(name)
+    if hint is str:
+        return True, False
+    args = typing.get_args(hint)
+    return set(args) == {str, type(None)}, True
+
+
+def field_value(name: str, value: Any) -> Any:
+    """The value of the `PPOConfig` field `name` given `value` from `_parse_value`: a
+    string field (annotation `str` or `str | None`) takes the command-line word verbatim
+    (`--fused-kernels off` is "off", `--name 007` is "007"; `null` / `~` is None where
+    the field may be None); any other field takes YAML's value (`--norm-adv on` is True).
+    """
+    string, optional = _string_field(name)
+    if not string:
+        return _plain(value)
+    if _plain(value) is None:
+        return None if optional else str(value if isinstance(value, _Word) else "null")
+    if isinstance(value, (_Int, _Float, _List)):
+        return value.text
+    if isinstance(value, bool):  # the plain `true` / `false`
+        return "true" if value else "false"
+    return str(value) if isinstance(value, _Word) else value
 
 
 def _split_assignment(text: str, flag: str) -> tuple[str, str]:
@@ -55,10 +142,8 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
         name, text = _split_assignment(item, "--grid")
         if name in grid:
             raise ValueError(f"--grid {item!r}: field {name!r} given twice")
-        if ";" in text:
-            grid[name] = [_parse_value(part.strip()) for part in text.split(";") if part.strip()]
-        else:
-            grid[name] = [_parse_value(part.strip()) for part in text.split(",") if part.strip()]
+        parts = text.split(";") if ";" in text else text.split(",")
+        grid[name] = [field_value(name, _parse_value(p.strip())) for p in parts if p.strip()]
     return grid
 
 
@@ -70,9 +155,10 @@ def parse_random(items: Sequence[str]) -> dict[str, tuple]:
         kind, _, rest = text.partition(":")
         if kind == "choice":
             values = _parse_value(rest)
-            random[name] = (kind, values if isinstance(values, list) else [values])
+            values = list(values) if isinstance(values, list) else [values]
+            random[name] = (kind, [field_value(name, v) for v in values])
         else:
-            random[name] = (kind, *(_parse_value(part) for part in rest.split(":") if part))
+            random[name] = (kind, *(_plain(_parse_value(part)) for part in rest.split(":") if part))
     return random
 
 
@@ -80,9 +166,12 @@ def load_config(path: Path | None, overrides: dict[str, Any]) -> PPOConfig:
     """Defaults <- YAML file <- overrides; raises ValueError naming a bad field, or a
     `path` that is a directory or does not exist.
 
-    A warm start (`init_from`) without `init_step` gets its source's absolute path and
-    the step of its newest checkpoint (`resolve_init_from`), so config.yaml records them.
+    `overrides` may hold `_parse_value`'s results (the command line's): a string field
+    takes the word verbatim (`field_value`). A warm start (`init_from`) without
+    `init_step` gets its source's absolute path and the step of its newest checkpoint
+    (`resolve_init_from`), so config.yaml records them.
     """
+    overrides = {name: field_value(name, value) for name, value in overrides.items()}
     if path is None:
         config = PPOConfig.from_dict(overrides)
     elif path.is_dir():

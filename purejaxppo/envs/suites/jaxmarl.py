@@ -58,8 +58,13 @@ import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
 
+from purejaxppo.config_checks import short
 from purejaxppo.envs.suites._common import SuiteParams, raw_key, select, unknown_name
-from purejaxppo.envs.suites.jaxmarl_kwargs import check_kwargs_known, import_jaxmarl
+from purejaxppo.envs.suites.jaxmarl_kwargs import (
+    check_kwargs_known,
+    check_kwargs_ranges,
+    import_jaxmarl,
+)
 
 WON = "won"
 
@@ -347,6 +352,16 @@ def is_multi_agent_env(env: Any) -> bool:
     return isinstance(env, JaxMARLEnv)
 
 
+def _rejected(name: str, env_kwargs: Mapping[str, Any], err: BaseException) -> ValueError:
+    """One line naming the kwargs given and the first line of the env's own error."""
+    given = ", ".join(f"{k}={short(v, 60)}" for k, v in sorted(env_kwargs.items()))
+    first = (str(err).strip().splitlines() or [""])[0]
+    first = first if len(first) <= 200 else first[:197] + "..."
+    return ValueError(
+        f"env_kwargs of jaxmarl:{name}: the env rejected {given} ({type(err).__name__}: {first})"
+    )
+
+
 def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuiteParams]:
     """Builds `"jaxmarl:<id>"` (`jaxmarl.make(id, **env_kwargs)`).
 
@@ -360,10 +375,13 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
 
     Raises:
       ImportError: jaxmarl is not installed (naming the extra).
-      ValueError: unknown id (close matches listed); a kwarg the env class does not take
-        (its `__init__` parameters, and the keys it reads from or forwards its `**kwargs`
-        to: `_accepted_kwargs`), naming the closest known one; kwargs the env rejects,
-        agents with differing action spaces or unpaddable observations.
+      ValueError: one line, for an unknown id (close matches listed); a kwarg the env
+        class does not take (its `__init__` parameters, and the keys it reads from or
+        forwards its `**kwargs` to: `_accepted_kwargs`), naming the closest known one; a
+        count or length out of range (`max_steps` < 1, `num_agents` < 1, ...:
+        `jaxmarl_kwargs.INT_KWARGS`); any exception while building the env from the
+        kwargs (naming the kwargs given and the env's error); agents with differing
+        action spaces or unpaddable observations.
     """
     try:
         jaxmarl = import_jaxmarl()
@@ -384,10 +402,7 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
             raise ValueError(
                 f"env_kwargs of jaxmarl:{name}: {key}={value!r} must be true, false or absent"
             )
-    if isinstance(kwargs.get("scenario"), str):
-        from jaxmarl.environments.smax import map_name_to_scenario
-
-        kwargs["scenario"] = map_name_to_scenario(kwargs["scenario"])
+    check_kwargs_ranges(name, kwargs)
     if isinstance(kwargs.get("layout"), str):
         from jaxmarl.environments.overcooked import overcooked_layouts
 
@@ -398,21 +413,26 @@ def make(name: str, env_kwargs: Mapping[str, Any]) -> tuple[JaxMARLEnv, SuitePar
             )
         kwargs["layout"] = overcooked_layouts[kwargs["layout"]]
     try:
+        if isinstance(kwargs.get("scenario"), str):
+            from jaxmarl.environments.smax import map_name_to_scenario
+
+            kwargs["scenario"] = map_name_to_scenario(kwargs["scenario"])
         env = jaxmarl.make(name, **kwargs)
-    except (TypeError, ValueError, KeyError) as err:
-        raise ValueError(
-            f"env_kwargs of jaxmarl:{name}: {sorted(env_kwargs)} rejected ({err})"
-        ) from err
-    if world_state_ids and not hasattr(env, "get_world_state"):
-        raise ValueError(
-            f"env_kwargs of jaxmarl:{name}: world_state_ids=True, but the env has no world "
-            "state of its own (get_world_state) to append agent ids to"
+        if world_state_ids and not hasattr(env, "get_world_state"):
+            raise ValueError(
+                f"env_kwargs of jaxmarl:{name}: world_state_ids=True, but the env has no "
+                "world state of its own (get_world_state) to append agent ids to"
+            )
+        suite_env = JaxMARLEnv(
+            f"jaxmarl:{name}",
+            env,
+            agent_ids=agent_ids,
+            world_state_ids=world_state_ids,
+            shared_reward=shared_reward,
         )
-    suite_env = JaxMARLEnv(
-        f"jaxmarl:{name}",
-        env,
-        agent_ids=agent_ids,
-        world_state_ids=world_state_ids,
-        shared_reward=shared_reward,
-    )
+    except Exception as err:  # a kwarg of the wrong type fails deep inside the env
+        ours = isinstance(err, ValueError) and str(err).startswith(("env_kwargs of", "env_name="))
+        if ours or not env_kwargs:
+            raise
+        raise _rejected(name, env_kwargs, err) from None
     return suite_env, suite_env.default_params

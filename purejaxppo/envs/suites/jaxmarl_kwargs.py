@@ -2,8 +2,10 @@
 
 `check_kwargs_known(name, kwargs)` refuses a kwarg that the env class `jaxmarl.make(name)`
 builds does not take (MPE's constructors take `**kwargs`, so a typo such as `num_agent`
-would otherwise be ignored), with the closest known key; `import_jaxmarl()` imports jaxmarl
-without the lines it prints and without undoing stream redirections.
+would otherwise be ignored), with the closest known key; `check_kwargs_ranges(name, kwargs)`
+refuses a count or length out of its range (`max_steps: 0` would train on 1-step
+episodes); `import_jaxmarl()` imports jaxmarl without the lines it prints and without
+undoing stream redirections.
 """
 
 from __future__ import annotations
@@ -17,11 +19,39 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ADAPTER_KWARGS", "check_kwargs_known", "import_jaxmarl"]
+from purejaxppo.config_checks import short
+
+__all__ = [
+    "ADAPTER_KWARGS",
+    "AGENT_KWARGS",
+    "INT_KWARGS",
+    "check_kwargs_known",
+    "check_kwargs_ranges",
+    "import_jaxmarl",
+]
 
 
 #: The kwargs `make` takes itself (not passed to JaxMARL).
 ADAPTER_KWARGS = ("agent_ids", "world_state_ids", "shared_reward")
+
+#: Integer kwargs of JaxMARL's envs (jaxmarl 0.2.0) and their smallest value: episode
+#: lengths (MPE, SMAX, Overcooked, JaxNav: `max_steps`; STORM, Coin Game: inner / outer
+#: steps), counts of agents of each kind, landmarks and obstacles (MPE, SMAX, Hanabi,
+#: STORM), Hanabi's deck and tokens, grid and map sizes, lidar beams.
+INT_KWARGS = {
+    **dict.fromkeys(("max_steps", "num_inner_steps", "num_outer_steps"), 1),
+    **dict.fromkeys(("num_agents", "num_good_agents", "num_adversaries"), 1),
+    **dict.fromkeys(("num_allies", "num_enemies", "num_landmarks"), 1),
+    **dict.fromkeys(("num_obs", "num_food", "num_forests", "num_coins"), 0),
+    **dict.fromkeys(("hand_size", "num_colors", "num_ranks", "max_life_tokens"), 1),
+    "max_info_tokens": 0,
+    **dict.fromkeys(("grid_size", "map_width", "map_height", "agent_view_size"), 1),
+    **dict.fromkeys(("world_steps_per_env_step", "lidar_num_beams", "dim_p"), 1),
+    "dim_c": 0,
+}
+
+#: The `INT_KWARGS` that count agents (`memory` charges a rollout's observations to them).
+AGENT_KWARGS = ("num_agents", "num_good_agents", "num_adversaries", "num_allies", "num_enemies")
 
 
 def import_jaxmarl() -> Any:
@@ -65,6 +95,20 @@ def check_kwargs_known(name: str, kwargs: Mapping[str, Any]) -> None:
             f"env_kwargs of jaxmarl:{name}: unknown key {key!r} ({hint}"
             f"{getattr(factory, '__name__', factory)} takes {', '.join(known)})"
         )
+
+
+def check_kwargs_ranges(name: str, kwargs: Mapping[str, Any]) -> None:
+    """Raises a one-line ValueError naming the kwarg for an `INT_KWARGS` kwarg that is not
+    an integer (a bool or a float is refused) or is below its smallest value
+    (`max_steps >= 1`, `num_agents >= 1`, ...)."""
+    for key, low in INT_KWARGS.items():
+        if key not in kwargs:
+            continue
+        value = kwargs[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(
+                f"env_kwargs of jaxmarl:{name}: {key}={short(value)} must be an integer >= {low}"
+            )
 
 
 def _env_factory(name: str) -> Any:

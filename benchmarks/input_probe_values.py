@@ -1,0 +1,40 @@
+"""Probe rows of values checked, not only names (`benchmarks/input_probes.py` runs them
+with `input_probe_cases`' rows): env kwargs out of range or of the wrong type, sizes
+beyond any free memory (refused by the memory estimate, naming the field, before anything
+is built), YAML's `on` / `off` for a string field, a config nested too deeply."""
+
+from __future__ import annotations
+
+from input_probe_cases import C_YAML, TINY, TRAIN
+from input_probe_kit import c_yaml, table
+
+MPE = ["--env-name", "jaxmarl:MPE_simple_spread_v3", "--multi-agent", "ippo", "--env-kwargs"]
+table(
+    "values",
+    TRAIN,
+    ("jaxmarl: max_steps 0", [*MPE, "{max_steps: 0}"], "max_steps"),
+    ("jaxmarl: wrong-typed kwarg", [*MPE, "{action_type: 5}"], "action_type"),
+    (
+        "metabbo: num_dims 30000",
+        "--env-name metabbo:DE --env-kwargs '{num_dims: 30000}'",
+        "num_dims",
+    ),
+    ("--update-epochs 10**12", "--update-epochs 1000000000000", "update_epochs"),
+    ("--fused-kernels off (fine)", "--fused-kernels off", (), None, "ok"),
+)
+table(
+    "values",
+    C_YAML,
+    ("--config fused_kernels: off (fine)", TINY, (), c_yaml("fused_kernels: off\n"), "ok"),
+    (
+        "--config nested too deeply",
+        "",
+        ("c.yaml", "nested"),
+        c_yaml("env_kwargs: " + "[" * 5000 + "]" * 5000 + "\n"),
+    ),
+)
+table(
+    "values",
+    ["eval"],
+    ("eval --episodes 10**12", "{run} --episodes 1000000000000", ("num_episodes", "episodes")),
+)
