@@ -1,4 +1,4 @@
-"""The benchmark scripts (issue #39: one suite). Not part of the installed library.
+"""The benchmark scripts (one suite). Not part of the installed library.
 
 Run the scripts in this folder as `python benchmarks/<name>.py`; the ones in
 `experiments/` and `peers/` as modules from the repository root (`python -m

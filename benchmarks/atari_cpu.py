@@ -1,5 +1,5 @@
-"""Atari on the CPU (issue #22): where one update of `configs/atari.yaml` spends its time,
-and what the issue's CPU targets (Pong-v5 >= 0 within 3M env steps; Breakout well above
+"""Atari on the CPU: where one update of `configs/atari.yaml` spends its time,
+and what the CPU targets (Pong-v5 >= 0 within 3M env steps; Breakout well above
 random at the same budget) cost on this machine.
 
 Per `--env` (an EnvPool Atari id), with the config's 8 envs x 128 steps and 4 epochs x 4

@@ -1,9 +1,9 @@
-"""Atari learning runs on the CPU (issue #22): summarise `purejaxppo train` run directories
-of `configs/atari.yaml` against the issue's CPU targets and the published 10M-step numbers.
+"""Atari learning runs on the CPU: summarise `purejaxppo train` run directories
+of `configs/atari.yaml` against the CPU targets and the published 10M-step numbers.
 
 The runs themselves take hours on 2 cores (~2.4 s per 1024-step update: see
 `benchmarks/atari_cpu.py`), so they are ordinary CLI runs, checkpointed and resumable
-across sessions, not a program this script trains:
+after an interruption, not a program this script trains:
 
     purejaxppo train --config configs/atari.yaml --env-name envpool:Pong-v5 \\
         --total-timesteps 3000000 --log-freq 29 --save-minutes 15 --run-dir runs/pong-3m
@@ -17,7 +17,7 @@ final return (mean over the last 5% of updates, at least 3, with finished games)
 first env step at which the moving mean reached the target, and the numbers it is judged
 against:
 
-  target     the issue's CPU target at 3M env steps: Pong >= 0; Breakout "well above
+  target     the CPU target at 3M env steps: Pong >= 0; Breakout "well above
              random", taken here as >= 10x the random score
   random     uniform random play (Mnih et al. 2015, Nature, Extended Data Table 2:
              Pong -20.7, Breakout 1.7, BeamRider 363.9)
@@ -46,7 +46,7 @@ RANDOM = {"Pong-v5": -20.7, "Breakout-v5": 1.7, "BeamRider-v5": 363.9}
 
 
 def target(task_id: str) -> float | None:
-    """The issue's CPU target for `task_id` at 3M steps (None: the issue sets none)."""
+    """The CPU target for `task_id` at 3M steps (None: no target for that game)."""
     if task_id == "Pong-v5":
         return 0.0
     if task_id == "Breakout-v5":

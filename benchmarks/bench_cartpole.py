@@ -1,6 +1,6 @@
 """Standard-workload speed benchmark: purejaxppo vs rejax 0.1.3, side by side, same machine.
 
-Workload (issue "Speed"): CartPole-v1, 4 envs x 128 steps, 500,000 env steps per agent,
+Workload (the "Speed" target): CartPole-v1, 4 envs x 128 steps, 500,000 env steps per agent,
 4 epochs x 4 minibatches, 64-64 tanh MLP, lr 2.5e-4 annealed; agents are independent
 seeds under one `jax.vmap`. Each (library, agents) cell runs in its own fresh process, so
 compile caches and peak memory do not leak between cells.

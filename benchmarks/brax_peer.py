@@ -1,4 +1,4 @@
-"""Ours vs Brax's own PPO (`brax.training.agents.ppo.train`) on Brax envs (issue #22).
+"""Ours vs Brax's own PPO (`brax.training.agents.ppo.train`) on Brax envs.
 
 For each env (inverted_pendulum, hopper, halfcheetah) both agents train with Brax's
 published PPO recipe for it (configs/brax_<env>.yaml for ours, the mapping is in their

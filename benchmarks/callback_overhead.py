@@ -1,4 +1,4 @@
-"""Overhead of streaming metrics out of one jitted run (issue #13).
+"""Overhead of streaming metrics out of one jitted run.
 
 Times `jax.jit(jax.vmap(make_train(config, callback=fn, callback_every=k)))` against the
 same program without a callback, on the standard CartPole workload (configs/cartpole.yaml)

@@ -1,6 +1,6 @@
 """What a user of the command line waits for: whole commands, import to exit, vs rejax.
 
-Issue #16 (CPU defaults). Every row is one fresh process timed from launch to exit:
+CPU defaults. Every row is one fresh process timed from launch to exit:
 
 - `sweep8`: `purejaxppo sweep --config configs/cartpole.yaml --seeds 8` (the standard
   workload, 8 seeds; the CLI splits them over one CPU device per usable core by default),

@@ -1,4 +1,4 @@
-"""Peak memory of `purejaxppo.datasets.collect` for 1M env steps (issue #13).
+"""Peak memory of `purejaxppo.datasets.collect` for 1M env steps.
 
 Trains CartPole-v1 on configs/cartpole.yaml (seed 0), then collects episodes of the
 trained policy until about `--steps` transitions are written, in a fresh directory, and

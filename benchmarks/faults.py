@@ -1,11 +1,11 @@
-"""Fault script (issue #24): real CLI subprocesses on tiny CartPole runs, under faults.
+"""Fault script: real CLI subprocesses on tiny CartPole runs, under faults.
 
 Scenarios: two writers on one run dir (fresh + fresh, resume + resume); SIGKILL while a
 checkpoint is being written (several timings), then `--resume`; damaged checkpoints
 (truncated / zeroed / deleted files in the newest, then in all) then `--resume`, `eval`,
 `export`; a small full disk (a 300 KiB tmpfs when run as root and `mount` works, else
 skipped with the reason printed); unwritable and impossible paths (/proc/..., a path
-under a file). Issue #38: readers (`eval`, `eval --all-steps`, `export`) in a loop beside a
+under a file). Readers (`eval`, `eval --all-steps`, `export`) in a loop beside a
 run that saves every update; SIGTERM to a chunked sweep, then `sweep --resume`; SIGTERM
 to `collect` mid-way, then `load_episodes` of the partial dataset; a second SIGINT 1 s
 after the first during training (exit 130 at once, one line); SIGTERM during `eval
@@ -261,7 +261,7 @@ def unwritable(tmp: Path) -> None:
         record(f"unwritable: {name}", outcome, out.returncode, last_line(out.stderr))
 
 
-# ----------------------------------------------------------------- issue #38
+# ------------------------------------------------------ readers beside a writer
 def reader_beside_writer(tmp: Path) -> None:
     """`eval`, `eval --all-steps` and `export` in a loop beside a run saving every update:
     the readers must leave the writer's in-progress `*.orbax-checkpoint-tmp` folders alone."""

@@ -1,4 +1,4 @@
-"""Fault scenarios of stop requests (issue #38), run by `faults.py`: a second SIGINT
+"""Fault scenarios of stop requests, run by `faults.py`: a second SIGINT
 during training; SIGTERM to `collect` mid-way, then `load_episodes`; SIGTERM during `eval
 --all-steps`; a second Ctrl-C during `export`. Each is a real CLI subprocess on a tiny
 CartPole run, classified as in `faults.py` (clean / ugly / lost)."""

@@ -1,4 +1,4 @@
-"""Grid-world reference rows (issue #41 item 2): Navix's own PPO baseline, reproduced.
+"""Grid-world reference rows: Navix's own PPO baseline, reproduced.
 
 For each `--row`, trains its config (the PPO settings of Navix's rejax baseline, see
 `REFERENCES`) with `--seeds` seeds vmapped in ONE compiled program
@@ -9,7 +9,7 @@ published numbers. Reported per row: the final return of each seed (mean evaluat
 return), mean ± std across seeds, the IQM of the pooled seeds x episodes returns, the
 training-episode return over the last `--tail` updates (as benchmarks/minatar_reference.py),
 the published mean ± std read from the published curve at the largest evaluation step not
-above ours, ours / published, and whether the row meets issue #41's target: mean >= the
+above ours, ours / published, and whether the row meets the reference target: mean >= the
 published mean and no seed below the published mean minus its std.
 
     python benchmarks/gridworld_reference.py                         # both Navix rows

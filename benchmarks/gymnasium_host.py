@@ -1,10 +1,10 @@
-"""Issues #12 and #37: how to train on a gymnasium (host) env — measure both designs.
+"""How to train on a gymnasium (host) env — measure both designs.
 
-* **in program** (what `make_train` runs for "gymnasium:<id>" since #37): the whole
+* **in program** (what `make_train` runs for "gymnasium:<id>"): the whole
   update is one jitted function as for gymnax envs; the rollout's `lax.scan` steps the
   gymnasium vector env through one unordered `io_callback` per env step
   (`envs.host_calls.batched_call`), so runs batch under `vmap` into one vector env.
-* **host loop** (the library's design before #37, rebuilt here): a Python loop calls a
+* **host loop** (the library's earlier design, rebuilt here): a Python loop calls a
   jitted policy step (`Networks.step` + sample, all N envs) once per env step, steps the
   gymnasium vector env in NumPy, then calls the jitted PPO update (`learn`).
 

@@ -1,4 +1,4 @@
-"""The benchmarks' shared code (issue #39): timing, peer processes run in the same
+"""The benchmarks' shared code: timing, peer processes run in the same
 invocation, atomic writes, Markdown tables and the record that goes with every result
 (machine, package versions, device, command).
 

@@ -1,4 +1,4 @@
-"""Issue #26 item 6: `host_vectorization: async` vs `sync` for a slow host env.
+"""`host_vectorization: async` vs `sync` for a slow host env.
 
 A gymnasium CartPole-v1 whose every step costs `--step-ms` more: either waiting
 ("sleep", as an external simulator or a game process would) or computing ("busy", a

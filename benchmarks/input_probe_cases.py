@@ -494,3 +494,9 @@ table(
     ("--out is a file", "", "afile", AFILE),
     suffix=[*PBT_ARGS, *LR],
 )
+table(
+    "pbt",
+    [*PBT, "--search", "hidden_sizes=choice:8,16"],
+    ("static search on 2 devices", "--devices 2", ("--devices 2", "hidden_sizes")),
+    ("static search, --checkpoint-every -1", "--checkpoint-every -1", "checkpoint-every"),
+)

@@ -1,4 +1,4 @@
-"""Multi-agent PPO benchmark (issue #28): IPPO / MAPPO on MPE simple_spread, MAPPO on SMAX 3m.
+"""Multi-agent PPO benchmark: IPPO / MAPPO on MPE simple_spread, MAPPO on SMAX 3m.
 
 Tasks (`--tasks`), each its config's JaxMARL hyperparameters (cited in the yamls) at a
 CPU-sized step budget, `--seeds` seeds in one vmapped program per task:

@@ -1,4 +1,4 @@
-"""Multi-agent CLI runs (issue #28): summarise `purejaxppo train` run directories of one
+"""Multi-agent CLI runs: summarise `purejaxppo train` run directories of one
 config the way `benchmarks/marl.py` scores its own runs.
 
 "final" = per run, the NaN-aware mean of the last 10% of updates of `--metric` (SMAX:

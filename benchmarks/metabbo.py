@@ -1,4 +1,4 @@
-"""MetaBBO benchmark (issue #27): PPO learns to configure an evosax optimiser on MetaBox's
+"""MetaBBO benchmark: PPO learns to configure an evosax optimiser on MetaBox's
 training BBOB functions, and is compared on the held-out test functions, with the same
 budget, instances and optimiser seeds, against
 
@@ -22,7 +22,7 @@ score (a documented normalised gap): the mean over all runs of
 (log10 c_0 - log10 c_T) / (log10 c_0 + 8), the fraction of the log-distance from the
 initial best cost c_0 to the 1e-8 target that the run closed (1 = target reached); for
 `learned` and `greedy` also per training seed, and its std over the seeds (ddof 1, the
-"seed spread" that issue #40's margin is compared with). Beside it, MetaBox's own AEI
+"seed spread" that the margin over `default` is compared with). Beside it, MetaBox's own AEI
 cost component (`aei_cost`, MetaBox's `src/logger.py`; the FEs factor is 1 with equal
 budgets, the wall-clock factor is not measured). `learned` beats `default` on a function
 when its mean log10 final cost over training seeds x instances x repeats is lower; the

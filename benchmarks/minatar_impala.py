@@ -1,4 +1,4 @@
-"""SpaceInvaders-MinAtar with the IMPALA encoder: a longer run that must learn (issue #5).
+"""SpaceInvaders-MinAtar with the IMPALA encoder: a longer run that must learn.
 
 Trains `configs/space_invaders_minatar_impala.yaml` (seeds under one `jax.vmap`) in jitted
 segments of `log_freq` updates with a progress bar, measures a random-policy baseline on

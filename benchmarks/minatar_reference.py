@@ -1,4 +1,4 @@
-"""MinAtar reference rows (issue #41 item 1): gymnax's Breakout, Asterix, SpaceInvaders and
+"""MinAtar reference rows: gymnax's Breakout, Asterix, SpaceInvaders and
 Freeway `-MinAtar` against gymnax-blines' PPO.
 
 For each `--env`, trains `--config` (default configs/minatar.yaml, gymnax-blines' PPO

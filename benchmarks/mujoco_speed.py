@@ -1,4 +1,4 @@
-"""Where the time of `configs/mujoco.yaml` goes on this CPU (issue #22, Speed target).
+"""Where the time of `configs/mujoco.yaml` goes on this CPU (the Speed target).
 
 For each `--shape NxT` (num_envs x num_steps, same config otherwise) it times, in one
 process:

@@ -1,4 +1,4 @@
-"""Optimistic resets (`reset_ratio`, issue #22): env steps/s of the rollout and of whole
+"""Optimistic resets (`reset_ratio`): env steps/s of the rollout and of whole
 updates with gymnax's auto-reset (one reset per env per step) against N / R resets per
 step, measured in the same process, for envs whose reset is expensive (Craftax: world
 generation) and cheap (CartPole, MinAtar Breakout).

@@ -1,4 +1,4 @@
-"""The claims' figures (issue #39): learning curves with the published reference drawn in,
+"""The claims' figures: learning curves with the published reference drawn in,
 and speed against agents, drawn from the same results files as the claim's table.
 
 A claim of `benchmarks/claims.yaml` may carry a `figure:` entry; `benchmarks/tables.py`

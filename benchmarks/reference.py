@@ -1,4 +1,4 @@
-"""Reference results (issue #22): a reference config on the simulators the field benchmarks
+"""Reference results: a reference config on the simulators the field benchmarks
 on (EnvPool MuJoCo / Atari), against the published numbers.
 
 For each `--env` (an EnvPool id; default HalfCheetah-v4) train `--config` (default

@@ -1,4 +1,4 @@
-"""The results tables of README.md and docs/, generated from `benchmarks/results/` (issue #39).
+"""The results tables of README.md and docs/, generated from `benchmarks/results/`.
 
 Every table that `benchmarks/claims.yaml` describes sits in its Markdown file between
 
@@ -24,8 +24,8 @@ they parse as numbers (`r.env_steps`, `r["final return"]`); `rows(...)` all matc
 (population), `min`, `max`, `yes(value)` ("yes" / "no"); for a row whose `published` is
 "MEAN ± STD (source)" and `finals` its per-seed returns, `vs_published(r)` (our mean /
 the published mean) and `meets_published(r)` ("yes" where our mean >= the published mean
-and no seed is below the published mean - std, the reference targets of issues #22 and
-#41). Literal cells (labels, footnote marks) are plain strings.
+and no seed is below the published mean - std, the reference targets). Literal cells
+(labels, footnote marks) are plain strings.
 
 Figures: a claim's optional `figure:` entry (see benchmarks/plots.py) is drawn from the same
 results into a PNG (under docs/figures/), and its Markdown image link, relative to the page,

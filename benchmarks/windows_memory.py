@@ -1,4 +1,4 @@
-"""Trajectory windows against fixed chunks on a memory probe (issue #40, item 2).
+"""Trajectory windows against fixed chunks on a memory probe.
 
 Workload: Probe7-v0 (a cue shown at an episode's first step, to be replayed at its last,
 5th step: return 1.0 with memory, 0.5 by chance), a GRU policy (16 units), 16 envs x 24

@@ -51,7 +51,7 @@ def make_manager(directory: str | Path, keep: int | None = None, *, writer: bool
     `keep` steps (None: all) and removes the `*.orbax-checkpoint-tmp` leftovers of an
     interrupted write. A reader (the default) deletes nothing: the temporary directory
     it sees may be the save in progress of a training run writing there at the same
-    time, which a cleanup would kill (issue #38). Every read path uses a reader.
+    time, which a cleanup would kill. Every read path uses a reader.
     """
     import orbax.checkpoint as ocp
 

@@ -13,7 +13,7 @@ from purejaxppo.cli.values import load_config
 
 PRESETS = Path(__file__).resolve().parent.parent / "configs" / "presets"
 
-# Values read off the seed documents (cited line by line in each preset).
+# Values read off each library's API page (each preset cites the library's field).
 EXPECTED = {
     "duo_ai": {
         "gamma": 0.999,

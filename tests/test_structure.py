@@ -1,7 +1,9 @@
-"""tools/structure.py (#23): the package's size, import and single-home rules hold, and
-the checker finds each kind of offence in a small synthetic package."""
+"""tools/structure.py: the package's size, import and single-home rules hold, the shipped
+text speaks of the project alone, and the checker finds each kind of offence in a small
+synthetic tree."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 import textwrap
@@ -141,3 +143,74 @@ def test_more_than_max_positional_parameters_is_found(tmp_path):
         assert tool.offences(tmp_path) == []
     finally:
         tool.POSITIONAL_PENDING.clear()
+
+
+# Built from pieces: a search of the tree for machine paths or ticket numbers skips this file.
+SLASH_WORK, HASH = "/" + "work/", "#"
+OFFENDING = (
+    f"See {SLASH_WORK}shared/seeds/000_x.txt, seed 000 line 80.\n"
+    f"Readers delete nothing (issue {HASH}38); warm start (Issue 26); the core side of {HASH}23\n"
+    f"# fmt change ({HASH}37), measured beside 2 helpers' jobs\n"
+    "the core helper's side; beside other helpers; each helper's session\n"
+)
+# Prose that mentions seeds, issues, helpers and paths and is fine.
+PLAIN = (
+    "seed 0 and seeds 0-5; the observation / coin / info helpers; a helper's return value\n"
+    "f'{byte:#04x}'; see guides/acting.md#2; /tmp/profile; an issue with NaNs in 3 seeds\n"
+    "The env's state #s; duo_ai PPOAlgorithmConfig.gamma = 0.999\n"
+)
+
+
+def test_self_references_are_found_in_a_string():
+    tool = load_tool()
+    assert tool.self_references(OFFENDING) == [
+        (1, "machine path", SLASH_WORK),
+        (1, "machine path", "shared/seeds"),
+        (1, "seed document", "seed 000"),
+        (2, "issue reference", f"issue {HASH}38"),
+        (2, "issue reference", "Issue 26"),
+        (2, "issue reference", f"{HASH}23"),
+        (3, "issue reference", f"({HASH}37)"),
+        (3, "helpers (the team)", "helpers'"),
+        # One offence per reference: "core helper's side" is one.
+        (4, "helpers (the team)", "core helper"),
+        (4, "helpers (the team)", "other helpers"),
+        (4, "helpers (the team)", "helper's session"),
+    ]
+    assert tool.self_references(PLAIN) == []
+
+
+def test_self_references_are_found_in_the_shipped_text(tmp_path):
+    tool = load_tool()
+    write(tmp_path, "purejaxppo/__init__.py", "")
+    write(tmp_path, "purejaxppo/a.py", f"# cleanup would kill a save (issue {HASH}38)\n")
+    write(tmp_path, "configs/presets/x.yaml", "gamma: 0.999 # seed 000 line 83\n")
+    write(tmp_path, "docs/guides/x.md", PLAIN + f"Before {HASH}37 a host loop.\n")
+    write(tmp_path, "README.md", f"Built in {SLASH_WORK}main.\n")
+    # The changelog keeps its history (issue numbers), not machine paths; results are data.
+    write(tmp_path, "docs/changelog.md", f"- fixed (issue {HASH}38) in {SLASH_WORK}main\n")
+    write(tmp_path, "docs/results/run.md", f"issue {HASH}38 {SLASH_WORK}\n")
+    write(tmp_path, "tests/test_x.py", f"# issue {HASH}38\n")  # not shipped
+    # A notebook: cell sources and text outputs are read (cell 2's stored warning).
+    warning = {"output_type": "stream", "name": "stderr", "text": [f"{SLASH_WORK}x.py: W\n"]}
+    cells = [
+        {"cell_type": "markdown", "source": ["# Title\n", "seed 0"]},
+        {"cell_type": "code", "source": "print(1)", "outputs": [warning]},
+    ]
+    write(tmp_path, "notebooks/nb.ipynb", json.dumps({"cells": cells}))
+    write(tmp_path, "notebooks/make_nb.py", "# the core helper's side\n")
+    # docs/notebooks is a link to notebooks/: each file is read once.
+    (tmp_path / "docs" / "notebooks").symlink_to("../notebooks")
+    assert [line for _, line in tool.offences(tmp_path)] == [
+        f"purejaxppo/a.py:1 issue reference: 'issue {HASH}38'",
+        "configs/presets/x.yaml:1 seed document: 'seed 000'",
+        f"docs/changelog.md:1 machine path: '{SLASH_WORK}'",
+        f"docs/guides/x.md:4 issue reference: '{HASH}37'",
+        f"README.md:1 machine path: '{SLASH_WORK}'",
+        f"notebooks/nb.ipynb cell 2:2 machine path: '{SLASH_WORK}'",
+        "notebooks/make_nb.py:1 helpers (the team): 'core helper'",
+    ]
+
+
+def test_the_shipped_text_has_no_self_references():
+    assert load_tool().reference_offences(ROOT) == []

@@ -1,4 +1,4 @@
-"""Checks the package's structure (issue #23); stdlib only, reads the source with `ast`.
+"""Checks the package's structure; stdlib only, reads the source with `ast`.
 
     python tools/structure.py        # prints "structure: ok" or the offences; exit 1 on any
 
@@ -16,15 +16,25 @@ Rules, for every module under purejaxppo/:
     `cls` and keyword-only parameters not counted): beyond that, name them (`*`) or group
     them (POSITIONAL_PENDING: a temporary allow-list of functions being converted).
 
-PENDING_CORE lists offences in files of the core side of #23 (config, train,
-envs, export, networks) being reworked in parallel; they are reported as pending and do not
-fail the check. The integrator empties it after merging "core".
+And for the shipped text (SHIPPED_TEXT: the package's sources, configs, docs, README.md,
+the notebooks and their generators), the project speaks of itself alone: no absolute path
+of the machine it was built on, no citation of a seed document, no issue number and no
+"helpers" meaning the people who wrote it (SELF_REFERENCES). A value taken from another
+library cites that library, its class and field; a design reason is stated, not ticketed.
+docs/changelog.md keeps its history (only machine paths are refused there); docs/results/
+holds data files and is not read.
+
+PENDING_CORE lists offences in files of core modules (config, train, envs, export,
+networks) being reworked in parallel; they are reported as pending and do not fail the
+check. The integrator empties it after merging "core".
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import json
+import re
 import sys
 import tokenize
 from pathlib import Path
@@ -42,15 +52,48 @@ LONG_MODULES = {"purejaxppo/export/torch_modules.py"}
 DRIVERS = ("single", "seeds", "sweeps", "population")
 #: Where the progress bar and the figures live (each in exactly one module).
 ONE_MODULE_IMPORTS = {"tqdm": "progress bar (tqdm)", "matplotlib": "matplotlib"}
+#: The shipped text read for SELF_REFERENCES (globs under the root; docs/notebooks is a
+#: link to notebooks/, each file is read once).
+SHIPPED_TEXT = (
+    "purejaxppo/**/*.py",
+    "configs/**/*.yaml",
+    "docs/**/*.md",
+    "README.md",
+    "notebooks/*.ipynb",
+    "notebooks/make_*.py",
+    "docs/notebooks/*.ipynb",
+    "docs/notebooks/make_*.py",
+)
+#: Shipped text not read: data files (path prefixes).
+SHIPPED_DATA = ("docs/results/",)
+#: Shipped text that keeps its history: only these kinds of SELF_REFERENCES are refused.
+HISTORY = {"docs/changelog.md": ("machine path",)}
+#: References to things outside the project: kind -> pattern (case-insensitive).
+SELF_REFERENCES = {
+    "machine path": re.compile(r"/work/|shared/seeds", re.IGNORECASE),
+    "seed document": re.compile(r"\bseeds? 0\d\d\b|\bseed documents?\b", re.IGNORECASE),
+    # The word issue(s) before a number, a hash-number alone or in parentheses; not a
+    # format spec (`{x:#04x}`) nor a page anchor (`page.md#2`).
+    "issue reference": re.compile(
+        r"\bissues? #?\d+|\(#\d+\)|(?<![\w&:/.#])#\d+\b(?![\w-])", re.IGNORECASE
+    ),
+    # The people, not a helper function: the plural possessive, the possessive before
+    # side / job / task / work, or core / other / fellow before the word.
+    "helpers (the team)": re.compile(
+        r"\bhelpers'|\bhelper's\s+(?:side|jobs?|tasks?|work|sessions?)\b"
+        r"|\b(?:core|other|fellow)\s+helpers?\b",
+        re.IGNORECASE,
+    ),
+}
 
-# Files of the core helper's side of #23, being reworked in parallel: path -> why. Every
+# Files of the core modules being reworked in parallel: path -> why. Every
 # offence in them (an import cycle: when all its modules are here) is reported as pending
 # and does not fail the check. The integrator empties this after merging "core"; the
 # drivers / CLI files need no entry.
 PENDING_CORE: dict[str, str] = {}
 
-# Temporary: functions allowed over MAX_POSITIONAL while another engineer converts them
-# (#37): "path:function" -> why. Remove each entry with its conversion.
+# Temporary: functions allowed over MAX_POSITIONAL while another engineer converts them:
+# "path:function" -> why. Remove each entry with its conversion.
 POSITIONAL_PENDING: dict[str, str] = {}
 
 
@@ -172,8 +215,55 @@ def _driver_of(module: str) -> str | None:
     return None
 
 
+def self_references(
+    text: str, kinds: dict[str, re.Pattern] = SELF_REFERENCES
+) -> list[tuple[int, str, str]]:
+    """Every match of `kinds` (default SELF_REFERENCES) in `text`: (1-based line, kind,
+    the matched text), in the order of the text."""
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        for kind, pattern in kinds.items():
+            found.extend((number, kind, match.group(0)) for match in pattern.finditer(line))
+    return found
+
+
+def _texts(path: Path, rel: str) -> list[tuple[str, str]]:
+    """(where, text) pairs of a shipped file: the whole file (`rel`), or per notebook cell
+    (`rel cell N`, 1-based) its source and text outputs, not its images."""
+    if path.suffix != ".ipynb":
+        return [(rel, path.read_text())]
+    texts = []
+    for index, cell in enumerate(json.loads(path.read_text())["cells"], start=1):
+        parts = [cell.get("source", "")]
+        for output in cell.get("outputs", []):
+            parts += [output.get("text", ""), "\n".join(output.get("traceback", []))]
+            parts += [v for k, v in output.get("data", {}).items() if k.startswith("text/")]
+        text = "\n".join("".join(part) if isinstance(part, list) else part for part in parts)
+        texts.append((f"{rel} cell {index}", text))
+    return texts
+
+
+def reference_offences(root: Path = ROOT) -> list[tuple[list[str], str]]:
+    """SELF_REFERENCES in the shipped text under `root` (SHIPPED_TEXT), one offence per
+    match: `path:line kind: 'match'` (a notebook: `path cell N:line ...`)."""
+    seen: set[Path] = set()
+    found = []
+    for pattern in SHIPPED_TEXT:
+        for path in sorted(root.glob(pattern)):
+            rel = path.relative_to(root).as_posix()
+            if path.resolve() in seen or rel.startswith(SHIPPED_DATA):
+                continue
+            seen.add(path.resolve())
+            kinds = {k: SELF_REFERENCES[k] for k in HISTORY.get(rel, SELF_REFERENCES)}
+            for where, text in _texts(path, rel):
+                for line, kind, match in self_references(text, kinds):
+                    found.append(([rel], f"{where}:{line} {kind}: {match!r}"))
+    return found
+
+
 def offences(root: Path = ROOT) -> list[tuple[list[str], str]]:
-    """Every rule broken under `root / purejaxppo`: (the files involved, one line)."""
+    """Every rule broken under `root / purejaxppo` and in the shipped text under `root`:
+    (the files involved, one line)."""
     files = sorted((root / PACKAGE).rglob("*.py"))
     trees = {path: ast.parse(path.read_text(), filename=str(path)) for path in files}
     names = {path: module_name(path, root) for path in files}
@@ -229,7 +319,7 @@ def offences(root: Path = ROOT) -> list[tuple[list[str], str]]:
                 found.append(([files[module]], text))
     for cycle in cycles(graph):
         found.append(([files[m] for m in cycle], "import cycle: " + " -> ".join(cycle)))
-    return found
+    return found + reference_offences(root)
 
 
 def main() -> int:

@@ -10,7 +10,7 @@ The rollout vmaps `env.step` over its N envs; the adapter's batching rule
 Why a host callback and not EnvPool's XLA `(handle, recv, send, step) = env.xla()`:
   * MuJoCo's XLA `send` takes float64 actions and `recv` gives float64 observations.
     With JAX's default (x64 off) the call refuses float32 actions; enabling x64 only
-    around the step inside `jit` aborted the process (issue #22). The callback converts
+    around the step inside `jit` aborted the process. The callback converts
     on the host, so the training program stays float32 whatever `jax_enable_x64` says.
   * EnvPool auto-resets on the step AFTER an episode ends (the action is ignored, the
     reward is 0). The gymnax API needs the new episode's first observation in the same
