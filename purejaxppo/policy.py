@@ -7,15 +7,21 @@ temperature)`, `policy.reset(done)`, `get_params()` / `set_params()`; and AgileR
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from gymnax.environments import spaces
 
+from purejaxppo.acting_checks import (
+    batch_observation,
+    check_action_values,
+    checked_actions,
+    checked_mask,
+    observation_shapes,
+    traced,
+)
 from purejaxppo.actions import (
     ActionEvaluation,
     ActionOutput,
@@ -33,57 +39,6 @@ from purejaxppo.networks import (
     to_env_action,
 )
 from purejaxppo.types import Params, TrainOutput, TrainState
-
-
-def observation_shapes(space: Any) -> Any:
-    """Shapes of one observation: a tuple for an array space, or a dict / list of them
-    for gymnax `Dict` / `Tuple` spaces (the structure `Policy.act` and `evaluate` check)."""
-    if isinstance(space, spaces.Dict):
-        return {k: observation_shapes(s) for k, s in space.spaces.items()}
-    if isinstance(space, spaces.Tuple):
-        return [observation_shapes(s) for s in space.spaces]
-    return tuple(int(s) for s in space.shape)
-
-
-def batch_observation(obs: Any, shapes: Any) -> tuple[Any, bool]:
-    """`(obs with a leading batch axis, whether obs was one observation)`.
-
-    `obs` is an array (or a dict / tuple of arrays, like the space) of one observation
-    `[*shape]` or a batch `[B, *shape]`; every entry must agree.
-
-    Raises:
-      ValueError: naming the entry whose structure or shape does not fit `shapes`.
-    """
-    leaves: list[tuple[str, jax.Array, tuple[int, ...]]] = []
-
-    def visit(node: Any, want: Any, name: str) -> Any:
-        if isinstance(want, dict):
-            if not isinstance(node, Mapping) or set(node) != set(want):
-                got = sorted(node) if isinstance(node, Mapping) else type(node).__name__
-                raise ValueError(f"{name}: expected a dict with keys {sorted(want)}, got {got}")
-            return {k: visit(node[k], want[k], f"{name}[{k!r}]") for k in want}
-        if isinstance(want, list):
-            if not isinstance(node, Sequence) or len(node) != len(want):
-                raise ValueError(f"{name}: expected a tuple of {len(want)} arrays")
-            return tuple(
-                visit(n, w, f"{name}[{i}]") for i, (n, w) in enumerate(zip(node, want, strict=True))
-            )
-        array = jnp.asarray(node)
-        if array.shape != want and array.shape[1:] != want:
-            raise ValueError(f"{name} shape {array.shape}: expected {want} or [B, *{want}]")
-        leaves.append((name, array, want))
-        return array
-
-    tree = visit(obs, shapes, "obs")
-    singles = {array.shape == want for _, array, want in leaves}
-    batches = {array.shape[0] for _, array, want in leaves if array.shape != want}
-    if len(singles) > 1 or len(batches) > 1:
-        got = {name: array.shape for name, array, _ in leaves}
-        raise ValueError(f"obs entries disagree on the batch size: {got}")
-    single = singles == {True}
-    if single:
-        tree = jax.tree.map(lambda x: x[None], tree)
-    return tree, single
 
 
 def make_act(networks: Networks) -> Any:
@@ -114,7 +69,15 @@ class Policy:
     between `act` / `get_action` calls (`[B, S]`, the initial state at first and again
     when the batch size changes); `reset(done)` restarts it where `done` (call it after
     every env step with `terminated | truncated`), `reset()` for all envs. Feed-forward
-    policies have the empty state `()`.
+    policies have the empty state `()`. Because that state lives on the Python object, a
+    recurrent policy's `act` / `get_action` / `reset` refuse traced inputs (inside
+    `jax.jit`, `vmap`, `lax.scan`); there, step with the pure
+    `purejaxppo.actions.make_get_action(policy.networks)`, which takes and returns the state.
+
+    The acting methods check the values of concrete inputs (numpy arrays, jax arrays
+    outside a trace): finite observations, actions inside the action space, action masks
+    that leave every row an action (`purejaxppo.acting_checks`, one numpy pass each).
+    Traced inputs are not looked at: a traced call does no host work.
 
     Args:
       params: flax params of the actor-critic (`TrainState.params`).
@@ -209,9 +172,15 @@ class Policy:
 
     def reset(self, done: Any = None) -> None:
         """Restarts the recurrent state where `done` (`[B]` bool, or a scalar for one env);
-        `None` resets every env. Feed-forward policies have no state (no-op)."""
+        `None` resets every env. Feed-forward policies have no state (no-op).
+
+        Raises:
+          ValueError: `done` of another size than the kept state's batch; a traced `done`
+            (inside `jax.jit`: the kept state cannot hold a traced value).
+        """
         if not self.recurrent or self._state is None:
             return
+        self._refuse_traced("reset", done)
         if done is None:
             self._state = None
             return
@@ -267,9 +236,12 @@ class Policy:
           of the (pre-squash) Gaussian; and `value`).
 
         Raises:
-          ValueError: if obs does not end in the env's observation shape, a temperature
-            that is not a finite number >= 0, or temperature > 0 without a key.
+          ValueError: if obs does not end in the env's observation shape, or (concrete
+            obs) holds a NaN / inf (naming the first such entry); a temperature that is not
+            a finite number >= 0, or temperature > 0 without a key; a recurrent policy
+            called with traced inputs (see `get_action`).
         """
+        self._refuse_traced("act", obs, key, temperature)
         if temperature is not None:
             temperature = check_temperature(temperature)
         if key is None:
@@ -332,13 +304,29 @@ class Policy:
           `[B, A]` float32 (Box, A = the flattened action size); log_prob, entropy and
           value float32 `[B]`. No batch axis for one observation.
 
+        Value checks (concrete inputs only; traced ones are not looked at): `obs` must be
+        finite, and every row of `action_mask` must allow an action (for MultiDiscrete, a
+        value of every component): a row that allows none would sample as if unmasked.
+
+        A recurrent policy keeps its state on the Python object, so it cannot step inside
+        `jax.jit` / `vmap` / `lax.scan` (the traced state would be kept and break every
+        later call): with traced inputs it raises at once. There, step with the pure
+        `step = purejaxppo.actions.make_get_action(policy.networks)`:
+        `state, out = step(params, state, obs, reset, key, mask, greedy=False)`, from
+        `state = policy.initial_state(B)`, `reset` bool `[B]` (True: restart that env's
+        state), `mask` None or `[B, A]`.
+
         Raises:
-          ValueError: obs not of the observation shape (naming it); an `action_mask` of
-            another shape than `[B, A]`, or on Box / MultiBinary actions.
+          ValueError: obs not of the observation shape (naming it), or holding a NaN / inf
+            (naming the first such entry, e.g. "obs[3, 1] = nan"); an `action_mask` of
+            another shape than `[B, A]`, on Box / MultiBinary actions, or with rows that
+            allow no action (naming `action_mask` and those rows); a recurrent policy
+            called with traced inputs (naming the pure step to use instead).
         """
+        self._refuse_traced("get_action", obs, key, action_mask, params)
         batch, single = batch_observation(obs, self.obs_shape)
         size = jax.tree.leaves(batch)[0].shape[0]
-        mask = self._check_mask(action_mask, size, single)
+        mask = checked_mask(self.spec, action_mask, size, single)
         state = self._start_state(size)
         greedy = key is None
         next_state, output = self._get_action(
@@ -391,14 +379,27 @@ class Policy:
           `ActionEvaluation(log_prob, entropy, value)`, float32 `[B]` each (scalars for one
           observation).
 
+        Value checks (concrete inputs only; traced ones, e.g. inside your jitted loss,
+        are not looked at): `obs` finite, `action_mask` rows allowing an action (as in
+        `get_action`), and `actions` values of the action space: Discrete / MultiDiscrete /
+        MultiBinary actions finite integers (integral floats accepted) in [0, n), per
+        component [0, nvec[k]), or {0, 1}; Box actions finite, and with `squash_actions`
+        within [low, high] (the squashed policy gives nothing outside them a density).
+        Unsquashed Box actions may lie outside the bounds: the Gaussian is unbounded, and
+        such samples are what `get_action` returns.
+
         Raises:
           ValueError: obs, actions, action_mask or state of another shape than expected
-            (naming the argument, the expected and the given shape).
+            (naming the argument, the expected and the given shape); a value check that
+            fails (naming `obs`, `actions` or `action_mask`, the first bad index and value,
+            and for `actions` the space's bounds).
         """
         batch, single = batch_observation(obs, self.obs_shape)
         size = jax.tree.leaves(batch)[0].shape[0]
-        actions = self._check_actions(actions, size, single)
-        mask = self._check_mask(action_mask, size, single)
+        actions = checked_actions(
+            self.spec, actions, size, single, bounded=bool(self.config.squash_actions)
+        )
+        mask = checked_mask(self.spec, action_mask, size, single)
         if state is None:
             state = self._entry_state if self.recurrent else None
             if state is None or jax.tree.leaves(state)[0].shape[0] != size:
@@ -425,9 +426,17 @@ class Policy:
         int32 `[B]` / `[B, *action_shape]`, or for Box float32 `[B, *action_shape]`
         clipped to the bounds (`networks.to_env_action`; the same numbers `act` returns).
 
+        A concrete `action` must hold values of the action space (as `evaluate_actions`
+        checks them, but any finite Box action: clipping is what this does); a traced one
+        is not checked.
+
         Raises:
-          ValueError: an action of another shape than `get_action` returns.
+          ValueError: an action of another shape than `get_action` returns; a concrete
+            action outside the space (Discrete / MultiDiscrete / MultiBinary: not an
+            integer in [0, n) / [0, nvec[k]) / {0, 1}; any kind: NaN / inf), naming
+            `action`, the first bad index and value, and the space's bounds.
         """
+        raw = action
         action = jnp.asarray(action)
         one = action_shape(self.spec)
         if action.shape != one and action.shape[1:] != one:
@@ -435,9 +444,23 @@ class Policy:
                 f"action: expected shape {one} or [B, *{one}] ({self.spec.kind} actions), "
                 f"got {action.shape}"
             )
+        check_action_values("action", raw, self.spec, bounded=False)
         single = action.shape == one
         env_action = to_env_action(self.spec, action[None] if single else action)
         return env_action[0] if single else env_action
+
+    def _refuse_traced(self, method: str, *inputs: Any) -> None:
+        """A recurrent policy keeps its state on the object: refuses traced inputs (or a
+        traced kept state) before any of them reaches it."""
+        if self.recurrent and traced(inputs, self._state):
+            raise ValueError(
+                f"Policy.{method}: a recurrent policy keeps its state on the Python object "
+                "and cannot step inside jax.jit / vmap / lax.scan (a traced state would be "
+                "kept); call it outside the transform, or step with the pure "
+                "`step = purejaxppo.actions.make_get_action(policy.networks)`, which takes "
+                "and returns the state: `state, out = step(params, state, obs, reset, key, "
+                "mask, greedy=False)` from `state = policy.initial_state(B)`"
+            )
 
     def _start_state(self, size: int) -> State:
         """The state the next step of `size` envs begins at: the kept one, or initial."""
@@ -450,39 +473,3 @@ class Policy:
         """Keeps a recurrent policy's state after a step that began at `state`."""
         if self.recurrent:
             self._entry_state, self._state = state, next_state
-
-    def _check_actions(self, actions: Any, size: int, single: bool) -> jax.Array:
-        """`actions` `[B, *action_shape(spec)]` int32 / float32 (Box: also the env's shape)."""
-        actions = jnp.asarray(actions)
-        one = action_shape(self.spec)
-        want = one if single else (size, *one)
-        env_shape = self.spec.shape if single else (size, *self.spec.shape)
-        if self.spec.kind == "continuous" and actions.shape == env_shape:
-            actions = actions.reshape(want)
-        if actions.shape != want:
-            raise ValueError(
-                f"actions: expected shape {want} ({self.spec.kind} actions of shape {one} for "
-                f"{'one observation' if single else f'B = {size} observations'}), "
-                f"got {actions.shape}"
-            )
-        dtype = jnp.float32 if self.spec.kind == "continuous" else jnp.int32
-        actions = actions.astype(dtype)
-        return actions[None] if single else actions
-
-    def _check_mask(self, mask: Any, size: int, single: bool) -> jax.Array | None:
-        """`action_mask` `[B, A]` (bool / 0-1), or None."""
-        if mask is None:
-            return None
-        if self.spec.kind not in ("discrete", "multi_discrete"):
-            raise ValueError(
-                f"action_mask: only Discrete and MultiDiscrete actions can be masked; this "
-                f"policy's actions are {self.spec.kind}"
-            )
-        mask = jnp.asarray(mask)
-        want = (self.spec.num_actions,) if single else (size, self.spec.num_actions)
-        if mask.shape != want:
-            raise ValueError(
-                f"action_mask: expected shape {want} (one flag per action"
-                f"{'' if single else f' for B = {size} observations'}), got {mask.shape}"
-            )
-        return mask[None] if single else mask

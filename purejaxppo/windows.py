@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from purejaxppo.types import Transition
@@ -43,6 +44,38 @@ def _check(timesteps: int, num_windows: int, prob_go_from_end: float) -> None:
         raise ValueError(f"num_windows={num_windows!r}: must be an int >= 1")
     if isinstance(prob_go_from_end, (int, float)) and not 0.0 <= prob_go_from_end <= 1.0:
         raise ValueError(f"prob_go_from_end={prob_go_from_end!r}: must be in [0, 1]")
+
+
+def _check_rollout(traj: Transition, advantages: ArrayLike, returns: ArrayLike) -> None:
+    """Every array that windows gather has leading axes `[T, N]` (of `traj.reset`), and
+    `reset`, `log_prob`, `value`, `advantages`, `returns` are exactly `[T, N]`: a
+    transposed or cut array would otherwise be gathered with clamped indices. Shapes
+    only, so the check also holds (and costs nothing) under `jax.jit`."""
+    reset_shape = np.shape(traj.reset)
+    if len(reset_shape) != 2:
+        raise ValueError(f"traj.reset has shape {reset_shape}: expected [T, N]")
+    lead = tuple(int(d) for d in reset_shape)
+    exact = {
+        "traj.log_prob": traj.log_prob,
+        "traj.value": traj.value,
+        "advantages": advantages,
+        "returns": returns,
+    }
+    leading = {"traj.action": traj.action}  # [T, N] or [T, N, K]
+    for group, tree in (("traj.obs", traj.obs), ("traj.policy_state", traj.policy_state)):
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+            leading[group + jax.tree_util.keystr(path)] = leaf
+    for name, x in exact.items():
+        if tuple(np.shape(x)) != lead:
+            raise ValueError(
+                f"{name} has shape {np.shape(x)}: expected [T, N] = {lead}, as traj.reset"
+            )
+    for name, x in leading.items():
+        if tuple(np.shape(x))[:2] != lead:
+            raise ValueError(
+                f"{name} has shape {np.shape(x)}: expected leading axes [T, N] = {lead}, "
+                "as traj.reset"
+            )
 
 
 def window_indices(
@@ -143,9 +176,13 @@ def trajectory_minibatches(
       mask bool `[K, L]`.
 
     Raises:
-      ValueError: bad `timesteps`, `num_windows` or `prob_go_from_end` (naming the value),
-        or `traj.reset` not `[T, N]`.
+      ValueError: bad `timesteps`, `num_windows` or `prob_go_from_end` (naming the value);
+        `traj.reset` not `[T, N]`; `advantages`, `returns`, `traj.log_prob` or
+        `traj.value` not exactly `[T, N]`, or `traj.obs` / `traj.action` /
+        `traj.policy_state` leaves whose leading axes are not `[T, N]` (naming the field,
+        its shape and the expected axes; shapes only, so also under `jax.jit`).
     """
+    _check_rollout(traj, advantages, returns)
     windows = window_indices(
         key,
         traj.reset,
