@@ -31,6 +31,7 @@ _EXPORTS = {
     "purejaxppo.actions": ("ActionEvaluation", "ActionOutput"),
     "purejaxppo.drivers.sweeps": ("SweepResult", "log_sweep", "sweep"),
     "purejaxppo.drivers.seeds": ("SeedsResult", "train_seeds"),
+    "purejaxppo.drivers.tune": ("TuneResult", "tune"),
     "purejaxppo.train": ("METRICS", "TrainFns", "make_train", "make_train_fns"),
     "purejaxppo.metrics": ("UpdateMetrics",),
     "purejaxppo.sinks": ("Sink", "make_sinks"),

@@ -4,7 +4,7 @@ purejaxppo did not write, unique default names.
 Promises:
 
 * **A marker decides what is ours.** Every output directory purejaxppo writes holds
-  `.purejaxppo-run` (`format <FORMAT_VERSION>` and `kind run|sweep|pbt`), written when the
+  `.purejaxppo-run` (`format <FORMAT_VERSION>`, `kind run|sweep|pbt|tune`), written when the
   directory is claimed empty. `--overwrite` removes the contents of a directory only when it
   holds that marker with the same kind; any other non-empty directory is refused, naming
   what it holds, and nothing of it is deleted. Run directories written before the marker
@@ -44,7 +44,7 @@ LOCK = ".purejaxppo-lock"
 LOCK_PID = ".purejaxppo-lock.pid"
 #: Bumped when the layout of an output directory changes incompatibly.
 FORMAT_VERSION = 1
-KINDS = ("run", "sweep", "pbt")
+KINDS = ("run", "sweep", "pbt", "tune")
 _INTERNAL = (MARKER, LOCK, LOCK_PID)
 #: What a directory written before the marker existed holds, per kind (resumable).
 _LEGACY_EVIDENCE = {"run": "config.yaml", "sweep": "request.yaml", "pbt": "checkpoints"}
@@ -228,7 +228,8 @@ def claim(
 
 def _check_resumable(path: Path, kind: str) -> None:
     marker = read_marker(path)
-    if marker is None and not (path / _LEGACY_EVIDENCE[kind]).exists():
+    legacy = _LEGACY_EVIDENCE.get(kind)  # none for kinds newer than the marker (tune)
+    if marker is None and (legacy is None or not (path / legacy).exists()):
         raise DirectoryNotEmpty(
             f"--resume {path}: not a purejaxppo {kind} directory (no {MARKER} marker)"
         )

@@ -19,6 +19,7 @@ from purejaxppo.cli.options import (
     SweepOptions,
     TrainOptions,
 )
+from purejaxppo.cli.tune import TuneOptions
 from purejaxppo.cli.values import _parse_value
 from purejaxppo.config import PPOConfig
 
@@ -78,6 +79,7 @@ SUBCOMMANDS: dict[str, tuple[type, bool]] = {
     "collect": (CollectOptions, False),
     "sweep": (SweepOptions, True),
     "pbt": (PbtOptions, True),
+    "tune": (TuneOptions, True),
     "export": (ExportOptions, False),
 }
 #: subcommand -> its help, description and epilog.
@@ -118,6 +120,17 @@ TEXTS = {
         epilog="example: purejaxppo pbt --config configs/cartpole.yaml --population 32 "
         "--ready-every 20 --search learning_rate=log_uniform:1e-5:1e-2 "
         "--search ent_coef=uniform:0:0.05 --exploit tournament",
+    ),
+    "tune": dict(
+        help="Bayesian hyperparameter search with Optuna, a batch of trials per program",
+        description="Search hyperparameters with Optuna: --batch trials at a time train as "
+        "the lanes of one compiled program, pruned lanes take new trials at once, and the "
+        "study lives in a database (OUT/study.db or --storage URL) that several workers "
+        "share. Writes trials.csv, best.yaml (rerun it with purejaxppo train --config "
+        "OUT/best.yaml) and figures (pip install 'purejaxppo[tune]').",
+        epilog="example: purejaxppo tune --config configs/cartpole.yaml --trials 64 --batch 16 "
+        "--search learning_rate=log_uniform:1e-5:1e-2 --search ent_coef=uniform:0:0.05 "
+        "--out tune/cartpole;  continue a stopped tune: purejaxppo tune --resume tune/cartpole",
     ),
     "export": dict(
         help="export a run's policy to PyTorch or ONNX",

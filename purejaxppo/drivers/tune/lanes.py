@@ -1,0 +1,124 @@
+"""The compiled side of `tune`: one static combination's B lanes, each training one
+trial, side by side in one program (`jit(vmap(run))` over a segment of updates).
+
+A lane takes a new trial at a segment boundary (its own key, hyperparameters, and fresh
+parameters and optimizer state: the init program's state of that lane replaces its own,
+`jnp.where` lane by lane, and the other lanes' state is left untouched). A trial's numbers are those
+of `jax.vmap(make_train(config))` for its key `jax.random.key(seed)`: the lanes are
+batched runs like a sweep's (tests/test_tune.py checks it bitwise).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purejaxppo.config import TRACED_FIELDS, PPOConfig
+from purejaxppo.drivers import warm
+from purejaxppo.guards import LOSS_METRICS
+from purejaxppo.hyperparams import Hyperparams
+from purejaxppo.train import make_train_fns
+
+
+def segment_updates(num_updates: int, reports: int) -> int:
+    """Updates per segment: the largest divisor of `num_updates` that is at most
+    ceil(num_updates / reports), so every trial reports at the same update counts.
+
+    Example: 12 updates, 4 reports -> 3; 97 updates (a prime), 10 reports -> 1.
+    """
+    cap = max(1, math.ceil(num_updates / max(reports, 1)))
+    return max(d for d in range(1, min(cap, num_updates) + 1) if num_updates % d == 0)
+
+
+@dataclasses.dataclass
+class Lane:
+    """One trial in a lane: the Optuna trial, its config and seed, and its history."""
+
+    trial: Any  # optuna.Trial
+    config: PPOConfig  # the base config with the trial's parameters
+    seed: int  # its key: jax.random.key(seed)
+    done: int = 0  # updates trained
+    values: list[np.ndarray] = dataclasses.field(default_factory=list)  # metric [L] each
+    counts: list[np.ndarray] = dataclasses.field(default_factory=list)  # episodes [L] each
+
+    def curve(self) -> tuple[np.ndarray, np.ndarray]:
+        """The objective metric and the ended episodes of every update so far `[done]`."""
+        return np.concatenate(self.values), np.concatenate(self.counts)
+
+
+class LaneGroup:
+    """`width` lanes of one static combination (`config`: its static fields), trained in
+    segments of `segment` updates (`segment_updates(config.num_updates, reports)`).
+
+    `init_params`: a warm start shared by every lane (`warm.load_warm_start`), or None.
+    """
+
+    def __init__(
+        self, config: PPOConfig, width: int, reports: int, metric: str, init_params: Any = None
+    ):
+        fns = make_train_fns(warm.program_config(config))
+        warm.check_warm_start(fns, init_params)
+        self.config, self.width, self.init_params = config, width, init_params
+        self.num_updates = config.num_updates
+        self.segment = segment_updates(self.num_updates, reports)
+        self.fetched = tuple(dict.fromkeys((metric, "episode_count", *LOSS_METRICS)))
+        self.lanes: list[Lane | None] = [None] * width
+        base = Hyperparams.from_config(config)
+        self.hparams = {n: np.full(width, np.asarray(getattr(base, n))) for n in TRACED_FIELDS}
+        one = np.asarray(jax.random.key_data(jax.random.key(0)))
+        self.key_data = np.zeros((width, *one.shape), one.dtype)
+        self.runner = None
+        self.compiled = False  # the segment program ran once
+
+        def init_one(key_data: jax.Array, init_params: Any) -> Any:
+            return fns.init(jax.random.wrap_key_data(key_data), init_params)
+
+        def merge(fresh_lanes: jax.Array, fresh: Any, old: Any) -> Any:
+            def pick(new: jax.Array, kept: jax.Array) -> jax.Array:
+                mask = fresh_lanes.reshape(fresh_lanes.shape + (1,) * (new.ndim - 1))
+                return jnp.where(mask, new, kept)
+
+            return jax.tree.map(pick, fresh, old)
+
+        length = self.segment
+        # `lax.map` over the inits, as `parallel.batch_runs` (XLA:CPU's batched QR)
+        self._init = jax.jit(lambda kd, ip: jax.lax.map(lambda k: init_one(k, ip), kd))
+        self._merge = jax.jit(merge)
+        self._run = jax.jit(jax.vmap(lambda runner, hp: fns.run(runner, hp, length)))
+
+    def free(self) -> list[int]:
+        """The lanes without a trial."""
+        return [i for i, lane in enumerate(self.lanes) if lane is None]
+
+    def active(self) -> bool:
+        return any(lane is not None for lane in self.lanes)
+
+    def place(self, lanes: Mapping[int, Lane]) -> None:
+        """Starts each given lane's trial: its hyperparameters and key, fresh parameters
+        and optimizer state (those lanes re-initialised; the others untouched)."""
+        mask = np.zeros(self.width, bool)
+        for index, lane in lanes.items():
+            hparams = Hyperparams.from_config(lane.config)
+            for name in TRACED_FIELDS:
+                self.hparams[name][index] = np.asarray(getattr(hparams, name))
+            self.key_data[index] = np.asarray(jax.random.key_data(jax.random.key(lane.seed)))
+            self.lanes[index] = lane
+            mask[index] = True
+        fresh = self._init(self.key_data, self.init_params)  # every lane's: cheap
+        self.runner = fresh if self.runner is None else self._merge(mask, fresh, self.runner)
+
+    def run_segment(self) -> dict[str, np.ndarray]:
+        """Trains every lane `segment` updates; returns the metrics the driver reads
+        (objective metric, `episode_count`, the losses), float32 `[B, segment]`, on the
+        host. Idle lanes train on (their rows are ignored)."""
+        hparams = Hyperparams(**{n: jnp.asarray(v) for n, v in self.hparams.items()})
+        self.runner, metrics = self._run(self.runner, hparams)
+        fetched = jax.device_get({name: metrics[name] for name in self.fetched})
+        self.compiled = True
+        return fetched

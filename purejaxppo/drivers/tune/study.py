@@ -1,0 +1,380 @@
+"""Where `tune`'s study lives: an Optuna RDB storage (an SQLite file by default) that every
+worker shares, the study's own checks, the trial budget, and crash safety.
+
+* The study records what it tunes (user attribute `purejaxppo`: search space, base
+  config, objective, seed); a worker that joins or resumes it with anything else is
+  refused, naming the difference.
+* `--trials N` is the study's total, whoever runs the trials: a worker asks only while
+  fewer than N trials are finished, running or waiting (`used`), under a lock beside an
+  SQLite file, so that two workers never pass N between them.
+* Crash safety is Optuna's: every running trial has a heartbeat (`Heartbeat`); a trial
+  whose process died is failed once its heartbeat is `GRACE_SECONDS` old
+  (`fail_stale_trials`, before every ask) and re-queued as a waiting copy of itself
+  (`RetryHeartbeatStaleTrialCallback`), which the next ask runs. A resumed output
+  directory fails and re-queues its own dead process's trials at once (`fail_dead`). A
+  stopped worker re-queues its running trials itself (`requeue`). Finished trials are
+  told as they finish: nothing finished is ever lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import inspect
+import os
+import socket
+import threading
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from purejaxppo.drivers.tune.space import import_optuna
+
+#: Seconds between a running trial's heartbeats, and age at which it counts as dead.
+HEARTBEAT_SECONDS = 30
+GRACE_SECONDS = 300
+#: Re-queues of a trial whose process died (a trial that kills its process each time
+#: stops being retried); a stop request re-queues without limit.
+MAX_RETRY = 3
+#: The study's user attribute holding what it tunes.
+ATTRIBUTE = "purejaxppo"
+SAMPLERS = ("tpe", "cmaes", "random", "qmc")
+PRUNERS = ("median", "halving", "hyperband", "none")
+
+
+def shown_url(url: str) -> str:
+    """`url` with its password hidden (for messages)."""
+    try:
+        import sqlalchemy
+
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL: shown as given
+        return str(url)
+
+
+def default_url(out: str | Path) -> str:
+    """The default storage of an output directory: `sqlite:///OUT/study.db`."""
+    return f"sqlite:///{Path(out).resolve() / 'study.db'}"
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The database file of an SQLite URL (None: another database, or in memory)."""
+    import sqlalchemy
+
+    parsed = sqlalchemy.engine.make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).expanduser().resolve()
+
+
+def check_storage(url: str) -> None:
+    """Raises a one-line `ValueError` naming `url` when the storage cannot be used: not a
+    database URL, an SQLite file in a directory that does not exist, a database driver
+    that is not installed, a server that does not answer. Creates nothing."""
+    import sqlalchemy
+
+    shown = shown_url(url)
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except Exception as err:
+        raise ValueError(f"storage {shown!r}: not a database URL ({err})") from None
+    if parsed.get_backend_name() == "sqlite":
+        path = _sqlite_file(url)
+        if path is not None and not path.parent.is_dir():
+            raise ValueError(f"storage {shown!r}: no directory {path.parent} for its SQLite file")
+        return
+    engine = None
+    try:
+        engine = sqlalchemy.create_engine(url)
+        with engine.connect():
+            pass
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        raise ValueError(f"storage {shown!r}: cannot connect ({first})") from None
+    finally:
+        if engine is not None:
+            engine.dispose()
+
+
+@contextlib.contextmanager
+def quiet_optuna() -> Iterator[None]:
+    """Optuna's per-trial log lines and its experimental / heartbeat warnings silenced
+    (the progress bar reports the trials); the verbosity comes back on exit."""
+    optuna = import_optuna()
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+            yield
+    finally:
+        optuna.logging.set_verbosity(level)
+
+
+def retry_callback(max_retry: int | None = MAX_RETRY) -> Any:
+    """Optuna's callback that re-queues a failed trial as a waiting copy of itself."""
+    storages = import_optuna().storages
+    cls = getattr(storages, "RetryHeartbeatStaleTrialCallback", None)
+    return (cls or storages.RetryFailedTrialCallback)(max_retry=max_retry)
+
+
+def open_storage(url: str | None) -> Any:
+    """An Optuna storage: in memory for None, else an `RDBStorage` with heartbeats and
+    retries of dead trials (see the module docstring).
+
+    Raises:
+      ValueError: one line naming the URL when it cannot be opened.
+    """
+    optuna = import_optuna()
+    if url is None:
+        return optuna.storages.InMemoryStorage()
+    check_storage(url)
+    sqlite = _sqlite_file(url) is not None
+    parameters = inspect.signature(optuna.storages.RDBStorage).parameters
+    name = "heartbeat_stale_trial_callback"
+    name = name if name in parameters else "failed_trial_callback"
+    try:
+        with quiet_optuna():
+            callback = {name: retry_callback()}
+            return optuna.storages.RDBStorage(
+                url,
+                engine_kwargs={"connect_args": {"timeout": 60}} if sqlite else None,
+                heartbeat_interval=HEARTBEAT_SECONDS,
+                grace_period=GRACE_SECONDS,
+                **callback,
+            )
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        raise ValueError(f"storage {shown_url(url)!r}: cannot open it ({first})") from None
+
+
+def study_exists(url: str | None, name: str) -> bool:
+    """Whether `url` holds a study named `name` (an SQLite file that does not exist yet
+    holds none and is not created)."""
+    if url is None:
+        return False
+    path = _sqlite_file(url)
+    if path is not None and not path.exists():
+        return False
+    optuna = import_optuna()
+    with quiet_optuna():
+        return name in optuna.study.get_all_study_names(open_storage(url))
+
+
+def check_request(stored: Mapping[str, Any], request: Mapping[str, Any], where: str) -> None:
+    """Raises a `ValueError` naming the first difference between the request a study
+    recorded and this one (search space, objective, base config field)."""
+    if stored.get("search") != request["search"]:
+        raise ValueError(
+            f"{where} searches {stored.get('search')}, not {request['search']}: continue it "
+            "with the same --search, or name another --study-name"
+        )
+    if stored.get("objective") != request["objective"]:
+        raise ValueError(
+            f"{where} has the objective {stored.get('objective')}, not "
+            f"{request['objective']}: continue it with the same --objective / --direction"
+        )
+    old, new = stored.get("config", {}), request["config"]
+    for field in sorted(set(old) | set(new)):
+        if old.get(field) != new.get(field):
+            raise ValueError(
+                f"{where} tunes a config with {field}={old.get(field)!r}, not "
+                f"{new.get(field)!r}: continue it with the same base config"
+            )
+
+
+def open_study(
+    storage: Any, name: str, request: Mapping[str, Any], *, resume: bool, sampler: Any, pruner: Any
+) -> Any:
+    """Creates the study, or (with `resume`) loads it and checks that it tunes `request`.
+
+    Raises:
+      ValueError: the study exists and `resume` is False, or it tunes something else.
+    """
+    optuna = import_optuna()
+    where = f"study {name!r}"
+    with quiet_optuna():
+        try:
+            study = optuna.create_study(
+                storage=storage,
+                study_name=name,
+                direction=request["objective"]["direction"],
+                sampler=sampler,
+                pruner=pruner,
+                load_if_exists=resume,
+            )
+        except optuna.exceptions.DuplicatedStudyError:
+            raise ValueError(
+                f"{where} already exists in this storage: pass --resume to continue or join "
+                "it, or name another --study-name"
+            ) from None
+    direction = study.direction.name.lower()
+    if direction != request["objective"]["direction"]:
+        raise ValueError(
+            f"{where} {direction}s its objective: continue it with --direction {direction}"
+        )
+    stored = study.user_attrs.get(ATTRIBUTE)
+    if stored is None:
+        study.set_user_attr(ATTRIBUTE, dict(request))
+    else:
+        check_request(stored, request, where)
+    return study
+
+
+def make_sampler(sampler: Any, seed: int) -> Any:
+    """An Optuna sampler from its name (`SAMPLERS`), seeded; a sampler object as is.
+
+    Raises:
+      ValueError: an unknown name.
+      ImportError: "cmaes" without the `cmaes` package.
+    """
+    samplers = import_optuna().samplers
+    if not isinstance(sampler, str):
+        return sampler
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler={sampler!r}: must be one of {', '.join(SAMPLERS)}")
+    if sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
+        raise ImportError("sampler 'cmaes' needs the cmaes package: pip install 'purejaxppo[tune]'")
+    return {
+        "tpe": lambda: samplers.TPESampler(seed=seed, constant_liar=True),
+        "cmaes": lambda: samplers.CmaEsSampler(seed=seed),
+        "random": lambda: samplers.RandomSampler(seed=seed),
+        "qmc": lambda: samplers.QMCSampler(seed=seed),
+    }[sampler]()
+
+
+def make_pruner(pruner: Any, first_step: int, last_step: int) -> Any:
+    """An Optuna pruner from its name (`PRUNERS`); a pruner object as is. Steps are env
+    steps: `first_step` the first report's, `last_step` a whole trial's.
+
+    median: `MedianPruner` once 5 trials completed, past a third of a trial's steps;
+    halving: `SuccessiveHalvingPruner` from the first report; hyperband:
+    `HyperbandPruner` between the first report and the last step; none: `NopPruner`.
+
+    Raises:
+      ValueError: an unknown name.
+    """
+    pruners = import_optuna().pruners
+    if not isinstance(pruner, str):
+        return pruner
+    if pruner not in PRUNERS:
+        raise ValueError(f"pruner={pruner!r}: must be one of {', '.join(PRUNERS)}")
+    return {
+        "median": lambda: pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=last_step // 3),
+        "halving": lambda: pruners.SuccessiveHalvingPruner(min_resource=first_step),
+        "hyperband": lambda: pruners.HyperbandPruner(
+            min_resource=first_step, max_resource=max(last_step, first_step)
+        ),
+        "none": lambda: pruners.NopPruner(),
+    }[pruner]()
+
+
+def used(trials: Sequence[Any]) -> int:
+    """Trials that count against the budget: finished, running or waiting; a failed
+    trial counts unless a waiting copy replaced it (`retry_history`)."""
+    states = import_optuna().trial.TrialState
+    replaced = {n for t in trials for n in t.system_attrs.get("retry_history", [])}
+    return sum(
+        t.state in (states.COMPLETE, states.PRUNED, states.RUNNING, states.WAITING)
+        or (t.state == states.FAIL and t.number not in replaced)
+        for t in trials
+    )
+
+
+def finished(trials: Sequence[Any]) -> int:
+    """Trials done for good: complete, pruned, or failed and not replaced."""
+    states = import_optuna().trial.TrialState
+    running = sum(t.state in (states.RUNNING, states.WAITING) for t in trials)
+    return used(trials) - running
+
+
+class Budget:
+    """Asks the study for trials while it holds fewer than `total` (`used`)."""
+
+    def __init__(self, study: Any, total: int, url: str | None, distributions: Mapping):
+        import filelock
+
+        self.study, self.total, self.distributions = study, total, dict(distributions)
+        path = None if url is None else _sqlite_file(url)
+        self.lock = filelock.FileLock(f"{path}.lock") if path else contextlib.nullcontext()
+
+    def ask(self, n: int) -> list[Any]:
+        """Up to `n` trials: waiting copies first (Optuna pops them), then new ones."""
+        optuna = import_optuna()
+        states = optuna.trial.TrialState
+        with self.lock, quiet_optuna():
+            optuna.storages.fail_stale_trials(self.study)
+            trials = self.study.get_trials(deepcopy=False)
+            waiting = sum(t.state == states.WAITING for t in trials)
+            room = min(n, max(self.total - used(trials), 0) + waiting)
+            return [self.study.ask(self.distributions) for _ in range(room)]
+
+
+def worker_identity(out: str | Path | None) -> dict[str, Any]:
+    """This process as a trial's `worker` attribute: host, process id, output directory."""
+    where = "" if out is None else str(Path(out).resolve())
+    return {"host": socket.gethostname(), "pid": os.getpid(), "out": where}
+
+
+def requeue(study: Any, numbers: Sequence[int], max_retry: int | None = None) -> None:
+    """Fails the running trials `numbers` and queues a waiting copy of each (same
+    parameters), which the next ask of any worker runs."""
+    states = import_optuna().trial.TrialState
+    running = {t.number for t in study.get_trials(deepcopy=False, states=(states.RUNNING,))}
+    with quiet_optuna():
+        callback = retry_callback(max_retry)
+        for number in numbers:
+            if number in running:  # not failed (and re-queued) by another worker already
+                callback(study, study.tell(number, state=states.FAIL, skip_if_finished=True))
+
+
+def fail_dead(study: Any, out: str | Path) -> list[int]:
+    """Fails and re-queues (up to `MAX_RETRY` times) the running trials of an earlier
+    process of the output directory `out` (the caller holds its lock: that process is
+    dead); returns their numbers."""
+    states = import_optuna().trial.TrialState
+    me = worker_identity(out)
+    dead = [
+        t.number
+        for t in study.get_trials(deepcopy=False, states=(states.RUNNING,))
+        if (w := t.user_attrs.get("worker"))
+        and (w.get("host"), w.get("out")) == (me["host"], me["out"])
+        and w.get("pid") != me["pid"]
+    ]
+    requeue(study, dead, MAX_RETRY)
+    return dead
+
+
+class Heartbeat:
+    """Records a heartbeat of every trial this process runs, every `HEARTBEAT_SECONDS`,
+    from a daemon thread (a long compile does not make its trials look dead)."""
+
+    def __init__(self, storage: Any):
+        self.storage = storage if getattr(storage, "heartbeat_interval", None) else None
+        self.trial_ids: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="purejaxppo-heartbeat", daemon=True)
+
+    def add(self, trial_id: int) -> None:
+        self.trial_ids.add(trial_id)
+        if self.storage is not None:
+            self.storage.record_heartbeat(trial_id)
+
+    def discard(self, trial_id: int) -> None:
+        self.trial_ids.discard(trial_id)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            for trial_id in list(self.trial_ids):
+                with contextlib.suppress(Exception):  # a busy database: the next beat
+                    self.storage.record_heartbeat(trial_id)
+
+    def __enter__(self) -> Heartbeat:
+        if self.storage is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()

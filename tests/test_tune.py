@@ -1,0 +1,369 @@
+"""`tune` / `purejaxppo tune`: lanes train what Optuna asked, pruned lanes take new
+trials, best.yaml reruns bitwise, a killed or stopped tune resumes without losing a
+trial, two workers share one SQLite study, and bad input is refused in one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optuna
+import pytest
+
+import purejaxppo as pjp
+from purejaxppo.cli import main
+from purejaxppo.cli.values import load_config
+from purejaxppo.drivers.tune import check_tune
+from purejaxppo.drivers.tune import study as studies
+from purejaxppo.drivers.tune.lanes import LaneGroup
+from purejaxppo.drivers.tune.objective import Objective
+from purejaxppo.drivers.tune.space import TUNE_EXTRA
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = "import sys; from purejaxppo.cli import main; sys.exit(main())"
+States = optuna.trial.TrialState
+
+# 12 updates of 4 envs x 8 steps; 4 reports per trial -> segments of 3 updates (96 steps).
+CONFIG = pjp.PPOConfig(num_envs=4, num_steps=8, total_timesteps=4 * 8 * 12)
+SEARCH = {"learning_rate": ("log_uniform", 1e-4, 1e-2), "ent_coef": ("uniform", 0.0, 0.02)}
+# The subprocess tests: 48 updates a trial in 8 segments, 2 lanes, 8 trials.
+TINY = [
+    *("--num-envs", "4", "--num-steps", "8", "--hidden-sizes", "8"),
+    *("--total-timesteps", str(4 * 8 * 48), "--search", "learning_rate=log_uniform:1e-4:1e-2"),
+    *("--sampler", "random", "--pruner", "none", "--reports", "8", "--batch", "2"),
+    *("--trials", "8", "--no-progress"),
+]
+
+
+class PruneNumbers(optuna.pruners.BasePruner):
+    """Prunes the trials whose numbers it holds, at their first check."""
+
+    def __init__(self, numbers):
+        self.numbers = set(numbers)
+
+    def prune(self, study, trial):
+        return trial.number in self.numbers
+
+
+def lane_state(group):
+    """Every lane's train state (params and optimizer state) as one float64 row."""
+    leaves = jax.tree.leaves(group.runner.train_state)
+    return np.concatenate([np.asarray(x, np.float64).reshape(group.width, -1) for x in leaves], 1)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """6 trials in 4 lanes; trial 1 pruned at its first check. Every segment's lanes
+    (trial numbers, hyperparameters, update steps, train states before and after) are
+    recorded."""
+    out = tmp_path_factory.mktemp("tune")
+    segments = []
+    run_segment = LaneGroup.run_segment
+
+    def spy(group):
+        record = {
+            "trials": [None if lane is None else lane.trial.number for lane in group.lanes],
+            "hparams": {name: value.copy() for name, value in group.hparams.items()},
+            "update_step": np.asarray(group.runner.update_step),
+            "before": lane_state(group),
+        }
+        fetched = run_segment(group)
+        segments.append({**record, "after": lane_state(group)})
+        return fetched
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LaneGroup, "run_segment", spy)
+        result = pjp.tune(
+            CONFIG,
+            SEARCH,
+            trials=6,
+            batch=4,
+            reports=4,
+            sampler="random",
+            pruner=PruneNumbers({1}),
+            out=out,
+            progress=False,
+        )
+    return result, segments, out
+
+
+def test_lanes_train_the_parameters_optuna_asked(tuned):
+    result, segments, _ = tuned
+    trials = result.study.trials
+    base = pjp.Hyperparams.from_config(CONFIG)
+    for record in segments:
+        for lane, number in enumerate(record["trials"]):
+            if number is None:
+                continue
+            for name, values in record["hparams"].items():
+                want = trials[number].params.get(name, np.asarray(getattr(base, name)))
+                np.testing.assert_array_equal(values[lane], np.float32(want), (number, name))
+            assert trials[number].user_attrs["seed"] == number  # config.seed 0 + n
+    # each trial trains in one lane, for 12 updates = 4 segments (the pruned one: 1)
+    lanes = {}
+    for record in segments:
+        for lane, number in enumerate(record["trials"]):
+            if number is not None:
+                lanes.setdefault(number, set()).add(lane)
+    assert lanes == {0: {0}, 1: {1}, 2: {2}, 3: {3}, 4: {1}, 5: {0}}
+    assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED", *["COMPLETE"] * 4]
+    assert {t.user_attrs["updates"] for t in trials if t.state == States.COMPLETE} == {12}
+
+
+def test_a_pruned_lane_takes_a_new_trial_at_once_and_the_others_go_on(tuned):
+    result, segments, _ = tuned
+    assert [r["trials"] for r in segments] == [
+        [0, 1, 2, 3],
+        *[[0, 4, 2, 3]] * 3,  # trial 1 pruned after segment 1: lane 1 takes trial 4
+        [5, 4, None, None],  # 0, 2, 3 done; the budget (6 trials) leaves one more
+        *[[5, None, None, None]] * 3,
+    ]
+    assert result.study.trials[1].intermediate_values.keys() == {96}  # 3 updates x 32 steps
+    # the refilled lane starts from update 0 with a fresh state; the others go on
+    np.testing.assert_array_equal(segments[1]["update_step"], [3, 0, 3, 3])
+    np.testing.assert_array_equal(segments[4]["update_step"], [0, 9, 12, 12])
+    for previous, record in zip(segments, segments[1:], strict=False):
+        for lane, number in enumerate(record["trials"]):
+            same = number is not None and number == previous["trials"][lane]
+            changed = not np.array_equal(record["before"][lane], previous["after"][lane])
+            assert changed != same or number is None, (lane, number)
+
+
+def test_best_yaml_and_every_trial_rerun_bitwise_through_make_train(tuned):
+    result, _, out = tuned
+    study = result.study
+    best = study.best_trial
+    config = load_config(out / "best.yaml", {})  # what `purejaxppo train --config` reads
+    assert config == CONFIG.replace(**best.params, seed=best.number)
+    assert config == result.best_config
+    complete = [t for t in study.trials if t.state == States.COMPLETE]
+    keys = jnp.stack([jax.random.key(t.user_attrs["seed"]) for t in complete])
+    hparams = pjp.Hyperparams.stack(
+        [pjp.Hyperparams.from_config(CONFIG.replace(**t.params)) for t in complete]
+    )
+    row = complete.index(best)  # best.yaml's hyperparameters are the best lane's
+    for name, leaf in vars(pjp.Hyperparams.from_config(config)).items():
+        np.testing.assert_array_equal(leaf, np.asarray(getattr(hparams, name))[row], name)
+    metrics = jax.jit(jax.vmap(pjp.make_train(CONFIG)))(keys, hparams).metrics
+    objective = Objective()
+    for row, trial in enumerate(complete):
+        values = np.asarray(metrics["episode_return"][row])
+        counts = np.asarray(metrics["episode_count"][row])
+        assert objective.value(values, counts, 12) == trial.value  # bitwise
+        for step, value in trial.intermediate_values.items():
+            done = step // 32
+            assert objective.value(values[:done], counts[:done], 12) == value
+    assert (out / "trials.csv").read_text().count("\n") == 7  # header + 6 trials
+    for name in ("optimization_history.png", "parallel_coordinate.png", "param_importances.png"):
+        assert (out / name).stat().st_size > 1000
+
+
+def run_cli(args, capsys):
+    """(exit code, stderr lines) of `purejaxppo ARGS` in this process."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    return exit_info.value.code, capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.fixture(scope="module")
+def stored_study(tmp_path_factory):
+    """An SQLite storage holding the study 'tune' of another search space."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('storage') / 'study.db'}"
+    request = check_tune(CONFIG, {"ent_coef": ("uniform", 0.0, 0.1)}, trials=1, batch=1).request
+    storage = studies.open_storage(url)
+    studies.open_study(storage, "tune", request, resume=False, sampler=None, pruner=None)
+    return url
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--search", "learnig_rate=uniform:0:1"], "unknown config field 'learnig_rate'; did"),
+        (["--search", "learning_rate=uniform:0.01:0.001"], "needs low <= high"),
+        (["--search", "learning_rate=log_uniform:0:0.1"], "needs 0 < low <= high"),
+        (["--search", "num_envs=uniform:2:8"], "num_envs is static (each value compiles"),
+        (["--search", "hidden_sizes=choice:64-x,32"], "'64-x' is not a list of sizes"),
+        (["--search", "gamma=uniform:0.5:1.5"], "search['gamma'] value 1.5: gamma"),
+        (["--search", "seed=int_uniform:0:9"], "field 'seed' cannot be swept"),
+        (["--search", "learning_rate=beta:1:2"], "unknown distribution 'beta'"),
+        (["--trials", "0"], "trials=0: must be an integer >= 1"),
+        (["--batch", "0"], "batch=0: must be an integer >= 1"),
+        (["--objective", "reward"], "unknown metric 'reward'"),
+        (["--objective", "episode_return:2"], "must be a fraction of the updates in (0, 1]"),
+        (["--sampler", "grid"], "sampler='grid': must be one of tpe, cmaes, random, qmc"),
+        (["--pruner", "patient"], "pruner='patient': must be one of median, halving"),
+        (["--storage", "sqlite:////nonexistent/dir/s.db"], "no directory /nonexistent/dir"),
+        (["--storage", "postgresql://me@127.0.0.1:1/db"], "'postgresql://me@127.0.0.1:1/db':"),
+        (["--storage", "STORED"], "already exists: pass --resume to continue or join it"),
+        (["--storage", "STORED", "--resume"], "searches {'ent_coef': ['uniform', 0.0, 0.1]}"),
+    ],
+)
+def test_bad_input_is_refused_in_one_line_before_anything_is_made(
+    args, message, tmp_path, capsys, stored_study
+):
+    out = tmp_path / "out"
+    argv = ["tune", "--out", str(out), *[stored_study if a == "STORED" else a for a in args]]
+    if "--search" not in args:
+        argv += ["--search", "learning_rate=log_uniform:1e-4:1e-2"]
+    if "--trials" not in args:
+        argv += ["--trials", "4"]
+    code, lines = run_cli(argv, capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("purejaxppo: error: ") and message in lines[0], lines[0]
+    assert not out.exists()
+
+
+def test_without_optuna_tune_names_its_extra(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # `import optuna` raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'purejaxppo\[tune\]'"):
+        pjp.tune(CONFIG, SEARCH, trials=2)
+    argv = ["tune", "--search", "ent_coef=uniform:0:0.1", "--trials", "2"]
+    code, lines = run_cli([*argv, "--out", str(tmp_path / "out")], capsys)
+    assert (code, lines) == (2, ["purejaxppo: error: tune needs Optuna: " + TUNE_EXTRA])
+
+
+@pytest.fixture(scope="module")
+def cli_env(tmp_path_factory):
+    """The subprocesses' environment: this checkout, one compile cache for all."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PUREJAXPPO_COMPILE_CACHE"] = str(tmp_path_factory.mktemp("compile-cache"))
+    return env
+
+
+def start(args, env):
+    return subprocess.Popen(
+        [sys.executable, "-c", CLI, "tune", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def trial_states(db):
+    """{trial number: (state name, intermediate values reported)} read from the SQLite
+    file in one query (empty before it exists)."""
+    if not db.exists():
+        return {}
+    query = (
+        "SELECT t.number, t.state, COUNT(v.trial_id) FROM trials t LEFT JOIN "
+        "trial_intermediate_values v ON v.trial_id = t.trial_id GROUP BY t.trial_id"
+    )
+    with sqlite3.connect(db, timeout=30) as connection:
+        try:
+            rows = connection.execute(query).fetchall()
+        except sqlite3.OperationalError:  # the tables are being created
+            return {}
+    return {number: (state, reports) for number, state, reports in rows}
+
+
+def mid_trial(db, complete):
+    """Whether the study holds more than `complete` complete trials and a running one
+    that has reported 1 to 4 of its 8 values (a signal now finds it still running)."""
+    states = trial_states(db).values()
+    done = sum(state == "COMPLETE" for state, _ in states)
+    return done > complete and any(s == "RUNNING" and 1 <= n <= 4 for s, n in states)
+
+
+def wait_until(condition, process, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None or time.monotonic() > deadline:
+            out, err = process.communicate(timeout=30)
+            pytest.fail(f"exited {process.returncode} before the condition:\n{out}\n{err}")
+        time.sleep(0.01)
+
+
+def test_killed_then_stopped_tune_resumes_with_no_finished_trial_lost(tmp_path, cli_env):
+    out, db = tmp_path / "tune", tmp_path / "tune" / "study.db"
+
+    def complete():
+        return sorted(n for n, (s, _) in trial_states(db).items() if s == "COMPLETE")
+
+    first = start([*TINY, "--out", str(out)], cli_env)
+    wait_until(lambda: mid_trial(db, 0), first)
+    first.kill()  # SIGKILL: its running trials stay RUNNING in the study
+    first.communicate(timeout=60)
+    killed = complete()
+    assert first.returncode == -signal.SIGKILL and 1 <= len(killed) < 8
+    assert "RUNNING" in {s for s, _ in trial_states(db).values()}
+
+    second = start(["--resume", str(out), "--no-progress"], cli_env)
+    wait_until(lambda: mid_trial(db, len(killed)), second)
+    second.send_signal(signal.SIGTERM)  # the running segment ends, its trials re-queued
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 143, err
+    lines = err.strip().splitlines()
+    assert "0 running" not in lines[-2] and "trial(s) re-queued" in lines[-2], err
+    assert lines[-1].endswith(f"saved; continue with: purejaxppo tune --resume {out}"), err
+    stopped = complete()
+    assert {s for s, _ in trial_states(db).values()} == {"COMPLETE", "FAIL", "WAITING"}
+
+    third = subprocess.run(
+        [sys.executable, "-c", CLI, "tune", "--resume", str(out), "--no-progress"],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert third.returncode == 0, third.stderr
+    study = optuna.load_study(study_name="tune", storage=f"sqlite:///{db}")
+    trials = study.get_trials()
+    values = {t.number: t.value for t in trials if t.state == States.COMPLETE}
+    assert len(values) == 8 and set(stopped) <= set(values) and set(killed) <= set(stopped)
+    failed = [t for t in trials if t.state == States.FAIL]
+    assert failed  # the killed and the stopped process's running trials
+    for trial in failed:  # each was re-queued once, and its copy ran to the end
+        copies = [
+            t for t in trials if t.system_attrs.get("retry_history", [None])[-1] == trial.number
+        ]
+        assert len(copies) == 1 and copies[0].params == trial.params
+    assert sum(t.state == States.RUNNING or t.state == States.WAITING for t in trials) == 0
+    assert (out / "best.yaml").is_file() and (out / "trials.csv").is_file()
+
+
+def test_two_workers_share_one_sqlite_study(tmp_path, cli_env):
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    config = pjp.PPOConfig(num_envs=4, num_steps=8, hidden_sizes=(8,), total_timesteps=1536)
+    search = {"learning_rate": ("log_uniform", 1e-4, 1e-2)}  # TINY's
+    request = check_tune(config, search, trials=8, batch=2).request
+    # the study and its tables exist before the workers start (`optuna create-study`)
+    storage = studies.open_storage(url)
+    studies.open_study(storage, "tune", request, resume=False, sampler=None, pruner=None)
+    workers = [
+        start([*TINY, "--storage", url, "--out", str(tmp_path / name), "--resume"], cli_env)
+        for name in ("a", "b")
+    ]
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err
+    trials = optuna.load_study(study_name="tune", storage=url).get_trials()
+    assert [t.state for t in trials] == [States.COMPLETE] * 8  # 8 in all, none run twice
+    pids = {t.user_attrs["worker"]["pid"] for t in trials}
+    assert pids == {worker.pid for worker in workers}  # both took trials
+
+
+def test_every_named_sampler_is_built_seeded():
+    import optuna
+
+    from purejaxppo.drivers.tune.study import make_sampler
+
+    kinds = {
+        "tpe": optuna.samplers.TPESampler,
+        "cmaes": optuna.samplers.CmaEsSampler,  # the cmaes package comes with [tune]
+        "random": optuna.samplers.RandomSampler,
+        "qmc": optuna.samplers.QMCSampler,
+    }
+    for name, kind in kinds.items():
+        assert isinstance(make_sampler(name, seed=3), kind)
+    own = optuna.samplers.RandomSampler(seed=1)
+    assert make_sampler(own, seed=3) is own
