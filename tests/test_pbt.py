@@ -533,7 +533,7 @@ STATIC_BAD_INPUT = [
         "num_steps=9, num_minibatches=8",
     ),
     (dict(search={"update_epochs": ("uniform", 1, 4)}), "searched by a choice"),
-    (dict(checkpoint_dir="ckpt"), "checkpoint_dir"),
+    (dict(resume=True), "resume=True needs checkpoint_dir"),
     (dict(devices=2), "devices (2 devices)"),
     (dict(config=STATIC_CONFIG.replace(recurrent="gru")), "recurrent='gru'"),
     (dict(config=STATIC_CONFIG.replace(eval_freq=2)), "eval_freq=2"),

@@ -11,6 +11,7 @@ from typing import Any
 from purejaxppo import rundir
 from purejaxppo.cli.options import PbtOptions, pop_options
 from purejaxppo.cli.values import (
+    error,
     load_config,
     parse_random,
 )
@@ -50,12 +51,11 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
                     "log_uniform:LOW:HIGH), not a choice"
                 )
         static = split_search(search, config)[1]
-        if static.names and (o.resume or (o.devices or 1) > 1):
+        if static.names and (o.devices or 1) > 1:
             raise ValueError(
                 f"--search {', '.join(static.names)} (static fields) cannot be combined with "
-                f"{'--resume' if o.resume else f'--devices {o.devices}'}: it needs the single "
-                "program of a traced-only search (static searches run on one device and "
-                "write no population checkpoints)"
+                f"--devices {o.devices}: it needs the single program of a traced-only search "
+                "(static searches run on one device)"
             )
         if o.resume and o.out is None:
             raise ValueError("--resume needs --out DIR (the interrupted run's directory)")
@@ -71,7 +71,7 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         from purejaxppo.drivers.population import check_pbt
 
         # every refusal of `pbt` itself (search, options, devices) before --out is made
-        check_pbt(config, **_pbt_arguments(o, config, search, o.out, devices, bool(static.names)))
+        check_pbt(config, **_pbt_arguments(o, config, search, o.out, devices))
     except ValueError as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
     if o.resume and (o.out / "pbt.yaml").is_file():
@@ -82,9 +82,9 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         out = rundir.make_unique_dir("pbt", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         with rundir.claim(out, "pbt", resume=o.resume, overwrite=o.overwrite):
-            return _run_pbt(parser, o, config, search, out, devices, static=bool(static.names))
+            return _run_pbt(parser, o, config, search, out, devices)
     except ValueError as err:
-        parser.exit(2, f"purejaxppo: error: {err}\n")
+        error(parser, err)
 
 
 def _pbt_devices(o: PbtOptions, config: Any, *, static: bool) -> int | None:
@@ -117,11 +117,11 @@ def _pbt_devices(o: PbtOptions, config: Any, *, static: bool) -> int | None:
 
 
 def _pbt_arguments(
-    o: PbtOptions, config: Any, search: Any, out: Path | None, devices: int | None, static: bool
+    o: PbtOptions, config: Any, search: Any, out: Path | None, devices: int | None
 ) -> dict[str, Any]:
     """`pbt`'s keyword arguments for these options (`out` None: the default output directory
-    is not made yet). A static search runs on one device without population checkpoints."""
-    every = 0 if static else o.checkpoint_every
+    is not made yet). A static search runs on one device."""
+    every = o.checkpoint_every
     return {
         "population": o.population,
         "ready_every": o.ready_every,
@@ -148,17 +148,17 @@ def _run_pbt(
     search: Any,
     out: Path,
     devices: int | None,
-    *,
-    static: bool = False,
 ) -> int:
     """Trains the population into `out` (claimed) on `devices`, writes, prints. A static
-    search runs on one device without population checkpoints."""
+    search runs on one device. A stop request (SIGINT / SIGTERM) ends with
+    `TrainingInterrupted` after the running generation is saved in `out/checkpoints`; a
+    full disk (also orbax's report of one) exits 4 in one line (`values.error`)."""
     from purejaxppo.drivers.population import pbt, write_pbt  # imports JAX; keep --help fast
 
     try:
-        result = pbt(config, **_pbt_arguments(o, config, search, out, devices, static))
+        result = pbt(config, **_pbt_arguments(o, config, search, out, devices))
     except ValueError as err:
-        parser.exit(2, f"purejaxppo: error: {err}\n")
+        error(parser, err)
     written = write_pbt(result, out)
     import pandas as pd
 

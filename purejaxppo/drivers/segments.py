@@ -173,6 +173,12 @@ def first_divergence(
     return None if what is None else Divergence(update=done + length, what=what)
 
 
+def _stopping(unit: str) -> str:
+    """A stop request's first line for a loop over `unit`s ("update": its segments)."""
+    running = "segment" if unit == "update" else unit
+    return f"stopping after the running {running} (it is saved first)"
+
+
 def run_segments(
     total: int,
     done: int,
@@ -226,7 +232,7 @@ def run_segments(
     last_save = time.monotonic()
     with contextlib.ExitStack() as stack:
         requested = stack.enter_context(
-            stop_requests() if stop_on_signals else contextlib.nullcontext([])
+            stop_requests(_stopping(unit)) if stop_on_signals else contextlib.nullcontext([])
         )
         stack.enter_context(hinted(resume_hint if hooks.save is not None else None))
         seconds = SEGMENT_SECONDS if seconds is None else seconds

@@ -49,7 +49,7 @@ import jax
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from purejaxppo import parallel
+from purejaxppo import fingerprint, parallel
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.population import storage
 from purejaxppo.drivers.population.groups import StaticPBT
@@ -139,9 +139,12 @@ def pbt(
         then the fitness is the mean return of `config.eval_episodes` evaluation episodes
         (sampled actions) of the first eval split, run at every generation's end.
       checkpoint_dir: where to save the whole population every `checkpoint_every`
-        generations and at the end (orbax, atomic).
-      resume: continue from the newest checkpoint in `checkpoint_dir` (same arguments);
-        the result is bitwise the uninterrupted run's on CPU.
+        generations and at the end (orbax, atomic), and, when it starts, the record of
+        what decides its results (`purejaxppo.fingerprint`: config, options, search
+        spaces, devices). Both searches (traced, static).
+      resume: continue from the newest checkpoint in `checkpoint_dir` (same arguments:
+        compared with the record first); the result is bitwise the uninterrupted run's
+        on CPU (host envs: their episodes restart).
       progress: tqdm bar over generations. verbose: print the plan and compile count.
       env, env_params: optional gymnax-API environment, as for `make_train`.
 
@@ -149,8 +152,7 @@ def pbt(
       `PBTResult`.
 
     Raises:
-      ValueError: before compiling, for a host env ("gymnasium:<id>", which cannot run
-        under vmap), a static / unknown searched field, a bad range
+      ValueError: before compiling, for a static / unknown searched field, a bad range
         (low >= high), a population not divisible by the device count, `ready_every`
         larger than the run, an unknown exploit / explore name or another bad option,
         naming the field and value, several devices for an "envpool:" id (its members
@@ -158,12 +160,20 @@ def pbt(
         checkpoint or one written with other arguments, or an "envpool:" id (`envs.kinds`'
         table: `pbt`, `pbt_resume`, `runs_on_devices`); for a static search, a static
         field pbt cannot search, a value the config cannot take, or options that need one
-        program (several devices, checkpoints, resume, init_from, eval_freq > 0).
+        program (several devices, init_from, eval_freq > 0).
+      FingerprintMismatch (a ValueError): on resume, a setting differs from the one the
+        population started with, naming the field (before anything compiles).
+      TrainingInterrupted: SIGINT / SIGTERM (the stop protocol of `purejaxppo.signals`):
+        the running generation finished and, with `checkpoint_dir`, saved; `unit` is
+        "generation". A second signal raises `StopNow` at once.
+      OSError: ENOSPC, the disk is full (the newest complete checkpoint is kept).
     """
     checked = _check(locals())
+    _record_fingerprint(config, checked, checkpoint_dir, resume)
     if checked.mesh is None:  # a static search (`groups.StaticPBT`, one device)
         run = StaticPBT(config, checked.space, checked.static, checked.options)
-        return run.train(env, env_params, verbose)
+        saving = {"checkpoint_dir": checkpoint_dir, "checkpoint_every": checkpoint_every}
+        return run.train(env, env_params, verbose, **saving, resume=resume, progress=progress)
     space, options, mesh = checked.space, checked.options, checked.mesh
     run = _PBTRun(config, space, options, mesh, checkpoint_dir, checkpoint_every, progress)
     run.plan(env, env_params, verbose)
@@ -202,23 +212,57 @@ def _check(given: Mapping[str, Any]) -> _Checked:
     if static.names:
         space = parse_search(traced, config) if traced else SearchSpace((), (), (), ())
         num_devices = len(devices) if isinstance(devices, Sequence) else (devices or 1)
-        check_static_options(
-            config,
-            num_devices=num_devices,
-            checkpoint_dir=given["checkpoint_dir"],
-            resume=given["resume"],
-        )
+        check_static_options(config, num_devices=num_devices)
         check_options(options, config, 1)
-        return _Checked(options, space, static, None)
-    space = parse_search(given["search"], config)
-    mesh = parallel.make_mesh(kinds.runs_devices(config.env_name, devices), parallel.RUNS_AXIS)
-    kinds.check_runs_devices(config.env_name, mesh.devices.size)
-    check_options(options, config, mesh.devices.size)
+        checked = _Checked(options, space, static, None)
+    else:
+        space = parse_search(given["search"], config)
+        mesh = parallel.make_mesh(kinds.runs_devices(config.env_name, devices), parallel.RUNS_AXIS)
+        kinds.check_runs_devices(config.env_name, mesh.devices.size)
+        check_options(options, config, mesh.devices.size)
+        checked = _Checked(options, space, static, mesh)
     if given["resume"] and given["checkpoint_dir"] is None:
         raise ValueError("resume=True needs checkpoint_dir")
     if given["checkpoint_every"] < 1:
         raise ValueError(f"checkpoint_every={given['checkpoint_every']}: must be >= 1")
-    return _Checked(options, space, static, mesh)
+    if given["resume"]:  # the arguments that decide the results: as the run started
+        fingerprint.check(
+            given["checkpoint_dir"], _fingerprint_fields(config, checked), what=RESUME
+        )
+    return checked
+
+
+def _record_fingerprint(config: PPOConfig, checked: _Checked, directory: Any, resume: bool) -> None:
+    """Records what decides the results in the checkpoint directory `directory` (made
+    here) when a population starts; on resume (checked already by `_check`) only where
+    no record is there yet."""
+    if directory is None or jax.process_index() != 0:
+        return
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    fields = _fingerprint_fields(config, checked)
+    if resume:
+        fingerprint.ensure(directory, fields, what=RESUME)
+    else:
+        fingerprint.record(directory, fields)
+
+
+#: How a refused resume names itself (`fingerprint.FingerprintMismatch`).
+RESUME = "pbt --resume"
+
+
+def _fingerprint_fields(config: PPOConfig, checked: _Checked) -> dict[str, Any]:
+    """What decides a population's results, recorded in its checkpoint directory when
+    it starts and compared on resume (`purejaxppo.fingerprint`): the resolved config, the
+    PBT options (population, generation length, seed, exploit / explore and their
+    settings), the traced and static search spaces, and the devices the members are
+    split over."""
+    return {
+        "config": config.to_dict(),
+        "options": checked.options.to_dict(),
+        "search": checked.space.spec,
+        "static_search": checked.static.spec,
+        "devices": 1 if checked.mesh is None else int(checked.mesh.devices.size),
+    }
 
 
 class _PBTRun:

@@ -13,6 +13,22 @@ explored, each static value is redrawn uniformly from its choices with probabili
 `resample_probability`. A member whose `hidden_sizes` change gets the weights of the
 old architecture transferred into a fresh initialisation of the new one
 (`networks.evolve.transfer_train_state`).
+
+The generations run as the segments of `drivers.segments.run_segments` (one generation
+each): a progress bar with the best fitness so far, checkpoints of the whole population
+every `checkpoint_every` generations (`storage.save_arrays`: every member's runner by
+slot, hyperparameters, static choices, the selection key and the records so far), and
+the stop protocol of `purejaxppo.signals` (a first SIGINT / SIGTERM finishes and saves the
+running generation, then `TrainingInterrupted`; a second stops at once). A resumed
+population continues bitwise (JAX envs, on CPU).
+
+Envs whose state lives on the host (gymnasium's vector env, EnvPool's pool: kinds with
+`episodes_restart_on_resume`) keep one vector env per group and batch size, whose rows
+are the group's padded members in order. Whenever those rows change (a member joins or
+leaves the group, another group stepped the same vector env, a resume), the group's
+members start fresh episodes there (a vmapped init: one reset of the vector env, keys
+`fold_in(fold_in(member key, RESUME_KEY_STREAM), generation)`); otherwise their episodes
+go on across generations.
 """
 
 from __future__ import annotations
@@ -21,6 +37,7 @@ import dataclasses
 import itertools
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -28,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purejaxppo.config import PPOConfig
+from purejaxppo.drivers.population import storage
 from purejaxppo.drivers.population.options import (
     PBTOptions,
     initial_hparams,
@@ -35,22 +53,31 @@ from purejaxppo.drivers.population.options import (
     population_key,
 )
 from purejaxppo.drivers.population.program import COMPILES, make_operators
-from purejaxppo.drivers.population.results import PBTResult, build_result
+from purejaxppo.drivers.population.results import PBTResult, build_result, json_ready
 from purejaxppo.drivers.population.search import NOT_COPIED, SearchSpace, get_values, set_values
 from purejaxppo.drivers.population.static import StaticSpace, group_config
+from purejaxppo.drivers.segments import (
+    RESUME_KEY_STREAM,
+    SegmentHooks,
+    progress_bar,
+    run_segments,
+)
 from purejaxppo.guards import all_finite
 from purejaxppo.networks.evolve import transfer_train_state
 from purejaxppo.train import METRICS, make_train_fns
 
 
 class _Group:
-    """The programs of one static combination: `init(key)` and `run(runner [B], hparams
-    [B], length)` (B a padded group size; one compile per (B, length))."""
+    """The programs of one static combination: `init(key)`, `init_batch(keys [B])` and
+    `run(runner [B], hparams [B], length)` (B a padded group size; one compile per (B,
+    length)). `restarts`: its envs live on the host (fresh episodes when its rows change)."""
 
     def __init__(self, config: PPOConfig, env: Any, env_params: Any) -> None:
         self.config = config
         self.fns = make_train_fns(config, env, env_params)
         self.init = jax.jit(self.fns.init)
+        self.init_batch = jax.jit(jax.vmap(self.fns.init))  # one reset of B x N host envs
+        self.restarts = self.fns.kind.episodes_restart_on_resume
         self.programs: dict[tuple[int, int], Any] = {}
 
     def run(self, runner: Any, hparams: Any, length: int) -> tuple[Any, Any]:
@@ -63,6 +90,13 @@ class _Group:
 
             self.programs[size, length] = jax.jit(pbt_generations_group)
         return self.programs[size, length](runner, hparams)
+
+    def abstract_runner(self, key: jax.Array) -> Any:
+        """A member's runner as host zeros of its shapes and dtypes (the key as key data):
+        the structure a checkpoint restores into."""
+        shapes = jax.eval_shape(self.init, key)
+        shapes = shapes.replace(key=jax.eval_shape(jax.random.key_data, shapes.key))
+        return jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), shapes)
 
 
 def _padded(count: int, population: int) -> int:
@@ -84,6 +118,21 @@ class StaticPBT:
         self.num_gens = self.full + (self.tail > 0)
         self.env: Any = None
         self.env_params: Any = None
+        population = options.population
+        self.keys = member_keys(options.seed, population)
+        index = [self.combos[m % len(self.combos)] for m in range(population)]
+        # the state after `done` generations (the runners are made by the first one)
+        self.done = 0
+        self.runners: list[Any] | None = None
+        self.index = np.asarray(index, np.int64).reshape(population, len(static.names))
+        self.hparams = initial_hparams(config, space, population, options.seed)
+        self.key = population_key(options.seed)
+        self.records: dict[str, list[np.ndarray]] = {}  # per generation, [P, ...]
+        self.metrics: dict[str, list[np.ndarray]] = {}  # per generation, [P, length]
+        # (vector env, rows) -> (combo, members) last stepped there (host envs)
+        self.env_rows: dict[tuple[int, int], tuple] = {}
+        self.checkpoint_dir: Path | None = None
+        self.saved = False
 
     def group(self, combo: tuple[int, ...]) -> _Group:
         if combo not in self.groups:
@@ -92,13 +141,33 @@ class StaticPBT:
             self.groups[combo] = _Group(config, self.env, self.env_params)
         return self.groups[combo]
 
-    def train(self, env: Any = None, env_params: Any = None, verbose: bool = True) -> PBTResult:
-        """Trains the population; returns the `PBTResult` (with `static` columns)."""
+    def train(
+        self,
+        env: Any = None,
+        env_params: Any = None,
+        verbose: bool = True,
+        *,
+        checkpoint_dir: str | Path | None = None,
+        checkpoint_every: int = 1,
+        resume: bool = False,
+        progress: bool = False,
+    ) -> PBTResult:
+        """Trains the population (from `checkpoint_dir`'s newest checkpoint with
+        `resume`), saving it there every `checkpoint_every` generations and at the end;
+        returns the `PBTResult` (with `static` columns).
+
+        Raises:
+          TrainingInterrupted: after SIGINT / SIGTERM, once the running generation is
+            saved (`StopNow` for a second signal).
+          ValueError: on resume, no readable checkpoint, or one of other arguments.
+          OSError: ENOSPC, the disk is full (the newest complete checkpoint is kept).
+        """
         self.env, self.env_params = env, env_params
-        options, population = self.options, self.options.population
+        self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+        options = self.options
         if verbose and jax.process_index() == 0:
             print(
-                f"pbt: {population} members x {self.num_gens} generations of "
+                f"pbt: {options.population} members x {self.num_gens} generations of "
                 f"{options.ready_every} updates, exploit={options.exploit}, "
                 f"explore={options.explore}, searching {list(self.space.names)} (traced) and "
                 f"{list(self.static.names)} (static: {len(self.combos)} combinations, one "
@@ -106,40 +175,160 @@ class StaticPBT:
                 file=sys.stderr,
             )
         compiled_before = COMPILES.count
-        self.keys = member_keys(options.seed, population)
-        index = np.asarray([self.combos[m % len(self.combos)] for m in range(population)])
-        index = index.reshape(population, len(self.static.names))
-        runners = [self.group(tuple(index[m])).init(self.keys[m]) for m in range(population)]
-        hparams = initial_hparams(self.config, self.space, population, options.seed)
-        key = population_key(options.seed)
-        records: dict[str, list] = {}
-        metrics: dict[str, list] = {}
-        for generation in range(self.num_gens):
-            length = options.ready_every if generation < self.full else self.tail
-            COMPILES.active = True
-            try:
-                runners, trained = self._train_generation(runners, hparams, index, length)
-            finally:
-                COMPILES.active = False
-            key, step_key = jax.random.split(key)
-            last = generation == self.num_gens - 1
-            runners, hparams, new_index, record = self._population_step(
-                runners, hparams, index, trained, step_key, last, generation
+        if resume:
+            if self.checkpoint_dir is None:
+                raise ValueError("resume=True needs checkpoint_dir")
+            self._restore(self.checkpoint_dir / "population")
+        bar = progress_bar(
+            self.num_gens,
+            initial=self.done,
+            unit="generation",
+            desc="pbt",
+            enabled=progress and jax.process_index() == 0,
+        )
+        hooks = SegmentHooks(lambda done: 1, self._run, self._process, self._save)
+        self.saved = self.done > 0  # a stop at once before the first save promises none
+        with bar:
+            run_segments(
+                self.num_gens,
+                self.done,
+                hooks,
+                bar=bar,
+                save_freq=checkpoint_every if self.checkpoint_dir is not None else 0,
+                fetch=lambda out: out,  # the next state and records, as `_run` gives them
+                resume_hint=None if self.checkpoint_dir is None else self._resume_hint,
+                unit="generation",
+                stop_on_signals=jax.process_count() == 1,
             )
-            record["static"] = index
-            record["batch_size"] = np.asarray(
-                [self.group(tuple(i)).config.batch_size for i in index]
-            )
-            for name, value in record.items():
-                records.setdefault(name, []).append(np.asarray(value))
-            for name, value in trained.items():
-                metrics.setdefault(name, []).append(value)
-            index = new_index
-        stacked = {k: np.stack(v) for k, v in records.items()}
-        joined = {k: np.concatenate(v, axis=1) for k, v in metrics.items()}
-        return self._result(stacked, joined, runners, hparams, COMPILES.count - compiled_before)
+        stacked = {k: np.stack(v) for k, v in self.records.items()}
+        joined = {k: np.concatenate(v, axis=1) for k, v in self.metrics.items()}
+        count = COMPILES.count - compiled_before
+        return self._result(stacked, joined, self.runners, self.hparams, count)
 
-    def _train_generation(self, runners, hparams, index, length):
+    def _resume_hint(self) -> str | None:
+        return "the same command with --resume" if self.saved else None
+
+    def _run(self, done: int, count: int) -> tuple:
+        """Generation `done` (in `run_segments`' worker thread): trains every group, then
+        the population step; returns the next state and the generation's records, left
+        to `_process` to keep (a stop at once keeps the last finished generation)."""
+        runners, index = self.runners, self.index
+        if runners is None:
+            runners = [self.group(tuple(index[m])).init(self.keys[m]) for m in range(len(index))]
+        length = self.options.ready_every if done < self.full else self.tail
+        COMPILES.active = True
+        try:
+            runners, trained = self._train_generation(runners, self.hparams, index, length, done)
+        finally:
+            COMPILES.active = False
+        key, step_key = jax.random.split(self.key)
+        last = done == self.num_gens - 1
+        runners, hparams, new_index, record = self._population_step(
+            runners, self.hparams, index, trained, step_key, last, done
+        )
+        record["static"] = index
+        record["batch_size"] = np.asarray([self.group(tuple(i)).config.batch_size for i in index])
+        return runners, hparams, new_index, key, record, trained
+
+    def _process(self, done: int, count: int, fetched: tuple) -> dict[str, str]:
+        self.runners, self.hparams, self.index, self.key, record, trained = fetched
+        for name, value in record.items():
+            self.records.setdefault(name, []).append(np.asarray(value))
+        for name, value in trained.items():
+            self.metrics.setdefault(name, []).append(value)
+        fitness = np.stack(self.records["fitness"])
+        finite = fitness[np.isfinite(fitness)]
+        return {"best": f"{finite.max():.1f}" if finite.size else "n/a"}
+
+    def _meta(self) -> dict[str, Any]:
+        return json_ready(
+            {
+                "config": self.config.to_dict(),
+                "options": self.options.to_dict(),
+                "search": self.space.spec,
+                "static_search": self.static.spec,
+            }
+        )
+
+    def _save(self, done: int, due: bool) -> None:
+        if self.checkpoint_dir is None or not due:
+            return
+        arrays = {
+            "runners": {
+                str(m): jax.device_get(r.replace(key=jax.random.key_data(r.key)))
+                for m, r in enumerate(self.runners)
+            },
+            "hparams": jax.tree.map(np.asarray, self.hparams),
+            "key": np.asarray(jax.random.key_data(self.key)),
+        }
+        history = {f"record/{k}": np.stack(v) for k, v in self.records.items()}
+        history |= {f"metric/{k}": np.concatenate(v, axis=1) for k, v in self.metrics.items()}
+        meta = {**self._meta(), "index": self.index.tolist()}
+        storage.save_arrays(self.checkpoint_dir / "population", arrays, done, history, meta)
+        self.saved = True
+
+    def _restore(self, directory: Path) -> None:
+        """The state of the newest checkpoint under `directory` (same arguments only)."""
+        population = self.options.population
+
+        def abstract(meta: dict[str, Any]) -> dict[str, Any]:
+            index = np.asarray(meta["index"], np.int64).reshape(self.index.shape)
+            runners = {
+                str(m): self.group(tuple(index[m])).abstract_runner(self.keys[m])
+                for m in range(population)
+            }
+            key = np.asarray(jax.random.key_data(self.key))
+            return {"runners": runners, "hparams": self.hparams, "key": key}
+
+        done, saved, history, meta = storage.load_population(directory, abstract)
+        index = meta.pop("index")
+        meta.pop("generation", None)
+        if meta != self._meta():
+            changed = sorted(k for k in self._meta() if meta.get(k) != self._meta()[k])
+            raise ValueError(
+                f"resume: the checkpoint in {directory} was written with other arguments "
+                f"({', '.join(changed) or 'its fields differ'})"
+            )
+        self.done, self.index = done, np.asarray(index, np.int64).reshape(self.index.shape)
+        self.runners = [
+            r.replace(key=jax.random.wrap_key_data(np.asarray(r.key)))
+            for _, r in sorted(saved["runners"].items(), key=lambda item: int(item[0]))
+        ]
+        self.hparams = jax.tree.map(np.asarray, saved["hparams"])
+        self.key = jax.random.wrap_key_data(np.asarray(saved["key"]))
+        self.records = {k[7:]: list(v) for k, v in history.items() if k.startswith("record/")}
+        self.metrics = {k[7:]: [v] for k, v in history.items() if k.startswith("metric/")}
+        if any(self.group(tuple(i)).restarts for i in self.index):
+            print(
+                f"resume: {self.config.env_name}'s episodes live on the host outside the "
+                "checkpoint: the members start fresh episodes (params, optimizer state, "
+                "statistics, hyperparameters and static values continue from the checkpoint)",
+                file=sys.stderr,
+            )
+
+    def _vector_env(self, group: _Group, size: int) -> tuple[int, int]:
+        """Which host vector env a group's `size` members step: one per env object and
+        batch size (a given env object is shared by every group)."""
+        return (id(self.env) if self.env is not None else id(group), size)
+
+    def _fresh_episodes(self, group, combo, padded, batch, generation):
+        """`batch` with fresh episodes where its group's host vector env last stepped other
+        rows (see the module docstring); unchanged for envs that live in the program."""
+        if not group.restarts:
+            return batch
+        where = self._vector_env(group, len(padded))
+        if self.env_rows.get(where) == (combo, tuple(padded)):
+            return batch
+        keys = jnp.stack(
+            [
+                jax.random.fold_in(jax.random.fold_in(self.keys[m], RESUME_KEY_STREAM), generation)
+                for m in padded
+            ]
+        )
+        self.env_rows[where] = (combo, tuple(padded))
+        return batch.replace(env=group.init_batch(keys).env)
+
+    def _train_generation(self, runners, hparams, index, length, generation=0):
         """Trains every group `length` updates; per-member runners and `[P, length]`
         metrics (and `diverged`, `[P]` bool)."""
         population = self.options.population
@@ -152,9 +341,11 @@ class StaticPBT:
         for combo, members in members_of.items():
             padded = members + [members[0]] * (_padded(len(members), population) - len(members))
             batch = _stack([runners[m] for m in padded])
+            group = self.group(combo)
+            batch = self._fresh_episodes(group, combo, padded, batch, generation)
             rows = np.asarray(padded)
             hp = jax.tree.map(lambda x, rows=rows: jnp.asarray(np.asarray(x)[rows]), hparams)
-            new, group_metrics = self.group(combo).run(batch, hp, length)
+            new, group_metrics = group.run(batch, hp, length)
             finite = np.asarray(all_finite(new.train_state, batched=True))
             for j, m in enumerate(members):
                 out[m] = jax.tree.map(lambda x, j=j: x[j], new)
@@ -234,6 +425,8 @@ class StaticPBT:
             return runner
         key = jax.random.fold_in(self.keys[member], generation + 1)
         fresh = jax.device_get(new_group.init(key).train_state)
+        if new_group.restarts:  # that init reset the group's vector env of one member
+            self.env_rows.pop(self._vector_env(new_group, 1), None)
         moved = transfer_train_state(jax.device_get(runner.train_state), fresh)
         return runner.replace(train_state=jax.tree.map(jnp.asarray, moved))
 

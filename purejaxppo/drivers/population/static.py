@@ -144,16 +144,12 @@ def group_config(config: PPOConfig, space: StaticSpace, combo: Sequence[Any]) ->
         raise ValueError(f"search: the static combination {shown}: {err}") from None
 
 
-def check_static_options(
-    config: PPOConfig, *, num_devices: int, checkpoint_dir: Any, resume: bool
-) -> None:
+def check_static_options(config: PPOConfig, *, num_devices: int) -> None:
     """Refuses, in one line naming the option, what needs the single compiled program of a
-    traced-only search: several devices, population checkpoints / resume, a warm start
-    (`init_from`), evaluation fitness (`eval_freq` > 0)."""
+    traced-only search: several devices, a warm start (`init_from`), evaluation fitness
+    (`eval_freq` > 0). Checkpoints and resume work for both searches."""
     needs_one = {
         f"devices ({num_devices} devices)": num_devices > 1,
-        "checkpoint_dir / --checkpoint-every (population checkpoints)": checkpoint_dir is not None,
-        "resume": bool(resume),
         f"init_from={config.init_from!r} (a warm start of one architecture)": (
             config.init_from is not None
         ),
@@ -164,6 +160,5 @@ def check_static_options(
         raise ValueError(
             f"search over static fields runs one program per group of members and cannot "
             f"be combined with {', '.join(bad)}: these need the single program of a "
-            "traced-only search (use --devices 1 --checkpoint-every 0, or search traced "
-            "fields only)"
+            "traced-only search (use --devices 1, or search traced fields only)"
         )
