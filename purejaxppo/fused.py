@@ -8,7 +8,7 @@ and its backward pass run in one Pallas (Triton) program per agent, with the act
 in registers; a second kernel does the same for the critic (value loss). The training
 program's `vmap` over agents becomes the kernels' grid. Measured on one H200 with the
 standard CartPole workload: 1.39x the update speed of XLA's gradient at 4096 agents, 1.35x
-at 1024, the same with one agent (docs/guides/gpu.md, "Fused gradient kernels").
+at 1024, the same with one agent (docs/guides/gpu-design.md, "Fused gradient kernels").
 
 The math is `losses.ppo_loss`'s (Schulman et al. 2017, eq. 7 and 9, as CleanRL's
 `ppo.py`): the same loss terms, the same gradient; float32 matmuls in TF32, like XLA's

@@ -5,7 +5,7 @@ On a GPU every iteration of a `lax.scan` / `while` costs a round trip to the hos
 loop condition is read back to decide whether to launch the next iteration) and every
 `lax.cond` one more, so an update of 128 rollout steps, a 128-step GAE scan and 4 x 4
 minibatch steps with a `cond` per epoch pays ~280 of them however small the batch
-(`benchmarks/profile_update.py --ops`, `docs/guides/gpu.md`). On a CPU the same loops cost
+(`benchmarks/profile_update.py --ops`, `docs/guides/gpu-design.md`). On a CPU the same loops cost
 next to nothing and the fewest operations win.
 
 Two layouts:
@@ -43,7 +43,7 @@ __all__ = ["LAYOUTS", "LoopPlan", "loop_plan"]
 LAYOUTS = ("auto", "compact", "unrolled")
 
 #: Rollout steps per scan iteration of the "unrolled" layout (H100 measurements:
-#: docs/guides/gpu.md).
+#: docs/guides/gpu-design.md).
 ROLLOUT_UNROLL = 8
 #: Minibatch steps per scan iteration of the "unrolled" layout.
 EPOCH_UNROLL = 2

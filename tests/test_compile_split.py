@@ -1,5 +1,5 @@
 """benchmarks/experiments/compile_split.py: the split of a cold compile into trace, lower,
-XLA's HLO passes and its backend (docs/guides/gpu.md, "Where the compile time goes").
+XLA's HLO passes and its backend (docs/guides/gpu-design.md, "Where the compile time goes").
 
 The log parser is checked on a fixed log; one real cell (the CPU layout's program, one
 agent) checks that this jaxlib's XLA still prints the timers the parser reads.

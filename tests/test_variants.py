@@ -1,4 +1,4 @@
-"""benchmarks/experiments/variants.py: the GPU speed variants of docs/guides/gpu.md.
+"""benchmarks/experiments/variants.py: the GPU speed variants of docs/guides/gpu-design.md.
 
 The variants patch purejaxppo's modules, so they run in a subprocess. `opt=tree` and
 `opt=leafwise` compute the library's clipping and Adam in another order (the global norm

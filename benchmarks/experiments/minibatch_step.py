@@ -1,6 +1,6 @@
 """How fast can one PPO minibatch step of many vmapped agents run? Formulations compared.
 
-At thousands of agents the epochs dominate an update on a GPU (docs/guides/gpu.md, "Where
+At thousands of agents the epochs dominate an update on a GPU (docs/guides/gpu-design.md, "Where
 the time goes at thousands of agents"). This experiment times 16 minibatch steps (one
 `lax.scan`, as the "unrolled" layout's flat epochs) of the standard CartPole agent (a
 64-64 tanh actor and critic, 4 observation features, 2 actions, 128 samples per

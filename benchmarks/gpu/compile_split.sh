@@ -3,7 +3,7 @@
 # program goes on the GPU (trace, lower, XLA's HLO passes and backend), per loop layout and
 # rollout unroll, beside rejax 0.1.3, one fresh process per cell
 # (benchmarks/experiments/compile_split.py; the same cells on the 2-core CPU:
-# docs/guides/gpu.md, "Where the compile time goes").
+# docs/guides/gpu-design.md, "Where the compile time goes").
 #
 #   BUDGET_S=240 bash benchmarks/gpu/compile_split.sh
 #
