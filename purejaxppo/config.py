@@ -369,7 +369,7 @@ class PPOConfig:
     video_freq: int = static(0, "driver")
     collect_freq: int = static(0, "driver")
     collect_episodes: int = static(10, "driver")
-    # warm start (issue 26): `purejaxppo.warm_start`
+    # warm start: `purejaxppo.warm_start`
     init_from: str | None = static(None, "driver")
     init_parts: tuple[str, ...] = static(("params", "normalization"), "driver")
     init_step: int | None = static(None, "driver")

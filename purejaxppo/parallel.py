@@ -12,19 +12,20 @@ Two kinds of parallelism, both with `jax.shard_map` over a one-axis `Mesh` of al
   share of the rollout and computes gradients on its share of each minibatch, and the
   gradients (and the statistics that normalise advantages) are averaged over the devices
   (`lax.pmean`), so parameters stay identical everywhere. With one device this is the
-  ordinary run.
+  ordinary run. `make_data_parallel_run` is the same program in segments, for drivers that
+  log and save between them (`purejaxppo train --coordinator ...`, `drivers.distributed`).
 
-Several hosts: call `initialize_distributed` first in every process (it wraps
-`jax.distributed.initialize` and picks gloo collectives on CPU); the same calls then span
-all processes' devices. Inputs are built from host data that every process holds in full
-(`to_global`); each process reads back its own rows (`local_rows`) or, for small
-results, everything (`to_host`).
+Several hosts: call `initialize_distributed` first in every process (`processes`, which
+holds what the processes of one run agree on; it wraps `jax.distributed.initialize` and
+picks gloo collectives on CPU); the same calls then span all processes' devices. Inputs
+are built from host data that every process holds in full (`to_global`); each process
+reads back its own rows (`local_rows`) or, for small results, everything (`to_host`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -33,45 +34,13 @@ from jax.sharding import PartitionSpec as P
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.hyperparams import Hyperparams
+from purejaxppo.processes import initialize_distributed
 from purejaxppo.types import RunnerState, TrainOutput
 
 #: Mesh axis over which independent runs are split (`make_runs_program`).
 RUNS_AXIS = "runs"
 #: Mesh axis over which one agent's environments are split (`make_data_parallel_train`).
 DATA_AXIS = "data"
-
-
-def initialize_distributed(
-    coordinator_address: str,
-    num_processes: int,
-    process_id: int,
-    *,
-    local_device_count: int | None = None,
-) -> None:
-    """Joins this process to a multi-host run (`jax.distributed.initialize`).
-
-    Call it in every process before anything else touches JAX. On CPU it selects gloo
-    for cross-process collectives (JAX's CPU backend has none by default).
-
-    Args:
-      coordinator_address: "host:port" of process 0 (e.g. "10.0.0.1:1234").
-      num_processes: total number of processes.
-      process_id: this process's index in [0, num_processes).
-      local_device_count: CPU only, number of (fake) CPU devices for this process
-        (`jax_num_cpu_devices`); None leaves JAX's default.
-
-    Raises:
-      ValueError: for a process_id outside [0, num_processes) or a malformed address.
-    """
-    if num_processes < 1 or not 0 <= process_id < num_processes:
-        raise ValueError(f"process_id={process_id} must be in [0, num_processes={num_processes})")
-    host, _, port = coordinator_address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"coordinator_address={coordinator_address!r} must be 'host:port'")
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    if local_device_count is not None:
-        jax.config.update("jax_num_cpu_devices", local_device_count)
-    jax.distributed.initialize(coordinator_address, num_processes, process_id)
 
 
 def make_mesh(devices: Sequence[jax.Device] | int | None, axis_name: str) -> Mesh:
@@ -243,6 +212,105 @@ def make_data_parallel_train(
     return train
 
 
+class DataParallelRun(NamedTuple):
+    """ONE agent data-parallel over a mesh, in segments (`make_data_parallel_run`).
+
+    The runner state crosses the programs with its PRNG key as uint32 key data
+    (`jax.random.key_data`), the form checkpoints store, so that host copies
+    (`fetch`) and placed copies (`place`) are plain arrays.
+
+    mesh: the one-axis mesh over `DATA_AXIS`.
+    fns: the per-device functions (`make_train_fns` with `axis_name=DATA_AXIS`).
+    init: key -> the global runner state (jitted; params replicated, envs split).
+    segment: length -> the jitted program `(runner, hparams) -> (runner, metrics)` of
+      `length` updates (one program per length, cached); metrics `[length]`, replicated.
+    hparams: the config's `Hyperparams`, replicated on the mesh.
+    place: a host runner state (full arrays, key data) -> the global runner state.
+    fetch: the global runner state -> a host copy (full arrays in every process: an
+      all-gather of the envs across processes).
+    """
+
+    mesh: Mesh
+    fns: Any
+    init: Callable[[jax.Array], RunnerState]
+    segment: Callable[[int], Callable[..., tuple[RunnerState, dict[str, jax.Array]]]]
+    hparams: Hyperparams
+    place: Callable[[RunnerState], RunnerState]
+    fetch: Callable[[RunnerState], RunnerState]
+
+
+def make_data_parallel_run(
+    config: PPOConfig,
+    devices: Sequence[jax.Device] | int | None = None,
+    *,
+    init_params: Any = None,
+) -> DataParallelRun:
+    """The segmented form of `make_data_parallel_train` for drivers that log and save
+    between segments (`drivers.distributed`): the same per-device functions, the same
+    numbers (a run cut into segments equals the one-call run for the same key).
+
+    Raises:
+      ValueError: as `make_data_parallel_train` (a host env, D not dividing `num_envs`,
+        a per-device batch that does not split into `num_minibatches`).
+    """
+    from purejaxppo.envs.kinds import check
+    from purejaxppo.train import make_train_fns
+
+    check("data_parallel", config.env_name, multi_agent=config.multi_agent)
+    mesh = make_mesh(devices, DATA_AXIS)
+    fns = make_train_fns(
+        config,
+        axis_name=DATA_AXIS,
+        num_shards=mesh.devices.size,
+        init_params=init_params,
+    )
+    spec = RunnerState(train_state=P(), env=P(DATA_AXIS), key=P(), update_step=P())
+
+    def wire(runner: RunnerState) -> RunnerState:
+        return runner.replace(key=jax.random.key_data(runner.key))
+
+    def unwire(runner: RunnerState) -> RunnerState:
+        return runner.replace(key=jax.random.wrap_key_data(runner.key))
+
+    def shard(fn: Callable, in_specs: Any, out_specs: Any) -> Callable:
+        return jax.jit(
+            jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+        )
+
+    init_program = shard(lambda kd: wire(fns.init(jax.random.wrap_key_data(kd))), P(), spec)
+    programs: dict[int, Callable] = {}
+
+    def segment(length: int) -> Callable:
+        if length not in programs:
+
+            def per_device(runner: RunnerState, hparams: Hyperparams) -> Any:
+                runner, metrics = fns.run(unwire(runner), hparams, length)
+                return wire(runner), metrics
+
+            programs[length] = shard(per_device, (spec, P()), (spec, P()))
+        return programs[length]
+
+    def init(key: jax.Array) -> RunnerState:
+        return init_program(to_global(np.asarray(jax.random.key_data(key)), mesh, P()))
+
+    def place(runner: RunnerState) -> RunnerState:
+        fields = {name: getattr(runner, name) for name in ("train_state", "env", "key")}
+        placed = {name: to_global(x, mesh, getattr(spec, name)) for name, x in fields.items()}
+        step = to_global(np.asarray(runner.update_step), mesh, P())
+        return RunnerState(**placed, update_step=step)
+
+    hparams = to_global(jax.device_get(Hyperparams.from_config(config)), mesh, P())
+    return DataParallelRun(
+        mesh=mesh,
+        fns=fns,
+        init=init,
+        segment=segment,
+        hparams=hparams,
+        place=place,
+        fetch=to_host,
+    )
+
+
 def pad_runs(num_runs: int, multiple: int) -> int:
     """Smallest multiple of `multiple` that is >= num_runs."""
     return -(-num_runs // multiple) * multiple
@@ -268,10 +336,12 @@ def device_bytes_limit(mesh: Mesh) -> int | None:
 
 __all__ = [
     "DATA_AXIS",
+    "DataParallelRun",
     "RUNS_AXIS",
     "device_bytes_limit",
     "initialize_distributed",
     "local_rows",
+    "make_data_parallel_run",
     "make_data_parallel_train",
     "make_mesh",
     "make_runs_program",

@@ -79,6 +79,7 @@ def test_layout_and_per_seed_run_directories(seeds_run):
     assert names == {
         "config.yaml", "seeds.yaml", "metrics.csv", "summary.csv", "learning_curve.png",
         "seed_4", "seed_5", "seed_6", ".purejaxppo-run", ".purejaxppo-lock",
+        ".purejaxppo-fingerprint.json",
     }  # fmt: skip
     spec = yaml.safe_load((run_dir / "seeds.yaml").read_text())
     assert spec["seeds"] == list(SEEDS) and spec["num_seeds"] == 3

@@ -49,7 +49,7 @@ MAX_POSITIONAL = 8
 LONG_MODULES = {"purejaxppo/export/torch_modules.py"}
 #: The drivers, side by side over drivers/segments, report, plots, settings: none imports
 #: another (a package driver counts with all its modules).
-DRIVERS = ("single", "seeds", "sweeps", "population", "distributed")
+DRIVERS = ("single", "seeds", "sweeps", "population", "tune", "distributed")
 #: Where the progress bar and the figures live (each in exactly one module).
 ONE_MODULE_IMPORTS = {"tqdm": "progress bar (tqdm)", "matplotlib": "matplotlib"}
 #: The shipped text read for SELF_REFERENCES (globs under the root; docs/notebooks is a

@@ -80,6 +80,37 @@ class TrainOptions:
         help="also log to jsonl / tensorboard / wandb / mlflow (repeat for more; adds to "
         "the config's loggers; metrics.csv is always written)",
     )
+    # One agent over several processes (`cli.distributed`, docs/guides/multi-device.md).
+    coordinator: str | None = option(
+        metavar="HOST:PORT", help="process 0's address (needs --run-dir)", group=MULTIHOST
+    )
+    num_processes: str | None = option(
+        metavar="N|auto",
+        help="processes of the run; auto: read them, the coordinator and this process's "
+        "id from the cluster's environment (SLURM, ...)",
+        group=MULTIHOST,
+    )
+    process_id: int | None = option(type=int, metavar="I", group=MULTIHOST)
+    local_devices: int | None = option(
+        type=int,
+        metavar="K",
+        help="CPU only: fake this many CPU devices per process",
+        group=MULTIHOST,
+    )
+    init_timeout: float = option(
+        120.0,
+        type=float,
+        metavar="SECONDS",
+        help="wait this long for every process to join, then exit in one line (default 120)",
+        group=MULTIHOST,
+    )
+    heartbeat_timeout: int = option(
+        30,
+        type=int,
+        metavar="SECONDS",
+        help="a process silent this long counts as dead and the others stop (default 30)",
+        group=MULTIHOST,
+    )
 
 
 @dataclasses.dataclass
@@ -97,7 +128,7 @@ class EvalOptions:
         help="also record one episode of the policy's env (greedy with --greedy, else "
         'sampled) as FILE.gif or FILE.mp4 (mp4: pip install "purejaxppo[video]")',
     )
-    # the run's checkpoint series (issue 26; keep_checkpoints: all keeps every one)
+    # the run's checkpoint series (keep_checkpoints: all keeps every one)
     step: int | None = option(
         type=int, metavar="N", help="evaluate the kept checkpoint of update N (default: newest)"
     )

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from purejaxppo.cli.distributed import train_distributed_command, wants_processes
 from purejaxppo.cli.options import TrainOptions, pop_options
 from purejaxppo.cli.values import (
     EXIT_DIVERGED,
@@ -28,8 +29,8 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     if resume is not None and num_seeds != 1:
         error(
             parser,
-            f"--resume cannot be combined with --num-seeds {num_seeds}: every seed directory "
-            "is a single run, resume them one at a time (--resume RUN_DIR/seed_<s>)",
+            f"--resume cannot be combined with --num-seeds {num_seeds}: --resume RUN_DIR "
+            "continues every seed a --num-seeds run started with (its seeds.yaml)",
         )
     if resume is not None:
         if config_path is not None or run_dir is not None:
@@ -45,6 +46,7 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             )
         if not (resume / "config.yaml").is_file():
             error(parser, f"--resume {resume}: no run directory there (no config.yaml)")
+        num_seeds, devices = _resumed_seeds(parser, resume, devices)
         config_path, run_dir = resume / "config.yaml", resume
     try:
         config = load_config(config_path, args)
@@ -62,9 +64,11 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             file=sys.stderr,
         )
         config = config.replace(total_timesteps=rounded)
+    if wants_processes(o):  # one agent over several processes (`cli.distributed`)
+        return train_distributed_command(parser, o, config, run_dir, resume is not None)
     if num_seeds != 1 or devices is not None:
         return _train_seeds_command(
-            parser, config, run_dir, num_seeds, devices, progress, overwrite
+            parser, config, run_dir, num_seeds, devices, progress, overwrite, resume=resume
         )
     from purejaxppo import rundir
     from purejaxppo.drivers.single import train_and_log  # imports JAX; keep --help fast
@@ -112,6 +116,31 @@ def _last_evaluations(metrics: Any, episodes: int) -> list[str]:
     return lines
 
 
+def _resumed_seeds(
+    parser: argparse.ArgumentParser, resume: Path, devices: int | None
+) -> tuple[int, int | None]:
+    """(num_seeds, devices) of `--resume DIR`: a `--num-seeds` run's seeds and (unless
+    `--devices`) device count from its seeds.yaml, or (1, devices) for a single run. A
+    seed directory of a `--num-seeds` run is refused: its seeds continue together."""
+    from purejaxppo.drivers.seed_checks import read_seeds_root, seeds_root_of
+
+    root = seeds_root_of(resume)
+    if root is not None:
+        error(
+            parser,
+            f"--resume {resume}: a seed of the --num-seeds run {root}, whose seeds train as "
+            f"one program: continue them together with `purejaxppo train --resume {root}` "
+            "(or copy this directory out of it to continue the seed on its own)",
+        )
+    try:
+        spec = read_seeds_root(resume)
+    except ValueError as err:
+        error(parser, err)
+    if spec is None:
+        return 1, devices
+    return len(spec["seeds"]), spec["num_devices"] if devices is None else devices
+
+
 def _train_seeds_command(
     parser: argparse.ArgumentParser,
     config: PPOConfig,
@@ -120,15 +149,17 @@ def _train_seeds_command(
     devices: int | None,
     progress: bool,
     overwrite: bool,
+    *,
+    resume: Path | None = None,
 ) -> int:
-    """`purejaxppo train --num-seeds N`: validated before the CPU device count is set (and
-    JAX started), trained by `drivers.seeds.train_seeds`."""
+    """`purejaxppo train --num-seeds N` (or `--resume` of one): validated before the CPU
+    device count is set (and JAX started), trained by `drivers.seeds.train_seeds`."""
     from purejaxppo import rundir
     from purejaxppo.drivers.seeds import check_seeds
 
     try:
         check_seeds(config, num_seeds, devices=devices)
-        if run_dir is not None:
+        if run_dir is not None and resume is None:
             rundir.check_fresh(run_dir, overwrite)
     except ValueError as err:
         error(parser, err)
@@ -145,7 +176,13 @@ def _train_seeds_command(
 
     try:
         result = train_seeds(
-            config, run_dir, num_seeds, devices=devices, progress=progress, overwrite=overwrite
+            config,
+            run_dir,
+            num_seeds,
+            devices=devices,
+            progress=progress,
+            overwrite=overwrite,
+            resume=resume is not None,
         )
     except (ValueError, ImportError) as err:
         error(parser, err)

@@ -1,14 +1,23 @@
-"""The checks of a `--num-seeds` request that need no env: `check_seeds` (the command line
-calls it before it sets the CPU device count, so it imports nothing heavy and starts no
-JAX backend)."""
+"""The checks of a `--num-seeds` request that need no env: `check_seeds`, and what a
+`--resume` of one is (`read_seeds_root`, `seeds_root_of`). The command line calls them
+before it sets the CPU device count, so this module imports nothing heavy and starts no
+JAX backend."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Any
+
 import numpy as np
+import yaml
 
 from purejaxppo.config import PPOConfig
 
-__all__ = ["check_seeds"]
+__all__ = ["check_seeds", "read_seeds_root", "seeds_root_of"]
+
+#: The name of a seed's directory in a `--num-seeds` run: seed_<s>.
+_SEED_DIR = re.compile(r"seed_(\d+)")
 
 
 def check_seeds(
@@ -16,7 +25,6 @@ def check_seeds(
     num_seeds: int,
     *,
     devices: int | None = None,
-    resume: bool = False,
 ) -> list[int]:
     """Returns the seeds `config.seed + k`, k in [0, num_seeds), after checking that
     the request can run as one program; imports nothing heavy and starts no JAX backend.
@@ -24,7 +32,7 @@ def check_seeds(
     Raises:
       ValueError: naming the command-line flag and its value, for `num_seeds` < 1, seeds
         outside [0, 2**32), `devices` < 1, more devices than seeds, `devices` with a
-        single seed, and for N > 1 together with `resume`, `eval_freq`, `video_freq`,
+        single seed, and for N > 1 together with `eval_freq`, `video_freq`,
         `collect_freq` or a logger other than csv. (What the env's kind cannot do is
         refused by `train_seeds`, which knows the env suites.)
     """
@@ -54,11 +62,6 @@ def check_seeds(
     if num_seeds == 1:
         return seeds
     flag = f"--num-seeds {num_seeds}"
-    if resume:
-        raise ValueError(
-            f"--resume cannot be combined with {flag}: every seed directory is a single "
-            "run, resume them one at a time (purejaxppo train --resume RUN_DIR/seed_<s>)"
-        )
     afterwards = {
         "eval_freq": ("evaluation during training", "purejaxppo eval RUN_DIR/seed_<s>"),
         "video_freq": ("videos during training", "purejaxppo eval RUN_DIR/seed_<s> --video F"),
@@ -79,3 +82,46 @@ def check_seeds(
             "to tensorboard / wandb / mlflow / jsonl"
         )
     return seeds
+
+
+def read_seeds_root(path: str | Path) -> dict[str, Any] | None:
+    """The `seeds.yaml` of a `train --num-seeds` run directory `path` (its "seeds" and
+    "num_devices", as `drivers.seeds` writes it when the run starts), or None when `path`
+    holds no `seeds.yaml` (a single run's directory).
+
+    Raises:
+      ValueError: one line naming `path`, for a `seeds.yaml` that does not read back as
+        a list of at least two seeds, or a seed without its `seed_<s>` directory.
+    """
+    path = Path(path)
+    file = path / "seeds.yaml"
+    if not file.is_file():
+        return None
+    try:
+        spec = yaml.safe_load(file.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"--resume {path}: {file} is unreadable ({err})") from None
+    seeds = spec.get("seeds") if isinstance(spec, dict) else None
+    if not (
+        isinstance(seeds, list) and len(seeds) > 1 and all(type(s) is int for s in seeds)
+    ) or not isinstance(spec.get("num_devices"), int):
+        raise ValueError(
+            f"--resume {path}: {file} holds no seeds list and num_devices of a "
+            "purejaxppo train --num-seeds run"
+        )
+    missing = [f"seed_{s}" for s in seeds if not (path / f"seed_{s}").is_dir()]
+    if missing:
+        raise ValueError(
+            f"--resume {path}: a --num-seeds run of the seeds {seeds} without "
+            f"{', '.join(missing)}: it cannot continue as one program"
+        )
+    return spec
+
+
+def seeds_root_of(path: str | Path) -> Path | None:
+    """The `train --num-seeds` run directory that `path` is a seed directory of
+    (`<root>/seed_<s>` beside `<root>/seeds.yaml`), or None."""
+    path = Path(path)
+    if _SEED_DIR.fullmatch(path.name) and (path.parent / "seeds.yaml").is_file():
+        return path.parent
+    return None

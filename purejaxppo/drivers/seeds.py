@@ -14,6 +14,9 @@ The run directory:
     <run_dir>/
       config.yaml          the config (its `seed` is the first seed)
       seeds.yaml           the seeds, their number, the devices they were split over
+      .purejaxppo-fingerprint.json
+                           what decides the results (config, seeds, layout over the
+                           devices; `drivers.fingerprints`), compared on --resume
       metrics.csv          every seed's rows (long format): seed, update, every metric
       summary.csv          final return per seed (and its first non-finite update,
                            0 for none); then rows mean, std, iqm, min, max over seeds
@@ -21,15 +24,20 @@ The run directory:
                            lighter min-max band, against env steps (and the same for
                            value loss, entropy, approx KL: `drivers.plots.plot_seeds`)
       seed_<s>/            a single-run directory per seed, as `purejaxppo train --seed s`
-                           writes it: config.yaml (seed s), metrics.csv,
-                           checkpoints/last/<update>/ (for `purejaxppo eval`,
-                           `pjp.Policy.load`, `export`, and `purejaxppo train --resume
-                           <run_dir>/seed_<s>`); its learning_curve.png only with
-                           `seed_plots=True` (one plot costs ~0.5 s)
+                           writes it: config.yaml (seed s), its fingerprint,
+                           metrics.csv, checkpoints/last/<update>/ (for `purejaxppo
+                           eval`, `pjp.Policy.load`, `export`); its learning_curve.png
+                           only with `seed_plots=True` (one plot costs ~0.5 s)
+
+`purejaxppo train --resume <run_dir>` (`resume=True`) continues every seed as ONE
+program from the newest update step every seed has a checkpoint of, after comparing
+config, seeds and device layout with the records of the start (`drivers.seeds_resume`,
+`drivers.fingerprints`); its results are bitwise the uninterrupted run's on CPU. The
+seeds continue together: the command line refuses `--resume <run_dir>/seed_<s>`.
 
 The driver features of one run that work per update outside the program (evaluation,
-videos, datasets, logging sinks other than csv, resuming) are refused for N > 1 before
-anything is computed (`check_seeds`). EnvPool ids ("envpool:<id>") train the N seeds on
+videos, datasets, logging sinks other than csv) are refused for N > 1 before anything
+is computed (`check_seeds`). EnvPool ids ("envpool:<id>") train the N seeds on
 ONE pool of N x num_envs envs, and gymnasium ids ("gymnasium:<id>") on one vector env of
 N x num_envs copies, on one device by default (`envs.host_calls`); `devices` > 1 is
 refused for them.
@@ -56,7 +64,8 @@ from jax.sharding import PartitionSpec as P
 from purejaxppo import parallel, rundir
 from purejaxppo.checkpoint import save_checkpoint
 from purejaxppo.config import PPOConfig
-from purejaxppo.drivers import warm
+from purejaxppo.drivers import seeds_resume, warm
+from purejaxppo.drivers.fingerprints import check_seeds_root, record_seeds, seeds_fields
 from purejaxppo.drivers.plots import plot_learning_curve, plot_seeds
 from purejaxppo.drivers.report import (
     AGGREGATES,  # noqa: F401 - the rows of summary.csv, documented here
@@ -130,6 +139,7 @@ def train_seeds(
     plot: bool = True,
     seed_plots: bool = False,
     verbose: bool = True,
+    resume: bool = False,
 ) -> SeedsResult:
     """Trains `num_seeds` seeds of `config` as one program and writes one run directory.
 
@@ -149,6 +159,11 @@ def train_seeds(
       seed_plots: also write each seed's `learning_curve.png` (`drivers.plots.plot_learning_curve`,
         ~0.5 s a seed; off by default, the top-level plot shows every seed's spread).
       verbose: print (to stderr) how the seeds are split over the devices.
+      resume: continue the `--num-seeds` run in `run_dir` (written by this function with
+        the same `config`, `num_seeds` and devices; `devices=None`: as many as it used)
+        from the newest update step every seed has a checkpoint of; the result is
+        bitwise the uninterrupted run's on CPU (an "envpool:" / "gymnasium:" run's envs
+        start fresh episodes: the pool is not in the checkpoints).
 
     Checkpoints (per seed, as `purejaxppo train` writes them) are saved every
     `config.save_freq` updates, every `config.save_minutes` minutes, and at the end. A
@@ -163,7 +178,13 @@ def train_seeds(
       ValueError: before anything is compiled or written: `check_seeds`'s errors, a bad
         env / network config (`make_train_fns`), more devices than there are local ones,
         several devices for an "envpool:" or "gymnasium:" id (`envs.kinds`' table), or a
-        non-empty `run_dir` (`rundir.DirectoryNotEmpty`).
+        non-empty `run_dir` (`rundir.DirectoryNotEmpty`). With `resume`: `run_dir` not a
+        `--num-seeds` run, `fingerprint.FingerprintMismatch` for another config (also an
+        edited `seed_<s>/config.yaml`), other seeds or another device layout than the
+        run started with (naming the field), no checkpoint step every seed has
+        (`seeds_resume.common_steps`).
+      signals.TrainingInterrupted: after SIGINT / SIGTERM, once the running segment is
+        saved; its `resume_hint` is `purejaxppo train --resume <run_dir>`.
     """
     # Lazy: both import gymnax, which starts JAX's backend (the module docstring).
     from purejaxppo.envs import kinds
@@ -172,46 +193,42 @@ def train_seeds(
     # Validate everything before anything on disk changes.
     seeds = check_seeds(config, num_seeds, devices=devices if isinstance(devices, int) else None)
     kinds.check("seeds", config.env_name, multi_agent=config.multi_agent)
-    if run_dir is not None:
+    if resume:
+        devices = seeds_resume.check_resumable(run_dir, overwrite, devices)
+        run_dir = Path(run_dir)
+    elif run_dir is not None:
         run_dir = Path(run_dir)
         rundir.check_fresh(run_dir, overwrite)
-    # A warm start is read once and given to the init program as an argument.
-    init_params = warm.load_warm_start(config)
+    # A warm start is read once and given to the init program as an argument (a resumed
+    # run continues its own checkpoints instead).
+    init_params = None if resume else warm.load_warm_start(config)
     fns = make_train_fns(warm.program_config(config))
     warm.check_warm_start(fns, init_params)
     devices = kinds.runs_devices(config.env_name, devices)  # EnvPool: one device
     if devices is None:
         devices = min(num_seeds, len(jax.local_devices()))
+    if resume:  # what decides the results, as the run started (before the devices)
+        count = devices if isinstance(devices, int) else len(devices)
+        fields = seeds_fields(config, seeds, count, parallel.pad_runs(num_seeds, count))
+        check_seeds_root(run_dir, fields, [run_dir / f"seed_{s}" for s in seeds])
     mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
     kinds.check_runs_devices(config.env_name, mesh.devices.size)
     if run_dir is None:
         run_dir = default_seeds_dir(config, num_seeds)
     # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
-    with rundir.claim(run_dir, "run", overwrite=overwrite):
+    with rundir.claim(run_dir, "run", resume=resume, overwrite=overwrite):
         run = _SeedsRun(config, fns, seeds, mesh, run_dir, init_params)
-        run.write_start(verbose)
-        bar = progress_bar(
-            config.num_updates,
-            unit="update",
-            desc=compiling(f"{config.env_name} x{num_seeds} seeds"),
-            enabled=progress,
-        )
-        with bar:
-            run_segments(
-                config.num_updates,
-                0,
-                run.hooks(),
-                bar=bar,
-                save_freq=config.save_freq,
-                save_minutes=config.save_minutes,
-                label=f"{config.env_name} x{num_seeds} seeds",
-                resume_hint=f"purejaxppo train --resume {run_dir}/seed_<s>, one seed at a time",
-            )
+        if resume:
+            run.resume(verbose)
+        else:
+            run.write_start(verbose)
+        run.train(progress)
         return run.finish(plot, seed_plots, verbose)
 
 
-class _SeedsRun:
-    """The state of one `train_seeds` and its `SegmentHooks` (run, process, save)."""
+class _SeedsRun(seeds_resume.ResumeSeeds):
+    """The state of one `train_seeds` and its `SegmentHooks` (run, process, save); its
+    `resume` and `resume_hint`: `seeds_resume.ResumeSeeds`."""
 
     def __init__(
         self,
@@ -244,6 +261,7 @@ class _SeedsRun:
         self.history: list[dict[str, np.ndarray]] = []  # per segment: name -> [S, length]
         self.diverged: dict[int, Divergence] = {}  # seed index -> where it diverged
         self.saved_step = [0] * num_seeds  # newest "last" checkpoint of each seed (0: none)
+        self.done = self.first_done = 0  # updates done; where this process started
         self.runner = self.previous = self.host = None
         self.start = time.perf_counter()
 
@@ -259,16 +277,37 @@ class _SeedsRun:
             prepare=self.prepare,
         )
 
+    def train(self, progress: bool) -> None:
+        """Runs the segments from `done` to the end (`run_segments`) under a bar."""
+        c, label = self.config, f"{self.config.env_name} x{self.num_seeds} seeds"
+        bar = progress_bar(
+            c.num_updates, initial=self.done, unit="update", desc=compiling(label), enabled=progress
+        )
+        with bar:
+            run_segments(
+                c.num_updates,
+                self.done,
+                self.hooks(),
+                bar=bar,
+                save_freq=c.save_freq,
+                save_minutes=c.save_minutes,
+                label=label,
+                # a stop at once before every seed saved promises nothing (`signals.hinted`)
+                resume_hint=self.resume_hint,
+            )
+
     def prepare(self, done: int, length: int) -> None:
         """Compiles the program of a segment of `length` updates (once per length)."""
         self.run_program(length)
 
     def write_start(self, verbose: bool) -> None:
-        """Writes config.yaml, seeds.yaml and every seed's config.yaml; starts the runs."""
+        """Writes config.yaml, seeds.yaml, the fingerprints and every seed's config.yaml;
+        starts the runs."""
         num_seeds, num_runs, num_devices = self.num_seeds, self.num_runs, self.num_devices
         seeds = self.seeds
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_yaml(self.run_dir / "config.yaml", self.config.to_dict())
+        self.record()
         write_yaml(
             self.run_dir / "seeds.yaml",
             {
@@ -290,10 +329,21 @@ class _SeedsRun:
                 f"{num_devices} device(s), {num_runs // num_devices} per device{padding}",
                 file=sys.stderr,
             )
+        self.runner = self.init_program()(
+            self.key_data, warm.replicate(self.init_params, self.mesh)
+        )
+
+    def record(self, ensure: bool = False) -> None:
+        """Records what decides the results in the run directory and in every seed's
+        (`drivers.fingerprints`); with `ensure`, only where none is recorded yet."""
+        fields = seeds_fields(self.config, self.seeds, self.num_devices, self.num_runs)
+        record_seeds(self.run_dir, fields, self.seed_dirs, self.seed_configs, ensure=ensure)
+
+    def init_program(self) -> Callable:
+        """`(key data [R, 2], warm start) -> runner [R]`, split over the devices."""
         vmap_init = self.fns.kind.vmap_init_runs
         init = warm.init_runs(self.fns.init, lambda runner: runner, vmap_init=vmap_init)
-        init_program = parallel.make_runs_program(init, self.mesh, warm.runs_specs(0))
-        self.runner = init_program(self.key_data, warm.replicate(self.init_params, self.mesh))
+        return parallel.make_runs_program(init, self.mesh, warm.runs_specs(0))
 
     def run_program(self, length: int) -> Callable:
         """`(runner [R], hparams [R]) -> (runner, metrics [R, length], params finite [R])`,
@@ -333,7 +383,8 @@ class _SeedsRun:
                     self.save_seed(k, self.to_host(self.previous), len(self.history) - 1)
         steps = (done + length) * config.batch_size
         latest = metrics["episode_return"][:, -1]
-        speed = steps * self.num_seeds / (time.perf_counter() - self.start)
+        ran = (done + length - self.first_done) * config.batch_size * self.num_seeds
+        speed = ran / (time.perf_counter() - self.start)
         return {
             "env_steps": f"{steps:,}",
             "sps": f"{speed:,.0f}",

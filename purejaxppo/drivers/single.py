@@ -20,11 +20,12 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from purejaxppo import rundir
+from purejaxppo import fingerprint, rundir
 from purejaxppo.acting import EVAL_KEY_STREAM, make_evaluators, make_media
 from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers import warm
+from purejaxppo.drivers.fingerprints import RESUME, run_fields
 from purejaxppo.drivers.plots import plot_learning_curve
 from purejaxppo.drivers.report import final_return_of
 from purejaxppo.drivers.segments import (
@@ -108,7 +109,9 @@ def train_and_log(
     Raises:
       ValueError: from `make_env` / `make_networks` for a bad env id, env kwarg or action
         space; from `load_checkpoint` when resuming from a missing / mismatched
-        checkpoint; `rundir.DirectoryNotEmpty` for a fresh run in a non-empty directory;
+        checkpoint; `fingerprint.FingerprintMismatch` when resuming with a config that
+        differs from the one recorded at the start (`drivers.fingerprints`);
+        `rundir.DirectoryNotEmpty` for a fresh run in a non-empty directory;
         `rundir.DirectoryLocked` while another process writes to `run_dir`.
       guards.TrainingDiverged: non-finite losses or parameters.
       signals.TrainingInterrupted: Ctrl-C / SIGTERM; the running segment was
@@ -121,6 +124,8 @@ def train_and_log(
     # Validate everything before anything on disk changes.
     if not resume:
         rundir.check_fresh(run_dir, overwrite)
+    else:  # its config as recorded at the start (none: a run from before records)
+        fingerprint.check(run_dir, run_fields(config), what=RESUME)
     # A resumed run starts from its own checkpoint, not from its warm start's source.
     fns = make_train_fns(
         warm.program_config(config), init_params=None if resume else warm.load_warm_start(config)
@@ -265,6 +270,7 @@ class _SingleRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config_text = yaml.safe_dump(self.config.to_dict(), sort_keys=False)
         (self.run_dir / "config.yaml").write_text(config_text)
+        fingerprint.record(self.run_dir, run_fields(self.config))  # compared on resume
 
     def resume(self, key: jax.Array) -> None:
         checkpoint = load_checkpoint(self.run_dir, self.config)

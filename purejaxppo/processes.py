@@ -1,0 +1,224 @@
+"""The processes of one program spread over several hosts (`jax.distributed`).
+
+Every process runs the same program (as JAX and orbax expect): it joins the others
+(`initialize_distributed`), and where a step may go differently in different processes
+(a file only some of them can read, a lock, the arguments they were started with) they
+agree before going on (`flagged_processes`, `differing_fields`), so that no process waits
+in a collective that another never reaches. `is_lost_process_error` tells the error a
+collective raises when another process died. Devices and meshes are `parallel`'s.
+
+Timeouts (documented in docs/guides/multi-device.md, "Beyond one machine"):
+`INIT_TIMEOUT_S` to join, `HEARTBEAT_TIMEOUT_S` to notice a dead process that no
+collective is waiting on, `SHUTDOWN_TIMEOUT_S` at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import numpy as np
+
+__all__ = [
+    "EXIT_NOT_JOINED",
+    "HEARTBEAT_TIMEOUT_S",
+    "INIT_TIMEOUT_S",
+    "SHUTDOWN_TIMEOUT_S",
+    "check_port_free",
+    "check_process_args",
+    "differing_fields",
+    "flagged_processes",
+    "initialize_distributed",
+    "is_lost_process_error",
+]
+
+#: Seconds `initialize_distributed` waits for every process to join before this process
+#: exits with one line (exit code 2). JAX's own `initialization_timeout` is set a little
+#: longer, so that its abort (a C++ stack trace) never comes first.
+INIT_TIMEOUT_S = 120
+#: Seconds without a heartbeat after which JAX's coordination service declares a process
+#: dead and stops the others (JAX's default is 100). A process killed while the others
+#: wait in a collective is noticed at once (its connections close); this bounds the rest
+#: (a process killed between collectives, or the coordinator itself).
+HEARTBEAT_TIMEOUT_S = 30
+#: Seconds the processes wait for each other at exit (JAX's default is 300).
+SHUTDOWN_TIMEOUT_S = 30
+#: Exit code of a process whose wait for the others timed out (`initialize_distributed`).
+EXIT_NOT_JOINED = 2
+
+
+def initialize_distributed(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    *,
+    local_device_count: int | None = None,
+    initialization_timeout: float = INIT_TIMEOUT_S,
+    heartbeat_timeout: int = HEARTBEAT_TIMEOUT_S,
+) -> None:
+    """Joins this process to a multi-host run (`jax.distributed.initialize`).
+
+    Call it in every process before anything else touches JAX. On CPU it selects gloo
+    for cross-process collectives (JAX's CPU backend has none by default). With all three
+    of `coordinator_address`, `num_processes` and `process_id` None, JAX reads them from
+    the cluster's environment (SLURM, Open MPI, Kubernetes, TPU pods; its
+    `cluster_detection_method`).
+
+    Process 0 first checks that it can bind the coordinator's port (JAX's gRPC server
+    crashes the process on a port in use). A process that waits more than
+    `initialization_timeout` seconds for the others to join (fewer processes started than
+    `num_processes`, a wrong address) exits with one line on stderr and exit code
+    `EXIT_NOT_JOINED` (JAX would abort it a little later with a C++ stack trace).
+
+    Args:
+      coordinator_address: "host:port" of process 0 (e.g. "10.0.0.1:1234").
+      num_processes: total number of processes.
+      process_id: this process's index in [0, num_processes).
+      local_device_count: CPU only, number of (fake) CPU devices for this process
+        (`jax_num_cpu_devices`); None leaves JAX's default.
+      initialization_timeout: seconds to wait for every process to join (> 0).
+      heartbeat_timeout: seconds after which a silent process counts as dead
+        (`HEARTBEAT_TIMEOUT_S`).
+
+    Raises:
+      ValueError: for a process_id outside [0, num_processes), a malformed address, a
+        coordinator port that process 0 cannot bind (in use, or not allowed), a timeout
+        <= 0, or no cluster environment where the arguments are left to JAX.
+    """
+    explicit = (coordinator_address, num_processes, process_id)
+    if any(value is not None for value in explicit):
+        if None in explicit:
+            raise ValueError(
+                "coordinator_address, num_processes and process_id go together "
+                f"(got {coordinator_address!r}, {num_processes!r}, {process_id!r})"
+            )
+        check_process_args(coordinator_address, num_processes, process_id)
+    if not initialization_timeout > 0:
+        raise ValueError(f"initialization_timeout={initialization_timeout} must be > 0 seconds")
+    if process_id == 0:
+        check_port_free(coordinator_address)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if local_device_count is not None:
+        jax.config.update("jax_num_cpu_devices", local_device_count)
+    where = coordinator_address or "the cluster's coordinator"
+    count = "all" if num_processes is None else f"all {num_processes}"
+    watchdog = threading.Timer(
+        initialization_timeout,
+        _exit_not_joined,
+        args=(
+            f"purejaxppo: error: not {count} processes joined {where} within "
+            f"{initialization_timeout:g} s: start every process, with the same "
+            "--num-processes and --coordinator (process 0's address)\n",
+        ),
+    )
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        jax.distributed.initialize(
+            coordinator_address,
+            num_processes,
+            process_id,
+            initialization_timeout=int(initialization_timeout) + 10,
+            heartbeat_timeout_seconds=heartbeat_timeout,
+            shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S,
+        )
+    except ValueError as err:
+        if coordinator_address is None:
+            raise ValueError(
+                f"no cluster environment found ({err}): give --coordinator HOST:PORT, "
+                "--num-processes N and --process-id I"
+            ) from None
+        raise
+    finally:
+        watchdog.cancel()
+
+
+def _exit_not_joined(message: str) -> None:
+    sys.stderr.write(message)
+    sys.stderr.flush()
+    os._exit(EXIT_NOT_JOINED)
+
+
+def check_process_args(coordinator_address: str, num_processes: int, process_id: int) -> None:
+    """Raises a one-line `ValueError` for a process_id outside [0, num_processes) or an
+    address that is not "host:port"; touches nothing."""
+    if num_processes < 1 or not 0 <= process_id < num_processes:
+        raise ValueError(f"process_id={process_id} must be in [0, num_processes={num_processes})")
+    host, _, port = coordinator_address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"coordinator_address={coordinator_address!r} must be 'host:port'")
+
+
+def check_port_free(coordinator_address: str) -> None:
+    """Raises a one-line `ValueError` when this host cannot bind the coordinator's port on
+    every address (where JAX's coordinator listens: "[::]:port")."""
+    port = int(coordinator_address.rpartition(":")[2])
+    try:
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        address = ("::", port)
+    except OSError:  # no IPv6 on this host
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        address = ("0.0.0.0", port)
+    with sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as err:
+            raise ValueError(
+                f"coordinator_address={coordinator_address!r}: process 0 cannot listen on "
+                f"port {port} ({err.strerror}): pick a free port"
+            ) from None
+
+
+def flagged_processes(flag: bool) -> list[int]:
+    """The processes (ids, increasing) that pass `flag=True`; every process must call it
+    at the same point (one small all-gather). One process: `[0]` or `[]` without
+    communication.
+
+    A step that may fail in some processes only (reading a shared file, a lock) is
+    followed by this, so that all of them go on or all stop, instead of some waiting in
+    a collective that the others never reach.
+    """
+    if jax.process_count() == 1:
+        return [0] if flag else []
+    from jax.experimental import multihost_utils
+
+    flags = np.asarray(multihost_utils.process_allgather(np.int32(flag)))
+    return [int(i) for i in np.flatnonzero(flags.reshape(-1))]
+
+
+def differing_fields(fields: Mapping[str, Any]) -> dict[str, list[int]]:
+    """`{name: [processes whose value differs from process 0's]}` for the entries of
+    `fields` (JSON-able values), `{}` where every process holds the same values. Every
+    process must call it with the same names (a different set of names is reported as
+    the entry "names"). Compares a 28-bit digest per value (`fingerprint.digest`)."""
+    if jax.process_count() == 1:
+        return {}
+    from jax.experimental import multihost_utils
+
+    from purejaxppo.fingerprint import digest
+
+    names = [*fields, "names"]
+    values = [*fields.values(), sorted(fields)]
+    hashes = np.asarray([int(digest(v)[:7], 16) for v in values], np.int32)
+    table = np.asarray(multihost_utils.process_allgather(hashes)).reshape(-1, len(names))
+    differ = {}
+    for column, name in enumerate(names):
+        others = np.flatnonzero(table[:, column] != table[0, column])
+        if others.size:
+            differ[name] = [int(i) for i in others]
+    return differ
+
+
+def is_lost_process_error(err: BaseException) -> bool:
+    """True for the error a collective or the coordination service raises in a process
+    whose peer died (killed, crashed): gloo's closed connections, JAX's missed heartbeats
+    and failed barriers."""
+    text = str(err)
+    marks = ("Gloo", "Connection closed", "Connection reset", "heartbeat", "Barrier failed")
+    return isinstance(err, (RuntimeError, ValueError)) and any(m in text for m in marks)
