@@ -216,8 +216,9 @@ def load_checkpoint(
             seeds = sorted(found, key=lambda name: int(name[5:]))
             raise ValueError(
                 f"{run_dir} holds several seeds (purejaxppo train --num-seeds), not one run: "
-                f"use one of its seed directories ({', '.join(seeds[:4])}"
-                f"{', ...' if len(seeds) > 4 else ''})"
+                f"read one of its seed directories ({', '.join(seeds[:4])}"
+                f"{', ...' if len(seeds) > 4 else ''}); continue the run with purejaxppo train "
+                f"--resume {run_dir}"
             )
         raise ValueError(f"no complete checkpoint under {directory}")
     requested, vanished = step, None

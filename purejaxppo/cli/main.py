@@ -4,7 +4,9 @@ Exit codes: 0 done; 2 bad input (config, env kwargs, paths, a checkpoint that do
 match), reported before anything on disk changes; 3 training diverged (NaN / Inf losses
 or parameters; the last finite checkpoint is kept); 4 the disk (or quota) is full
 (ENOSPC; the newest complete checkpoint is kept: free space, then --resume). Any other
-operating-system error (permissions, impossible paths) is one line naming the path, exit 2.
+operating-system error (permissions, impossible paths) is one line naming the path, exit 2;
+5 a run over several processes lost one of them (`cli.distributed`: restart every
+process with --resume).
 Ctrl-C (SIGINT) or SIGTERM during training finishes and saves the running segment, then
 exits 130 / 143 with the command that continues the run (`purejaxppo.signals`); a second
 Ctrl-C stops at once. `collect`, `eval --all-steps` and `export` stop the same way after
