@@ -1,4 +1,4 @@
-"""Ablation (issue #28): is the IPPO gap to JaxMARL's own baseline on MPE simple_spread
+"""Ablation: is the IPPO gap to JaxMARL's own baseline on MPE simple_spread
 our bootstrapping of time-limit truncations?
 
 MPE episodes end only by time limit. purejaxppo's JaxMARL adapter reports them as

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Atari reference runs (issue #22): configs/atari.yaml through `envpool:<id>` for CleanRL's
+# Atari reference runs: configs/atari.yaml through `envpool:<id>` for CleanRL's
 # ppo_atari table (10M steps: Breakout 414.66 +- 28.09, Pong 20.36 +- 0.20, BeamRider
 # 1915.93 +- 484.58), one process per game, each training its seeds vmapped in one program
 # on the GPU (the policy and the Nature-CNN updates on the GPU; EnvPool steps the games on

@@ -18,7 +18,7 @@
 # step that cannot run (no GPU, no wheels, no rejax) is reported in the merged file and
 # the others still run. Exit status: 0 when the profile and the table both finished.
 #
-# Time (estimates from the 2026-11-26 H100 numbers of issue #36, not measurements): the
+# Time (estimates from the 2026-11-26 H100 numbers, not measurements): the
 # profile ~2 min (budget PROFILE_S), the table ~5 min: per cell one compile and up to 2
 # runs (the 2nd only when the 1st took < 25 s), rejax 4096 agents ~70 s, ours ~75 s.
 set -uo pipefail

@@ -1,4 +1,4 @@
-"""GPU-only checks of issue #36, run on a GPU machine (CI has none; on a machine without a
+"""GPU-only checks, run on a GPU machine (CI has none; on a machine without a
 GPU this exits 2 saying so, it never passes there):
 
 * `loop_layout: auto` compiles the "unrolled" layout on the GPU;

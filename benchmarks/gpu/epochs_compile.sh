@@ -42,7 +42,7 @@ bench() {  # TOTAL_TIMESTEPS AGENTS PEER(yes/no) VARIANT...
     --repeat-budget-s 8 --total-timesteps "$total" --cell-timeout 100 \
     --ours-pythonpath "$OURS" --peer-python "$PY" --peer-pythonpath "$REJAX" \
     $([[ $peer == no ]] && echo --no-peer) --out-dir "$RES" --jsonl "$OUT_DIR/rows.jsonl" \
-    --note "issue #36 variants ($MODE)" --variants "$@" 2>&1 | grep -v -i warning | tail -8
+    --note "variants ($MODE)" --variants "$@" 2>&1 | grep -v -i warning | tail -8
 }
 case "$MODE" in
   variants)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The full multi-agent runs of issue #28 on the GPU machine: JaxMARL's budget, 1e7 env
+# The full multi-agent runs on the GPU machine: JaxMARL's budget, 1e7 env
 # steps x 3 seeds (one vmapped program per task), each config's own num_envs (SMAX: 128).
 # Run from the repo root with the run tool's `carry: [".whl"]`; results land in $OUT.
 #

@@ -19,7 +19,7 @@ if (( $(left) > 60 )); then
   timeout $(( $(left) - 5 )) "$PY" benchmarks/bench_cartpole.py --agents 4096 --repeats 1 \
     --total-timesteps 51200 --cell-timeout 60 --ours-pythonpath "$OURS" --no-peer \
     --out-dir /tmp/minibatch-step-bench --jsonl "$OUT_DIR/rows.jsonl" \
-    --note "issue #36: rollout unroll at 4096 agents" \
+    --note "rollout unroll at 4096 agents" \
     --variants opt=tree+eu=1+ru=4 opt=tree+eu=1+ru=2 2>&1 | grep -v -i warning | tail -6
 fi
 echo "minibatch_step: done in ${SECONDS}s"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Same-machine MuJoCo peers (issue #22) on the GPU machine's CPU: SB3 2.9.2 PPO, SBX 0.28.0 PPO
+# Same-machine MuJoCo peers on the GPU machine's CPU: SB3 2.9.2 PPO, SBX 0.28.0 PPO
 # (benchmarks/peers/sb3_mujoco.py, gymnasium HalfCheetah-v4) and ours (benchmarks/reference.py,
 # envpool:HalfCheetah-v4, configs/mujoco_cleanrl.yaml and configs/mujoco.yaml), CleanRL's
 # settings, one process per agent at once, each pinned to its own core (0-3), one thread.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MuJoCo v4 reference runs (issue #22) on the GPU machine's 16 CPU cores: configs/mujoco.yaml
+# MuJoCo v4 reference runs on the GPU machine's 16 CPU cores: configs/mujoco.yaml
 # through `envpool:<id>`, one process per env x seed (9 by default), all on the CPU
 # (JAX_PLATFORMS=cpu: EnvPool steps on the host through io_callback). Each process's XLA
 # is limited to one intra-op thread; all are confined to cores 0-13 (14-15 stay free).

@@ -14,7 +14,7 @@ source benchmarks/gpu/sites.sh
 timeout $(( $(left) - 60 )) "$PY" benchmarks/bench_cartpole.py --agents 1 1024 4096 --repeats 1 \
   --cell-timeout 150 --ours-pythonpath "$OURS" --peer-python "$PY" --peer-pythonpath "$REJAX" \
   --out-dir "$OUT_DIR" --jsonl "$OUT_DIR/rows.jsonl" \
-  --note "issue #36: the GPU default layout beside rejax" 2>&1 \
+  --note "the GPU default layout beside rejax" 2>&1 \
   | grep -v Warning | tail -12
 if (( $(left) > 50 )); then
   mkdir -p /tmp/trace

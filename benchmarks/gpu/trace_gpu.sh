@@ -26,6 +26,6 @@ if (( $(left) > 120 )); then
   timeout $(( $(left) - 5 )) "$PY" benchmarks/bench_cartpole.py --agents 16384 --no-peer \
     --repeats 1 --cell-timeout $(( $(left) - 15 )) --ours-pythonpath "$OURS" \
     --out-dir "$OUT_DIR" --jsonl "$OUT_DIR/rows16384.jsonl" \
-    --note "issue #36: 16384 agents, full standard workload, purejaxppo only" 2>&1 | grep -v Warning | tail -15
+    --note "16384 agents, full standard workload, purejaxppo only" 2>&1 | grep -v Warning | tail -15
 fi
 echo "trace_gpu: done in ${SECONDS}s"; ls "$OUT_DIR"

@@ -1,4 +1,4 @@
-"""Same-machine peer for issue #28: JaxMARL's OWN IPPO / MAPPO baseline scripts at their budget.
+"""Same-machine peer: JaxMARL's OWN IPPO / MAPPO baseline scripts at their budget.
 
 JaxMARL (Rutherford et al. 2024, arXiv:2311.10090) publishes MPE / SMAX results as curves
 only, so benchmarks/marl.py has no number to compare with. This script runs JaxMARL's own

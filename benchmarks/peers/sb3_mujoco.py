@@ -1,4 +1,4 @@
-"""Same-machine peer (issue #22): stable-baselines3 2.9.2 PPO (PyTorch) or sbx-rl 0.28.0 PPO
+"""Same-machine peer: stable-baselines3 2.9.2 PPO (PyTorch) or sbx-rl 0.28.0 PPO
 (JAX) on a gymnasium MuJoCo id with CleanRL's `ppo_continuous_action.py` settings: 1 env x
 2048 steps, 10 epochs x 32 minibatches (batch 64), lr 3e-4 annealed linearly to 0, gamma
 0.99, GAE lambda 0.95, clip 0.2, no entropy bonus, vf_coef 0.5, max_grad_norm 0.5,
