@@ -28,13 +28,14 @@ import pytest
 
 from purejaxppo.checkpoint import list_checkpoints, load_checkpoint
 
-#: 24 updates of 4 envs x 8 steps (2 per device), one epoch of one minibatch, a
-#: checkpoint every 2 updates.
+#: 160 updates of 4 envs x 8 steps (2 per device), one epoch of one minibatch, a
+#: checkpoint every 2 updates: long enough (seconds) that a signal sent once the first
+#: checkpoint appears lands well before the end, also on an idle machine.
 TINY = (
     "--num-envs 4 --num-steps 8 --hidden-sizes 8 --update-epochs 1 --num-minibatches 1 "
-    "--total-timesteps 768 --log-freq 2 --save-freq 2 --no-progress"
+    "--total-timesteps 5120 --log-freq 2 --save-freq 2 --no-progress"
 ).split()
-UPDATES = 24
+UPDATES = 160
 #: Seconds without a heartbeat before the survivors of a SIGKILL stop (`--heartbeat-timeout`).
 HEARTBEAT = 8
 #: Hard limit of every launch (seconds); the whole process group is killed past it.
