@@ -15,8 +15,8 @@ then the projected wall time of `--budget` env steps (`update` x budget / 1024) 
 share of it the env takes. Steps are agent steps (each is 4 emulator frames: EnvPool's
 `frame_skip`), as CleanRL counts them.
 
-    python benchmarks/atari_cpu.py                        # Pong-v5 and Breakout-v5
-    python benchmarks/atari_cpu.py --env Pong-v5 --updates 3 --note "load 3"
+    python -m benchmarks.atari_cpu                        # Pong-v5 and Breakout-v5
+    python -m benchmarks.atari_cpu --env Pong-v5 --updates 3 --note "load 3"
 
 Writes `benchmarks/results/atari-cpu-<time>.{json,md}` and prints the table. Not a test;
 timings on a shared machine vary (the .md records `os.getloadavg()`).
@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from harness import atomic_write
+
+from benchmarks.harness import atomic_write
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -8,7 +8,7 @@ after an interruption, not a program this script trains:
     purejaxppo train --config configs/atari.yaml --env-name envpool:Pong-v5 \\
         --total-timesteps 3000000 --log-freq 29 --save-minutes 15 --run-dir runs/pong-3m
     purejaxppo train --resume runs/pong-3m          # after an interruption
-    python benchmarks/atari_learning.py runs/pong-3m [runs/breakout-3m ...]
+    python -m benchmarks.atari_learning runs/pong-3m [runs/breakout-3m ...]
 
 Per run: the full-game return (all lives, unclipped: `info/game_over_return /
 info/game_over`, which the config logs; the training signal itself is per life and
@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from harness import atomic_write
-from reference import PUBLISHED
+
+from benchmarks.harness import atomic_write
+from benchmarks.reference import PUBLISHED
 
 HERE = Path(__file__).resolve().parent
 

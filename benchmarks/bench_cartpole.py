@@ -5,13 +5,13 @@ Workload (the "Speed" target): CartPole-v1, 4 envs x 128 steps, 500,000 env step
 seeds under one `jax.vmap`. Each (library, agents) cell runs in its own fresh process, so
 compile caches and peak memory do not leak between cells.
 
-    python benchmarks/bench_cartpole.py                      # CPU default: 1 and 8 agents
-    python benchmarks/bench_cartpole.py --agents 1 8 64 1024 --repeats 3
-    python benchmarks/bench_cartpole.py --no-peer            # purejaxppo only
-    python benchmarks/bench_cartpole.py --variants base u_gae=128+cmdbuf   # speed experiments
+    python -m benchmarks.bench_cartpole                      # CPU default: 1 and 8 agents
+    python -m benchmarks.bench_cartpole --agents 1 8 64 1024 --repeats 3
+    python -m benchmarks.bench_cartpole --no-peer            # purejaxppo only
+    python -m benchmarks.bench_cartpole --variants base u_gae=128+cmdbuf   # speed experiments
 
     # GPU machine with a preinstalled jax and no virtualenvs: two pip --target site dirs
-    python benchmarks/bench_cartpole.py --agents 1 8 64 1024 4096 16384 \
+    python -m benchmarks.bench_cartpole --agents 1 8 64 1024 4096 16384 \
         --ours-pythonpath /tmp/site_ours --peer-python python3 --peer-pythonpath /tmp/site_rejax
 
 The peer runs in its own virtualenv (rejax needs gymnax 0.0.9); the script creates it with
@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import (
+from benchmarks.harness import (
     atomic_write,
     env_with_pythonpath,
     machine,
@@ -128,7 +128,7 @@ def run_ours(
     """
     import resource
 
-    from experiments import variants  # benchmarks/experiments/ (the script runs from benchmarks/)
+    from benchmarks.experiments import variants
 
     variants.set_xla_flags(variant, os.environ)
 
@@ -220,14 +220,16 @@ def run_cell(
 ) -> dict:
     """Runs one cell in a fresh process and parses its JSON line."""
     if library == "purejaxppo":
-        cmd = [sys.executable, __file__, "--worker", "--agents", str(agents), "--variants", variant]
+        cmd = [sys.executable, "-m", "benchmarks.bench_cartpole", "--worker"]
+        cmd += ["--agents", str(agents), "--variants", variant]
         cmd += ["--repeat-budget-s", str(args.repeat_budget_s)]
         cmd += ["--cpu-devices", str(cpu_devices)]
         env = env_with_pythonpath(args.ours_pythonpath, args.xla_flags)
     else:
         cmd = [
             args.peer_python or str(PEER_VENV / "bin" / "python"),
-            str(HERE / "peers" / "rejax_ppo.py"),
+            "-m",
+            "benchmarks.peers.rejax_ppo",
             "--agents",
             str(agents),
             "--repeat-budget-s",

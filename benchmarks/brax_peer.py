@@ -10,9 +10,9 @@ time of the training call (ours: `jax.jit(make_train(config))`, its compilation 
 once per env on the first seed; Brax's: one `ppo.train` call, its own compilation
 included each time; a persistent compilation cache is on for both).
 
-    python benchmarks/brax_peer.py                               # all envs, 3 seeds
-    python benchmarks/brax_peer.py --envs inverted_pendulum --steps 2000000
-    python benchmarks/brax_peer.py --budget-s 480                # skip cells after 480 s
+    python -m benchmarks.brax_peer                               # all envs, 3 seeds
+    python -m benchmarks.brax_peer --envs inverted_pendulum --steps 2000000
+    python -m benchmarks.brax_peer --budget-s 480                # skip cells after 480 s
 
 Writes `benchmarks/results/brax-peer-<device>-<time>.{csv,md,png}` (rewritten after each
 cell, so a run stopped early keeps what it finished) and prints the table. Not a test.
@@ -182,7 +182,7 @@ def write_results(cells: list[dict], base: Path, note: str) -> None:
 
     # Here, not at the top: tests/test_brax_recipe.py loads this file by its path (for
     # RECIPES), so `harness` is not importable then.
-    from harness import atomic_write
+    from benchmarks.harness import atomic_write
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

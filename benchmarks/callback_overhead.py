@@ -7,10 +7,10 @@ for 1 and 64 agents (seeds under one `vmap`; 1 agent is `jax.jit(train)` without
 (timed), then `--repeats` timed runs (best kept), all in this process, modes interleaved
 per repeat so that load from other processes hits them alike.
 
-    python benchmarks/callback_overhead.py                       # 1 and 64 agents
-    python benchmarks/callback_overhead.py --agents 1 --repeats 3
-    python benchmarks/callback_overhead.py --total-timesteps 100000   # shorter runs
-    python benchmarks/callback_overhead.py --agents --video-freq 244   # videos only
+    python -m benchmarks.callback_overhead                       # 1 and 64 agents
+    python -m benchmarks.callback_overhead --agents 1 --repeats 3
+    python -m benchmarks.callback_overhead --total-timesteps 100000   # shorter runs
+    python -m benchmarks.callback_overhead --agents --video-freq 244   # videos only
 
 `--video-freq N` also times `purejaxppo train`'s driver (`drivers.single.train_and_log`, log_freq
 10, no plot) with `video_freq=0` and `video_freq=N` (a greedy episode recorded and rendered

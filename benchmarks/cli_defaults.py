@@ -16,9 +16,9 @@ CPU defaults. Every row is one fresh process timed from launch to exit:
   launcher installs before calling `purejaxppo.cli.main`. rejax has no persistent cache
   by default: its 1-agent script is run twice the same way for comparison.
 
-    python benchmarks/cli_defaults.py                  # everything (~3-4 min, 2 CPU cores)
-    python benchmarks/cli_defaults.py --rounds 2       # interleaved rounds; table keeps each row's best
-    python benchmarks/cli_defaults.py --no-peer
+    python -m benchmarks.cli_defaults                  # everything (~3-4 min, 2 CPU cores)
+    python -m benchmarks.cli_defaults --rounds 2       # interleaved rounds; table keeps each row's best
+    python -m benchmarks.cli_defaults --no-peer
 
 Writes `benchmarks/results/cli-defaults-cpu-<time>.{json,csv}` and prints the table.
 Not a test: nothing is asserted.
@@ -82,7 +82,7 @@ def ours(argv: list[str], cache: Path, workdir: Path) -> dict:
 
 def peer(agents: int) -> dict:
     wall, stdout, rc = timed(
-        [str(PEER_PYTHON), str(HERE / "peers" / "rejax_ppo.py"), "--agents", str(agents)],
+        [str(PEER_PYTHON), "-m", "benchmarks.peers.rejax_ppo", "--agents", str(agents)],
         dict(os.environ),
     )
     line = next((x for x in reversed(stdout.splitlines()) if x.startswith("{")), "{}")

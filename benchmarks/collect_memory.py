@@ -6,7 +6,7 @@ reports the process's peak resident memory before and after collecting (ru_maxrs
 time, and the size on disk. Memory is bounded by one group of `parallel` episodes plus one
 flush of `flush_steps` steps, not by the number of steps collected.
 
-    python benchmarks/collect_memory.py --steps 1000000
+    python -m benchmarks.collect_memory --steps 1000000
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ argmax actions, `pjp.evaluate`, `--random-episodes` episodes), the
 random policy's mean return, the target and whether the final (training) return meets it. Also Pendulum-v1 with and without observation / reward normalisation, curves side
 by side.
 
-    python benchmarks/env_suites.py                      # every suite (about 30-60 min, 2 CPU cores)
-    python benchmarks/env_suites.py --only brax navix    # some of them
-    python benchmarks/env_suites.py --scale 0.1          # smoke test: 10% of the steps
+    python -m benchmarks.env_suites                      # every suite (about 30-60 min, 2 CPU cores)
+    python -m benchmarks.env_suites --only brax navix    # some of them
+    python -m benchmarks.env_suites --scale 0.1          # smoke test: 10% of the steps
 
 Writes `benchmarks/results/env-suites-<device>-<time>.{json,csv,png}` and prints the
 table. Suites whose extra is not installed are reported as "missing extra" rows. Not a

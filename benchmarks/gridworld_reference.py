@@ -12,8 +12,8 @@ the published mean ± std read from the published curve at the largest evaluatio
 above ours, ours / published, and whether the row meets the reference target: mean >= the
 published mean and no seed below the published mean minus its std.
 
-    python benchmarks/gridworld_reference.py                         # both Navix rows
-    python benchmarks/gridworld_reference.py --row navix-doorkey-8x8 --total-timesteps 262144
+    python -m benchmarks.gridworld_reference                         # both Navix rows
+    python -m benchmarks.gridworld_reference --row navix-doorkey-8x8 --total-timesteps 262144
 
 Published numbers: Navix's repository (github.com/epignatelli/navix, commit 250d46e9),
 `baselines/rejax/results/navix_<env>_ppo_5_0_<time>.json`: 5 seeds trained with
@@ -43,8 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from harness import RESULTS, ROOT, machine, markdown_table, stamp
-from minatar_reference import write_results
+
+from benchmarks.harness import RESULTS, ROOT, machine, markdown_table, stamp
+from benchmarks.minatar_reference import write_results
 
 CONFIGS = ROOT / "configs"
 NAVIX = "github.com/epignatelli/navix@250d46e9 baselines/rejax/results/{file} (5 seeds)"

@@ -16,7 +16,7 @@ update) to separate the per-step overhead; then `--runs` runs vmapped in one pro
 vector env of R x N copies) against R times one run's update. Writes
 `benchmarks/results/gymnasium_host.json`.
 
-    python benchmarks/gymnasium_host.py --updates 20 --repeats 3
+    python -m benchmarks.gymnasium_host --updates 20 --repeats 3
 """
 
 from __future__ import annotations

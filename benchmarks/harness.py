@@ -2,11 +2,10 @@
 invocation, atomic writes, Markdown tables and the record that goes with every result
 (machine, package versions, device, command).
 
-Imported, never run. The scripts in `benchmarks/` import it as `from harness import ...`
-(`python benchmarks/X.py` puts `benchmarks/` first on the module search path); the scripts below it
-(`experiments/`, `peers/`) run as modules from the repository root (`python -m
-benchmarks.experiments.marl_truncation`) and import `benchmarks.harness`. It imports only
-the standard library at module level, so a peer's own virtualenv can use it too.
+Imported, never run. Every script of `benchmarks/` runs as a module from the repository
+root (`python -m benchmarks.bench_cartpole`, `python -m benchmarks.experiments.values_ab`)
+and imports it as `from benchmarks.harness import ...`. It imports only the standard
+library at module level, so a peer's own virtualenv can use it too.
 """
 
 from __future__ import annotations
@@ -122,13 +121,19 @@ def env_with_pythonpath(pythonpath: str | None, xla_flags: str = "") -> dict:
 
 
 def run_json_process(
-    cmd: Sequence[str], env: dict | None = None, timeout: float | None = None
+    cmd: Sequence[str],
+    env: dict | None = None,
+    timeout: float | None = None,
+    cwd: Path | None = ROOT,
 ) -> dict:
     """Runs one measurement in a fresh process (ours or a peer's, in this invocation, so
     both see the same machine and load) and returns the JSON object its last stdout line
-    prints; on a failure or timeout, `{"error": <the end of its stderr>}`."""
+    prints; on a failure or timeout, `{"error": <the end of its stderr>}`. `cwd`: the
+    repository root by default, where `python -m benchmarks.NAME` finds the package."""
     try:
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, env=env, timeout=timeout)
+        proc = subprocess.run(
+            list(cmd), capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd
+        )
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
         return {"error": f"timeout after {timeout} s; " + err[-1500:]}
@@ -181,8 +186,11 @@ def device_name() -> dict:
 
 
 def command() -> str:
-    """The command line that started this process, as a shell would take it."""
-    return shlex.join([Path(sys.executable).name, *sys.argv])
+    """The command line that started this process, as a shell would take it
+    (`python -m benchmarks.NAME ...` for a module run)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    script = ["-m", spec.name] if spec is not None else sys.argv[:1]
+    return shlex.join([Path(sys.executable).name, *script, *sys.argv[1:]])
 
 
 def machine(packages: Iterable[str] = PACKAGES, **extra) -> dict:

@@ -9,7 +9,7 @@ env alone (random actions, `--steps` vector steps) and of PPO training through
 `make_train` (the compiled update, its rollout stepping the vector env through one host
 call per step; `--updates` updates after a compiling call of as many). Prints a table and writes `benchmarks/results/host-async-*.json`.
 
-    python benchmarks/host_async.py --num-envs 8 --step-ms 1 --steps 200 --updates 2
+    python -m benchmarks.host_async --num-envs 8 --step-ms 1 --steps 200 --updates 2
 
 The machine's cores may be shared with other work: the JSON records `os.getloadavg()`.
 """

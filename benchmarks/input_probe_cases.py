@@ -4,7 +4,7 @@ made with `BASE_ARGS`."""
 
 from __future__ import annotations
 
-from input_probe_kit import (
+from benchmarks.input_probe_kit import (
     AFILE,
     DAMAGED,
     EMPTY,

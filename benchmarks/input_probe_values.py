@@ -5,8 +5,8 @@ is built), YAML's `on` / `off` for a string field, a config nested too deeply.""
 
 from __future__ import annotations
 
-from input_probe_cases import C_YAML, TINY, TRAIN
-from input_probe_kit import c_yaml, table
+from benchmarks.input_probe_cases import C_YAML, TINY, TRAIN
+from benchmarks.input_probe_kit import c_yaml, table
 
 MPE = ["--env-name", "jaxmarl:MPE_simple_spread_v3", "--multi-agent", "ippo", "--env-kwargs"]
 table(

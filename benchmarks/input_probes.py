@@ -22,7 +22,7 @@ Each probe is classified:
 with a damaged config.yaml either a success or a clean refusal is right.
 
 Usage (from the repository root; a shared machine: nice):
-  PYTHONPATH=$PWD nice -n 10 python benchmarks/input_probes.py [--only TEXT] [--timeout S]
+  PYTHONPATH=$PWD nice -n 10 python -m benchmarks.input_probes [--only TEXT] [--timeout S]
 Prints a table and the counts; writes benchmarks/results/input-probes-<stamp>.csv and .md.
 The probes are rows in `input_probe_cases.py` and `input_probe_values.py` (values checked,
 not only names); `Probe`, the folder setups and `table` are in `input_probe_kit.py`.
@@ -47,10 +47,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness import RESULTS, ROOT, atomic_write, env_with_pythonpath, markdown_table, stamp
-from input_probe_cases import BASE_ARGS
-from input_probe_kit import PROBES, Probe
-from input_probe_values import MPE  # noqa: F401  (registers its rows)
+from benchmarks.harness import (
+    RESULTS,
+    ROOT,
+    atomic_write,
+    env_with_pythonpath,
+    markdown_table,
+    stamp,
+)
+from benchmarks.input_probe_cases import BASE_ARGS
+from benchmarks.input_probe_kit import PROBES, Probe
+from benchmarks.input_probe_values import MPE  # noqa: F401  (registers its rows)
 
 #: A JAX CPU deadlock workaround, for every subprocess.
 XLA = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
@@ -257,7 +264,7 @@ def main() -> None:
     lines = [
         f"# Bad-input probes of the command line ({time.strftime('%Y-%m-%d')}): {summary}",
         "",
-        "Command: `PYTHONPATH=$PWD nice -n 10 python benchmarks/input_probes.py "
+        "Command: `PYTHONPATH=$PWD nice -n 10 python -m benchmarks.input_probes "
         f"{' '.join(sys.argv[1:])}` (a 2-core machine shared with other jobs; "
         f"{time.time() - started:.0f} s). `$T` is the probe's temporary folder; "
         "the classes are in the docstring of `benchmarks/input_probes.py`.",

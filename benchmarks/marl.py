@@ -30,8 +30,8 @@ Timings are wall-clock on whatever machine runs it (`compile_s` the ahead-of-tim
 2-core development machine other jobs run at the same time.
 
 Usage:
-  PYTHONPATH=. python benchmarks/marl.py                  # 3 seeds, ~15 min on 2 cores
-  PYTHONPATH=. python benchmarks/marl.py --tasks mpe-ippo --mpe-timesteps 51200 --seeds 2
+  python -m benchmarks.marl                  # 3 seeds, ~15 min on 2 cores
+  python -m benchmarks.marl --tasks mpe-ippo --mpe-timesteps 51200 --seeds 2
 Writes benchmarks/results/marl-<device>-<time>.{csv,md,png}.
 """
 
@@ -214,7 +214,7 @@ def plot(curves: dict, path: Path) -> None:
         ax.set_title(f"{title} (seeds: mean, min-max)")
         ax.legend()
     fig.tight_layout()
-    from harness import atomic_write  # here: marl_truncation.py imports this module
+    from benchmarks.harness import atomic_write  # here: marl_truncation.py imports this module
 
     atomic_write(path, lambda p: fig.savefig(p, dpi=80, format="png"))
 
@@ -245,7 +245,7 @@ def main() -> None:
     table = pd.DataFrame(rows)
     device = jax.devices()[0].platform
     tag = f"marl-{device}-{time.strftime('%Y%m%d-%H%M%S')}"
-    from harness import atomic_write, write_text
+    from benchmarks.harness import atomic_write, write_text
 
     csv = args.out / f"{tag}.csv"
     atomic_write(csv, lambda p: table.to_csv(p, index=False))

@@ -7,7 +7,7 @@ over the runs. A `--num-seeds` directory counts as its `seed_<s>/` runs. Useful 
 seeds were trained as separate CLI runs (e.g. one run, then two more with `--num-seeds 2
 --seed 1`) rather than by `marl.py`'s one program.
 
-    python benchmarks/marl_runs.py RUN_DIR [RUN_DIR ...] --metric info/won --note "..."
+    python -m benchmarks.marl_runs RUN_DIR [RUN_DIR ...] --metric info/won --note "..."
 
 Writes `benchmarks/results/marl-runs-<time>.{csv,md,png}`: one row per run plus the
 summary, and the metric's learning curves against env steps. Not a test.
@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from harness import atomic_write, markdown_table
+
+from benchmarks.harness import atomic_write, markdown_table
 
 HERE = Path(__file__).resolve().parent
 

@@ -30,10 +30,10 @@ script prints K/N per training seed (for `learned` and `greedy`) and ends with
 `metabbo_learned_beats_default=K/N` (seeds pooled).
 
 Usage:
-  PYTHONPATH=. python benchmarks/metabbo.py --quick      # < 10 min on 2 CPU cores
-  PYTHONPATH=. python benchmarks/metabbo.py --quick --total-timesteps 96000 [--env metabbo:PSO]
+  python -m benchmarks.metabbo --quick      # < 10 min on 2 CPU cores
+  python -m benchmarks.metabbo --quick --total-timesteps 96000 [--env metabbo:PSO]
       # the results in docs/guides/env-suites.md (benchmarks/claims.yaml), ~4 min each
-  PYTHONPATH=. python benchmarks/metabbo.py              # configs/metabbo_de.yaml, 3 seeds
+  python -m benchmarks.metabbo              # configs/metabbo_de.yaml, 3 seeds
 Writes benchmarks/results/metabbo[_quick]_<env>.{csv,md,png}.
 """
 
@@ -49,9 +49,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from harness import atomic_write, write_text
 
 import purejaxppo  # noqa: F401  (XLA flags before jax compiles)
+from benchmarks.harness import atomic_write, write_text
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.suites.metabbo.rollout import (

@@ -7,8 +7,8 @@ the same env, prints a table and writes
 config, numbers, per-update returns of every seed) and `.png` (episode return against
 env steps, the random baseline dashed).
 
-    python benchmarks/minatar_impala.py --total-timesteps 20000          # smoke run
-    python benchmarks/minatar_impala.py --total-timesteps 1.5e6 --seeds 1
+    python -m benchmarks.minatar_impala --total-timesteps 20000          # smoke run
+    python -m benchmarks.minatar_impala --total-timesteps 1.5e6 --seeds 1
 
 Compile time is measured apart (every segment length is compiled ahead of time), so
 "run s" and "steps/s" are training only; "wall s" is the whole run, compiles included.
@@ -29,9 +29,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from harness import machine, write_text
 
 import purejaxppo as pjp
+from benchmarks.harness import machine, write_text
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CONFIG = HERE.parent / "configs" / "space_invaders_minatar_impala.yaml"

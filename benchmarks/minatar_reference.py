@@ -11,8 +11,8 @@ seeds would be their mean), the published number, ours / published, env steps pe
 their fraction of the published budget, wall time (compile included, and apart) and env
 steps/s of all seeds together (compile excluded).
 
-    python benchmarks/minatar_reference.py                           # the four envs
-    python benchmarks/minatar_reference.py --env Breakout-MinAtar --total-timesteps 200000
+    python -m benchmarks.minatar_reference                           # the four envs
+    python -m benchmarks.minatar_reference --env Breakout-MinAtar --total-timesteps 200000
 
 Published numbers: gymnax's README ("Implemented Accelerated Environments", column
 "Ckpt (Return)") gives one return per env for the gymnax-blines PPO checkpoints, trained
@@ -34,7 +34,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-from harness import RESULTS, ROOT, atomic_write, machine, markdown_table, stamp, write_text
+
+from benchmarks.harness import (
+    RESULTS,
+    ROOT,
+    atomic_write,
+    machine,
+    markdown_table,
+    stamp,
+    write_text,
+)
 
 ENVS = ("Breakout-MinAtar", "Asterix-MinAtar", "SpaceInvaders-MinAtar", "Freeway-MinAtar")
 

@@ -21,8 +21,8 @@ Prints a table and writes `benchmarks/results/mujoco-speed-cpu-<time>.csv` (`--c
 `mujoco-cli-cpu-<time>.csv`). Not a test: timings on a shared machine vary, so the
 load average goes with them.
 
-    python benchmarks/mujoco_speed.py --shape 8x256 16x128 32x64 --total-timesteps 100000
-    python benchmarks/mujoco_speed.py --cli                     # configs/mujoco.yaml, 1M
+    python -m benchmarks.mujoco_speed --shape 8x256 16x128 32x64 --total-timesteps 100000
+    python -m benchmarks.mujoco_speed --cli                     # configs/mujoco.yaml, 1M
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from purejaxppo.rollout import make_rollout  # noqa: E402
 from purejaxppo.train_setup import prepare  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _LAUNCH
-from harness import atomic_write  # noqa: E402
-from reference import direct_steps_per_s, env_only  # noqa: E402
+from benchmarks.harness import atomic_write  # noqa: E402
+from benchmarks.reference import direct_steps_per_s, env_only  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 

@@ -3,8 +3,8 @@ updates with gymnax's auto-reset (one reset per env per step) against N / R rese
 step, measured in the same process, for envs whose reset is expensive (Craftax: world
 generation) and cheap (CartPole, MinAtar Breakout).
 
-    python benchmarks/optimistic_resets.py
-    python benchmarks/optimistic_resets.py --cases craftax --ratios 4 16 --reps 5
+    python -m benchmarks.optimistic_resets
+    python -m benchmarks.optimistic_resets --cases craftax --ratios 4 16 --reps 5
 
 Per case and `reset_ratio` (None = auto-reset): the median over `--reps` calls of the
 jitted rollout (num_steps steps of the config's num_envs envs, policy included) and of
@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from harness import atomic_write
+
+from benchmarks.harness import atomic_write
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

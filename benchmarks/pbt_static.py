@@ -15,8 +15,8 @@ Final return of a run: mean training-episode return over its last 10 updates (ea
 member for PBT). Reported: best and median over the runs of a procedure, members at
 >= 475, wall time (compiles included).
 
-    python benchmarks/pbt_static.py                  # about 5-10 min on 2 CPU cores
-    python benchmarks/pbt_static.py --total-timesteps 50000   # smoke test
+    python -m benchmarks.pbt_static                  # about 5-10 min on 2 CPU cores
+    python -m benchmarks.pbt_static --total-timesteps 50000   # smoke test
 
 Writes `benchmarks/results/pbt-static-cpu-<time>.{csv,json}` and prints the table. Not a
 test: nothing is asserted.
@@ -111,7 +111,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(args.out / f"pbt-static-cpu-{stamp}.csv", index=False)
     meta = {
-        "command": "python benchmarks/pbt_static.py",
+        "command": "python -m benchmarks.pbt_static",
         "args": {k: str(v) for k, v in vars(args).items()},
         "choices": list(CHOICES),
         "machine": platform.platform(),

@@ -15,8 +15,8 @@ Final return of a run: mean training-episode return over its last 10 updates (fo
 each final member, whose weights went through several slots). Reported per procedure:
 best and median over the 16 runs, mean and std over the 3 repetitions.
 
-    python benchmarks/pbt_vs_random.py                       # about 10-15 min on 2 CPU cores
-    python benchmarks/pbt_vs_random.py --total-timesteps 100000 --reps 1   # smoke test
+    python -m benchmarks.pbt_vs_random                       # about 10-15 min on 2 CPU cores
+    python -m benchmarks.pbt_vs_random --total-timesteps 100000 --reps 1   # smoke test
 
 Writes `benchmarks/results/pbt-vs-random-<device>-<time>.{json,csv,png}` and prints the
 table. Not a test: nothing is asserted.

@@ -28,11 +28,11 @@ larger branch (on CPU: thunks, not kernels). The named loops are `rollout_step` 
 rollout's scan body: one env step) and `minibatch_step` (the innermost loop of the
 epochs: one Adam step on a minibatch).
 
-    python benchmarks/profile_update.py                       # 1 agent, CartPole, 4 x 128
-    python benchmarks/profile_update.py --agents 1 1024 4096 --ops --out /tmp/prof
-    python benchmarks/profile_update.py --num-envs 4 64 --num-steps 32 128   # size grid
-    python benchmarks/profile_update.py --scaling --scaling-agents 1 64 1024  # 1-D studies
-    python benchmarks/profile_update.py --variant u_gae=128+cmdbuf   # experiments/variants.py
+    python -m benchmarks.profile_update                       # 1 agent, CartPole, 4 x 128
+    python -m benchmarks.profile_update --agents 1 1024 4096 --ops --out /tmp/prof
+    python -m benchmarks.profile_update --num-envs 4 64 --num-steps 32 128   # size grid
+    python -m benchmarks.profile_update --scaling --scaling-agents 1 64 1024  # 1-D studies
+    python -m benchmarks.profile_update --variant u_gae=128+cmdbuf   # experiments/variants.py
 
 Self-limiting: a row starts only while the elapsed time is under `--budget-s` (the
 others are written as skipped), and a phase stops repeating its timed call once its
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import itertools
 import json
 import os
@@ -55,19 +54,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import hlo_ops
+from benchmarks.experiments import variants
+
 HERE = Path(__file__).resolve().parent
-
-
-def _load(relative: str) -> Any:
-    """A module of benchmarks/ loaded by its path (this script is also loaded by path)."""
-    path = HERE / relative
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-variants = _load("experiments/variants.py")
 
 # XLA reads XLA_FLAGS when its backend starts: the variant's flags go in before jax runs.
 if "--variant" in sys.argv[:-1]:
@@ -91,7 +81,6 @@ OP_PROGRAMS = ("rollout", "gae", "epochs", "update")
 NAMED_LOOPS = {"rollout_step": "rollout", "minibatch_step": "epochs"}
 
 # HLO op counts per loop body: benchmarks/hlo_ops.py.
-hlo_ops = _load("hlo_ops.py")
 count_ops, per_repetition, named_loop = (
     hlo_ops.count_ops,
     hlo_ops.per_repetition,

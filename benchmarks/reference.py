@@ -11,12 +11,12 @@ least 3; sampled actions, like CleanRL's logged episodic returns), the published
 and its source, wall time (compile included, and separately), and env steps/s of all
 seeds together (compile excluded).
 
-    python benchmarks/reference.py                                   # HalfCheetah-v4, 1M, 1 seed
-    python benchmarks/reference.py --env Hopper-v4 Walker2d-v4 --seeds 3
-    python benchmarks/reference.py --total-timesteps 200000          # a shorter budget
-    python benchmarks/reference.py --env Hopper-v4 --seed-offset 2 --out parts/h2  # one seed
-    python benchmarks/reference.py --merge parts                     # pool parallel seeds
-    python benchmarks/reference.py --env Swimmer-v4 --eval-episodes 10  # + greedy evaluation
+    python -m benchmarks.reference                                   # HalfCheetah-v4, 1M, 1 seed
+    python -m benchmarks.reference --env Hopper-v4 Walker2d-v4 --seeds 3
+    python -m benchmarks.reference --total-timesteps 200000          # a shorter budget
+    python -m benchmarks.reference --env Hopper-v4 --seed-offset 2 --out parts/h2  # one seed
+    python -m benchmarks.reference --merge parts                     # pool parallel seeds
+    python -m benchmarks.reference --env Swimmer-v4 --eval-episodes 10  # + greedy evaluation
 
 Parallel seeds (one process each, `--seed-offset`; benchmarks/gpu/mujoco_reference.sh) are
 pooled by `--merge PARTS`: per env, mean +- std / IQM over the processes' seeds, wall = the
@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from harness import atomic_write, markdown_lines
+
+from benchmarks.harness import atomic_write, markdown_lines
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -7,8 +7,8 @@ device time to the source line of the HLO instruction that launched it (the `met
 of the compiled HLO: `source_file` / `source_line`), so the two libraries' programs can be
 compared by what their time is spent on: env steps, sampling, GAE, the loss, Adam.
 
-    python benchmarks/trace_update.py --library ours --agents 4096 --total-timesteps 5120
-    python benchmarks/trace_update.py --library rejax ...  # with rejax 0.1.3 importable
+    python -m benchmarks.trace_update --library ours --agents 4096 --total-timesteps 5120
+    python -m benchmarks.trace_update --library rejax ...  # with rejax 0.1.3 importable
 
 Writes into `--out`: `trace-<library>-<agents>.json` (the summary: device busy time per
 update, per source group and the top instructions), `hlo-<library>-<agents>.txt.gz` (the
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import importlib.util
 import json
 import re
 import shutil
@@ -32,15 +31,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-
-
-def _load(relative: str) -> Any:
-    """A module of benchmarks/ loaded by its path (this script is also loaded by path)."""
-    path = HERE / relative
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
@@ -189,7 +179,8 @@ def hlo_sources(text: str) -> dict[str, tuple[str, str]]:
 def loop_phases(text: str) -> list[dict[str, Any]]:
     """The program's loops below the outermost (per-update) loop: kernels per update and
     the phase most of their body's instructions belong to (`hlo_sources`)."""
-    hlo_ops = _load("hlo_ops.py")
+    from benchmarks import hlo_ops
+
     sources = hlo_sources(text)
     computations, _ = hlo_ops.parse_hlo(text)
     loops = hlo_ops.count_ops(text)["loops"]
@@ -344,7 +335,8 @@ def build(library: str, agents: int, total: int, layout: str):
     import jax
 
     if library == "rejax":
-        peer = _load("peers/rejax_ppo.py")
+        from benchmarks.peers import rejax_ppo as peer
+
         algo, _, num_updates = peer.make_algo(total)
         algo = peer.training_only(algo)
         train = algo.train

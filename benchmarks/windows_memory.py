@@ -11,8 +11,8 @@ within one trajectory (`purejaxppo.windows`, DTI's rule): every trajectory here 
 the end of windows of trajectories longer than L) changes nothing. Each variant is one
 compiled program of `--seeds` seeds under `jax.vmap`; both variants see the same env steps.
 
-    python benchmarks/windows_memory.py                          # 10 seeds, 38,400 steps
-    python benchmarks/windows_memory.py --total-timesteps 96000 --seeds 5
+    python -m benchmarks.windows_memory                          # 10 seeds, 38,400 steps
+    python -m benchmarks.windows_memory --total-timesteps 96000 --seeds 5
 
 Reported per variant: the mean, std (over seeds) and min of the final return (mean of the
 last 10 updates), the seeds that reach 0.95 and the first update where the mean over seeds
@@ -29,7 +29,15 @@ import json
 import sys
 from pathlib import Path
 
-from harness import RESULTS, atomic_write, machine, markdown_table, stamp, time_call, write_text
+from benchmarks.harness import (
+    RESULTS,
+    atomic_write,
+    machine,
+    markdown_table,
+    stamp,
+    time_call,
+    write_text,
+)
 
 #: (name, config changes) of the compared variants.
 VARIANTS = (

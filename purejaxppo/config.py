@@ -95,7 +95,7 @@ class PPOConfig:
         go to the env constructor.
       multi_agent: None (single-agent PPO), "ippo" or "mappo" for a multi-agent env
         ("jaxmarl:<id>"): one policy shared by all agents, agents as extra rows of the
-        batch; "mappo" gives the critic the env's world state (`purejaxppo.multiagent`).
+        batch; "mappo" gives the critic the env's world state (`purejaxppo.kinds.agents`).
       host_vectorization: "sync" (default) or "async": how a `gymnasium:` env's N copies
         step, in this process or one subprocess each (gymnasium's `AsyncVectorEnv`).
       reset_ratio: None (default: gymnax's auto-reset, one reset computed per env per

@@ -115,10 +115,10 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
     reward (`envs.agent_rows.make_agents_chunk_runner`).
 
     Raises:
-      ValueError: a kind of env that cannot collect (`envs.kinds`' table); `info_keys`
+      ValueError: a kind of env that cannot collect (`kinds`' table); `info_keys`
         that the env's info dict lacks.
     """
-    from purejaxppo.envs.kinds import check
+    from purejaxppo.kinds import check
 
     kind = check("collect", getattr(env, "name", repr(env)), env)
     env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
@@ -310,7 +310,7 @@ def _metadata(
 def _check_minari(env_id: str, env: Any, minari_id: str | None) -> None:
     """Refuses a Minari dataset (`minari_id`) of a multi-agent env in one line, before
     anything is written: Minari's episodes are one agent's."""
-    from purejaxppo.envs.kinds import AGENTS, check
+    from purejaxppo.kinds import AGENTS, check
 
     if minari_id is not None and check("collect", env_id, env) is AGENTS:
         raise ValueError(

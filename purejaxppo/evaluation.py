@@ -18,9 +18,9 @@ import numpy as np
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.agent_rows import make_agents_episode_runner
-from purejaxppo.envs.kinds import check
 from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.host_episodes import make_host_episode_runner
+from purejaxppo.kinds import check
 from purejaxppo.memory import check_episodes
 from purejaxppo.networks import Networks
 from purejaxppo.policy import Policy, make_act, observation_shapes
@@ -117,7 +117,7 @@ def make_episode_runner(
     (`host_episodes.make_host_episode_runner`; numpy results).
 
     Raises:
-      ValueError: a kind of env that cannot be evaluated (`envs.kinds`' table); more
+      ValueError: a kind of env that cannot be evaluated (`kinds`' table); more
         episodes than fit in the device's free memory (`memory.check_episodes`).
     """
     kind = check("eval", getattr(env, "name", repr(env)), env)

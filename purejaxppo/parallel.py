@@ -6,14 +6,17 @@ Two kinds of parallelism, both with `jax.shard_map` over a one-axis `Mesh` of al
 * **Many runs** (`make_runs_program`): a batch of `[R]` independent runs (seeds x
   hyperparameter settings) is split over the devices along the axis `RUNS_AXIS`; each
   device `vmap`s the training function over its `R / D` runs. Runs never communicate,
-  so a run's numbers do not depend on the device count.
+  so a run's numbers do not depend on the device count. `runs_mesh` decides, for every
+  driver and command, which devices a batch may use (the env's kind, the devices asked
+  for, the batch size).
 * **One agent, data-parallel** (`make_data_parallel_train`): the agent's `num_envs`
   environments are split over the devices along `DATA_AXIS`; every device collects its
   share of the rollout and computes gradients on its share of each minibatch, and the
   gradients (and the statistics that normalise advantages) are averaged over the devices
-  (`lax.pmean`), so parameters stay identical everywhere. With one device this is the
-  ordinary run. `make_data_parallel_run` is the same program in segments, for drivers that
-  log and save between them (`purejaxppo train --coordinator ...`, `drivers.distributed`).
+  (`lax.pmean`; the gradient as one flat vector, `pmean_flat`), so parameters stay
+  identical everywhere. With one device this is the ordinary run.
+  `make_data_parallel_run` is the same program in segments, for drivers that log and
+  save between them (`purejaxppo train --coordinator ...`, `drivers.distributed`).
 
 Several hosts: call `initialize_distributed` first in every process (`processes`, which
 holds what the processes of one run agree on; it wraps `jax.distributed.initialize` and
@@ -32,6 +35,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from purejaxppo.collectives import pmean_flat
 from purejaxppo.config import PPOConfig
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.processes import initialize_distributed
@@ -58,6 +62,75 @@ def make_mesh(devices: Sequence[jax.Device] | int | None, axis_name: str) -> Mes
             raise ValueError(f"devices={devices}: must be in [1, {len(local)}] (local devices)")
         devices = local[:devices]
     return Mesh(np.asarray(list(devices)), (axis_name,))
+
+
+def runs_mesh(
+    env_id: str,
+    devices: Sequence[jax.Device] | int | str | None,
+    count: int | None = None,
+    *,
+    pad: bool = False,
+) -> Mesh | None:
+    """Which devices a batch of `count` independent runs of `env_id` may use: the one-axis
+    `RUNS_AXIS` mesh that the batched-runs drivers (seeds, sweeps, PBT) split runs over.
+
+    A JAX env's runs may span devices. An "envpool:" or "gymnasium:" id's runs share one
+    pool / vector env on the host, stepped from one device (`runs_on_devices` is refused
+    in the env-kind table, `kinds`): by default they get one device, and more are refused.
+
+    Args:
+      env_id: the runs' `make_env` id; its kind is read from the prefix
+        (`kinds.kind_of_id`).
+      devices: as the user gives it:
+        None: every device of every process (one device for a kind that cannot span them);
+        "auto": the command line's default when it set the CPU device count, the most local
+        devices that a batch of `count` runs splits over evenly (the largest d <= the local
+        device count that divides `count`; every local device for `count` None). With
+        `pad`: min(`count`, local device count), the caller padding the batch to a
+        multiple of it;
+        an int n: the first n local devices;
+        a sequence of `jax.Device`s: those devices.
+      count: R, the runs of one batch (a sweep's chunk, a population, the seeds); read by
+        "auto" only. An explicit device count that does not divide R is the caller's to
+        refuse, in its option's words (`drivers.settings.check_chunk`,
+        `drivers.population.options.check_options`).
+      pad: the caller pads the batch to a multiple of the device count (seeds), so "auto"
+        need not divide `count`.
+
+    Returns:
+      A one-axis `Mesh` over `RUNS_AXIS`; None only for "auto" when the kind keeps its
+      runs on one device (nothing to choose: the caller keeps its own default).
+
+    Raises:
+      ValueError: several devices for a kind that cannot span them (the kind table's
+        refusal, one line naming the env, its kind and the device count; for an int,
+        before any device is looked up); an int < 1 or above the local device count
+        (`make_mesh`); a string other than "auto".
+    """
+    from purejaxppo import kinds  # the env suites import gymnax: not at import
+
+    spans = kinds.kind_of_id(env_id).supports("runs_on_devices")
+    if isinstance(devices, str):
+        if devices != "auto":
+            raise ValueError(
+                f"devices={devices!r}: must be None, 'auto', an int >= 1 or a list of devices"
+            )
+        if not spans:
+            return None
+        local = len(jax.local_devices())
+        if count is None:
+            devices = local
+        elif pad:
+            devices = min(count, local)
+        else:
+            devices = max(d for d in range(1, local + 1) if count % d == 0)
+    elif isinstance(devices, int):
+        kinds.check_runs_devices(env_id, devices)
+    elif devices is None and not spans:
+        devices = 1
+    mesh = make_mesh(devices, RUNS_AXIS)
+    kinds.check_runs_devices(env_id, mesh.devices.size)
+    return mesh
 
 
 def to_global(tree: Any, mesh: Mesh, spec: P) -> Any:
@@ -128,7 +201,7 @@ def batch_runs(init: Callable, run: Callable, *, vmap_init: bool = False) -> Cal
 
     `vmap_init=True` vmaps `init` too: for "envpool:" ids (`envs.suites.envpool`), whose
     R runs share one pool that a vmapped reset builds once with R x N envs (a `lax.map`
-    would rebuild it R times). Those programs run on one device (`envs.kinds.check_runs_devices`), where
+    would rebuild it R times). Those programs run on one device (`runs_mesh`), where
     the deadlock above cannot happen; the MLP params came out bitwise those of `lax.map`
     (XLA:CPU, jax 0.10.2).
     """
@@ -176,7 +249,7 @@ def make_data_parallel_train(
         divide `num_envs`, or if the per-device
         batch `num_envs / D * num_steps` does not split into `num_minibatches`.
     """
-    from purejaxppo.envs.kinds import check
+    from purejaxppo.kinds import check
 
     check("data_parallel", config.env_name, env, multi_agent=config.multi_agent)
     from purejaxppo.train import make_train_fns
@@ -253,7 +326,7 @@ def make_data_parallel_run(
       ValueError: as `make_data_parallel_train` (a host env, D not dividing `num_envs`,
         a per-device batch that does not split into `num_minibatches`).
     """
-    from purejaxppo.envs.kinds import check
+    from purejaxppo.kinds import check
     from purejaxppo.train import make_train_fns
 
     check("data_parallel", config.env_name, multi_agent=config.multi_agent)
@@ -347,6 +420,8 @@ __all__ = [
     "make_runs_program",
     "batch_runs",
     "pad_runs",
+    "pmean_flat",
+    "runs_mesh",
     "runs_per_chunk_for_memory",
     "to_global",
     "to_host",

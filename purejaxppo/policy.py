@@ -101,7 +101,7 @@ class Policy:
         env_params: Any = None,
         networks: Networks | None = None,
     ):
-        from purejaxppo.envs.kinds import check
+        from purejaxppo.kinds import check
         from purejaxppo.train import resolve_env
 
         env, env_params = resolve_env(config, env, env_params)

@@ -1,7 +1,7 @@
 """One step of the policy and its envs, and the `num_steps` rollout: the only rollout scan.
 
 The envs are a `RowsEnv` (`envs.rows`): every kind of env (single-agent JAX envs, EnvPool,
-JaxMARL's agents as rows) is adapted into one below this loop (`envs.kinds`), so the
+JaxMARL's agents as rows) is adapted into one below this loop (`kinds`), so the
 rollout never asks what kind of env it steps.
 """
 

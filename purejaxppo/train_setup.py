@@ -11,8 +11,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from purejaxppo import kinds
 from purejaxppo.config import PPOConfig
-from purejaxppo.envs import kinds, make_env
+from purejaxppo.envs import make_env
 from purejaxppo.envs.resets import check_reset_ratio
 from purejaxppo.envs.rows import RowsEnv, info_keys_of
 from purejaxppo.hyperparams import Hyperparams
@@ -49,7 +50,7 @@ class TrainFns(NamedTuple):
     apply: Callable[..., Any]
     networks: Networks
     metric_names: tuple[str, ...] = METRICS
-    # The kind of env the run trains on (`envs.kinds`): what the drivers ask of it.
+    # The kind of env the run trains on (`kinds`): what the drivers ask of it.
     kind: kinds.EnvKind = kinds.JAX
 
 
@@ -64,14 +65,14 @@ class TrainSetup(NamedTuple):
     info_keys: tuple[str, ...]
     num_actions: int | None  # Discrete action count with `action_histogram`, else None
     metric_names: tuple[str, ...]
-    kind: kinds.EnvKind  # the kind of env, decided once (`envs.kinds`)
+    kind: kinds.EnvKind  # the kind of env, decided once (`kinds`)
     rows: RowsEnv  # the envs as rows of the batch, what the rollout steps
 
 
 def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> tuple[Any, Any]:
     """`(env, env_params)`: the given env, or `make_env(config.env_name, config.env_kwargs)`;
     a given `env_params` is kept either way (default: the env's own / the config's). A
-    gymnasium env factory becomes a host env (`envs.kinds.as_env`).
+    gymnasium env factory becomes a host env (`kinds.as_env`).
 
     Raises:
       ValueError: an `env` that is neither an env object nor a gymnasium env factory.
@@ -103,7 +104,7 @@ def _check_sizes(config: PPOConfig, num_shards: int, axis_name: str | None) -> i
 
 
 def _check_operations(config: PPOConfig, env: Any, num_shards: int, axis_name: str | None):
-    """The kind of `env`, after refusing (from `envs.kinds`' table) what the config asks
+    """The kind of `env`, after refusing (from `kinds`' table) what the config asks
     of it that the kind cannot do."""
     asked = {
         "data_parallel": axis_name is not None or num_shards != 1,

@@ -50,7 +50,7 @@ class EnvCarry:
 
     R = N for single-agent envs; R = N * A for JaxMARL's A agents per env (row n * A + a:
     agent a of env n; `envs.agent_rows`). What the policy reads and writes is per row;
-    the envs' state and episode counters keep the layout their kind needs (`envs.kinds`).
+    the envs' state and episode counters keep the layout their kind needs (`kinds`).
     """
 
     # The envs' state, leading axis [N] (JAX, EnvPool, JaxMARL); () for host envs, whose

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from purejaxppo.collectives import pmean_flat
 from purejaxppo.config import PPOConfig
 from purejaxppo.fused import fused_minibatch_grads
 from purejaxppo.hyperparams import Hyperparams
@@ -256,7 +257,7 @@ def make_minibatch_grads(
 
         grads, terms = jax.grad(loss_fn, has_aux=True)(params)
         if axis_name is not None:
-            grads, terms = jax.lax.pmean((grads, terms), axis_name)
+            grads, terms = pmean_flat((grads, terms), axis_name)
         return grads, terms
 
     fused = fused_minibatch_grads(config, networks, grads_fn, axis_name)

@@ -159,7 +159,7 @@ def make_renderer(env: Any, env_params: Any) -> Renderer:
     Raises:
       ValueError: naming the env when none of the renderers applies.
     """
-    from purejaxppo.envs.kinds import kind_of
+    from purejaxppo.kinds import kind_of
 
     return _RENDERERS.get(kind_of(env).name, _jax_renderer)(env, env_params)
 
@@ -265,10 +265,10 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
     step's frame as its state (`host_episodes.make_host_episode_recorder`).
 
     Raises:
-      ValueError: a kind of env that cannot film (`envs.kinds`), or a host env that
+      ValueError: a kind of env that cannot film (`kinds`), or a host env that
         cannot render.
     """
-    from purejaxppo.envs.kinds import check
+    from purejaxppo.kinds import check
     from purejaxppo.policy import make_act
 
     kind = check("video", getattr(env, "name", repr(env)), env)

@@ -14,6 +14,7 @@ Not a test module (pytest collects only test_*.py); the tests compare what it sa
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -48,15 +49,84 @@ def leaves(tree) -> list[np.ndarray]:
     return [np.asarray(x) for x in jax.tree.leaves(to_host(tree))]
 
 
-def devices_mode(out: Path) -> None:
+def gradient_results(short) -> dict[str, np.ndarray]:
+    """Data-parallel minibatch gradient vs one device's, and the all-reduces it issues
+    (runs inside `devices_mode`, on its 4 CPU devices)."""
     import jax
     import jax.numpy as jnp
+
+    import purejaxppo as pjp
+    from purejaxppo import parallel
+    from purejaxppo.update import Batch, make_minibatch_grads
+
+    results: dict[str, np.ndarray] = {}
+    # Gradient on one minibatch of 64 samples: 4 devices x 16 (pmean) vs 1 device x 64.
+    fns = pjp.make_train_fns(short)
+    params = fns.init(jax.random.key(2)).train_state.params
+    keys = jax.random.split(jax.random.key(3), 6)
+    # 64 feed-forward samples: sequences of one step, [K = 64, L = 1].
+    batch = Batch(
+        obs=jax.random.normal(keys[0], (64, 1, 4)),
+        action=jax.random.randint(keys[1], (64, 1), 0, 2),
+        log_prob=-jax.random.uniform(keys[2], (64, 1), minval=0.3, maxval=1.2),
+        value=jax.random.normal(keys[3], (64, 1)),
+        advantages=3.0 * jax.random.normal(keys[4], (64, 1)) + 1.0,
+        returns=jax.random.normal(keys[5], (64, 1)),
+        initial_state=(),
+        resets=jnp.zeros((64, 1), bool),
+    )
+    hparams = pjp.Hyperparams.from_config(short)
+    single = jax.jit(make_minibatch_grads(short, fns.networks))(params, batch, hparams, 1.0)
+    mesh = parallel.make_mesh(4, parallel.DATA_AXIS)
+    P = jax.sharding.PartitionSpec
+    sharded_fn = jax.jit(
+        jax.shard_map(
+            lambda p, b, h: make_minibatch_grads(short, fns.networks, parallel.DATA_AXIS)(
+                p, b, h, 1.0
+            ),
+            mesh=mesh,
+            in_specs=(P(), P(parallel.DATA_AXIS), P()),
+            out_specs=P(),
+            check_vma=False,
+        )
+    )
+    sharded = sharded_fn(params, batch, hparams)
+    results["grad_single"] = np.concatenate([x.ravel() for x in leaves(single[0])])
+    results["grad_sharded"] = np.concatenate([x.ravel() for x in leaves(sharded[0])])
+    results["loss_single"] = np.asarray([float(x) for x in single[1]])
+    results["loss_sharded"] = np.asarray([float(x) for x in sharded[1]])
+    # Operands of each all-reduce of the compiled step (gloo runs one allreduce each).
+    hlo = sharded_fn.lower(params, batch, hparams).compile().as_text()
+    operands = [len(args.split(",")) for args in re.findall(r" all-reduce\(([^)]*)\)", hlo)]
+    results["grad_allreduce_operands"] = np.asarray(sorted(operands))
+    # pmean_flat is lax.pmean bit for bit: a [8, 3, 5], an [8] and a [64, 4] leaf.
+    tree = {"w": jax.random.normal(keys[0], (8, 3, 5)), "b": jnp.arange(8.0) / 3.0}
+    tree["m"] = batch.obs[:, 0]
+    both = jax.jit(
+        jax.shard_map(
+            lambda t: (
+                parallel.pmean_flat(t, parallel.DATA_AXIS),
+                jax.lax.pmean(t, parallel.DATA_AXIS),
+            ),
+            mesh=mesh,
+            in_specs=P(parallel.DATA_AXIS),
+            out_specs=P(),
+            check_vma=False,
+        )
+    )(tree)
+    results["pmean_flat_equal"] = np.array(
+        all(np.array_equal(a, b) for a, b in zip(leaves(both[0]), leaves(both[1]), strict=True))
+    )
+    return results
+
+
+def devices_mode(out: Path) -> None:
+    import jax
 
     jax.config.update("jax_num_cpu_devices", 4)
     import purejaxppo as pjp
     from purejaxppo import parallel
     from purejaxppo.drivers.sweeps import sweep
-    from purejaxppo.update import Batch, make_minibatch_grads
 
     assert jax.device_count() == 4, jax.devices()
     results: dict[str, np.ndarray] = {}
@@ -103,40 +173,7 @@ def devices_mode(out: Path) -> None:
     )
     results["dp4_norm_var"] = np.asarray(stats["obs_norm"]["var"]["obs"])
 
-    # Gradient on one minibatch of 64 samples: 4 devices x 16 (pmean) vs 1 device x 64.
-    fns = pjp.make_train_fns(short)
-    params = fns.init(jax.random.key(2)).train_state.params
-    keys = jax.random.split(jax.random.key(3), 6)
-    # 64 feed-forward samples: sequences of one step, [K = 64, L = 1].
-    batch = Batch(
-        obs=jax.random.normal(keys[0], (64, 1, 4)),
-        action=jax.random.randint(keys[1], (64, 1), 0, 2),
-        log_prob=-jax.random.uniform(keys[2], (64, 1), minval=0.3, maxval=1.2),
-        value=jax.random.normal(keys[3], (64, 1)),
-        advantages=3.0 * jax.random.normal(keys[4], (64, 1)) + 1.0,
-        returns=jax.random.normal(keys[5], (64, 1)),
-        initial_state=(),
-        resets=jnp.zeros((64, 1), bool),
-    )
-    hparams = pjp.Hyperparams.from_config(short)
-    single = jax.jit(make_minibatch_grads(short, fns.networks))(params, batch, hparams, 1.0)
-    mesh = parallel.make_mesh(4, parallel.DATA_AXIS)
-    P = jax.sharding.PartitionSpec
-    sharded = jax.jit(
-        jax.shard_map(
-            lambda p, b, h: make_minibatch_grads(short, fns.networks, parallel.DATA_AXIS)(
-                p, b, h, 1.0
-            ),
-            mesh=mesh,
-            in_specs=(P(), P(parallel.DATA_AXIS), P()),
-            out_specs=P(),
-            check_vma=False,
-        )
-    )(params, batch, hparams)
-    results["grad_single"] = np.concatenate([x.ravel() for x in leaves(single[0])])
-    results["grad_sharded"] = np.concatenate([x.ravel() for x in leaves(sharded[0])])
-    results["loss_single"] = np.asarray([float(x) for x in single[1]])
-    results["loss_sharded"] = np.asarray([float(x) for x in sharded[1]])
+    results.update(gradient_results(short))
 
     # Clear errors before compiling: a non-divisible data-parallel split and a sweep chunk
     # that does not split over the 4 devices.

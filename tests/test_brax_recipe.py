@@ -11,7 +11,7 @@ algorithms. Configs only: nothing compiles here.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from pathlib import Path
 
 import pytest
@@ -22,10 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def recipes() -> dict:
-    spec = importlib.util.spec_from_file_location("brax_peer", ROOT / "benchmarks" / "brax_peer.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # imports numpy only at module level
-    return module.RECIPES
+    # benchmarks/brax_peer.py imports numpy only at module level
+    return importlib.import_module("benchmarks.brax_peer").RECIPES
 
 
 @pytest.mark.parametrize("env", ["inverted_pendulum", "hopper", "halfcheetah"])

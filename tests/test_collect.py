@@ -20,7 +20,7 @@ import pytest
 import purejaxppo as pjp
 from purejaxppo.cli.main import main
 from purejaxppo.datasets import collect, load_episodes
-from purejaxppo.envs.kinds import kind_of
+from purejaxppo.kinds import kind_of
 from purejaxppo.policy import Policy
 
 REPO = Path(__file__).resolve().parents[1]

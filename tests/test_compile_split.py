@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-SCRIPT = BENCHMARKS / "experiments" / "compile_split.py"
-sys.path.insert(0, str(BENCHMARKS / "experiments"))
+from benchmarks.experiments import compile_split
 
-import compile_split  # noqa: E402  (benchmarks/ is not a package)
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+#: `python -m benchmarks.experiments.compile_split`, run from the repository root
+SCRIPT = [sys.executable, "-m", "benchmarks.experiments.compile_split"]
 
 LOG = """\
 I1127 21:05:52.608014 9043 cpu_compiler.cc:2094] Compiling [jit_split] for CPU using JIT time: 84.7 ms (84666 us) (cumulative: 141 ms, max: 84.7 ms, #called: 4)
@@ -69,9 +70,10 @@ def test_the_default_and_gpu_script_cells_are_valid_and_bad_ones_are_named():
 def test_one_cell_splits_a_real_compile(tmp_path):
     out = tmp_path / "split.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--cells", "compact/base", "--json", str(out)],
+        [*SCRIPT, "--cells", "compact/base", "--json", str(out)],
         capture_output=True,
         text=True,
+        cwd=ROOT,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -85,16 +87,18 @@ def test_one_cell_splits_a_real_compile(tmp_path):
     assert row["top_passes"] and row["top_passes"][0][1] > 0
 
     again = subprocess.run(
-        [sys.executable, str(SCRIPT), "--cells", "compact/base", "--json", str(out)],
+        [*SCRIPT, "--cells", "compact/base", "--json", str(out)],
         capture_output=True,
         text=True,
+        cwd=ROOT,
         timeout=60,
     )
     assert again.returncode == 2 and "not overwriting" in again.stderr
     bad = subprocess.run(
-        [sys.executable, str(SCRIPT), "--cells", "unroled/base"],
+        [*SCRIPT, "--cells", "unroled/base"],
         capture_output=True,
         text=True,
+        cwd=ROOT,
         timeout=60,
     )
     assert bad.returncode == 2 and "'unroled/base'" in bad.stderr
@@ -103,9 +107,10 @@ def test_one_cell_splits_a_real_compile(tmp_path):
 def test_a_failing_cell_reports_its_traceback_and_fails_the_run():
     # the cell's stderr is XLA's log file, so its error must come back in the row
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--cells", "compact/ru=x"],
+        [*SCRIPT, "--cells", "compact/ru=x"],
         capture_output=True,
         text=True,
+        cwd=ROOT,
         timeout=120,
     )
     assert proc.returncode == 1

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from fresh_episodes import check_population_restarts_episodes, check_run_restarts_episodes
 
+from purejaxppo import kinds
 from purejaxppo.config import PPOConfig
-from purejaxppo.envs import kinds
 from purejaxppo.envs.registry import make_env
 from purejaxppo.envs.rows import vmapped_envs
 from purejaxppo.envs.suites._common import raw_key
@@ -273,7 +273,7 @@ def test_sweep_of_two_settings_runs_on_one_pool():
 
 
 def test_several_devices_and_data_parallel_training_are_refused():
-    # From `envs.kinds`' table: one pool per program, on one device; other suites pass.
+    # From `kinds`' table: one pool per program, on one device; other suites pass.
     with pytest.raises(ValueError, match=r"envpool:Hopper-v4.*EnvPool.*data-parallel"):
         kinds.check("data_parallel", "envpool:Hopper-v4")
     kinds.check("data_parallel", "brax:hopper")
@@ -363,19 +363,11 @@ def test_inverted_pendulum_learns():
         assert np.nanmean(returns[-4:]) > 500, returns[-4:]
 
 
-def test_reference_script_evaluates_each_seed_greedily_and_merges_the_columns(
-    tmp_path, monkeypatch
-):
+def test_reference_script_evaluates_each_seed_greedily_and_merges_the_columns(tmp_path):
     # benchmarks/reference.py --eval-episodes N: the final policy plays N greedy episodes;
     # --merge pools the parallel processes' (one seed each) greedy values in seed order.
-    import importlib.util
-    from pathlib import Path
+    from benchmarks import reference
 
-    bench = Path(__file__).parent.parent / "benchmarks"
-    monkeypatch.syspath_prepend(str(bench))
-    spec = importlib.util.spec_from_file_location("benchmarks_reference", bench / "reference.py")
-    reference = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reference)
     config = tmp_path / "tiny.yaml"
     config.write_text(
         "num_envs: 2\nnum_steps: 16\nupdate_epochs: 1\nnum_minibatches: 2\n"

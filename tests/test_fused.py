@@ -139,11 +139,7 @@ def test_the_kernels_lower_to_triton_for_cuda_under_vmap():
 def test_the_minibatch_step_experiment_times_forms_of_the_same_math():
     # benchmarks/experiments/minibatch_step.py on a CPU (the fused form interpreted): the
     # stacked towers compute `sep`'s loss, the library's fused kernels its XLA gradient's.
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    from experiments import minibatch_step
+    from benchmarks.experiments import minibatch_step
 
     argv = ["--agents", "4", "--reps", "1", "--interpret", "--forms", "sep", "stack"]
     rows = {r["form"]: r for r in minibatch_step.main([*argv, "xla", "fused"])}

@@ -4,8 +4,7 @@ builder's target check on fake evaluation returns. No training (a few seconds)."
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -17,17 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def gridworld(monkeypatch):
-    # benchmarks/ on the module search path, as `python benchmarks/gridworld_reference.py`
-    # has it (for `harness`, `minatar_reference`).
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "benchmarks_gridworld_reference", ROOT / "benchmarks" / "gridworld_reference.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # (dataclasses look it up)
-    spec.loader.exec_module(module)
-    return module
+def gridworld():
+    return importlib.import_module("benchmarks.gridworld_reference")
 
 
 def test_configs_load_with_the_published_settings(gridworld):

@@ -1,4 +1,4 @@
-"""One env interface (`purejaxppo.envs.kinds`): every operation works on every kind or is
+"""One env interface (`purejaxppo.kinds`): every operation works on every kind or is
 refused from one table (the table itself: `tests/test_kinds_table.py`). Cells that work
 are run on small configs: gymnasium CartPole (eval, eval_freq with
 `best/`, video, a factory from Python), EnvPool InvertedPendulum (eval, collect), EnvPool
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import purejaxppo as pjp
+from purejaxppo import kinds
 from purejaxppo.cli import main
-from purejaxppo.envs import kinds
 from purejaxppo.train import make_train_fns
 
 GYM = "gymnasium:CartPole-v1"
@@ -356,7 +356,7 @@ def test_envpool_atari_headline_is_the_raw_game_score_and_learning_is_unchanged(
     np.testing.assert_array_equal(result.returns, np.round(result.returns))
     # The learning signal is the one the per-life rows (`vmapped_envs`) give: the same
     # params, bitwise; only the counting of episodes differs.
-    monkeypatch.setitem(kinds._ROWS, "envpool", kinds.vmapped_envs)
+    monkeypatch.setitem(kinds.table._ROWS, "envpool", kinds.table.vmapped_envs)
     before = jax.jit(make_train_fns(config).train)(jax.random.key(0))
     jax.tree.map(np.testing.assert_array_equal, out.train_state.params, before.train_state.params)
     assert not np.array_equal(np.asarray(before.metrics["episode_count"]), games)

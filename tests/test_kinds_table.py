@@ -1,8 +1,8 @@
-"""The kinds table (`purejaxppo.envs.kinds`): the docs' capability table is the code's,
+"""The kinds table (`purejaxppo.kinds`): the docs' capability table is the code's,
 every refusal is one line naming the operation, the kind and what to do instead, settings
 a kind cannot take are refused from the table, the core imports nothing of one kind, and
-the branches on the env's kind outside `envs/` are few. The cells that work are run in
-`tests/test_kinds.py`."""
+the branches on the env's kind outside `envs/` and `kinds/` are few. The cells that work
+are run in `tests/test_kinds.py`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import purejaxppo as pjp
-from purejaxppo.envs import kinds
+from purejaxppo import kinds
 from purejaxppo.train import make_train_fns
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,8 +26,10 @@ EXAMPLE_IDS = {
     "agents": "jaxmarl:MPE_simple_spread_v3",
     "host": GYM,
 }
+#: Where the kind is decided (the suites and the kinds' table): asking it there is no branch.
+DECIDED_IN = {"envs", "kinds"}
 KIND_SPECIFIC = (
-    "purejaxppo.multiagent",
+    "purejaxppo.kinds.agents",
     "purejaxppo.checkpoint",
     "purejaxppo.envs.host",
     "purejaxppo.envs.suites.envpool",
@@ -87,11 +89,11 @@ def test_the_core_imports_nothing_of_one_kind():
 
 
 def test_kind_checks_outside_envs_are_few():
-    """The kind is asked in few places outside `envs/` (issue #37: at most 10)."""
+    """The kind is asked in few places outside `envs/` and `kinds/` (at most 10)."""
     asks = ("kind_of(", "kind_of_id(", "is_host_env(", "is_envpool_id(", "is_multi_agent_env(")
     count = 0
     for path in (ROOT / "purejaxppo").rglob("*.py"):
-        if "envs" in path.relative_to(ROOT / "purejaxppo").parts:
+        if DECIDED_IN & set(path.relative_to(ROOT / "purejaxppo").parts):
             continue
         text = path.read_text()
         count += sum(text.count(f" {ask}") + text.count(f".{ask}") for ask in asks)
@@ -109,12 +111,12 @@ KIND_READS = re.compile(
 
 
 def _kind_branches() -> dict[str, list[int]]:
-    """module path -> lines of the `if` statements / expressions outside `envs/` whose test
-    reads the env's kind (`KIND_READS`)."""
+    """module path -> lines of the `if` statements / expressions outside `envs/` and
+    `kinds/` whose test reads the env's kind (`KIND_READS`)."""
     found: dict[str, list[int]] = {}
     for path in sorted((ROOT / "purejaxppo").rglob("*.py")):
         relative = path.relative_to(ROOT / "purejaxppo")
-        if relative.parts[0] == "envs":
+        if relative.parts[0] in DECIDED_IN:
             continue
         text = path.read_text()
         for node in ast.walk(ast.parse(text)):
@@ -128,7 +130,7 @@ def _kind_branches() -> dict[str, list[int]]:
 
 
 def test_kind_branches_outside_envs_are_at_most_ten():
-    """Branches on the env's kind outside `envs/`: at most 10 (issue #37), and none in the
+    """Branches on the env's kind outside `envs/` and `kinds/`: at most 10, and none in the
     core modules (every kind, host envs included, trains in `make_rollout`'s one scan)."""
     found = _kind_branches()
     count = sum(len(lines) for lines in found.values())

@@ -1,4 +1,4 @@
-"""Multi-agent PPO over JaxMARL (`purejaxppo.multiagent`, `envs/suites/jaxmarl.py`).
+"""Multi-agent PPO over JaxMARL (`purejaxppo.kinds.agents`, `envs/suites/jaxmarl.py`).
 
 Bad input raises before anything compiles; the env adapter's agent axis, padding and
 episode ends; the shared-parameter gradient is the gradient on the stacked batch; MAPPO's
@@ -326,7 +326,7 @@ def test_ippo_on_mpe_spread_beats_random():
 
 
 def test_collecting_during_training_is_accepted():
-    """Datasets of episodes during training (`collect_freq`) pass `envs.kinds`' checks
+    """Datasets of episodes during training (`collect_freq`) pass `kinds`' checks
     (the datasets themselves: tests/test_collect.py)."""
     config = pjp.PPOConfig(env_name="jaxmarl:MPE_simple_spread_v3", multi_agent="ippo")
     pjp.make_train(config.replace(collect_freq=5))

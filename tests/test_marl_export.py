@@ -23,7 +23,7 @@ import purejaxppo as pjp
 from purejaxppo.envs import make_env
 from purejaxppo.envs.agent_rows import agent_rows
 from purejaxppo.export import export_torch
-from purejaxppo.multiagent import configure_env
+from purejaxppo.kinds.agents import configure_env
 from purejaxppo.networks import apply_action_mask
 
 TOL = 1e-5

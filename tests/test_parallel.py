@@ -113,6 +113,14 @@ def test_data_parallel_gradient_equals_single_device_gradient(devices):
     np.testing.assert_allclose(devices["loss_sharded"], devices["loss_single"], rtol=1e-6)
 
 
+def test_data_parallel_gradient_crosses_devices_in_one_flat_all_reduce(devices):
+    # 3 all-reduces per minibatch step, each of ONE array (gloo runs one allreduce per
+    # operand): the advantages' mean, their variance, then gradients + loss terms ravelled
+    # together (`parallel.pmean_flat`; `lax.pmean` of the pytree: one operand per leaf).
+    np.testing.assert_array_equal(devices["grad_allreduce_operands"], [1, 1, 1])
+    assert bool(devices["pmean_flat_equal"])
+
+
 def test_bad_device_splits_fail_before_compiling(devices):
     dp_error, chunk_error = devices["errors"]
     assert "num_envs=6" in dp_error and "devices 4" in dp_error

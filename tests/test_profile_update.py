@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -11,15 +11,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "profile_update.py"
-
 
 @pytest.fixture(scope="module")
 def profile():
-    spec = importlib.util.spec_from_file_location("profile_update", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.profile_update")
 
 
 # A hand-written module: ENTRY runs a 5-trip loop whose body has one fusion, one

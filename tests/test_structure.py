@@ -80,6 +80,54 @@ def test_a_driver_importing_another_driver_is_found(tmp_path):
     ]
 
 
+def test_an_import_from_a_higher_floor_is_found(tmp_path):
+    tool = load_tool()
+    for package in ("", "envs/", "networks/", "drivers/", "cli/"):
+        write(tmp_path, f"purejaxppo/{package}__init__.py", "")
+    write(tmp_path, "purejaxppo/networks/factory.py", "from purejaxppo.envs import spaces\n")
+    write(tmp_path, "purejaxppo/envs/spaces.py", "from purejaxppo import config\n")
+    write(tmp_path, "purejaxppo/config.py", "")  # ground: not listed in LAYERS
+    write(tmp_path, "purejaxppo/drivers/seeds.py", "from purejaxppo.networks import factory\n")
+    write(tmp_path, "purejaxppo/cli/main.py", "from purejaxppo.drivers import seeds\n")
+    assert tool.offences(tmp_path) == []  # every arrow runs down (or along a floor)
+    # envs (floor 1) -> networks (floor 2), inside a function too; ground -> drivers.
+    write(
+        tmp_path,
+        "purejaxppo/envs/kinds.py",
+        "import numpy\n\n\ndef f():\n    from purejaxppo.networks import factory\n",
+    )
+    write(tmp_path, "purejaxppo/sinks.py", "import purejaxppo.drivers.seeds\n")
+    found = [line for _, line in tool.offences(tmp_path)]
+    assert found == [
+        "purejaxppo/envs/kinds.py:5 upward import: purejaxppo.envs.kinds (floor 1, envs) "
+        "-> purejaxppo.networks.factory (floor 2, networks)",
+        "purejaxppo/sinks.py:1 upward import: purejaxppo.sinks (floor 0, ground) "
+        "-> purejaxppo.drivers.seeds (floor 6, drivers)",
+    ]
+    # An arrow in UPWARD_ALLOWED is no offence.
+    key = ("purejaxppo.sinks", "purejaxppo.drivers.seeds")
+    tool.UPWARD_ALLOWED[key] = "test"
+    try:
+        assert [line for _, line in tool.offences(tmp_path)] == found[:1]
+    finally:
+        del tool.UPWARD_ALLOWED[key]
+
+
+def test_the_floors_of_the_package():
+    tool = load_tool()
+    floors = {name: floor for floor, (name, _) in enumerate(tool.FLOORS)}
+    assert floors["envs"] < floors["networks"] < floors["kinds"] < floors["program"]
+    assert floors["program"] < floors["runs"] < floors["drivers"] < floors["cli"]
+    assert tool.floor_of("purejaxppo.envs.suites.jaxmarl") == floors["envs"]
+    assert tool.floor_of("purejaxppo.kinds.agents") == floors["kinds"]
+    assert tool.floor_of("purejaxppo.train_setup") == floors["program"]
+    assert tool.floor_of("purejaxppo.config") == tool.floor_of("purejaxppo") == 0
+    # The real tree: no arrow runs up a floor but the few listed, each with its reason.
+    upward = [line for _, line in tool.offences(ROOT) if "upward import" in line]
+    assert upward == []
+    assert len(tool.UPWARD_ALLOWED) <= 3 and all(tool.UPWARD_ALLOWED.values())
+
+
 def test_more_than_max_fmt_skip_pragmas_is_found(tmp_path):
     tool = load_tool()
     write(tmp_path, "purejaxppo/__init__.py", "")

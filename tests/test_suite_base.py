@@ -14,7 +14,7 @@ import purejaxppo.envs.suites as suites
 from purejaxppo.envs.suites._common import SuiteEnv, SuiteParams, box
 
 # jaxmarl.py is not a SuiteEnv adapter: its env keeps an agents axis and its own
-# multi-agent reset / step (purejaxppo.multiagent), so it has no base to take them from.
+# multi-agent reset / step (purejaxppo.kinds.agents), so it has no base to take them from.
 ADAPTERS = sorted(
     p
     for p in Path(suites.__file__).parent.glob("*.py")

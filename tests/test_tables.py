@@ -11,7 +11,7 @@ claims name), passing the root to tables.py's functions; the real files are neve
 from __future__ import annotations
 
 import csv
-import importlib.util
+import importlib
 import io
 import re
 import shutil
@@ -26,17 +26,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def tables(monkeypatch):
-    # benchmarks/ first on the module search path, as `python benchmarks/tables.py` has it
-    # (for `harness`); loaded under its own name, not as `tables` (PyTables' name).
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "benchmarks_tables", ROOT / "benchmarks" / "tables.py"
+def tables():
+    return importlib.import_module("benchmarks.tables")
+
+
+def run_tables(*args: str) -> subprocess.CompletedProcess:
+    """`python -m benchmarks.tables ARGS` from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.tables", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # (dataclasses look it up)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -61,12 +63,7 @@ def test_check_passes_on_repo(tables):
 
 
 def test_check_command_exits_zero():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "tables.py"), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_tables("--check")
     assert proc.returncode == 0, proc.stderr
 
 
@@ -148,18 +145,7 @@ def test_missing_marker_is_reported(tables, repo_copy):
 def test_check_command_fails_on_a_copy(repo_copy):
     docs = repo_copy / "docs" / "benchmarks.md"
     docs.write_text(docs.read_text().replace("| 7,080 |", "| 7,090 |"))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "tables.py"),
-            "--check",
-            "--root",
-            str(repo_copy),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_tables("--check", "--root", str(repo_copy))
     assert proc.returncode == 1
     assert "atari-cpu" in proc.stderr and "EnvPool alone" in proc.stderr
 
@@ -266,22 +252,9 @@ def test_a_missing_figure_fails_the_check_naming_the_claim(tables, figure_repo):
     (root / "docs" / "figures" / "curve.png").unlink()
     assert tables.run(claims, root, check=True) == [
         "table curve: its figure docs/figures/curve.png is missing "
-        "(`python benchmarks/tables.py` draws it)"
+        "(`python -m benchmarks.tables` draws it)"
     ]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "tables.py"),
-            "--check",
-            "--claims",
-            str(claims),
-            "--root",
-            str(root),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_tables("--check", "--claims", str(claims), "--root", str(root))
     assert proc.returncode == 1 and "table curve" in proc.stderr and "curve.png" in proc.stderr
     # A link edited away fails too, naming the table.
     assert tables.run(claims, root) == []
@@ -297,7 +270,7 @@ def test_a_repo_figure_missing_fails_the_check(tables, repo_copy):
     problems = tables.run(tables.CLAIMS, repo_copy, check=True)
     assert problems == [
         "table cartpole-gpu: its figure docs/figures/cartpole-gpu-speed.png is missing "
-        "(`python benchmarks/tables.py` draws it)"
+        "(`python -m benchmarks.tables` draws it)"
     ]
 
 
@@ -332,7 +305,7 @@ def test_links_are_relative_to_the_page(tables):
 
 
 def test_moving_mean(tables):
-    plots = sys.modules["plots"]  # imported by tables.py
+    plots = importlib.import_module("benchmarks.plots")
     # window 2: [1], [1, 3], [3, 5], [5, 7] -> 1, 2, 4, 6
     assert plots._moving_mean(np.array([1.0, 3.0, 5.0, 7.0]), 2).tolist() == [1.0, 2.0, 4.0, 6.0]
     assert plots._moving_mean(np.array([1.0, 3.0]), 1).tolist() == [1.0, 3.0]

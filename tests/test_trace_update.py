@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
+import importlib
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("trace_update", BENCHMARKS / "trace_update.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("benchmarks.trace_update")
     out = tmp_path_factory.mktemp("trace")
     (row,) = module.main(["--agents", "2", "--total-timesteps", "1024", "--out", str(out)])
     return module, out, row

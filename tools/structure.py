@@ -9,6 +9,16 @@ Rules, for every module under purejaxppo/:
     import of `a.b.c` is an edge to `a.b.c` only, not to the packages above it);
   * the progress bar (tqdm) is constructed in one module, matplotlib imported in one;
   * the drivers (DRIVERS, under purejaxppo/drivers/) never import each other;
+  * no module imports a module on a higher floor (LAYERS), counting imports inside
+    functions. Bottom up: 0 ground (config, errors, signals, types, metrics, the PPO math
+    ...: every module LAYERS does not list, and the package root, whose public names load
+    lazily by name), 1 `envs` (the suites, the rows adapters), 2 `networks` (reads the
+    env's spaces), 3 `kinds` (the kinds' table; multi-agent PPO's env and networks),
+    4 the training program, 5 what runs and uses it (checkpoint, policy, evaluation,
+    acting, parallel, export), 6 `drivers`, 7 `cli`. A module's floor is that of the longest
+    prefix of its name under purejaxppo/ in LAYERS (a package: all its modules), so
+    `envs/` imports nothing above it and only `cli/` imports `drivers/`. UPWARD_ALLOWED
+    names the few arrows that still run up, each with its reason;
   * at most MAX_FMT_SKIP `# fmt: skip` pragmas in the whole package: a size limit is met by
     finding the seam (keyword arguments, a NamedTuple of options, a helper, a table as a
     module constant), not by packing lines where `ruff format` cannot see them;
@@ -50,6 +60,29 @@ LONG_MODULES = {"purejaxppo/export/torch_modules.py"}
 #: The drivers, side by side over drivers/segments, report, plots, settings: none imports
 #: another (a package driver counts with all its modules).
 DRIVERS = ("single", "seeds", "sweeps", "population", "tune", "distributed")
+#: The floors, bottom up: (name, the prefixes on it, each a module or a package with all
+#: its modules). A module not listed, and the package root, are on the ground floor.
+FLOORS: tuple[tuple[str, str], ...] = (
+    ("ground", ""),
+    ("envs", "envs"),
+    ("networks", "networks"),
+    ("kinds", "kinds"),
+    ("program", "actions acting_checks rollout update windows learning train_setup train"),
+    ("runs", "checkpoint policy evaluation datasets video acting export parallel"),
+    ("drivers", "drivers"),
+    ("cli", "cli"),
+)
+#: Prefix under purejaxppo/ -> its floor: a module imports only its own floor and below.
+LAYERS: dict[str, int] = {
+    prefix: floor for floor, (_, prefixes) in enumerate(FLOORS) for prefix in prefixes.split()
+}
+#: Arrows that still run up a floor: (importer, imported) -> why. Each is a lazy import.
+UPWARD_ALLOWED: dict[tuple[str, str], str] = {
+    ("purejaxppo.memory", "purejaxppo.envs.suites.jaxmarl_kwargs"): (
+        "`_rollout_part` names the agent-count env kwarg to shrink; memory stays below "
+        "envs, whose metabbo suite registers its parts in `memory.ENV_PARTS`"
+    ),
+}
 #: Where the progress bar and the figures live (each in exactly one module).
 ONE_MODULE_IMPORTS = {"tqdm": "progress bar (tqdm)", "matplotlib": "matplotlib"}
 #: The shipped text read for SELF_REFERENCES (globs under the root; docs/notebooks is a
@@ -106,7 +139,12 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 def imported_modules(tree: ast.AST, name: str, is_package: bool, known: set[str]) -> set[str]:
     """purejaxppo modules that `tree` imports anywhere (module level or inside functions)."""
-    found = set()
+    return set(import_lines(tree, name, is_package, known))
+
+
+def import_lines(tree: ast.AST, name: str, is_package: bool, known: set[str]) -> dict[str, int]:
+    """`imported_modules` with the (1-based) line of each one's first import."""
+    found: dict[str, int] = {}
     package = name if is_package else name.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -126,7 +164,7 @@ def imported_modules(tree: ast.AST, name: str, is_package: bool, known: set[str]
             continue
         for target in targets:
             if target in known and target != name:
-                found.add(target)
+                found[target] = min(found.get(target, node.lineno), node.lineno)
     return found
 
 
@@ -208,6 +246,34 @@ def positional_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     return len(names)
 
 
+def floor_of(module: str) -> int:
+    """The floor (LAYERS) of a purejaxppo module: its longest listed prefix's, else 0."""
+    parts = module.split(".")[1:]
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in LAYERS:
+            return LAYERS[".".join(parts[:end])]
+    return 0
+
+
+def upward_imports(
+    lines: dict[str, dict[str, int]], files: dict[str, str]
+) -> list[tuple[list[str], str]]:
+    """The imports of a module on a higher floor than the importer's (LAYERS), less
+    UPWARD_ALLOWED: `lines` is module -> imported module -> line, `files` module -> path."""
+    found = []
+    for module, imported in sorted(lines.items()):
+        mine = floor_of(module)
+        for other, line in sorted(imported.items()):
+            theirs = floor_of(other)
+            if theirs > mine and (module, other) not in UPWARD_ALLOWED:
+                where = f"{files[module]}:{line}"
+                text = f"{where} upward import: {module} (floor {mine}, {FLOORS[mine][0]}) "
+                found.append(
+                    ([files[module]], f"{text}-> {other} (floor {theirs}, {FLOORS[theirs][0]})")
+                )
+    return found
+
+
 def _driver_of(module: str) -> str | None:
     parts = module.split(".")
     if len(parts) > 2 and parts[:2] == [PACKAGE, "drivers"] and parts[2] in DRIVERS:
@@ -270,6 +336,7 @@ def offences(root: Path = ROOT) -> list[tuple[list[str], str]]:
     known = set(names.values())
     found = []
     graph: dict[str, set[str]] = {}
+    import_at: dict[str, dict[str, int]] = {}
     users: dict[str, list[str]] = {key: [] for key in ONE_MODULE_IMPORTS}
     skips: dict[str, int] = {}
     for path, tree in trees.items():
@@ -300,7 +367,8 @@ def offences(root: Path = ROOT) -> list[tuple[list[str], str]]:
                     if any(m == key or m.startswith(key + ".") for m in modules):
                         if rel not in users[key]:
                             users[key].append(rel)
-        graph[names[path]] = imported_modules(tree, names[path], path.name == "__init__.py", known)
+        import_at[names[path]] = import_lines(tree, names[path], path.name == "__init__.py", known)
+        graph[names[path]] = set(import_at[names[path]])
     if sum(skips.values()) > MAX_FMT_SKIP:
         where = ", ".join(f"{rel} {count}" for rel, count in skips.items())
         line = f"{sum(skips.values())} `# fmt: skip` pragmas (> {MAX_FMT_SKIP}): {where}"
@@ -317,6 +385,7 @@ def offences(root: Path = ROOT) -> list[tuple[list[str], str]]:
             if mine and theirs and mine != theirs:
                 text = f"driver imports another driver: {module} -> {other}"
                 found.append(([files[module]], text))
+    found += upward_imports(import_at, files)
     for cycle in cycles(graph):
         found.append(([files[m] for m in cycle], "import cycle: " + " -> ".join(cycle)))
     return found + reference_offences(root)

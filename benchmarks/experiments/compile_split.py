@@ -20,8 +20,8 @@ variant, written `LAYOUT/VARIANT` (`unrolled/ru=4`, `compact/base`), or `rejax` 
 (rejax 0.1.3 in its own virtualenv, `benchmarks/peers/setup_rejax_venv.sh`; skipped when the
 virtualenv is missing, unless `--peer-python` names an interpreter).
 
-    python benchmarks/experiments/compile_split.py                     # the default cells
-    python benchmarks/experiments/compile_split.py --cells compact/base unrolled/base rejax \\
+    python -m benchmarks.experiments.compile_split                     # the default cells
+    python -m benchmarks.experiments.compile_split --cells compact/base unrolled/base rejax \\
         --json benchmarks/results/compile-split-cpu-<time>.json
 
 Prints one row per cell and writes `--json` (never overwriting a file); `--jsonl` appends
@@ -41,16 +41,15 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-BENCHMARKS = HERE.parent
-sys.path.insert(0, str(BENCHMARKS))
-
-from harness import (  # noqa: E402
+from benchmarks.harness import (
     atomic_write,
     env_with_pythonpath,
     machine,
     run_json_process,
 )
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = HERE.parent
 
 PEER_VENV_PYTHON = BENCHMARKS / ".venv-rejax" / "bin" / "python"
 #: The cells run without `--cells`: the two layouts, the unrolled layout's knobs one at a
@@ -116,8 +115,7 @@ def check_cell(cell: str) -> None:
     `purejaxppo.loops.LAYOUTS` and a variant `variants.parse` takes (no JAX started)."""
     if cell == "rejax":
         return
-    from experiments import variants
-
+    from benchmarks.experiments import variants
     from purejaxppo.loops import LAYOUTS
 
     layout, slash, variant = cell.partition("/")
@@ -131,14 +129,13 @@ def _program(cell: str, agents: int):
     import jax
 
     if cell == "rejax":
-        sys.path.insert(0, str(BENCHMARKS / "peers"))
-        from rejax_ppo import make_algo, training_only
+        from benchmarks.peers.rejax_ppo import make_algo, training_only
 
         algo = training_only(make_algo(500_000)[0])
         keys = jax.random.split(jax.random.PRNGKey(0), agents)
         return jax.jit(jax.vmap(algo.train)), keys
 
-    from experiments import variants
+    from benchmarks.experiments import variants
 
     layout, _, variant = cell.partition("/")
     import purejaxppo as pjp
@@ -155,7 +152,7 @@ def run_cell(cell: str, agents: int) -> dict:
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     os.dup2(log.fileno(), sys.stderr.fileno())
     if cell != "rejax":
-        from experiments import variants
+        from benchmarks.experiments import variants
 
         variants.set_xla_flags(cell.partition("/")[2], os.environ)
     train, keys = _program(cell, agents)
@@ -199,7 +196,8 @@ def _child(cell: str, agents: int, python: str, pythonpath: str | None, timeout:
     env["TF_CPP_VMODULE"] = VMODULE
     env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
     env["PUREJAXPPO_NO_COMPILE_CACHE"] = "1"
-    cmd = [python, str(Path(__file__).resolve()), "--cell", cell, "--agents", str(agents)]
+    cmd = [python, "-m", "benchmarks.experiments.compile_split", "--cell", cell]
+    cmd += ["--agents", str(agents)]
     out = run_json_process(cmd, env=env, timeout=timeout)
     return {"cell": cell, "agents": agents, **out}
 

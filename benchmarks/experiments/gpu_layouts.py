@@ -7,7 +7,7 @@ loop round trips of one update read from the compiled HLO (`hlo_ops.py`). A plan
 "compact", "unrolled" (the library's layouts) or "unrolled" with overrides, e.g.
 "r=8,e=2" (rollout / flat-epoch unroll), "gae=scan", "epochs=nested".
 
-    python benchmarks/experiments/gpu_layouts.py --agents 1 1024 --plans compact unrolled r=8
+    python -m benchmarks.experiments.gpu_layouts --agents 1 1024 --plans compact unrolled r=8
         --total-timesteps 102400 --budget-s 200 --out /tmp/layouts
 
 Compile times after the first cell of a process profit from its in-memory caches (XLA's
@@ -83,7 +83,7 @@ def run_cell(pjp, agents: int, spec: str, total: int, ops: bool) -> dict:
         "final_return": float(np.nanmean(returns[:, -10:])),
     }
     if ops:
-        import hlo_ops
+        from benchmarks import hlo_ops
 
         row.update(hlo_ops.update_summary(compiled.as_text(), config.num_updates))
     return row

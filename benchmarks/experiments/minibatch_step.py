@@ -27,15 +27,14 @@ for both towers, 4 / 8 warps) and `split8` (8 warps) were slower and were droppe
 and prints ms per minibatch step, each formulation compiled on its own, best of `--reps`.
 Random data, no learning: this measures speed, not returns.
 
-    python benchmarks/experiments/minibatch_step.py --agents 64 --reps 3       # CPU smoke
-    python benchmarks/experiments/minibatch_step.py --agents 1024 4096 --json out.json
+    python -m benchmarks.experiments.minibatch_step --agents 64 --reps 3       # CPU smoke
+    python -m benchmarks.experiments.minibatch_step --agents 1024 4096 --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -43,8 +42,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from purejaxppo.losses import ppo_loss  # noqa: E402
+from purejaxppo.losses import ppo_loss
 
 FORMS = ("sep", "stack", "bmajor", "highest", "bf16", "gradonly", "xla", "fused")
 OBS, ACTIONS, HIDDEN, MINIBATCH, STEPS = 4, 2, 64, 128, 16

@@ -8,8 +8,8 @@ alternating order. On a 2-core CPU the run time of one program differs by up to 
 between processes (benchmarks/results/cartpole-cpu-20261127-184021.json), more than the
 effect measured here; timing both in one process takes that spread out of the ratio.
 
-    python benchmarks/experiments/values_ab.py                          # 1 and 8 agents
-    python benchmarks/experiments/values_ab.py --agents 1 8 --reps 10 --json out.json
+    python -m benchmarks.experiments.values_ab                          # 1 and 8 agents
+    python -m benchmarks.experiments.values_ab --agents 1 8 --reps 10 --json out.json
 
 Prints, per agents and placement, compile s (the first program compiled in the process,
 "batched", also pays the process's warm-up: compare compile times with bench_cartpole.py)
@@ -26,9 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness import atomic_write, device_name, machine  # noqa: E402
+from benchmarks.harness import atomic_write, device_name, machine
 
 PLACEMENTS = ("batched", "loop")
 

@@ -20,7 +20,7 @@ export PYTHONUNBUFFERED=1
 rc=0
 for game in "${GAMES[@]}"; do
   mkdir -p "$OUT_DIR/$game"
-  "${PYTHON:-python3}" benchmarks/reference.py --config configs/atari.yaml --env "$game" \
+  "${PYTHON:-python3}" -m benchmarks.reference --config configs/atari.yaml --env "$game" \
     --seeds "$SEEDS" --total-timesteps "$TOTAL" --device gpu --out "$OUT_DIR/$game" \
     --note "one GPU; EnvPool on the host" > "$OUT_DIR/$game/log.txt" 2>&1 || rc=1
 done

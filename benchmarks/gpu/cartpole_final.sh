@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 OUT_DIR="${OUT:-benchmarks/results}"; mkdir -p "$OUT_DIR"
 source benchmarks/gpu/sites.sh
-timeout "${BUDGET_S:-505}" "$PY" benchmarks/bench_cartpole.py --agents 1 1024 4096 16384 \
+timeout "${BUDGET_S:-505}" "$PY" -m benchmarks.bench_cartpole --agents 1 1024 4096 16384 \
   --peer-only-agents 1 1024 4096 --repeats 1 --cell-timeout "${CELL_S:-225}" \
   --ours-pythonpath "$OURS" --peer-python "$PY" --peer-pythonpath "$REJAX" \
   --out-dir "$OUT_DIR" --jsonl "$OUT_DIR/rows.jsonl" 2>&1 | grep -v Warning | tail -40

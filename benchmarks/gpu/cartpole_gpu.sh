@@ -74,7 +74,7 @@ PROFILE_OK=0
 if (( $(remaining) > 60 )); then
   LIMIT=$(( PROFILE_S + 60 < $(remaining) - 30 ? PROFILE_S + 60 : $(remaining) - 30 ))
   # shellcheck disable=SC2086
-  PYTHONPATH="$OURS" timeout "$LIMIT" "$PY" benchmarks/profile_update.py --agents $AGENTS \
+  PYTHONPATH="$OURS" timeout "$LIMIT" "$PY" -m benchmarks.profile_update --agents $AGENTS \
     --reps 10 --repeats 3 --phase-budget-s 3 --budget-s "$PROFILE_S" --ops \
     --out "$PARTS" 2>&1 | tee -a "$PARTS/profile_log.txt"
   [[ ${PIPESTATUS[0]} -eq 0 ]] && PROFILE_OK=1 || note "the profile did not finish"
@@ -84,7 +84,7 @@ fi
 TABLE_OK=0
 if (( $(remaining) > 90 )); then
   # shellcheck disable=SC2086
-  timeout "$(( $(remaining) - 20 ))" "$PY" benchmarks/bench_cartpole.py --agents $AGENTS \
+  timeout "$(( $(remaining) - 20 ))" "$PY" -m benchmarks.bench_cartpole --agents $AGENTS \
     --total-timesteps "$TOTAL" --repeats 2 --repeat-budget-s 25 --cell-timeout 240 \
     --ours-pythonpath "$OURS" "${PEER[@]}" --out-dir "$PARTS" --jsonl "$PARTS/rows.jsonl" \
     2>&1 | tee -a "$PARTS/table_log.txt"

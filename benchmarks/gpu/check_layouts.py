@@ -6,7 +6,7 @@ GPU this exits 2 saying so, it never passes there):
   full float32 matmuls (`jax.default_matmul_precision("highest")`: TF32 would differ by
   more than the layouts do).
 
-    python benchmarks/gpu/check_layouts.py        # with purejaxppo importable
+    python -m benchmarks.gpu.check_layouts        # with purejaxppo importable
 """
 
 from __future__ import annotations

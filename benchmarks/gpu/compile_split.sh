@@ -16,7 +16,7 @@ OUT_DIR="${OUT:-/tmp/compile-split}"
 mkdir -p "$OUT_DIR"
 source benchmarks/gpu/sites.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT_DIR/device.txt"
-timeout "$BUDGET_S" "$PY" benchmarks/experiments/compile_split.py --timeout 90 \
+timeout "$BUDGET_S" "$PY" -m benchmarks.experiments.compile_split --timeout 90 \
   --ours-pythonpath "$OURS" --peer-python "$PY" --peer-pythonpath "$REJAX" \
   --jsonl "$OUT_DIR/compile-split-gpu.jsonl" \
   --cells unrolled/base compact/base rejax unrolled/ru=4 unrolled/ru=2 unrolled/values=loop \

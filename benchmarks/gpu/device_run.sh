@@ -25,18 +25,18 @@ fi
 OURS="/tmp/site_ours:$PWD/.whl/snap:$PWD"
 case "$MODE" in
   table)
-    "$PY" benchmarks/bench_cartpole.py --agents "$@" --repeats 2 --repeat-budget-s 25 \
+    "$PY" -m benchmarks.bench_cartpole --agents "$@" --repeats 2 --repeat-budget-s 25 \
       ${TOTAL:+--total-timesteps $TOTAL} --cell-timeout 400 --ours-pythonpath "$OURS" --peer-python "$PY" \
       --peer-pythonpath /tmp/site_rejax --out-dir "$OUT_DIR" --jsonl "$OUT_DIR/rows.jsonl" \
       ${PEER_ONLY:+--peer-only-agents $PEER_ONLY} ${NO_PEER:+--no-peer} 2>&1 | tee -a "$OUT_DIR/table_log.txt"
     ;;
   profile)
-    PYTHONPATH="$OURS" "$PY" benchmarks/profile_update.py --out-dir "$OUT_DIR" "$@" 2>&1 \
+    PYTHONPATH="$OURS" "$PY" -m benchmarks.profile_update --out-dir "$OUT_DIR" "$@" 2>&1 \
       | tee -a "$OUT_DIR/profile_log.txt"
     ;;
   variants)
     AGENTS="$1"; shift
-    "$PY" benchmarks/bench_cartpole.py --agents $AGENTS --repeats 2 --repeat-budget-s 20 \
+    "$PY" -m benchmarks.bench_cartpole --agents $AGENTS --repeats 2 --repeat-budget-s 20 \
       ${TOTAL:+--total-timesteps $TOTAL} --cell-timeout 240 --ours-pythonpath "$OURS" --no-peer --variants "$@" \
       --out-dir "$OUT_DIR" --jsonl "$OUT_DIR/variant_rows.jsonl" 2>&1 | tee -a "$OUT_DIR/variants_log.txt"
     ;;

@@ -38,7 +38,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 bench() {  # TOTAL_TIMESTEPS AGENTS PEER(yes/no) VARIANT...
   local total=$1 agents=$2 peer=$3; shift 3
   (( $(left) > 45 )) || { echo "skipped: $agents agents $*"; return; }
-  timeout $(( $(left) - 8 )) "$PY" benchmarks/bench_cartpole.py --agents "$agents" --repeats 2 \
+  timeout $(( $(left) - 8 )) "$PY" -m benchmarks.bench_cartpole --agents "$agents" --repeats 2 \
     --repeat-budget-s 8 --total-timesteps "$total" --cell-timeout 100 \
     --ours-pythonpath "$OURS" --peer-python "$PY" --peer-pythonpath "$REJAX" \
     $([[ $peer == no ]] && echo --no-peer) --out-dir "$RES" --jsonl "$OUT_DIR/rows.jsonl" \

@@ -34,7 +34,7 @@ export PYTHONPATH=/tmp/site_marl:$PWD
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/versions.txt"
 python3 -c "import jax; print(jax.__version__, jax.devices())" >> "$OUT/versions.txt"
 for task in ${TASKS:-mpe-ippo mpe-mappo smax3m-mappo}; do
-  timeout 570 python3 benchmarks/marl.py --tasks "$task" --seeds "${SEEDS:-3}" \
+  timeout 570 python3 -m benchmarks.marl --tasks "$task" --seeds "${SEEDS:-3}" \
     --mpe-timesteps "${STEPS:-10000000}" --smax-timesteps "${STEPS:-10000000}" --smax-envs 128 --out "$OUT"
   echo "marl $task rc $?"
 done

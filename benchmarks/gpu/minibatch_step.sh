@@ -13,10 +13,10 @@ left() { echo $((DEADLINE - SECONDS)); }
 OUT_DIR="${OUT:-/tmp/minibatch-step}"; mkdir -p "$OUT_DIR"
 source benchmarks/gpu/sites.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT_DIR/device.txt"
-PYTHONPATH="$OURS" timeout $(( $(left) * 2 / 3 )) "$PY" benchmarks/experiments/minibatch_step.py \
+PYTHONPATH="$OURS" timeout $(( $(left) * 2 / 3 )) "$PY" -m benchmarks.experiments.minibatch_step \
   --agents 4096 1024 16384 --reps 5 --json "$OUT_DIR/minibatch.json" 2>&1 | grep -v -i warning
 if (( $(left) > 60 )); then
-  timeout $(( $(left) - 5 )) "$PY" benchmarks/bench_cartpole.py --agents 4096 --repeats 1 \
+  timeout $(( $(left) - 5 )) "$PY" -m benchmarks.bench_cartpole --agents 4096 --repeats 1 \
     --total-timesteps 51200 --cell-timeout 60 --ours-pythonpath "$OURS" --no-peer \
     --out-dir /tmp/minibatch-step-bench --jsonl "$OUT_DIR/rows.jsonl" \
     --note "rollout unroll at 4096 agents" \

@@ -10,14 +10,14 @@ mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1 JAX_PLATFORMS=cpu OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 export XLA_FLAGS="--xla_cpu_multi_thread_eigen=false"
 PY="${PYTHON:-python3}"
-taskset -c 0 "$PY" benchmarks/peers/sb3_mujoco.py --agent sb3 --total-timesteps "$TOTAL" \
+taskset -c 0 "$PY" -m benchmarks.peers.sb3_mujoco --agent sb3 --total-timesteps "$TOTAL" \
   --out "$OUT_DIR/sb3.json" > "$OUT_DIR/sb3.log" 2>&1 &
-taskset -c 1 "$PY" benchmarks/peers/sb3_mujoco.py --agent sbx --total-timesteps "$TOTAL" \
+taskset -c 1 "$PY" -m benchmarks.peers.sb3_mujoco --agent sbx --total-timesteps "$TOTAL" \
   --out "$OUT_DIR/sbx.json" > "$OUT_DIR/sbx.log" 2>&1 &
 for cfg in mujoco_cleanrl mujoco; do
   core=$([[ $cfg == mujoco ]] && echo 3 || echo 2)
   mkdir -p "$OUT_DIR/ours-$cfg"
-  taskset -c "$core" "$PY" benchmarks/reference.py --config "configs/$cfg.yaml" \
+  taskset -c "$core" "$PY" -m benchmarks.reference --config "configs/$cfg.yaml" \
     --total-timesteps "$TOTAL" --device h100cpu --out "$OUT_DIR/ours-$cfg" \
     --note "GPU machine's CPU, one core (taskset), next to SB3 / SBX on other cores" \
     > "$OUT_DIR/ours-$cfg.log" 2>&1 &

@@ -9,7 +9,7 @@
 # Needs on PYTHONPATH: envpool 1.2.5 (its MuJoCo .so + gym assets are enough), gymnax 1.0.1,
 # distrax, tfp-nightly, dm-env, dm-tree, gymnasium, optree (see benchmarks/README.md, "GPU").
 # Each process writes OUT_DIR/parts/<env>-<seed>/reference-h100cpu-*.{csv,md,png}; merge
-# them with `python benchmarks/reference.py --merge OUT_DIR/parts`.
+# them with `python -m benchmarks.reference --merge OUT_DIR/parts`.
 set -uo pipefail
 OUT_DIR="$1"; TOTAL="${2:-1000000}"; SEEDS="${3:-3}"; shift 3 || shift $#
 ENVS=("$@"); [[ ${#ENVS[@]} -gt 0 ]] || ENVS=(HalfCheetah-v4 Hopper-v4 Walker2d-v4)
@@ -20,7 +20,7 @@ pids=()
 for env in "${ENVS[@]}"; do
   for ((seed = 0; seed < SEEDS; seed++)); do
     dir="$OUT_DIR/parts/$env-$seed"; mkdir -p "$dir"
-    taskset -c 0-13 "${PYTHON:-python3}" benchmarks/reference.py --env "$env" --seeds 1 \
+    taskset -c 0-13 "${PYTHON:-python3}" -m benchmarks.reference --env "$env" --seeds 1 \
       --seed-offset "$seed" --total-timesteps "$TOTAL" --device h100cpu --out "$dir" \
       --note "GPU machine's CPU (16 cores, 9 processes on cores 0-13 at once)" \
       > "$dir/log.txt" 2>&1 &

@@ -13,6 +13,8 @@ if [[ ! -d /tmp/site_ours/gymnax ]] && compgen -G ".whl/ours/*.whl" > /dev/null;
     .whl/ours/tfp_nightly-*.whl .whl/ours/dm_tree-*.whl .whl/common/*.whl >&2 \
     || echo "sites: rejax failed" >&2
 fi
-OURS="/tmp/site_ours:$PWD:$PWD/benchmarks"
-REJAX="/tmp/site_rejax:$PWD/benchmarks"
+# The scripts run as `"$PY" -m benchmarks.NAME` from the repository root, which puts the
+# root (the `benchmarks` package) first on the module search path.
+OURS="/tmp/site_ours:$PWD"
+REJAX="/tmp/site_rejax"
 export PYTHONUNBUFFERED=1

@@ -11,14 +11,14 @@ BUDGET_S="${BUDGET_S:-470}"; DEADLINE=$((SECONDS + BUDGET_S))
 left() { echo $((DEADLINE - SECONDS)); }
 OUT_DIR="${OUT:-/tmp/table-gpu}"; mkdir -p "$OUT_DIR"
 source benchmarks/gpu/sites.sh
-timeout $(( $(left) - 60 )) "$PY" benchmarks/bench_cartpole.py --agents 1 1024 4096 --repeats 1 \
+timeout $(( $(left) - 60 )) "$PY" -m benchmarks.bench_cartpole --agents 1 1024 4096 --repeats 1 \
   --cell-timeout 150 --ours-pythonpath "$OURS" --peer-python "$PY" --peer-pythonpath "$REJAX" \
   --out-dir "$OUT_DIR" --jsonl "$OUT_DIR/rows.jsonl" \
   --note "the GPU default layout beside rejax" 2>&1 \
   | grep -v Warning | tail -12
 if (( $(left) > 50 )); then
   mkdir -p /tmp/trace
-  PYTHONPATH="$OURS" timeout $(( $(left) - 5 )) "$PY" benchmarks/trace_update.py --library ours \
+  PYTHONPATH="$OURS" timeout $(( $(left) - 5 )) "$PY" -m benchmarks.trace_update --library ours \
     --agents 4096 --total-timesteps 5120 --out /tmp/trace 2>> /tmp/trace/stderr.txt | head -30
   cp /tmp/trace/trace-*.json "$OUT_DIR/" 2>/dev/null
   tar czf "$OUT_DIR/trace-raw.tar.gz" -C /tmp/trace . 2>/dev/null

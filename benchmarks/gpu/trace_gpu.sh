@@ -14,7 +14,7 @@ source benchmarks/gpu/sites.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT_DIR/versions.txt" 2>&1
 trace() { # library agents pythonpath seconds
   (( $(left) > $4 )) || { echo "skip $1 $2 (budget)"; return; }
-  PYTHONPATH="$3" timeout "$4" "$PY" benchmarks/trace_update.py --library "$1" --agents "$2" \
+  PYTHONPATH="$3" timeout "$4" "$PY" -m benchmarks.trace_update --library "$1" --agents "$2" \
     --total-timesteps 5120 --out "$OUT_DIR" 2>> "$OUT_DIR/stderr.txt" | tee -a "$OUT_DIR/trace_log.txt"
 }
 trace ours 4096 "$OURS" 70
@@ -23,7 +23,7 @@ trace ours 1024 "$OURS" 60
 trace rejax 1024 "$REJAX" 45
 # 16384 agents, the full workload (500k env steps per agent), purejaxppo only.
 if (( $(left) > 120 )); then
-  timeout $(( $(left) - 5 )) "$PY" benchmarks/bench_cartpole.py --agents 16384 --no-peer \
+  timeout $(( $(left) - 5 )) "$PY" -m benchmarks.bench_cartpole --agents 16384 --no-peer \
     --repeats 1 --cell-timeout $(( $(left) - 15 )) --ours-pythonpath "$OURS" \
     --out-dir "$OUT_DIR" --jsonl "$OUT_DIR/rows16384.jsonl" \
     --note "16384 agents, full standard workload, purejaxppo only" 2>&1 | grep -v Warning | tail -15

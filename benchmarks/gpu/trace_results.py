@@ -6,7 +6,7 @@ returns few files). The phases of one update come from `trace_update.summarize` 
 `summarize_log`; parameter initialisation (the orthogonal init's QR, once per run) is
 reported apart, since a traced run of 10 updates over-weights it.
 
-    python benchmarks/gpu/trace_results.py --device "NVIDIA H200" --updates 10 \\
+    python -m benchmarks.gpu.trace_results --device "NVIDIA H200" --updates 10 \\
         ours:4096:perfetto-ours-4096-auto.json.gz,hlo-ours-4096-auto.txt.gz \\
         rejax:4096:rejax-4096.log,hlo-rejax-4096.txt.gz --out benchmarks/results/gpu-trace.json
 """
@@ -15,21 +15,11 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
-
-def _load_trace_update():
-    path = Path(__file__).resolve().parent.parent / "trace_update.py"
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-trace_update = _load_trace_update()
+from benchmarks import trace_update
 
 
 def row(spec: str, updates: int) -> dict:

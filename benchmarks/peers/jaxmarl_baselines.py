@@ -40,9 +40,10 @@ a CPU deadlock workaround for vmapped programs on jax 0.10.x) is set here too, s
 under the same XLA flags.
 
 Usage (the JaxMARL venv, from the repository root: it runs as a module of the `benchmarks`
-package, for `benchmarks/harness.py`):
+package, for `benchmarks/harness.py`; the checkout on PYTHONPATH, where the baseline script
+imports from as `baselines.IPPO.ippo_ff_mpe`):
   bash benchmarks/peers/setup_jaxmarl_venv.sh /tmp/jaxmarl-venv /tmp/JaxMARL
-  /tmp/jaxmarl-venv/bin/python -m benchmarks.peers.jaxmarl_baselines \\
+  PYTHONPATH=/tmp/JaxMARL /tmp/jaxmarl-venv/bin/python -m benchmarks.peers.jaxmarl_baselines \\
       --baselines-dir /tmp/JaxMARL --task mpe-ippo --seeds 3 --total-timesteps 1e7 [--stamp S]
 Appends a row to benchmarks/results/marl-jaxmarl-peer-cpu-<stamp>.{csv,md} (one stamp for
 the three tasks gives one table). Progress goes to stderr.
@@ -51,7 +52,7 @@ the three tasks gives one table). Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import os
 import sys
 import threading
@@ -146,11 +147,28 @@ class Recorder:
         return getattr(self._wandb, name)
 
 
-def load_module(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+def import_script(baselines_dir: Path, script: str):
+    """JaxMARL's baseline `script` (a path in the checkout `baselines_dir`, which must be
+    on PYTHONPATH) imported by its module name (`baselines.IPPO.ippo_ff_mpe`).
+
+    Raises ValueError when the name does not import or imports another checkout's file.
+    """
+    name = script.removesuffix(".py").replace("/", ".")
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name is None or not name.startswith(error.name):
+            raise  # a module the script itself imports is missing
+        raise ValueError(
+            f"--baselines-dir {baselines_dir}: {name} does not import; put the checkout on "
+            f"PYTHONPATH (PYTHONPATH={baselines_dir})"
+        ) from error
+    found, expected = Path(module.__file__).resolve(), (baselines_dir / script).resolve()
+    if found != expected:
+        raise ValueError(
+            f"--baselines-dir {baselines_dir}: {name} imports {found}, not {expected}; "
+            "put that checkout first on PYTHONPATH"
+        )
     return module
 
 
@@ -210,7 +228,7 @@ def main() -> int:
     from omegaconf import OmegaConf
 
     script, config_file, config_commit, source, key, overrides = TASKS[args.task]
-    module = load_module(args.baselines_dir / script, f"jaxmarl_peer_{args.task.replace('-', '_')}")
+    module = import_script(args.baselines_dir, script)
     # Their main: config = OmegaConf.to_container(hydra config) (OmegaConf parses 1e7 as a float).
     config = OmegaConf.to_container(OmegaConf.load(args.baselines_dir / config_file))
     config.update(overrides)

@@ -1,8 +1,9 @@
 """Peer benchmark: rejax 0.1.3's PPO on the standard CartPole workload. One JSON line on stdout.
 
-Runs inside the rejax virtualenv (see setup_rejax_venv.sh; rejax needs gymnax 0.0.9):
+Runs inside the rejax virtualenv (see setup_rejax_venv.sh; rejax needs gymnax 0.0.9), from
+the repository root (or with rejax's packages on PYTHONPATH under another interpreter):
 
-    benchmarks/.venv-rejax/bin/python benchmarks/peers/rejax_ppo.py --agents 8 [--repeats 2]
+    benchmarks/.venv-rejax/bin/python -m benchmarks.peers.rejax_ppo --agents 8 [--repeats 2]
 
 Workload (same as purejaxppo's default PPOConfig): CartPole-v1, 4 envs x 128 steps,
 total_timesteps // 512 updates (500,000 -> 976 updates = 499,712 env steps per agent),
@@ -107,7 +108,7 @@ def main() -> int:
     parser.add_argument(
         "--ops",
         action="store_true",
-        help="add kernel / loop counts of one update (benchmarks/hlo_ops.py on PYTHONPATH)",
+        help="add kernel / loop counts of one update (benchmarks/hlo_ops.py)",
     )
     args = parser.parse_args()
 
@@ -136,7 +137,7 @@ def main() -> int:
     compile_s = time.perf_counter() - start
     ops = None
     if args.ops:
-        import hlo_ops
+        from benchmarks import hlo_ops
 
         ops = hlo_ops.update_summary(compiled.as_text(), num_updates)
     times = []

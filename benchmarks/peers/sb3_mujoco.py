@@ -5,7 +5,7 @@
 observation and reward normalisation clipped at 10 (VecNormalize), separate 64-64 tanh
 actor and critic with a state-independent log-std (SB3's MlpPolicy default).
 
-    python benchmarks/peers/sb3_mujoco.py --agent sb3 --total-timesteps 100000 --out r.json
+    python -m benchmarks.peers.sb3_mujoco --agent sb3 --total-timesteps 100000 --out r.json
 
 Writes one JSON row: agent, env, env steps, wall seconds of `model.learn` (launch of
 learning to its end; SB3 compiles nothing, SBX's jit compilation is inside), env steps/s,

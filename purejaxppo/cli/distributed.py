@@ -100,8 +100,7 @@ def check_agreement(options: TrainOptions, config: PPOConfig, run_dir: Path, res
     arguments, naming the fields, and an env kind that cannot be data-parallel."""
     import jax
 
-    from purejaxppo import processes
-    from purejaxppo.envs import kinds
+    from purejaxppo import kinds, processes
 
     fields = dict(config.to_dict())
     fields.update(

@@ -99,21 +99,24 @@ def _pbt_devices(o: PbtOptions, config: Any, *, static: bool) -> int | None:
     from purejaxppo.platform import configure_cpu_devices
 
     count = configure_cpu_devices(o.devices)
-    from purejaxppo.envs import kinds
+    from purejaxppo import kinds
+    from purejaxppo.parallel import runs_mesh
 
-    kind = kinds.check(
+    kinds.check(
         "pbt_resume" if o.resume else "pbt", config.env_name, multi_agent=config.multi_agent
     )
-    devices = o.devices
-    if devices is None and not static and count is not None and kind.supports("runs_on_devices"):
-        devices = max(d for d in range(1, count + 1) if o.population % d == 0)
-        if not o.no_progress:
-            print(
-                f"purejaxppo: population split over {devices} CPU devices (--devices N or "
-                "JAX_NUM_CPU_DEVICES to change)",
-                file=sys.stderr,
-            )
-    return devices
+    if o.devices is not None or static or count is None:
+        return o.devices
+    mesh = runs_mesh(config.env_name, "auto", o.population)
+    if mesh is None:  # the kind keeps the members on one device (the driver's default)
+        return None
+    if not o.no_progress:
+        print(
+            f"purejaxppo: population split over {mesh.devices.size} CPU devices (--devices N "
+            "or JAX_NUM_CPU_DEVICES to change)",
+            file=sys.stderr,
+        )
+    return int(mesh.devices.size)
 
 
 def _pbt_arguments(

@@ -55,10 +55,12 @@ def sweep_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         if single:
             _check_kind(options, request)
             _default_devices(options, request.config, count)
-            from purejaxppo.drivers.sweeps.driver import runs_mesh
+            from purejaxppo.drivers.settings import check_chunk
+            from purejaxppo.parallel import runs_mesh
 
             # the devices are known: --max-runs-per-chunk must split evenly over them
-            runs_mesh(options["devices"], options["max_runs_per_chunk"], request.config.env_name)
+            mesh = runs_mesh(request.config.env_name, options["devices"])
+            check_chunk(options["max_runs_per_chunk"], mesh.devices.size)
     except (ValueError, ImportError) as err:
         error(parser, err)
     with contextlib.ExitStack() as stack:
@@ -214,13 +216,15 @@ def _check_kind(options: dict[str, Any], request: _Request) -> None:
     """The env kind's refusals (a host env's runs on several devices or processes), and
     every setting's env built once (a bad id or env kwarg), before anything is written.
     Imports gymnax (JAX's backend starts): after `_set_devices`."""
+    from purejaxppo import kinds
     from purejaxppo.drivers.settings import make_settings
     from purejaxppo.drivers.sweeps.driver import check_processes
-    from purejaxppo.envs import kinds, make_env
+    from purejaxppo.envs import make_env
+    from purejaxppo.parallel import runs_mesh
 
     config = request.config
     kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
-    kinds.check_runs_devices(config.env_name, options["devices"] or 1)
+    runs_mesh(config.env_name, options["devices"] or 1)  # a host env's runs on several devices
     check_processes(kind, config.env_name, options["num_processes"])
     _, run_configs = make_settings(
         config, request.grid, request.random, options["num_samples"], options["random_seed"]
@@ -265,13 +269,14 @@ def _set_devices(parser: argparse.ArgumentParser, options: dict[str, Any]) -> in
 
 def _default_devices(options: dict[str, Any], config: PPOConfig, count: int | None) -> None:
     """Without `--devices`: chunks of `--max-runs-per-chunk` runs keep their size (the devices
-    divide it); an EnvPool or host env's runs stay on one device (`kinds.runs_devices`)."""
-    from purejaxppo.envs import kinds
+    divide it); an EnvPool or host env's runs stay on one device (`parallel.runs_mesh`)."""
+    from purejaxppo.parallel import runs_mesh
 
-    one_device = kinds.runs_devices(config.env_name, None) == 1
     chunk = options["max_runs_per_chunk"]
+    mesh = runs_mesh(config.env_name, "auto", chunk)
+    one_device = mesh is None
     if count is not None and options["devices"] is None and chunk and not one_device:
-        options["devices"] = max(d for d in range(1, count + 1) if chunk % d == 0)
+        options["devices"] = int(mesh.devices.size)
     if count is not None and not options["no_progress"]:
         if one_device:  # the runs stay on one device, whatever the core count
             line = f"{count} CPU devices; this env's runs use one of them"

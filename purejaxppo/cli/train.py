@@ -163,16 +163,13 @@ def _train_seeds_command(
             rundir.check_fresh(run_dir, overwrite)
     except ValueError as err:
         error(parser, err)
-    # Every core by default, as `sweep` and `pbt`: one CPU device per core.
+    # Every core by default, as `sweep` and `pbt`: one CPU device per core. Without
+    # --devices the driver splits the seeds over min(N, devices) of them
+    # (`parallel.runs_mesh`; EnvPool, gymnasium: one device).
     from purejaxppo.platform import configure_cpu_devices
 
-    count = configure_cpu_devices(devices)
+    configure_cpu_devices(devices)
     from purejaxppo.drivers.seeds import train_seeds  # imports JAX; keep --help fast
-    from purejaxppo.envs.kinds import kind_of_id
-
-    split = kind_of_id(config.env_name).supports("runs_on_devices")
-    if count is not None and devices is None and split:
-        devices = min(count, num_seeds)  # EnvPool: one pool, one device (the driver's default)
 
     try:
         result = train_seeds(

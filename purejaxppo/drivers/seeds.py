@@ -42,7 +42,7 @@ ONE pool of N x num_envs envs, and gymnasium ids ("gymnasium:<id>") on one vecto
 N x num_envs copies, on one device by default (`envs.host_calls`); `devices` > 1 is
 refused for them.
 
-This module imports the env suites and the training program (`envs.kinds`, `train`) only
+This module imports the env suites and the training program (`kinds`, `train`) only
 inside `train_seeds`: importing them imports gymnax, which starts JAX's backend, and the
 command line imports `check_seeds` to validate a request before it sets the CPU device
 count (tests/test_seeds_imports.py). Everything else is imported at the top.
@@ -177,7 +177,7 @@ def train_seeds(
     Raises:
       ValueError: before anything is compiled or written: `check_seeds`'s errors, a bad
         env / network config (`make_train_fns`), more devices than there are local ones,
-        several devices for an "envpool:" or "gymnasium:" id (`envs.kinds`' table), or a
+        several devices for an "envpool:" or "gymnasium:" id (`kinds`' table), or a
         non-empty `run_dir` (`rundir.DirectoryNotEmpty`). With `resume`: `run_dir` not a
         `--num-seeds` run, `fingerprint.FingerprintMismatch` for another config (also an
         edited `seed_<s>/config.yaml`), other seeds or another device layout than the
@@ -187,7 +187,7 @@ def train_seeds(
         saved; its `resume_hint` is `purejaxppo train --resume <run_dir>`.
     """
     # Lazy: both import gymnax, which starts JAX's backend (the module docstring).
-    from purejaxppo.envs import kinds
+    from purejaxppo import kinds
     from purejaxppo.train import make_train_fns
 
     # Validate everything before anything on disk changes.
@@ -204,15 +204,15 @@ def train_seeds(
     init_params = None if resume else warm.load_warm_start(config)
     fns = make_train_fns(warm.program_config(config))
     warm.check_warm_start(fns, init_params)
-    devices = kinds.runs_devices(config.env_name, devices)  # EnvPool: one device
-    if devices is None:
-        devices = min(num_seeds, len(jax.local_devices()))
     if resume:  # what decides the results, as the run started (before the devices)
         count = devices if isinstance(devices, int) else len(devices)
         fields = seeds_fields(config, seeds, count, parallel.pad_runs(num_seeds, count))
         check_seeds_root(run_dir, fields, [run_dir / f"seed_{s}" for s in seeds])
-    mesh = parallel.make_mesh(devices, parallel.RUNS_AXIS)
-    kinds.check_runs_devices(config.env_name, mesh.devices.size)
+    # By default min(S, local device count) devices, the seeds padded to a multiple.
+    requested = "auto" if devices is None else devices
+    mesh = parallel.runs_mesh(config.env_name, requested, num_seeds, pad=True)
+    if mesh is None:  # EnvPool, gymnasium: the runs share one env, on one device
+        mesh = parallel.make_mesh(1, parallel.RUNS_AXIS)
     if run_dir is None:
         run_dir = default_seeds_dir(config, num_seeds)
     # One writer for the whole run (`rundir.claim`); the old contents go under the lock.

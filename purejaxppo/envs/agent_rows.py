@@ -2,7 +2,7 @@
 
 Row `n * A + a` is agent a of env n, so a rollout is a `Transition` `[T, N * A]` and
 everything after it (GAE per row = per agent, the minibatch epochs, the PPO loss) is the
-single-agent code unchanged (`purejaxppo.multiagent` says why, and what IPPO / MAPPO train).
+single-agent code unchanged (`purejaxppo.kinds.agents` says why, and what IPPO / MAPPO train).
 
 Carry shapes: observations, policy state and `reset` per row `[N * A]`; the episode return
 per env and agent `[N, A]`; the episode length per env `[N]`.

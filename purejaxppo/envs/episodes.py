@@ -1,6 +1,6 @@
 """What an episode is to evaluation, datasets and videos, and what one row observes.
 
-Each kind of env (`envs.kinds`) names one `Episodes` (`EnvKind.episodes_of`), and every
+Each kind of env (`kinds`) names one `Episodes` (`EnvKind.episodes_of`), and every
 env adapter gives one row's observation (`row_observation`), so `evaluation`, `datasets`,
 `video` and `networks.factory` never ask what kind of env they hold:
 

@@ -1,6 +1,6 @@
 """N envs as R rows of the batch: the one interface the rollout steps.
 
-Every kind of env (`envs.kinds`) is adapted below the training loop into a `RowsEnv`, as
+Every kind of env (`kinds`) is adapted below the training loop into a `RowsEnv`, as
 brax's `envs/wrappers/training.py:wrap` and JaxMARL's `batchify` do: the rollout
 (`rollout.make_rollout`, the only rollout scan) never asks what kind of env it steps.
 

@@ -43,7 +43,7 @@ import torch
 
 import purejaxppo.export.param_map as param_map
 import purejaxppo.export.torch_modules as torch_modules
-from purejaxppo.envs import kinds
+from purejaxppo import kinds
 from purejaxppo.export.request import (
     ExportRequest,
     commit,

@@ -137,7 +137,7 @@ def make_networks(
         `env_params` defaults to `env.default_params`.
       tower_inputs: `(actor keys, critic keys)`, the top-level keys of a dict
         observation each separate tower encodes (MAPPO: `(("obs",), ("world_state",))`,
-        `multiagent.make_marl_networks`); None: both towers encode every input.
+        `kinds.agents.make_marl_networks`); None: both towers encode every input.
 
     Returns:
       `Networks`. `dist` is a distrax distribution with batch shape `[B]` (see

@@ -157,7 +157,7 @@ def pbt(
         larger than the run, an unknown exploit / explore name or another bad option,
         naming the field and value, several devices for an "envpool:" id (its members
         share one pool on one device, the default for it); on resume, for a missing
-        checkpoint or one written with other arguments, or an "envpool:" id (`envs.kinds`'
+        checkpoint or one written with other arguments, or an "envpool:" id (`kinds`'
         table: `pbt`, `pbt_resume`, `runs_on_devices`); for a static search, a static
         field pbt cannot search, a value the config cannot take, or options that need one
         program (several devices, init_from, eval_freq > 0).
@@ -201,7 +201,7 @@ class _Checked(NamedTuple):
 
 def _check(given: Mapping[str, Any]) -> _Checked:
     """The checks of `pbt`'s arguments `given` (by name), before anything compiles."""
-    from purejaxppo.envs import kinds
+    from purejaxppo import kinds
 
     config, env, devices = given["config"], given["env"], given["devices"]
     kinds.check("pbt", config.env_name, env, multi_agent=config.multi_agent)
@@ -217,8 +217,7 @@ def _check(given: Mapping[str, Any]) -> _Checked:
         checked = _Checked(options, space, static, None)
     else:
         space = parse_search(given["search"], config)
-        mesh = parallel.make_mesh(kinds.runs_devices(config.env_name, devices), parallel.RUNS_AXIS)
-        kinds.check_runs_devices(config.env_name, mesh.devices.size)
+        mesh = parallel.runs_mesh(config.env_name, devices, options.population)
         check_options(options, config, mesh.devices.size)
         checked = _Checked(options, space, static, mesh)
     if given["resume"] and given["checkpoint_dir"] is None:
@@ -347,7 +346,7 @@ class _PBTRun:
         members = P(parallel.RUNS_AXIS)
         runner = parallel.to_global(saved["runner"], mesh, members)
         runner = runner.replace(key=jax.random.wrap_key_data(runner.key))
-        from purejaxppo.envs import kinds  # gymnax starts JAX's backend: not at import
+        from purejaxppo import kinds  # gymnax starts JAX's backend: not at import
 
         if kinds.kind_of_id(config.env_name, config.multi_agent).episodes_restart_on_resume:
             runner = self._restart_episodes(runner, done)

@@ -33,7 +33,7 @@ from typing import Any
 import jax
 import pandas as pd
 
-from purejaxppo import fingerprint, parallel
+from purejaxppo import fingerprint, kinds, parallel
 from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers.report import summarize
 from purejaxppo.drivers.segments import progress_bar
@@ -44,7 +44,6 @@ from purejaxppo.drivers.settings import (
 )
 from purejaxppo.drivers.sweeps.groups import Group, Plan, run_group
 from purejaxppo.drivers.sweeps.results import SweepResult, runs_frame
-from purejaxppo.envs import kinds
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.signals import TrainingInterrupted, hinted, stop_requests
 
@@ -125,13 +124,13 @@ def sweep(
     settings, run_configs = make_settings(config, grid, random, num_samples, random_seed)
     seed_list = check_sweep_options(seeds, log_every, max_runs_per_chunk)
     check_processes(kind, config.env_name, jax.process_count())
-    mesh = runs_mesh(devices, max_runs_per_chunk, config.env_name)
-    swept = list(dict.fromkeys(name for s in settings for name in s))
+    mesh = parallel.runs_mesh(config.env_name, devices, max_runs_per_chunk)
+    check_chunk(max_runs_per_chunk, mesh.devices.size)
     groups = _static_groups(run_configs)
     plan = Plan(
         seed_list=seed_list,
         settings=settings,
-        swept=swept,
+        swept=list(dict.fromkeys(name for s in settings for name in s)),
         mesh=mesh,
         networks=networks,
         max_runs_per_chunk=max_runs_per_chunk,
@@ -197,7 +196,7 @@ def _result(
 def _announce(plan: Plan, config: PPOConfig, groups: Mapping[Any, list[int]]) -> None:
     """Warns about one CPU device for many runs; prints the sweep's size (`verbose`)."""
     num_runs = len(plan.settings) * len(plan.seed_list)
-    one_device = not kinds.kind_of_id(config.env_name).supports("runs_on_devices")
+    one_device = parallel.runs_mesh(config.env_name, "auto") is None  # EnvPool, gymnasium
     _warn_one_cpu_device(plan.mesh, num_runs, one_device)
     if plan.verbose and jax.process_index() == 0:
         print(
@@ -309,24 +308,6 @@ class _Stop:
             )
         done = self.done if done is None else done
         raise TrainingInterrupted(done, self.requested[0], self.resume_hint())
-
-
-def runs_mesh(devices: Any, max_runs_per_chunk: int | None, env_name: str) -> Any:
-    """The runs' mesh (one device for an "envpool:" id by default, and refused on more:
-    its runs share one pool); checks that `max_runs_per_chunk` splits evenly over it.
-    The command line calls it too, once its devices are set, before it writes anything.
-
-    Raises:
-      ValueError: several devices for an "envpool:" id (`kinds.check_runs_devices`), or a
-        `max_runs_per_chunk` that does not split over them (`check_chunk`), naming the value.
-    """
-    if isinstance(devices, int):  # refused by the kind before any mesh is made
-        kinds.check_runs_devices(env_name, devices)
-    mesh = parallel.make_mesh(kinds.runs_devices(env_name, devices), parallel.RUNS_AXIS)
-    num_devices = mesh.devices.size
-    kinds.check_runs_devices(env_name, num_devices)
-    check_chunk(max_runs_per_chunk, num_devices)
-    return mesh
 
 
 def _static_groups(run_configs: Sequence[PPOConfig]) -> dict[tuple, list[int]]:

@@ -100,10 +100,10 @@ def check_tune(
     goal = parse_objective(objective, direction)
     studies.make_sampler(sampler, 0)
     studies.make_pruner(pruner, 1, 1)
-    from purejaxppo.envs import kinds
+    from purejaxppo import kinds
 
     kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
-    if not kind.supports("runs_on_devices"):
+    if kind.vmap_init_runs:  # the lanes share one env instance (EnvPool, gymnasium)
         raise ValueError(
             f"env_name={config.env_name!r} ({kind.title}): tune starts new trials in single "
             "lanes between segments, which one host env shared by all lanes cannot do; "

@@ -52,14 +52,14 @@ Semantics:
     (`parallel.batch_runs(vmap_init=True)`; a `lax.map` of R inits would rebuild the pool
     R times, N envs each), so the runs' reset is one reset of the R x N pool. The pool
     lives on one host and one device: runs split over several devices and data-parallel
-    training are refused before anything compiles (`envs.kinds.ENVPOOL`'s table).
+    training are refused before anything compiles (`kinds.ENVPOOL`'s table).
   * Pools are kept per env object and batch size: evaluation, `collect` and evaluation
     during training make their own env object (`make_env`), so their pools never
     disturb the training pool.
   * Resuming a checkpoint: the pool lives on the host and is rebuilt only by `reset`, so
     `purejaxppo train --resume` (one run) restarts the envs' episodes and continues the
     params, optimizer state and statistics (not bitwise the uninterrupted run). A PBT
-    population does not resume on an EnvPool id (refused from `envs.kinds`' table before
+    population does not resume on an EnvPool id (refused from `kinds`' table before
     anything on disk changes).
 """
 

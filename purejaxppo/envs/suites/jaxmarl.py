@@ -2,7 +2,7 @@
 
 Rutherford et al. 2024, "JaxMARL: Multi-Agent RL Environments and Algorithms in JAX",
 arXiv:2311.10090. One env here is one JaxMARL env of A agents; its arrays carry the agents
-as a leading axis `[A]` (agent i = `env.agents[i]`), and `purejaxppo.multiagent` turns
+as a leading axis `[A]` (agent i = `env.agents[i]`), and `purejaxppo.kinds.agents` turns
 them into extra rows of the batch (IPPO / MAPPO with one shared policy).
 
 - `reset(key, params) -> (obs [A, D], state)`;
@@ -26,7 +26,7 @@ them into extra rows of the batch (IPPO / MAPPO with one shared policy).
   "action_mask"): unavailable actions get probability 0 (Huang & Ontanon 2020).
 - Outcome (`outcome_keys`): SMAX's `info["won"]` `[A]` float32, 1.0 at a step that ends
   an episode with every enemy dead and an ally alive (JaxMARL's won-battle condition),
-  else 0.0; `purejaxppo.multiagent` logs its mean over ended episodes (the win rate).
+  else 0.0; `purejaxppo.kinds.agents` logs its mean over ended episodes (the win rate).
 - Team reward (`shared_reward`, `team_reward`): the reward of the team at one step. Envs
   whose agents all receive one shared reward (`SHARED_REWARD_ENVS`: SMAX against a
   scripted enemy, Hanabi, Overcooked, Switch Riddle, MABrax) count it once; the others

@@ -33,7 +33,7 @@ from purejaxppo.envs.host import is_host_env, is_host_env_id
 from purejaxppo.envs.rows import RowsEnv, envpool_rows, vmapped_envs
 from purejaxppo.envs.suites.envpool import EnvPoolEnv, is_envpool_id
 from purejaxppo.envs.suites.jaxmarl import is_multi_agent_env
-from purejaxppo.multiagent import configure_env, env_for_networks, make_marl_networks
+from purejaxppo.kinds.agents import configure_env, env_for_networks, make_marl_networks
 from purejaxppo.networks import Networks, make_networks
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
     "check_runs_devices",
     "kind_of",
     "kind_of_id",
-    "runs_devices",
 ]
 
 #: Operation -> how it is named in messages and the docs' table.
@@ -132,7 +131,7 @@ class EnvKind:
 
     def configure(self, config: Any, env: Any) -> Any:
         """The env a run of `config` trains: multi-agent checks and MAPPO's world state
-        (`multiagent.configure_env`); host envs stepped as `host_vectorization` says
+        (`kinds.agents.configure_env`); host envs stepped as `host_vectorization` says
         (`HostEnv.vectorized`); other kinds' envs unchanged.
 
         Raises:
@@ -142,7 +141,7 @@ class EnvKind:
 
     def acting_env(self, env: Any, networks: Networks) -> Any:
         """`env` as `networks` read it in evaluation, datasets and videos (agents:
-        MAPPO's world state added where a tower reads it, `multiagent.env_for_networks`).
+        MAPPO's world state added where a tower reads it, `kinds.agents.env_for_networks`).
 
         Raises:
           ValueError: the networks read a world state that `env` cannot give.
@@ -151,7 +150,7 @@ class EnvKind:
 
     def networks(self, config: Any, env: Any, env_params: Any) -> Networks:
         """The built-in actor-critic for this kind (agents: the shared policy of
-        `multiagent.make_marl_networks`, MAPPO's towers)."""
+        `kinds.agents.make_marl_networks`, MAPPO's towers)."""
         make = make_marl_networks if self.name == "agents" else make_networks
         return make(config, env, env_params)
 
@@ -326,14 +325,6 @@ def check(
     if not kind.supports(operation):
         raise kind.error(operation, env_id)
     return kind
-
-
-def runs_devices(env_id: str, devices: Any) -> Any:
-    """The `devices` argument of a batched-runs driver: one device for a kind whose runs
-    cannot be split over devices, when left at the default (None); else `devices`."""
-    if devices is None and not kind_of_id(env_id).supports("runs_on_devices"):
-        return 1
-    return devices
 
 
 def check_runs_devices(env_id: str, num_devices: int) -> None:

@@ -6,7 +6,7 @@ Effectiveness of PPO in Cooperative Multi-Agent Games", arXiv:2103.01955), with 
 sharing as in JaxMARL's baselines (Rutherford et al. 2024, arXiv:2311.10090).
 
 The A agents of each of the N envs are extra rows of the batch (`envs.agent_rows`, the
-`RowsEnv` of `envs.kinds.AGENTS`): row `n * A + a` is agent a of env n, so a rollout is a
+`RowsEnv` of `kinds.AGENTS`): row `n * A + a` is agent a of env n, so a rollout is a
 `Transition` `[T, N * A]` and everything after it (GAE per row = per agent, the minibatch
 epochs, the PPO loss) is the single-agent code unchanged; this module configures the env
 and the shared policy.
@@ -58,7 +58,7 @@ def configure_env(config: PPOConfig, env: Any) -> Any:
         runs do not support (normalize_rewards, action_histogram), or
         `share_encoder: true` under MAPPO (its towers see different inputs). What the
         kind of env cannot do (devices, evaluation, video, collect) is refused from
-        `envs.kinds`' table.
+        `kinds`' table.
     """
     multi = is_multi_agent_env(env)
     if config.multi_agent is None:

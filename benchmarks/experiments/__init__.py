@@ -1,0 +1,2 @@
+"""Speed and correctness experiments (`python -m benchmarks.experiments.NAME` from the
+repository root)."""
