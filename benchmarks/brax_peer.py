@@ -123,8 +123,8 @@ def make_ours(env_name: str, steps: int):
     import jax
 
     import purejaxppo  # noqa: F401  (before jax runs: XLA flags)
+    from purejaxppo.acting.evaluation import evaluate
     from purejaxppo.config import PPOConfig
-    from purejaxppo.evaluation import evaluate
     from purejaxppo.train import make_train
 
     config = PPOConfig.from_yaml(ROOT / "configs" / f"brax_{env_name}.yaml", total_timesteps=steps)

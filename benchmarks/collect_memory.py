@@ -1,4 +1,4 @@
-"""Peak memory of `purejaxppo.datasets.collect` for 1M env steps.
+"""Peak memory of `purejaxppo.acting.datasets.collect` for 1M env steps.
 
 Trains CartPole-v1 on configs/cartpole.yaml (seed 0), then collects episodes of the
 trained policy until about `--steps` transitions are written, in a fresh directory, and
@@ -21,7 +21,7 @@ from pathlib import Path
 import jax
 
 import purejaxppo as pjp
-from purejaxppo.datasets import collect
+from purejaxppo.acting.datasets import collect
 
 ROOT = Path(__file__).resolve().parent
 

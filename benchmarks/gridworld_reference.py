@@ -161,8 +161,8 @@ def evaluate_seeds(config, train_state, seeds: int, episodes: int) -> np.ndarray
     """Returns `[S, E]` of each seed's final policy, sampled actions (one compiled runner)."""
     import jax
 
+    from purejaxppo.acting.evaluation import make_episode_runner
     from purejaxppo.envs.spaces import episode_limit
-    from purejaxppo.evaluation import make_episode_runner
     from purejaxppo.policy import Policy
 
     params = [jax.tree.map(lambda x, k=k: x[k], train_state.params) for k in range(seeds)]

@@ -14,8 +14,8 @@ Each cell compiles a segment of `--updates` updates, runs it once to warm up, th
 seconds. Ratios are against the 1 x 1 (`vs_1x1`) and 1 x 2 (`vs_1x2`) cells of the same
 `num_envs`, measured in the same invocation. `psum_us` is the latency of one all-reduce
 of 8 floats over the cell's devices (a loop of 200 inside one program): every update of
-the standard workload waits on about 60 of them (16 minibatch steps x 3, plus the
-update's statistics), so on CPU the cell's speed is set by that latency unless each
+the standard workload waits on 23 of them (16 minibatch steps, 4 epochs' advantage
+statistics, 3 of the update's statistics), so on CPU the cell's speed is set by that latency unless each
 device has enough envs to compute between them (`--num-envs 4 64 256`).
 
     python -m benchmarks.multiprocess_scaling                 # 20 updates, 3 repeats

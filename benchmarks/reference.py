@@ -86,7 +86,7 @@ def greedy_returns(output, config, seeds: int, episodes: int) -> list[float]:
     """
     import jax
 
-    from purejaxppo.evaluation import evaluate
+    from purejaxppo.acting.evaluation import evaluate
 
     means = []
     for k in range(seeds):

@@ -36,6 +36,7 @@ import csv
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -107,16 +108,27 @@ def best_of_trials(trials_csv: Path) -> tuple[float, int]:
     return (max(values) if values else float("nan")), len(rows)
 
 
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of every finished, waited-for descendant process: an
+    arm's processes and theirs (a tuner's trial subprocesses) count once they exit."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_arm(args: argparse.Namespace, arm: str, scratch: Path) -> dict:
-    """Runs one arm as a subprocess; returns its row (wall_s, best, trials, error)."""
+    """Runs one arm as a subprocess; returns its row (wall_s, cpu_s, best, trials, error,
+    and the 1-minute load average at its start and end: the machine may be shared)."""
     env = dict(os.environ, PUREJAXPPO_COMPILE_CACHE=str(scratch / f"{arm}-jax-cache"))
     env.pop("PUREJAXPPO_NO_COMPILE_CACHE", None)
     out = scratch / arm
     command = ours_command(args, out) if arm == "ours" else cleanrl_command(args, arm, out)
+    load_start, cpu_start = os.getloadavg()[0], children_cpu_s()
     start = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
     wall = time.perf_counter() - start
     row = {"arm": arm, "wall_s": wall, "trials": args.trials, "error": ""}
+    row.update(cpu_s=children_cpu_s() - cpu_start, load_start=load_start)
+    row["load_end"] = os.getloadavg()[0]
     if proc.returncode != 0:
         row.update(best=float("nan"), completed=0, error=proc.stderr[-1500:])
     elif arm == "ours":
@@ -143,10 +155,13 @@ def peer_versions(python: Path | None) -> dict:
 
 
 def add_ratios(rows: list[dict]) -> None:
-    """Adds `x_ours` (this arm's wall time over ours) to every row."""
-    ours = next((r["wall_s"] for r in rows if r["arm"] == "ours"), float("nan"))
+    """Adds `x_ours` (this arm's wall time over ours) and `x_ours_cpu` (its CPU seconds over
+    ours: less sensitive to other jobs on a shared machine) to every row."""
+    ours = next((r for r in rows if r["arm"] == "ours"), None)
     for row in rows:
-        row["x_ours"] = row["wall_s"] / ours
+        row["x_ours"] = row["wall_s"] / ours["wall_s"] if ours else float("nan")
+        cpu = ours.get("cpu_s") if ours else None
+        row["x_ours_cpu"] = row["cpu_s"] / cpu if cpu and "cpu_s" in row else float("nan")
 
 
 def main() -> None:
@@ -169,6 +184,7 @@ def main() -> None:
         rows = [run_arm(args, arm, Path(scratch)) for arm in args.arms]
     add_ratios(rows)
     cols = ["arm", "trials", "completed", "wall_s", "s_per_trial", "best", "x_ours"]
+    cols += ["cpu_s", "x_ours_cpu", "load_start", "load_end"]
     lines = markdown_table(rows, cols, float_format=".3g")
     note = f"{args.trials} trials of {args.total_timesteps} env steps per arm" + (
         "" if args.trials == 64 else " (not 64: batching favours ours more at 64)"

@@ -10,7 +10,7 @@ import jax
 from PIL import Image
 
 import purejaxppo as pjp
-from purejaxppo.video import frame_strip, make_renderer, record_episode, render_episode
+from purejaxppo.acting.video import frame_strip, make_renderer, record_episode, render_episode
 
 HERE = Path(__file__).resolve().parent
 

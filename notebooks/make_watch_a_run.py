@@ -85,7 +85,7 @@ cells = [
     ),
     new_code_cell(
         "from pathlib import Path\n\n"
-        "from purejaxppo.video import save_episode_video\n\n"
+        "from purejaxppo.acting.video import save_episode_video\n\n"
         "params = jax.tree.map(lambda x: x[0], outs.train_state.params)  # seed 0\n"
         "policy = pjp.Policy(params, config)\n"
         "run_dir = Path('runs') / 'watch_a_run'  # the notebook writes only here\n"

@@ -187,7 +187,8 @@ def load_checkpoint(
       config: the config the caller expects; default: the checkpoint's own. Fields that
         change the computation must match the saved ones (`log_freq`, `save_freq` and the
         `eval_*` fields may differ).
-      env, env_params: optional environment object, as for `make_train`.
+      env, env_params: optional environment object, as for `make_train`; or as `env` the
+        run's resolved setup (`TrainFns.setup`), used as it is (`train_setup.make_init`).
       kind: "last" (default) or "best" (best evaluation return, when `eval_freq` > 0).
       networks: the run's `Networks` when it trained custom ones (`make_train(config,
         networks=...)`); default the config's built-in network.

@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from purejaxppo.collectives import merged_moments
 from purejaxppo.config import PPOConfig
 from purejaxppo.gae import gae_advantages, n_step_advantages
 from purejaxppo.hyperparams import Hyperparams
@@ -62,13 +63,11 @@ def explained_variance(
     if axis_name is None:
         var_returns = jnp.var(returns)
         var_residual = jnp.var(returns - values)
-    else:
-
-        def var(x):
-            mean = jax.lax.pmean(jnp.mean(x), axis_name)
-            return jax.lax.pmean(jnp.mean(jnp.square(x - mean)), axis_name)
-
-        var_returns, var_residual = var(returns), var(returns - values)
+    else:  # every device's moments, merged (one all-reduce)
+        local = (returns, returns - values)
+        means = tuple(jnp.mean(x) for x in local)
+        variances = tuple(jnp.mean(jnp.square(x - m)) for x, m in zip(local, means, strict=True))
+        _, (var_returns, var_residual) = merged_moments(means, variances, axis_name)
     return jnp.where(var_returns == 0, jnp.nan, 1.0 - var_residual / var_returns)
 
 

@@ -66,6 +66,10 @@ FLAT_STEP_METRICS = 12
 #: Env suites whose env states are large enough to estimate: id prefix -> `(env_kwargs,
 #: num_envs) -> [Part]`, registered by the suite's module (`metabbo`) when it is imported.
 ENV_PARTS: dict[str, Callable[[Mapping[str, Any], int], list[Part]]] = {}
+#: Env kwargs that count agents, registered by the multi-agent suite's module
+#: (`envs.suites.jaxmarl_kwargs`) when it is imported: a multi-agent rollout's
+#: observations grow with their square (each agent observes the others).
+AGENT_COUNT_KWARGS: list[str] = []
 
 
 class Part(NamedTuple):
@@ -138,9 +142,7 @@ def _rollout_part(config: Any, num_envs: int, obs_size: int) -> Part:
     growth, field = max((_growth(config, n), n) for n in ("num_envs", "num_steps"))
     value = getattr(config, field)
     if config.multi_agent is not None:
-        from purejaxppo.envs.suites.jaxmarl_kwargs import AGENT_KWARGS
-
-        for name in AGENT_KWARGS:
+        for name in AGENT_COUNT_KWARGS:
             count = config.env_kwargs.get(name)
             if isinstance(count, int) and count**2 / 9 > growth:  # vs JaxMARL's 3 agents
                 growth, field, value = count**2 / 9, f"env_kwargs.{name}", count

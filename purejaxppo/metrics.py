@@ -11,6 +11,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from purejaxppo.collectives import all_gather_flat
+
 #: `EpisodeStats.info_sum` keys averaged over their own count (another key, logged as
 #: summed), not over `count`: EnvPool Atari counts games, its learner's episodes (lives,
 #: clipped rewards) apart (`envs.rows.envpool_rows`).
@@ -147,18 +149,23 @@ def rollout_statistics(
       value, advantages, returns, log_prob: float32 `[T, N]`.
       action: `[T, N]` int32 (Discrete) or `[T, N, A]` (Box, MultiDiscrete, MultiBinary).
       num_actions: with it (Discrete only), also `action_frac/<i>` for i < num_actions.
-      axis_name: average over the devices on this axis too (equal shard sizes).
+      axis_name: average over the devices on this axis too (equal shard sizes), with one
+        all-reduce (`collectives.all_gather_flat` of every device's means and per-dim
+        action moments, merged alike on every device).
     """
 
     def mean(x: jax.Array) -> jax.Array:
-        m = jnp.mean(x.astype(jnp.float32))
-        return m if axis_name is None else jax.lax.pmean(m, axis_name)
+        return jnp.mean(x.astype(jnp.float32))
 
     action = action.astype(jnp.float32)
     if action.ndim == 2:
         action = action[..., None]
     per_dim_mean = jax.vmap(mean, in_axes=-1)(action)
     per_dim_var = jax.vmap(mean, in_axes=-1)(jnp.square(action - per_dim_mean))
+    if axis_name is not None:
+        samples = (value, advantages, returns, log_prob)
+        moments = (per_dim_mean, per_dim_var)
+        return _merged_statistics(samples, action, moments, num_actions, axis_name)
     out = {
         "value_mean": mean(value),
         "advantage_mean": mean(advantages),
@@ -172,3 +179,30 @@ def rollout_statistics(
         for i in range(num_actions):
             out[f"action_frac/{i}"] = mean(index == i)
     return out
+
+
+def _merged_statistics(
+    samples: tuple[jax.Array, ...],
+    action: jax.Array,
+    moments: tuple[jax.Array, jax.Array],
+    num_actions: int | None,
+    axis_name: str,
+) -> dict[str, jax.Array]:
+    """`rollout_statistics` over every device of `axis_name`: this device's means of
+    `samples` (value, advantages, returns, log_prob `[T, N]`), `action` (`[T, N, A]`
+    float32) and its per-dim `moments` (mean, var `[A]`), gathered in one all-reduce and
+    merged (the action variance by Chan et al.'s parallel formula)."""
+    names = ("value_mean", "advantage_mean", "return_mean", "log_prob_mean")
+    local = {name: jnp.mean(x.astype(jnp.float32)) for name, x in zip(names, samples, strict=True)}
+    if num_actions is not None:
+        index = action[..., 0].astype(jnp.int32)
+        for i in range(num_actions):
+            local[f"action_frac/{i}"] = jnp.mean((index == i).astype(jnp.float32))
+    gathered, dim_means, dim_vars = all_gather_flat((local, *moments), axis_name)  # [D, ...]
+    means = {name: jnp.mean(x, axis=0) for name, x in gathered.items()}
+    dim_mean = jnp.mean(dim_means, axis=0)
+    dim_var = jnp.mean(dim_vars, axis=0) + jnp.mean(jnp.square(dim_means - dim_mean), axis=0)
+    out = {name: means.pop(name) for name in names}
+    out["action_mean"] = jnp.mean(dim_mean)
+    out["action_std"] = jnp.mean(jnp.sqrt(dim_var))
+    return {**out, **means}

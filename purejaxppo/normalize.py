@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purejaxppo.collectives import merged_moments
 from purejaxppo.types import Params
 
 PRIOR_COUNT = 1e-4  # gymnasium RunningMeanStd's epsilon
@@ -62,8 +63,9 @@ def batch_moments(x: Any, axis_name: str | None = None) -> Moments:
     """Moments over the leading axis of every leaf of `x` (`[B, *shape]` -> `[*shape]`).
 
     With `axis_name` (inside `shard_map` / `pmap`, every device with the same B), the
-    moments of all devices' samples together: mean = pmean(mean_i),
-    var = psum(B var_i + B (mean_i - mean)^2) / (B D) (the exact parallel merge).
+    moments of all devices' samples together (`collectives.merged_moments`): mean =
+    mean_i(mean_i), var = mean_i(var_i) + mean_i((mean_i - mean)^2) (the exact parallel
+    merge), in one all-reduce.
     """
     leaves = jax.tree.leaves(x)
     size = leaves[0].shape[0]
@@ -71,16 +73,9 @@ def batch_moments(x: Any, axis_name: str | None = None) -> Moments:
     mean = jax.tree.map(lambda v: jnp.mean(v, axis=0), x)
     var = jax.tree.map(lambda v, m: jnp.mean(jnp.square(v - m), axis=0), x, mean)
     count = jnp.float32(size)
-    if axis_name is not None:
-        total = jax.lax.psum(count, axis_name)
-        global_mean = jax.tree.map(lambda m: jax.lax.pmean(m, axis_name), mean)
-        var = jax.tree.map(
-            lambda v, m, g: jax.lax.psum(count * v + count * jnp.square(m - g), axis_name) / total,
-            var,
-            mean,
-            global_mean,
-        )
-        mean, count = global_mean, total
+    if axis_name is not None:  # one all-reduce
+        mean, var = merged_moments(mean, var, axis_name)
+        count = count * jax.lax.axis_size(axis_name)
     return Moments(count=count, mean=mean, var=var)
 
 

@@ -13,8 +13,9 @@ Two kinds of parallelism, both with `jax.shard_map` over a one-axis `Mesh` of al
   environments are split over the devices along `DATA_AXIS`; every device collects its
   share of the rollout and computes gradients on its share of each minibatch, and the
   gradients (and the statistics that normalise advantages) are averaged over the devices
-  (`lax.pmean`; the gradient as one flat vector, `pmean_flat`), so parameters stay
-  identical everywhere. With one device this is the ordinary run.
+  (the gradient as one flat vector, `pmean_flat`; statistics as every device's moments,
+  `collectives.all_gather_flat`, merged alike everywhere: one all-reduce each), so
+  parameters stay identical everywhere. With one device this is the ordinary run.
   `make_data_parallel_run` is the same program in segments, for drivers that log and
   save between them (`purejaxppo train --coordinator ...`, `drivers.distributed`).
 

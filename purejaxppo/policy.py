@@ -85,11 +85,14 @@ class Policy:
       env, env_params: optional environment object; default `make_env(config.env_name,
         config.env_kwargs)`. Only its spaces are used. A given `env_params` is used either
         way.
-      networks: optional `Networks` (default `make_networks(config, env, env_params)`).
+      networks: optional `Networks` (default `make_networks(config, env, env_params)`),
+        with observation normalisation added where the config asks for it
+        (`kinds.resolve`).
 
     Raises:
       ValueError: `params` hold a NaN or Inf (a diverged run), naming the leaf; a
-        `multi_agent` that does not match the env. A multi-agent policy acts on rows, one
+        `multi_agent` that does not match the env; an env whose kind refuses acting from
+        a run (`kinds.check("policy", ...)`). A multi-agent policy acts on rows, one
         per agent (`[B, ...]` of one agent's observations), shared by every agent.
     """
 
@@ -101,15 +104,14 @@ class Policy:
         env_params: Any = None,
         networks: Networks | None = None,
     ):
-        from purejaxppo.kinds import check
-        from purejaxppo.train import resolve_env
+        from purejaxppo import kinds
 
-        env, env_params = resolve_env(config, env, env_params)
-        kind = check("policy", config.env_name, env)
-        env = kind.configure(config, env)  # multi-agent: MAPPO's world state
+        # Multi-agent: MAPPO's world state; the networks with the run's normalisation.
+        setup = kinds.resolve(config, env, env_params, networks, operations=("policy",))
+        env, env_params = setup.env, setup.env_params
         self.config = config
         self.env, self.env_params = env, env_params
-        self.networks = kind.networks(config, env, env_params) if networks is None else networks
+        self.networks = setup.networks
         self.spec = self.networks.action_spec
         # A tuple, or for dict / tuple observations a dict / list of tuples.
         self.obs_shape = observation_shapes(env.observation_space(env_params))

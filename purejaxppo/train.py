@@ -9,22 +9,17 @@ import jax
 import jax.numpy as jnp
 
 from purejaxppo.callback import MetricsCallback, make_emitter
+from purejaxppo.collectives import psum_flat
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs.host_calls import errors_of_envs
 from purejaxppo.hyperparams import Hyperparams, check_hyperparams
+from purejaxppo.kinds import resolve_env
 from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
 from purejaxppo.loops import loop_plan
 from purejaxppo.metrics import METRICS, UpdateMetrics
 from purejaxppo.networks import Networks
 from purejaxppo.rollout import critic_apart, make_rollout
-from purejaxppo.train_setup import (
-    TrainFns,
-    TrainSetup,
-    initial_learning_rates,
-    make_init,
-    prepare,
-    resolve_env,
-)
+from purejaxppo.train_setup import TrainFns, TrainSetup, initial_learning_rates, make_init, prepare
 from purejaxppo.types import RunnerState, TrainOutput
 
 __all__ = [
@@ -96,13 +91,7 @@ def make_train_fns(
         return jax.random.fold_in(key, jax.lax.axis_index(axis_name))
 
     init = make_init(
-        config,
-        setup.env,
-        setup.env_params,
-        networks=setup.networks,
-        num_envs=setup.num_envs,
-        shard_key=shard_key,
-        init_params=init_params,
+        config, setup, num_envs=setup.num_envs, shard_key=shard_key, init_params=init_params
     )
     update = make_update(config, setup, shard_key, axis_name)
 
@@ -128,6 +117,7 @@ def make_train_fns(
         networks=setup.networks,
         metric_names=setup.metric_names,
         kind=setup.kind,
+        setup=setup,
     )
 
 
@@ -190,7 +180,7 @@ def make_update(
         params = runner.train_state.params
         env_carry, traj, stats = rollout(params, runner.env, shard_key(rollout_key))
         if axis_name is not None:
-            stats = jax.lax.psum(stats, axis_name)
+            stats = psum_flat(stats, axis_name)  # one all-reduce
 
         train_state, learned, discounted = learn_fn(
             runner.train_state,

@@ -13,13 +13,12 @@ import jax.numpy as jnp
 
 from purejaxppo import kinds
 from purejaxppo.config import PPOConfig
-from purejaxppo.envs import make_env
 from purejaxppo.envs.resets import check_reset_ratio
 from purejaxppo.envs.rows import RowsEnv, info_keys_of
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.memory import check_memory, observation_size
 from purejaxppo.metrics import METRICS, extra_metric_names
-from purejaxppo.networks import Networks, ensure_normalization
+from purejaxppo.networks import Networks
 from purejaxppo.networks.custom import param_labels
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
 from purejaxppo.update import make_optimizer
@@ -41,6 +40,10 @@ class TrainFns(NamedTuple):
     networks: the `Networks` trained
     metric_names: the keys of the metrics dicts, in table-column order: `METRICS`, then
         the env-dependent `action_frac/<i>` and `info/<key>` (see `UpdateMetrics`)
+    kind: the kind of env the run trains on (`kinds`): what the drivers ask of it
+    setup: the `TrainSetup` the functions were built from (its env, networks and rows,
+        resolved once: `kinds.resolve`), for whatever else of the run needs them
+        (`make_init`, `checkpoint.load_checkpoint`)
     """
 
     init: Callable[[jax.Array], RunnerState]
@@ -50,8 +53,8 @@ class TrainFns(NamedTuple):
     apply: Callable[..., Any]
     networks: Networks
     metric_names: tuple[str, ...] = METRICS
-    # The kind of env the run trains on (`kinds`): what the drivers ask of it.
     kind: kinds.EnvKind = kinds.JAX
+    setup: TrainSetup | None = None
 
 
 class TrainSetup(NamedTuple):
@@ -67,22 +70,6 @@ class TrainSetup(NamedTuple):
     metric_names: tuple[str, ...]
     kind: kinds.EnvKind  # the kind of env, decided once (`kinds`)
     rows: RowsEnv  # the envs as rows of the batch, what the rollout steps
-
-
-def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> tuple[Any, Any]:
-    """`(env, env_params)`: the given env, or `make_env(config.env_name, config.env_kwargs)`;
-    a given `env_params` is kept either way (default: the env's own / the config's). A
-    gymnasium env factory becomes a host env (`kinds.as_env`).
-
-    Raises:
-      ValueError: an `env` that is neither an env object nor a gymnasium env factory.
-    """
-    if env is None:
-        env, default_params = make_env(config.env_name, config.env_kwargs)
-    else:
-        env = kinds.as_env(env)
-        default_params = env.default_params
-    return env, default_params if env_params is None else env_params
 
 
 def _check_sizes(config: PPOConfig, num_shards: int, axis_name: str | None) -> int:
@@ -103,10 +90,10 @@ def _check_sizes(config: PPOConfig, num_shards: int, axis_name: str | None) -> i
     return num_envs
 
 
-def _check_operations(config: PPOConfig, env: Any, num_shards: int, axis_name: str | None):
-    """The kind of `env`, after refusing (from `kinds`' table) what the config asks
-    of it that the kind cannot do."""
+def _operations(config: PPOConfig, num_shards: int, axis_name: str | None) -> tuple[str, ...]:
+    """The operations of `kinds.OPERATIONS` a training run of `config` asks of its env."""
     asked = {
+        "train": True,
         "data_parallel": axis_name is not None or num_shards != 1,
         "eval_freq": config.eval_freq > 0 or bool(config.eval_splits),
         "video": config.video_freq > 0,
@@ -114,12 +101,11 @@ def _check_operations(config: PPOConfig, env: Any, num_shards: int, axis_name: s
         "info_metrics": bool(config.info_metrics),
         "reset_ratio": config.reset_ratio not in (None, 1),
     }
-    for operation in [op for op, used in asked.items() if used]:
-        kinds.check(operation, config.env_name, env)
-    return kinds.kind_of(env)
+    return tuple(operation for operation, used in asked.items() if used)
 
 
-def _check_info_keys(config: PPOConfig, env: Any, env_params: Any) -> tuple[str, ...]:
+def _check_info_keys(config: PPOConfig, env: Any, env_params: Any) -> None:
+    """Refuses an `info_metrics` key the env's info dict does not have."""
     info_keys = tuple(config.info_metrics)
     if info_keys:
         available = info_keys_of(env, env_params)
@@ -129,7 +115,6 @@ def _check_info_keys(config: PPOConfig, env: Any, env_params: Any) -> tuple[str,
                 f"info_metrics={list(info_keys)}: {unknown} not in the info dict of "
                 f"{config.env_name} (keys: {list(available)})"
             )
-    return info_keys
 
 
 def _num_actions(config: PPOConfig, networks: Networks) -> int | None:
@@ -154,7 +139,8 @@ def prepare(
     num_shards: int = 1,
     axis_name: str | None = None,
 ) -> TrainSetup:
-    """Resolves the env and networks of a run and checks its settings against them.
+    """Resolves the env and networks of a run (`kinds.resolve`, with the operations the
+    config asks of the env) and checks its settings against them.
 
     Raises:
       ValueError: `callback_every < 1`; `num_shards` that does not divide `num_envs`, or a
@@ -168,12 +154,10 @@ def prepare(
     if callback_every < 1:
         raise ValueError(f"callback_every={callback_every!r}: must be >= 1")
     num_envs = _check_sizes(config, num_shards, axis_name)
-    env, env_params = resolve_env(config, env, env_params)
-    kind = _check_operations(config, env, num_shards, axis_name)
-    env = kind.configure(config, env)  # multi-agent checks; MAPPO's world state
-    if networks is None:
-        networks = kind.networks(config, env, env_params)
-    networks = ensure_normalization(networks, config, env, env_params)
+    resolved = kinds.resolve(
+        config, env, env_params, networks, _operations(config, num_shards, axis_name)
+    )
+    env, env_params, networks = resolved.env, resolved.env_params, resolved.networks
     check_memory(config, networks, num_envs, observation_size(env, env_params))
     # Feed-forward policies train on single transitions, recurrent ones on sequences.
     seq_len = config.seq_len if networks.stateful else 1
@@ -186,8 +170,9 @@ def prepare(
         )
     if config.reset_ratio not in (None, 1):
         check_reset_ratio(config.reset_ratio, env, env_params, num_envs)
+    _check_info_keys(config, env, env_params)
     # The kind's rows fix their own keys (agents: per-agent returns and outcomes).
-    rows = kind.rows(env, env_params, _check_info_keys(config, env, env_params), config.reset_ratio)
+    rows = resolved.rows
     num_actions = _num_actions(config, networks)
     return TrainSetup(
         env=env,
@@ -198,14 +183,14 @@ def prepare(
         info_keys=rows.info_keys,
         num_actions=num_actions,
         metric_names=METRICS + extra_metric_names(num_actions, rows.info_keys),
-        kind=kind,
+        kind=resolved.kind,
         rows=rows,
     )
 
 
 def make_init(
     config: PPOConfig,
-    env: Any = None,
+    setup: Any = None,
     env_params: Any = None,
     *,
     networks: Networks | None = None,
@@ -217,6 +202,11 @@ def make_init(
     needs to learn the state's shapes, e.g. to restore a checkpoint), without the rollout
     and the update.
 
+    `setup`: the run's resolved setup (`kinds.resolve`'s `Resolved`, or `prepare`'s
+    `TrainSetup`), whose networks and rows `init` uses as they are; anything else is an
+    env argument as for `make_train` (None: the config's env), resolved here with
+    `env_params` and `networks` (`kinds.resolve`).
+
     `num_envs` defaults to `config.num_envs`; `shard_key` (data-parallel runs) maps the
     env key to this device's. `init_params` (a params tree, or a `TrainState` when
     `config.init_parts` has "optimizer") is a warm start (`warm_start.py`): `init` then
@@ -225,15 +215,17 @@ def make_init(
 
     Raises:
       ValueError: `init_params` whose layers / shapes differ from this config's network
-        and env (naming the first one).
+        and env (naming the first one); a `Resolved` without rows (resolved without
+        "train"); what `kinds.resolve` raises, for an unresolved `setup`.
     """
-    env, env_params = resolve_env(config, env, env_params)
-    kind = kinds.kind_of(env)
-    env = kind.configure(config, env)
-    if networks is None:
-        networks = kind.networks(config, env, env_params)
-    networks = ensure_normalization(networks, config, env, env_params)
-    rows = kind.rows(env, env_params)  # its `reset` only: resetting needs no info keys
+    if not isinstance(setup, (kinds.Resolved, TrainSetup)):
+        setup = kinds.resolve(config, setup, env_params, networks, operations=("train",))
+    if setup.rows is None:
+        raise ValueError(
+            'make_init: the setup has no rows to reset: resolve it with "train" among the '
+            'operations (kinds.resolve(config, ..., operations=("train",)))'
+        )
+    networks, rows = setup.networks, setup.rows  # `rows.reset` needs no info keys
     num_envs = config.num_envs if num_envs is None else num_envs
     parts = tuple(config.init_parts)
 

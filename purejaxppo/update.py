@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from purejaxppo.collectives import pmean_flat
+from purejaxppo.collectives import all_gather_flat, pmean_flat
 from purejaxppo.config import PPOConfig
 from purejaxppo.fused import fused_minibatch_grads
 from purejaxppo.hyperparams import Hyperparams
@@ -202,8 +202,51 @@ def shuffle_minibatches(key: jax.Array, batch: Batch, num_minibatches: int) -> B
     )
 
 
+def normalize_advantages(
+    advantages: jax.Array, mask: jax.Array | None, axis_name: str
+) -> jax.Array:
+    """Advantages of S minibatches split over the devices of `axis_name`, each normalised
+    with the mean and std of its whole minibatch (every device's share; the samples of
+    `mask` only), with one all-reduce for all S (`all_gather_flat`).
+
+    Each device sends its count, mean and sum of squared deviations per minibatch, and
+    every device merges them alike (Chan et al. 1979): the numbers depend on the device
+    count and each device's samples, not on how the devices are spread over processes.
+
+    Args:
+      advantages: float32 `[S, M, L]` (or `[S, M]`), this device's share of S minibatches.
+      mask: bool of the same shape (the samples that count), or None (all count).
+      axis_name: the mapped axis (inside `shard_map` / `pmap`).
+
+    Returns:
+      float32 of the same shape: `(A - mean) / (std + 1e-8)` per minibatch.
+    """
+    num = advantages.shape[0]
+    flat = advantages.reshape((num, -1))
+    valid = jnp.ones(flat.shape, bool) if mask is None else mask.reshape((num, -1))
+    count = jnp.sum(valid, axis=1, dtype=jnp.float32)
+    mean = jnp.sum(jnp.where(valid, flat, 0.0), axis=1) / count
+    sq = jnp.sum(jnp.where(valid, jnp.square(flat - mean[:, None]), 0.0), axis=1)
+    counts, means, sqs = all_gather_flat((count, mean, sq), axis_name)  # [D, S] each
+    total = jnp.sum(counts, axis=0)
+    mean = jnp.sum(counts * means, axis=0) / total
+    var = (jnp.sum(sqs, axis=0) + jnp.sum(counts * jnp.square(means - mean), axis=0)) / total
+    shape = (num,) + (1,) * (advantages.ndim - 1)
+    return (advantages - mean.reshape(shape)) / (jnp.sqrt(var).reshape(shape) + 1e-8)
+
+
+def _normalizes_across(config: PPOConfig, axis_name: str | None) -> bool:
+    """Whether advantages are normalised over several devices (`normalize_advantages`);
+    on one device (also a one-device data-parallel axis) `ppo_loss` normalises them."""
+    return config.norm_adv and axis_name is not None and jax.lax.axis_size(axis_name) > 1
+
+
 def make_minibatch_grads(
-    config: PPOConfig, networks: Networks, axis_name: str | None = None
+    config: PPOConfig,
+    networks: Networks,
+    axis_name: str | None = None,
+    *,
+    norm_adv: bool | None = None,
 ) -> Callable[..., tuple[Params, LossTerms]]:
     """Builds `grads(params, minibatch, hparams, actor_coef) -> (grads, LossTerms)`.
 
@@ -215,7 +258,10 @@ def make_minibatch_grads(
     sequences of the minibatch: advantages are normalised with whole-minibatch statistics,
     and the gradients and loss terms are averaged over the axis (`lax.pmean`), so every
     device gets the gradient of the whole minibatch (tests/test_parallel.py checks this
-    against the single-device gradient).
+    against the single-device gradient). On several devices the advantage statistics and
+    the gradients cross in one all-reduce each (`normalize_advantages`, `pmean_flat`).
+    `norm_adv=False` leaves the advantages as they are (the caller normalised them;
+    default: `config.norm_adv`).
 
     `config.fused_kernels` ("auto": on a GPU, for the plain MLP actor-critic) computes the
     same gradient with two fused Pallas kernels per agent instead (`purejaxppo.fused`).
@@ -228,7 +274,18 @@ def make_minibatch_grads(
     def flat(x):  # [M, L] -> [L * M], time-major like the unroll's outputs
         return time_major(x).reshape(-1)
 
+    norm_adv = config.norm_adv if norm_adv is None else norm_adv
+
     def grads_fn(params, minibatch, hparams, actor_coef):
+        normalize = norm_adv
+        if normalize and _normalizes_across(config, axis_name):
+            advantages = normalize_advantages(
+                minibatch.advantages[None],
+                None if minibatch.mask is None else minibatch.mask[None],
+                axis_name,
+            )
+            minibatch, normalize = minibatch._replace(advantages=advantages[0]), False
+
         def loss_fn(params):
             _, dist, value = networks.unroll(
                 params,
@@ -247,7 +304,7 @@ def make_minibatch_grads(
                 clip_coef=hparams.clip_coef,
                 vf_coef=hparams.vf_coef,
                 ent_coef=hparams.ent_coef,
-                norm_adv=config.norm_adv,
+                norm_adv=normalize,
                 clip_vloss=config.clip_vloss,
                 actor_coef=actor_coef,
                 axis_name=axis_name,
@@ -260,6 +317,8 @@ def make_minibatch_grads(
             grads, terms = pmean_flat((grads, terms), axis_name)
         return grads, terms
 
+    if norm_adv != config.norm_adv:  # the fused kernels follow the config
+        return grads_fn
     fused = fused_minibatch_grads(config, networks, grads_fn, axis_name)
     return grads_fn if fused is None else fused
 
@@ -289,9 +348,15 @@ def make_update_epochs(
     """
     plan = loop_plan(config.loop_layout) if plan is None else plan
     grads_fn = make_minibatch_grads(config, networks, axis_name)
+    # Over several devices the epochs normalise the advantages of all their minibatches
+    # at once (one all-reduce per epoch, or per update with the "flat" plan).
+    normalized_grads_fn = make_minibatch_grads(config, networks, axis_name, norm_adv=False)
 
     def minibatch_step(train_state, minibatch, hparams, learning_rate, actor_coef):
-        grads, terms = grads_fn(train_state.params, minibatch, hparams, actor_coef)
+        if _normalizes_across(config, axis_name):
+            grads, terms = normalized_grads_fn(train_state.params, minibatch, hparams, actor_coef)
+        else:
+            grads, terms = grads_fn(train_state.params, minibatch, hparams, actor_coef)
         tx = make_optimizer(
             hparams.max_grad_norm,
             learning_rate,
@@ -309,6 +374,9 @@ def make_update_epochs(
 
     def one_epoch(train_state, batch, key, hparams, learning_rate, actor_coef):
         minibatches = shuffle_minibatches(key, batch, config.num_minibatches)
+        if _normalizes_across(config, axis_name):
+            advantages = normalize_advantages(minibatches.advantages, minibatches.mask, axis_name)
+            minibatches = minibatches._replace(advantages=advantages)
 
         def body(state, minibatch):
             return minibatch_step(state, minibatch, hparams, learning_rate, actor_coef)
@@ -347,15 +415,19 @@ def make_update_epochs(
         return train_state, metrics
 
     if plan.epochs == "flat":
-        return _make_flat_epochs(config, minibatch_step, plan.epoch_unroll)
+        return _make_flat_epochs(config, minibatch_step, plan.epoch_unroll, axis_name)
     return update_epochs
 
 
 def _make_flat_epochs(
-    config: PPOConfig, minibatch_step: Callable[..., tuple[TrainState, dict]], unroll: int
+    config: PPOConfig,
+    minibatch_step: Callable[..., tuple[TrainState, dict]],
+    unroll: int,
+    axis_name: str | None,
 ) -> Callable[..., tuple[TrainState, dict[str, jax.Array]]]:
     """`update_epochs` of the "flat" loop plan (see `make_update_epochs`): one scan of
-    `update_epochs * num_minibatches` minibatch steps (`unroll` per iteration), no `cond`."""
+    `update_epochs * num_minibatches` minibatch steps (`unroll` per iteration), no `cond`;
+    over several devices, the advantages of all of them normalised at once."""
 
     def flat_epochs(
         train_state: TrainState,
@@ -372,10 +444,18 @@ def _make_flat_epochs(
             (epochs * per_epoch, size // per_epoch)
         )
 
+        normalized = ()  # over several devices: every step's advantages, [E * K, M, L]
+        if _normalizes_across(config, axis_name):
+            mask = None if batch.mask is None else jnp.take(batch.mask, indices, axis=0)
+            advantages = jnp.take(batch.advantages, indices, axis=0)
+            normalized = (normalize_advantages(advantages, mask, axis_name),)
+
         def body(carry, step):
             state, stopped, kls = carry
-            index, position = step
+            index, position, *advantages = step
             minibatch = jax.tree.map(lambda x: jnp.take(x, index, axis=0), batch)
+            if advantages:
+                minibatch = minibatch._replace(advantages=advantages[0])
             new_state, metrics = minibatch_step(
                 state, minibatch, hparams, learning_rate, actor_coef
             )
@@ -388,7 +468,7 @@ def _make_flat_epochs(
         positions = jnp.tile(jnp.arange(per_epoch), epochs)
         init = (train_state, jnp.zeros((), bool), jnp.zeros((per_epoch,), jnp.float32))
         (train_state, _, _), (metrics, skipped) = jax.lax.scan(
-            body, init, (indices, positions), unroll=unroll
+            body, init, (indices, positions, *normalized), unroll=unroll
         )
         ran = 1.0 - skipped.reshape((epochs, per_epoch))[:, 0].astype(jnp.float32)
         means = {

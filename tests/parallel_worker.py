@@ -117,7 +117,94 @@ def gradient_results(short) -> dict[str, np.ndarray]:
     results["pmean_flat_equal"] = np.array(
         all(np.array_equal(a, b) for a, b in zip(leaves(both[0]), leaves(both[1]), strict=True))
     )
+    results.update(statistics_results(mesh, keys))
     return results
+
+
+def statistics_results(mesh, keys) -> dict[str, np.ndarray]:
+    """`all_gather_flat` against `lax.all_gather`, and the advantages of 3 masked
+    minibatches normalised over 4 devices (`normalize_advantages`)."""
+    import jax
+    import jax.numpy as jnp
+
+    from purejaxppo import parallel
+    from purejaxppo.collectives import all_gather_flat
+    from purejaxppo.update import normalize_advantages
+
+    P = jax.sharding.PartitionSpec
+    tree = {"a": jax.random.normal(keys[0], (8, 3)), "n": jnp.arange(8, dtype=jnp.int32)}
+    gathered = jax.jit(
+        jax.shard_map(
+            lambda t: (
+                all_gather_flat(t, parallel.DATA_AXIS),
+                jax.lax.all_gather(t, parallel.DATA_AXIS),
+            ),
+            mesh=mesh,
+            in_specs=P(parallel.DATA_AXIS),
+            out_specs=P(),
+            check_vma=False,
+        )
+    )(tree)
+    pairs = zip(leaves(gathered[0]), leaves(gathered[1]), strict=True)
+    results = {"all_gather_flat_equal": np.array(all(np.array_equal(a, b) for a, b in pairs))}
+    # [S = 3, M = 16 (4 per device), L = 2], a third of the samples masked out.
+    advantages = 5.0 * jax.random.normal(keys[1], (3, 16, 2)) + 2.0
+    mask = jax.random.uniform(keys[2], (3, 16, 2)) > 0.33
+    split = P(None, parallel.DATA_AXIS)
+    normalized = jax.jit(
+        jax.shard_map(
+            lambda a, m: normalize_advantages(a, m, parallel.DATA_AXIS),
+            mesh=mesh,
+            in_specs=(split, split),
+            out_specs=split,
+            check_vma=False,
+        )
+    )(advantages, mask)
+    results["adv_normalized"] = np.asarray(parallel.to_host(normalized))
+    results["adv_raw"], results["adv_mask"] = np.asarray(advantages), np.asarray(mask)
+    return results
+
+
+def allreduces_per_update(config, num_devices: int) -> int:
+    """The arrays all-reduced in one data-parallel update on `num_devices` devices (each
+    a gloo round trip): the operands of every `psum` of its jaxpr, times the trip count
+    of the scans around it (the longest branch of a `cond`)."""
+    import jax
+    from jax.extend.core import ClosedJaxpr, Jaxpr
+
+    import purejaxppo as pjp
+    from purejaxppo import parallel
+    from purejaxppo.types import RunnerState
+
+    P = jax.sharding.PartitionSpec
+    fns = pjp.make_train_fns(config, axis_name=parallel.DATA_AXIS, num_shards=num_devices)
+    mesh = parallel.make_mesh(num_devices, parallel.DATA_AXIS)
+    spec = RunnerState(train_state=P(), env=P(parallel.DATA_AXIS), key=P(), update_step=P())
+    runner = jax.eval_shape(
+        jax.shard_map(fns.init, mesh=mesh, in_specs=P(), out_specs=spec, check_vma=False),
+        jax.random.key(0),
+    )
+    update = jax.shard_map(
+        fns.update, mesh=mesh, in_specs=(spec, P()), out_specs=(spec, P()), check_vma=False
+    )
+    jaxpr = jax.make_jaxpr(update)(runner, pjp.Hyperparams.from_config(config))
+
+    def count(jaxpr: Jaxpr) -> int:
+        total = 0
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "psum":
+                total += len(eqn.invars)
+            if eqn.primitive.name == "cond":
+                total += max(count(branch.jaxpr) for branch in eqn.params["branches"])
+                continue
+            times = eqn.params["length"] if eqn.primitive.name == "scan" else 1
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, (list, tuple)) else [value]:
+                    if isinstance(sub, (ClosedJaxpr, Jaxpr)):
+                        total += times * count(getattr(sub, "jaxpr", sub))
+        return total
+
+    return count(jaxpr.jaxpr)
 
 
 def devices_mode(out: Path) -> None:
@@ -174,6 +261,11 @@ def devices_mode(out: Path) -> None:
     results["dp4_norm_var"] = np.asarray(stats["obs_norm"]["var"]["obs"])
 
     results.update(gradient_results(short))
+    cartpole = pjp.PPOConfig()  # the defaults: 4 envs x 128 steps, 4 epochs x 4 minibatches
+    normalized = cartpole.replace(normalize_observations=True, normalize_rewards=True)
+    results["update_allreduces"] = np.asarray(
+        [allreduces_per_update(c, 4) for c in (cartpole, normalized)]
+    )
 
     # Clear errors before compiling: a non-divisible data-parallel split and a sweep chunk
     # that does not split over the 4 devices.

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import purejaxppo as pjp
+from purejaxppo.acting.datasets import collect, load_episodes
 from purejaxppo.cli.main import main
-from purejaxppo.datasets import collect, load_episodes
 from purejaxppo.kinds import kind_of
 from purejaxppo.policy import Policy
 

@@ -3,10 +3,13 @@
 Every scenario runs real `purejaxppo train` processes (CPU devices set by
 `--local-devices`, gloo collectives), each in its own session with a hard timeout that
 kills its whole process group. The reference is one process with 2 CPU devices; the
-same run on 2 processes x 1 device must match it bitwise, through a SIGTERM (coordinated
-save, exit 143, `--resume` in every process) and through a SIGKILL of one process (the
-other exits non-zero, the last checkpoint loads, `--resume` continues it bitwise, here on
-one process with 2 devices: a checkpoint does not depend on the topology).
+same run on 2 processes x 1 device must match it bitwise, through a SIGTERM to every
+process and through a SIGTERM to one of them (coordinated save, exit 143, `--resume` in
+every process) and through a SIGKILL of one process (the other exits non-zero, the last
+checkpoint loads, `--resume` continues it bitwise, here on one process with 2 devices: a
+checkpoint does not depend on the topology). A checkpoint of 2 processes is also read by
+one process (`eval`, `export`, `Policy.load`) and resumed on one device (another device
+count: the state carries over bitwise, the updates after it differ).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -81,7 +85,13 @@ class Launch:
 
     count = 0  # launches so far: names their log files
 
-    def __init__(self, tmp: Path, argvs: list[list[str]], envs: list[dict] | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        argvs: list[list[str]],
+        envs: list[dict] | None = None,
+        command: str = "train",
+    ):
         Launch.count += 1
         self.started = time.monotonic()
         self.logs = [tmp / f"launch{Launch.count}-process{i}" for i in range(len(argvs))]
@@ -91,7 +101,7 @@ class Launch:
             with open(f"{log}.out", "w") as stdout, open(f"{log}.err", "w") as stderr:
                 self.procs.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "purejaxppo.cli", "train", *argv],
+                        [sys.executable, "-m", "purejaxppo.cli", command, *argv],
                         env=_env(extra),
                         stdout=stdout,
                         stderr=stderr,
@@ -179,6 +189,44 @@ def sigterm(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
+def sigterm_one(tmp_path_factory) -> dict:
+    """2 processes x 1 device; SIGTERM to process 1 alone after the first checkpoint (a
+    scheduler preempting one host). Then, all at once: `--resume` in both processes; a
+    copy of the stopped run resumed by plain `purejaxppo train --resume` (one process, one
+    device: 2 devices wrote it); `eval` and `export` of another copy (one process)."""
+    tmp = tmp_path_factory.mktemp("sigterm_one")
+    run_dir, port = tmp / "run", free_port()
+    launch = Launch(
+        tmp, [[*TINY, "--run-dir", str(run_dir), *distributed(port, 2, i)] for i in (0, 1)]
+    )
+    wait_for_checkpoint(run_dir, launch)
+    launch.procs[1].send_signal(signal.SIGTERM)
+    stopped = launch.wait(since=time.monotonic())
+    steps = list_checkpoints(run_dir)
+    one_dir, read_dir = tmp / "one", tmp / "read"
+    shutil.copytree(run_dir, one_dir)
+    shutil.copytree(run_dir, read_dir)
+    port = free_port()
+    argvs = [["--resume", str(run_dir), "--no-progress", *distributed(port, 2, i)] for i in (0, 1)]
+    launches = {
+        "resumed": Launch(tmp, argvs),
+        "on_one": Launch(tmp, [["--resume", str(one_dir), "--no-progress"]]),
+        "eval": Launch(tmp, [[str(read_dir), "--episodes", "2", "--greedy"]], command="eval"),
+        "export": Launch(tmp, [[str(read_dir), "--to", str(tmp / "policy.pt")]], command="export"),
+    }
+    try:
+        result = {name: launch.wait() for name, launch in launches.items()}
+    finally:  # a failed wait leaves none running
+        for launch in launches.values():
+            launch.kill_all()
+    for name in ("on_one", "eval", "export"):
+        [result[name]] = result[name]
+    result.update(run_dir=run_dir, stopped=stopped, steps=steps, one_dir=one_dir)
+    result.update(read_dir=read_dir, policy_pt=tmp / "policy.pt")
+    return result
+
+
+@pytest.fixture(scope="module")
 def sigkill(tmp_path_factory) -> dict:
     """2 processes x 1 device; SIGKILL to process 1 after the first checkpoint; then
     `--resume` on 1 process x 2 devices."""
@@ -197,15 +245,21 @@ def sigkill(tmp_path_factory) -> dict:
     return {"run_dir": run_dir, "survivor": survivor, "kept": kept, "resumed": resumed}
 
 
-def test_two_processes_equal_one_process_with_two_devices_through_sigterm(reference, sigterm):
-    for stopped in sigterm["stopped"]:
-        assert stopped.returncode == 143, (stopped.returncode, stopped.stderr[-3000:])
-        assert "stopped by SIGTERM after update" in stopped.stderr
-    # One coordinated save: both processes stopped after the same update, saved there.
+def stopped_after(stopped: list[Exit], steps: list[int]) -> int:
+    """The update after which every process stopped with 143, saving there together."""
+    for exit in stopped:
+        assert exit.returncode == 143, (exit.returncode, exit.stderr[-3000:])
+        assert "stopped by SIGTERM after update" in exit.stderr
     marker = "stopped by SIGTERM after update "
-    done = {int(s.stderr.split(marker)[1].split(",")[0]) for s in sigterm["stopped"]}
+    done = {int(exit.stderr.split(marker)[1].split(",")[0]) for exit in stopped}
     assert len(done) == 1, done
-    assert done.pop() == max(sigterm["steps"]) < UPDATES, sigterm["steps"]
+    [update] = done
+    assert update == max(steps) < UPDATES, steps
+    return update
+
+
+def test_two_processes_equal_one_process_with_two_devices_through_sigterm(reference, sigterm):
+    stopped_after(sigterm["stopped"], sigterm["steps"])
     first, second = sigterm["resumed"]
     assert first.returncode == second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
     # Process 0 alone reports (and writes metrics.csv, the plot, the progress bar).
@@ -217,6 +271,53 @@ def test_two_processes_equal_one_process_with_two_devices_through_sigterm(refere
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
     for a, b in zip(params_of(sigterm["run_dir"]), params_of(reference), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_sigterm_to_one_process_stops_every_process_after_one_save(reference, sigterm_one):
+    # JAX's preemption service passes process 1's notice to process 0: both stop after
+    # the same segment, save once together, exit 143; --resume in both is bitwise.
+    stopped_after(sigterm_one["stopped"], sigterm_one["steps"])
+    for resumed in sigterm_one["resumed"]:
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    expected = pd.read_csv(reference / "metrics.csv")
+    got = pd.read_csv(sigterm_one["run_dir"] / "metrics.csv")
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    for a, b in zip(params_of(sigterm_one["run_dir"]), params_of(reference), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_resume_on_another_device_count_continues_the_checkpoint(reference, sigterm_one):
+    # Written by 2 processes x 1 device, resumed by one process on one device: the
+    # checkpoint's state and metrics carry over bitwise; the updates after it draw their
+    # rollouts and minibatches on 1 device instead of 2, so they differ from the 2-device
+    # run (a different, equally valid continuation).
+    done = stopped_after(sigterm_one["stopped"], sigterm_one["steps"])
+    on_one = sigterm_one["on_one"]
+    assert on_one.returncode == 0, on_one.stderr[-3000:]
+    assert f"resumed from update {done}" in on_one.stderr
+    expected = pd.read_csv(reference / "metrics.csv")
+    got = pd.read_csv(sigterm_one["one_dir"] / "metrics.csv")
+    assert len(got) == UPDATES and np.isfinite(got["loss"]).all()
+    pd.testing.assert_frame_equal(got.iloc[:done], expected.iloc[:done], check_exact=True)
+    assert not got.iloc[done:]["loss"].equals(expected.iloc[done:]["loss"])
+
+
+def test_checkpoint_of_two_processes_loads_in_one_process(sigterm_one):
+    import jax  # after purejaxppo (imported above)
+
+    import purejaxppo as pjp
+
+    run_dir = sigterm_one["read_dir"]  # as the 2 processes left it when they stopped
+    params = load_checkpoint(run_dir).runner_state.train_state.params
+    loaded = pjp.Policy.load(run_dir).get_params()
+    assert len(jax.tree.leaves(params)) == 8  # actor and critic: a hidden layer and a head each
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    evaluated, exported = sigterm_one["eval"], sigterm_one["export"]
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "2 episodes" in evaluated.stdout, evaluated.stdout
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    assert sigterm_one["policy_pt"].with_suffix(".state_dict.pt").stat().st_size > 0
 
 
 def test_sigkill_of_one_process_stops_the_other_and_resume_is_bitwise(reference, sigkill):

@@ -45,7 +45,7 @@ def test_gymnasium_evaluate_plays_one_episode_per_env(host_policy):
 
 
 def test_gymnasium_video_frames_are_gymnasiums_own(host_policy):
-    from purejaxppo.video import make_renderer, record_episode, render_episode
+    from purejaxppo.acting.video import make_renderer, record_episode, render_episode
 
     episode = record_episode(host_policy, jax.random.key(0))
     frames = render_episode(episode, make_renderer(host_policy.env, host_policy.env_params))
@@ -246,7 +246,7 @@ def test_multi_agent_cli_run_evaluates_the_team_return_and_keeps_the_best(
 def test_multi_agent_cli_run_films_mpe_episodes(multi_agent, tmp_path):
     from PIL import Image
 
-    from purejaxppo.video import make_renderer, record_episode, render_episode
+    from purejaxppo.acting.video import make_renderer, record_episode, render_episode
 
     run = tmp_path / "run"
     argv = ["train", "--env-name", "jaxmarl:MPE_simple_spread_v3", "--run-dir", str(run)]
@@ -268,7 +268,7 @@ def test_multi_agent_cli_run_films_mpe_episodes(multi_agent, tmp_path):
 
 
 def test_jaxmarl_envs_other_than_mpe_refuse_video_naming_the_env():
-    from purejaxppo.video import make_renderer
+    from purejaxppo.acting.video import make_renderer
 
     env, env_params = pjp.make_env("jaxmarl:switch_riddle")
     with pytest.raises(ValueError, match=r"no renderer for jaxmarl:switch_riddle: .*MPE"):
@@ -278,8 +278,8 @@ def test_jaxmarl_envs_other_than_mpe_refuse_video_naming_the_env():
 def test_envpool_atari_video_films_the_whole_game_from_the_observation_frames(tmp_path):
     from PIL import Image
 
+    from purejaxppo.acting.video import make_renderer, record_episode, render_episode
     from purejaxppo.drivers.single import train_and_log
-    from purejaxppo.video import make_renderer, record_episode, render_episode
 
     # Breakout under episodic_life: a lost life is `terminated`, the game (5 lives) goes on.
     kwargs = {"episodic_life": True, "reward_clip": True, "max_episode_steps": 300}
@@ -316,7 +316,7 @@ def test_envpool_atari_video_films_the_whole_game_from_the_observation_frames(tm
 
 
 def test_envpool_mujoco_video_is_refused_naming_the_env():
-    from purejaxppo.video import make_renderer
+    from purejaxppo.acting.video import make_renderer
 
     env, env_params = pjp.make_env("envpool:InvertedPendulum-v4")
     with pytest.raises(ValueError, match=r"no renderer for envpool:InvertedPendulum-v4: Env"):

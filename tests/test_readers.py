@@ -145,7 +145,7 @@ def cartpole():
 
 
 def test_an_interrupted_collect_is_never_read_as_complete(cartpole, tmp_path, monkeypatch):
-    from purejaxppo import datasets
+    from purejaxppo.acting import datasets
 
     real_flush = datasets._Writer.flush
 
@@ -187,7 +187,7 @@ def test_an_interrupted_collect_is_never_read_as_complete(cartpole, tmp_path, mo
 def test_a_damaged_collect_dataset_names_the_file(cartpole, tmp_path):
     import json
 
-    from purejaxppo.datasets import collect, load_episodes
+    from purejaxppo.acting.datasets import collect, load_episodes
 
     out = collect(cartpole, 4, tmp_path / "data", parallel=2, flush_steps=1).out
     chunk = out / "episodes_00002.npz"

@@ -43,3 +43,75 @@ def test_prepare_checks_before_compiling():
         prepare(config.replace(env_name="Pendulum-v1", action_histogram=True))
     hist = prepare(config.replace(action_histogram=True))
     assert hist.num_actions == 2 and hist.metric_names[-2:] == ("action_frac/0", "action_frac/1")
+
+
+def test_resolve_once_for_every_caller():
+    """`kinds.resolve` is the one env-setup sequence: rows only for training, the
+    refusals of the table, and `make_init` from a resolved setup or from scratch alike."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from purejaxppo import kinds
+    from purejaxppo.train_setup import make_init
+
+    config = pjp.PPOConfig(num_envs=4, num_steps=8, total_timesteps=64, num_minibatches=2)
+    acting = kinds.resolve(config, operations=("policy",))
+    assert acting.kind is kinds.JAX and acting.rows is None
+    assert acting.networks.action_spec.num_actions == 2  # CartPole: Discrete(2)
+    training = kinds.resolve(config, operations=("train",))
+    assert training.rows is not None and training.rows.info_keys == ()
+    with pytest.raises(ValueError, match="no rows to reset"):
+        make_init(config, acting)
+    # The same state whether make_init resolves the env itself or is handed it.
+    key = jax.random.key(3)
+    given, own = make_init(config, training)(key), make_init(config)(key)
+
+    def data(x):
+        return jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+
+    for a, b in zip(jax.tree.leaves(given), jax.tree.leaves(own), strict=True):
+        np.testing.assert_array_equal(data(a), data(b))
+    # A refusal is the table's own message, raised before the networks are built.
+    host = config.replace(env_name="gymnasium:CartPole-v1")
+    with pytest.raises(ValueError) as info:
+        kinds.resolve(host, operations=("train", "data_parallel"))
+    assert str(info.value) == str(kinds.HOST.error("data_parallel", "gymnasium:CartPole-v1"))
+
+
+def test_policy_of_custom_networks_normalizes_as_training():
+    """`Policy` resolves its networks as training does (`kinds.resolve`): custom networks
+    get the run's observation normalisation, so the policy's value is training's."""
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from purejaxppo.networks import networks_from_modules
+
+    class Mlp(nn.Module):
+        features: int
+        squeeze: bool = False
+
+        @nn.compact
+        def __call__(self, obs):
+            out = nn.Dense(self.features)(nn.tanh(nn.Dense(8)(obs)))
+            return out[..., 0] if self.squeeze else out
+
+    config = pjp.PPOConfig(
+        num_envs=4,
+        num_steps=16,
+        total_timesteps=4 * 16 * 2,
+        num_minibatches=2,
+        normalize_observations=True,
+    )
+    env, env_params = pjp.make_env("CartPole-v1")
+    networks = networks_from_modules(Mlp(2), Mlp(1, squeeze=True), env, env_params)
+    fns = pjp.make_train_fns(config, networks=networks)
+    params = jax.jit(fns.train)(jax.random.key(0)).train_state.params
+    obs = jnp.array([[1.0, 2.0, 0.3, -1.0]])
+    _, value = fns.apply(params, obs)
+    policy = pjp.Policy(params, config, networks=networks)
+    assert policy.networks.normalization is not None
+    # Unnormalised, the value differs in the first digit (-1.34 against -0.03 here).
+    np.testing.assert_allclose(policy.get_action(obs).value, value, rtol=1e-5, atol=1e-6)

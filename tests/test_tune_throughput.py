@@ -148,3 +148,21 @@ def test_ratios_are_over_our_wall_time():
     rows = [{"arm": "ours", "wall_s": 10.0}, {"arm": "cleanrl", "wall_s": 250.0}]
     tune_throughput.add_ratios(rows)
     assert [r["x_ours"] for r in rows] == [1.0, 25.0]
+
+
+def test_cpu_ratios_are_over_our_cpu_seconds_and_absent_without_them():
+    rows = [
+        {"arm": "ours", "wall_s": 10.0, "cpu_s": 16.0},
+        {"arm": "cleanrl", "wall_s": 250.0, "cpu_s": 400.0},
+        {"arm": "cleanrl-train", "wall_s": 50.0},
+    ]
+    tune_throughput.add_ratios(rows)
+    assert [r["x_ours_cpu"] for r in rows[:2]] == [1.0, 25.0]
+    assert rows[2]["x_ours"] == 5.0 and rows[2]["x_ours_cpu"] != rows[2]["x_ours_cpu"]  # NaN
+
+
+def test_children_cpu_seconds_count_a_finished_subprocess():
+    before = tune_throughput.children_cpu_s()
+    code = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    tune_throughput.subprocess.run([sys.executable, "-c", code], check=True)
+    assert tune_throughput.children_cpu_s() - before >= 0.25

@@ -197,7 +197,7 @@ def test_num_agents_is_named_when_the_agents_observations_dominate(free_memory):
 
 
 def test_eval_episodes_enter_the_estimate(free_memory, cartpole):
-    from purejaxppo.evaluation import make_episode_runner
+    from purejaxppo.acting.evaluation import make_episode_runner
 
     free_memory(GIB)
     networks = pjp.make_networks(pjp.PPOConfig(), *cartpole)

@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 import purejaxppo as pjp
-from purejaxppo.datasets import collect, load_episodes
-from purejaxppo.video import make_renderer, record_episode, save_episode_video
+from purejaxppo.acting.datasets import collect, load_episodes
+from purejaxppo.acting.video import make_renderer, record_episode, save_episode_video
 
 
 def policy_for(env_name: str, seed: int = 0) -> pjp.Policy:

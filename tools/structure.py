@@ -14,8 +14,8 @@ Rules, for every module under purejaxppo/:
     ...: every module LAYERS does not list, and the package root, whose public names load
     lazily by name), 1 `envs` (the suites, the rows adapters), 2 `networks` (reads the
     env's spaces), 3 `kinds` (the kinds' table; multi-agent PPO's env and networks),
-    4 the training program, 5 what runs and uses it (checkpoint, policy, evaluation,
-    acting, parallel, export), 6 `drivers`, 7 `cli`. A module's floor is that of the longest
+    4 the training program, 5 what runs and uses it (checkpoint, policy, `acting`:
+    evaluation, videos, datasets; parallel, export), 6 `drivers`, 7 `cli`. A module's floor is that of the longest
     prefix of its name under purejaxppo/ in LAYERS (a package: all its modules), so
     `envs/` imports nothing above it and only `cli/` imports `drivers/`. UPWARD_ALLOWED
     names the few arrows that still run up, each with its reason;
@@ -68,7 +68,7 @@ FLOORS: tuple[tuple[str, str], ...] = (
     ("networks", "networks"),
     ("kinds", "kinds"),
     ("program", "actions acting_checks rollout update windows learning train_setup train"),
-    ("runs", "checkpoint policy evaluation datasets video acting export parallel"),
+    ("runs", "checkpoint policy acting export parallel"),
     ("drivers", "drivers"),
     ("cli", "cli"),
 )
@@ -77,12 +77,7 @@ LAYERS: dict[str, int] = {
     prefix: floor for floor, (_, prefixes) in enumerate(FLOORS) for prefix in prefixes.split()
 }
 #: Arrows that still run up a floor: (importer, imported) -> why. Each is a lazy import.
-UPWARD_ALLOWED: dict[tuple[str, str], str] = {
-    ("purejaxppo.memory", "purejaxppo.envs.suites.jaxmarl_kwargs"): (
-        "`_rollout_part` names the agent-count env kwarg to shrink; memory stays below "
-        "envs, whose metabbo suite registers its parts in `memory.ENV_PARTS`"
-    ),
-}
+UPWARD_ALLOWED: dict[tuple[str, str], str] = {}
 #: Where the progress bar and the figures live (each in exactly one module).
 ONE_MODULE_IMPORTS = {"tqdm": "progress bar (tqdm)", "matplotlib": "matplotlib"}
 #: The shipped text read for SELF_REFERENCES (globs under the root; docs/notebooks is a

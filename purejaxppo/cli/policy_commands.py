@@ -29,7 +29,7 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         parser.exit(2, "purejaxppo: error: --overwrite is for --all-steps (eval writes no file)\n")
     import jax
 
-    from purejaxppo.evaluation import evaluate
+    from purejaxppo.acting.evaluation import evaluate
     from purejaxppo.guards import check_finite_params
     from purejaxppo.policy import Policy
 
@@ -39,7 +39,7 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         policy = Policy.load(o.run_dir, step=o.step)
         check_finite_params(policy.get_params(), f"run {o.run_dir}")
         if o.video is not None:  # check before anything runs
-            from purejaxppo.video import check_video_path, make_renderer
+            from purejaxppo.acting.video import check_video_path, make_renderer
 
             check_video_path(o.video)
             make_renderer(policy.env, policy.env_params)
@@ -51,7 +51,7 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             greedy=o.greedy,
         )
         if o.video is not None:
-            from purejaxppo.video import save_episode_video
+            from purejaxppo.acting.video import save_episode_video
 
             _, episode = save_episode_video(
                 policy, o.video, jax.random.key(o.seed), greedy=o.greedy
@@ -129,7 +129,7 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
     o = pop_options(CollectOptions, args)
     import jax
 
-    from purejaxppo.datasets import METADATA, check_output, collect
+    from purejaxppo.acting.datasets import METADATA, check_output, collect
     from purejaxppo.policy import Policy
 
     if o.resume is not None and (o.resume / METADATA).is_file():

@@ -94,7 +94,11 @@ class _Request(NamedTuple):
 
 
 def tune_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
-    """`purejaxppo tune`: check everything, claim OUT, record the request, tune, report."""
+    """`purejaxppo tune`: check everything, claim OUT, record the request, tune, report.
+    The lanes of a batch split over one CPU device per usable core (as `sweep`'s runs)."""
+    from purejaxppo.platform import configure_cpu_devices
+
+    configure_cpu_devices()  # before JAX starts its backend
     o = pop_options(TuneOptions, args)
     try:
         request = _request(o, args)

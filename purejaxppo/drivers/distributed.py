@@ -15,15 +15,19 @@ Who does what:
 * every process takes part in every checkpoint (`checkpoint.save_checkpoint`: orbax's
   multi-process save, with its barriers). The runner state is gathered to the host first,
   so a checkpoint is the same files a one-process run writes (`purejaxppo eval`,
-  `export` and a resume on another topology of the same device count read it);
+  `export` and `Policy.load` read it in one process; a resume on another topology of
+  the same device count continues it bitwise, one on another device count continues its
+  state with the new count's rollout and minibatch randomness);
 * decisions that each process could take differently are agreed: the save clock
   (`save_minutes`: any process's clock), every step that may fail in only some
   processes (`processes.flagged_processes`), and segments are `log_freq` updates (no
   time-based sizing, which every host would measure differently).
 
-SIGTERM (to one process or all): JAX's preemption service turns it into a sync point
-that every process reaches after the same segment (`reached_preemption_sync_point`); the
-run saves there, together, and stops with `TrainingInterrupted` (exit 143). A run on
+SIGTERM (to one process or all: a scheduler that preempts one host stops the whole run):
+JAX's preemption service passes the notice to every process and turns it into a sync
+point that all of them reach after the same segment (`reached_preemption_sync_point`);
+the run saves there, together, and every process stops with `TrainingInterrupted` (exit
+143). A run on
 several processes takes no Ctrl-C stop requests (`run_segments(stop_on_signals=False)`).
 
 The run directory must be on a file system every process sees (checked at the start).

@@ -80,7 +80,12 @@ class ResumeSeeds:
         checkpoint of (`load_seeds`); records the fingerprints where the run directory
         has none (a run started before they existed)."""
         resumed = load_seeds(
-            self.run_dir, self.seed_dirs, self.seed_configs, self.num_runs, self.names
+            self.run_dir,
+            self.seed_dirs,
+            self.seed_configs,
+            self.num_runs,
+            self.names,
+            setup=self.fns.setup,
         )
         step = self.done = self.first_done = resumed.step
         self.saved_step = [step] * self.num_seeds
@@ -152,6 +157,8 @@ def load_seeds(
     seed_configs: Sequence[PPOConfig],
     num_runs: int,
     names: Sequence[str],
+    *,
+    setup: Any = None,
 ) -> Resumed:
     """Loads every seed's checkpoint of the newest common step (`common_steps`); where one
     of them does not read back, the next older common step, with a `UserWarning`.
@@ -161,6 +168,8 @@ def load_seeds(
       seed_dirs, seed_configs: each seed's directory and config, in run order `[S]`.
       num_runs: R >= S, the runs of the program (the seeds padded to the device count).
       names: the metric names of the history.
+      setup: the run's resolved setup (`TrainFns.setup`): every checkpoint is restored
+        against it, not against an env and networks resolved again per seed.
 
     Raises:
       ValueError: `common_steps`' errors; a checkpoint of another config (naming the
@@ -172,7 +181,7 @@ def load_seeds(
     for step in steps:
         try:
             checkpoints = [
-                load_checkpoint(seed_dir, seed_config, step=step)
+                load_checkpoint(seed_dir, seed_config, setup, step=step)
                 for seed_dir, seed_config in zip(seed_dirs, seed_configs, strict=True)
             ]
         except ValueError as err:  # another config fails at every step: raised below

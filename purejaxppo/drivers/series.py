@@ -16,12 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from purejaxppo.acting.evaluation import make_episode_runner
 from purejaxppo.checkpoint import list_checkpoints, load_checkpoint
 from purejaxppo.drivers.plots import plot_checkpoint_series
 from purejaxppo.drivers.report import iqm, write_atomic, write_csv
 from purejaxppo.envs import make_env
 from purejaxppo.envs.spaces import episode_limit
-from purejaxppo.evaluation import make_episode_runner
 from purejaxppo.policy import Policy, observation_shapes
 from purejaxppo.signals import run_responsively
 

@@ -75,7 +75,7 @@ def train_and_log(
     and the videos. With `config.video_freq`, a greedy episode of the current policy is
     recorded every `video_freq` updates to `run_dir/videos/update_<n>.gif`; with
     `config.collect_freq`, `collect_episodes` sampled episodes are written every
-    `collect_freq` updates to `run_dir/datasets/update_<n>/` (`purejaxppo.datasets`).
+    `collect_freq` updates to `run_dir/datasets/update_<n>/` (`purejaxppo.acting.datasets`).
 
     Everything is validated (config, env and its kwargs, networks, evaluation splits,
     the checkpoint to resume) before anything in `run_dir` changes.
@@ -273,7 +273,7 @@ class _SingleRun:
         fingerprint.record(self.run_dir, run_fields(self.config))  # compared on resume
 
     def resume(self, key: jax.Array) -> None:
-        checkpoint = load_checkpoint(self.run_dir, self.config)
+        checkpoint = load_checkpoint(self.run_dir, self.config, self.fns.setup)  # resolved once
         rundir.set_aside_newer_checkpoints(self.run_dir, checkpoint.update_step)
         self.runner = checkpoint.runner_state
         if self.fns.kind.episodes_restart_on_resume:

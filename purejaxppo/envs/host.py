@@ -6,7 +6,7 @@ vmapped over the N envs of a run (and over R runs batched in one program: `--num
 sweeps, PBT), they become ONE `io_callback` of one vector env of R x N copies
 (`envs.host_calls.batched_call`), so a host env trains in the same compiled rollout as
 every other kind. Evaluation, datasets and video play their episodes in a Python loop
-around the jitted policy step (`purejaxppo.host_episodes`). An error of the env's own code
+around the jitted policy step (`purejaxppo.acting.host`). An error of the env's own code
 is one `EnvError` line.
 """
 

@@ -28,6 +28,7 @@ from purejaxppo.types import EnvCarry
 __all__ = [
     "EnvStep",
     "RowsEnv",
+    "env_keys",
     "envpool_rows",
     "info_keys_of",
     "vmapped_envs",
@@ -47,6 +48,7 @@ class EnvStep(NamedTuple):
     episode_return: jax.Array  # the carry's counter after the step (zero where ended)
     episode_length: jax.Array  # likewise
     ended: EpisodeStats  # sums over the episodes that ended at this step
+    info: Any  # the env's info dict, leading axis [N] (JaxMARL: [N, A])
 
 
 class RowsEnv(NamedTuple):
@@ -55,13 +57,29 @@ class RowsEnv(NamedTuple):
     reset(key, num_envs, networks) -> EnvCarry: resets N envs and starts the policy state
         of their R rows at `networks.initial_state(R)`.
     step(key, carry, env_action [R, ...]) -> EnvStep: steps the N envs with one key
-        (split per env inside).
+        (split per env inside; `env_keys`).
     info_keys: the keys of `EpisodeStats.info_sum` that `step` fills (metrics `info/<key>`).
+    num_agents: rows per env: 0 for one row per env (R = N), A for A agents per env
+        (R = N * A, row n * A + a), whose per-env layout is `[N, A, ...]`.
+    team_reward: per-env rewards (`[N]`, A agents: `[N, A]`) -> the envs' rewards `[N]`
+        (JaxMARL: `JaxMARLEnv.team_reward`; one row per env: unchanged).
     """
 
     reset: Callable[[jax.Array, int, Any], EnvCarry]
     step: Callable[[jax.Array, EnvCarry, Any], EnvStep]
     info_keys: tuple[str, ...] = ()
+    num_agents: int = 0
+    team_reward: Callable[[jax.Array], jax.Array] = lambda reward: reward
+
+
+def env_keys(key: jax.Array, num_envs: int) -> jax.Array:
+    """The N envs' keys `[N]`: `key` split N ways; a typed key array `[N]` is taken as
+    the envs' own keys (one env stepped with its key as is: `key[None]`)."""
+    if jnp.ndim(key) == 1 and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape[0] != num_envs:
+            raise ValueError(f"env_keys: {key.shape[0]} keys for num_envs={num_envs}")
+        return key
+    return jax.random.split(key, num_envs)
 
 
 def _zero_counters(num_envs: int) -> dict[str, jax.Array]:
@@ -134,9 +152,7 @@ def vmapped_envs(
     count = _count_episodes(tuple(info_keys)) if count is None else count
 
     def reset(key: jax.Array, num_envs: int, networks: Any) -> EnvCarry:
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
-            jax.random.split(key, num_envs), env_params
-        )
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(env_keys(key, num_envs), env_params)
         return EnvCarry(
             env_state=env_state,
             obs=obs,
@@ -148,7 +164,7 @@ def vmapped_envs(
     def step(key: jax.Array, carry: EnvCarry, env_action: Any) -> EnvStep:
         num_envs = carry.reset.shape[0]
         obs, env_state, reward, terminated, truncated, info = batched_step(
-            jax.random.split(key, num_envs), carry.env_state, env_action
+            env_keys(key, num_envs), carry.env_state, env_action
         )
         reward = reward.astype(jnp.float32)
         done = jnp.logical_or(terminated, truncated)
@@ -165,6 +181,7 @@ def vmapped_envs(
             episode_return=jnp.where(done, 0.0, episode_return),
             episode_length=episode_length,
             ended=ended,
+            info=info,
         )
 
     keys = tuple(info_keys) if stats_keys is None else tuple(stats_keys)

@@ -54,7 +54,6 @@ from purejaxppo.export.request import (
 from purejaxppo.networks import ActionSpec, Networks, state_size
 from purejaxppo.networks.actor_critic import ActorCritic
 from purejaxppo.networks.layers import ACTIVATIONS
-from purejaxppo.train_setup import resolve_env
 
 __all__ = ["Prepared", "export_paths", "prepare", "write_torch"]
 
@@ -128,12 +127,9 @@ def write_torch(request: ExportRequest) -> Path:
 def prepare(request: ExportRequest) -> Prepared:
     """Checks the params against the network and builds the torch module with them."""
     config, index = request.config, request.index
-    env, env_params = resolve_env(config, request.env, request.env_params)
-    kind = kinds.kind_of(env)
-    env = kind.configure(config, env)  # multi-agent: MAPPO's world state
-    networks = request.networks
-    if networks is None:
-        networks = kind.networks(config, env, env_params)
+    # Multi-agent: MAPPO's world state; the networks with the run's normalisation.
+    setup = kinds.resolve(config, request.env, request.env_params, request.networks)
+    env, env_params, networks = setup.env, setup.env_params, setup.networks
     module = networks.module
     if not isinstance(module, ActorCritic):
         raise ValueError(

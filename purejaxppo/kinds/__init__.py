@@ -4,13 +4,17 @@ built-in actor-critic), below the training program and the drivers.
 
 * `table`: the kinds (`EnvKind`, `JAX`, `ENVPOOL`, `AGENTS`, `HOST`), `kind_of` /
   `kind_of_id`, `check` and the capability table of the docs.
+* `resolve`: `resolve(config, env, env_params, networks, operations)`, the env-setup
+  sequence of every run written once (env, checks, configuration, networks, rows).
 * `agents`: multi-agent PPO (IPPO / MAPPO) with one shared policy: the env a run of
   `AGENTS` trains and its networks.
 
     from purejaxppo import kinds
     kind = kinds.check("video", "CartPole-v1")  # an `EnvKind`, or a ValueError
+    setup = kinds.resolve(config, operations=("policy",))  # kind, env, networks, rows
 """
 
+from purejaxppo.kinds.resolve import Resolved, resolve, resolve_env
 from purejaxppo.kinds.table import (
     AGENTS,
     ENVPOOL,
@@ -35,10 +39,13 @@ __all__ = [
     "KINDS",
     "OPERATIONS",
     "EnvKind",
+    "Resolved",
     "as_env",
     "capability_table",
     "check",
     "check_runs_devices",
     "kind_of",
     "kind_of_id",
+    "resolve",
+    "resolve_env",
 ]

@@ -88,10 +88,10 @@ class EnvKind:
     vmap_init_runs: batched runs share one env instance (one pool / vector env of R x N
       envs), so their inits are vmapped (`parallel.batch_runs(vmap_init=True)`), not
       mapped.
-    loop: which episode loop evaluation, datasets and videos use: "program" (the env
-      vmapped in one jitted `lax.scan`), "agents" (`envs.agent_rows`: each agent acting on
-      its row, the team reward) or "host" (`host_episodes`: Python steps around the
-      jitted policy step).
+    loop: which episode loop evaluation, datasets and videos use: "program" and
+      "agents" share `acting.episodes` (one jitted `lax.scan` over the kind's `RowsEnv`;
+      for "agents" each agent acts on its row, and the team reward counts), "host"
+      (`acting.host`: Python steps around the jitted policy step).
     episodes_of: env -> its `envs.episodes.Episodes` (where an episode ends, what it
       scores and what a video keeps).
     notes: operation -> how it works for this kind, where that differs (docs only).

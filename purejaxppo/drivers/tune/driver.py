@@ -164,8 +164,9 @@ def tune(
     Trial `n` trains `config` with the trial's parameters and the key
     `jax.random.key(seed)`, `seed = (config.seed + n) mod 2**32` (the study's seed: its
     creator's `config.seed`), for `config.num_updates` updates, as one lane of a
-    `jit(vmap(...))` program of `batch` lanes (its numbers are those of
-    `jax.vmap(make_train(trial_config))`). See the module docstring for batches, static
+    `jit(vmap(...))` program of `batch` lanes, split over the local devices that divide
+    `batch` (its numbers are those of `jax.vmap(make_train(trial_config))`, on one device
+    or several). See the module docstring for batches, static
     groups, pruning and workers; docs/guides/tuning.md for the command line.
 
     Args:

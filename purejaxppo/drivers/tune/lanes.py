@@ -1,5 +1,7 @@
 """The compiled side of `tune`: one static combination's B lanes, each training one
-trial, side by side in one program (`jit(vmap(run))` over a segment of updates).
+trial, side by side in one program (`jit(vmap(run))` over a segment of updates), split
+over the local devices that divide B (`parallel.runs_mesh`: on a CPU, the
+`jax_num_cpu_devices` that the command line sets to the usable cores).
 
 A lane takes a new trial at a segment boundary (its own key, hyperparameters, and fresh
 parameters and optimizer state: the init program's state of that lane replaces its own,
@@ -18,11 +20,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers import warm
 from purejaxppo.guards import LOSS_METRICS
 from purejaxppo.hyperparams import Hyperparams
+from purejaxppo.parallel import RUNS_AXIS, make_runs_program, runs_mesh
 from purejaxppo.train import make_train_fns
 
 
@@ -87,10 +91,19 @@ class LaneGroup:
             return jax.tree.map(pick, fresh, old)
 
         length = self.segment
-        # `lax.map` over the inits, as `parallel.batch_runs` (XLA:CPU's batched QR)
-        self._init = jax.jit(lambda kd, ip: jax.lax.map(lambda k: init_one(k, ip), kd))
+        # The lanes split over the local devices that divide `width` (`runs_mesh`), each
+        # device training its share as a sweep's chunk does; `lax.map` over the inits, as
+        # `parallel.batch_runs` (XLA:CPU's batched QR).
+        self.mesh = runs_mesh(config.env_name, "auto", width)
+        self._init = make_runs_program(
+            lambda kd, ip: jax.lax.map(lambda k: init_one(k, ip), kd),
+            self.mesh,
+            in_specs=(P(RUNS_AXIS), P()),
+        )
         self._merge = jax.jit(merge)
-        self._run = jax.jit(jax.vmap(lambda runner, hp: fns.run(runner, hp, length)))
+        self._run = make_runs_program(
+            jax.vmap(lambda runner, hp: fns.run(runner, hp, length)), self.mesh
+        )
 
     def free(self) -> list[int]:
         """The lanes without a trial."""

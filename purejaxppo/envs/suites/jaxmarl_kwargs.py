@@ -19,6 +19,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
+from purejaxppo import memory
 from purejaxppo.config_checks import short
 
 __all__ = [
@@ -52,6 +53,7 @@ INT_KWARGS = {
 
 #: The `INT_KWARGS` that count agents (`memory` charges a rollout's observations to them).
 AGENT_KWARGS = ("num_agents", "num_good_agents", "num_adversaries", "num_allies", "num_enemies")
+memory.AGENT_COUNT_KWARGS.extend(k for k in AGENT_KWARGS if k not in memory.AGENT_COUNT_KWARGS)
 
 
 def import_jaxmarl() -> Any:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.faults_common import (
+from tools.probes.faults_common import (
     CODE,
     ENV,
     TINY,

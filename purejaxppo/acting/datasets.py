@@ -58,6 +58,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purejaxppo.acting.episodes import check_info_keys, make_rows_chunk_runner
+from purejaxppo.acting.host import make_host_chunk_runner
 from purejaxppo.dataset_files import (
     METADATA,
     PARTIAL,
@@ -74,7 +76,6 @@ from purejaxppo.dataset_files import (
 )
 from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.guards import check_temperature
-from purejaxppo.networks import select_action
 
 __all__ = [
     "METADATA",
@@ -104,15 +105,17 @@ class CollectResult(NamedTuple):
 
 
 def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Sequence[str] = ()):
-    """Jitted `(start(params, key, E), chunk(params, carry, keys [C], temperature))`.
+    """Jitted `(start(key, E), chunk(params, carry, keys [C], temperature))`.
 
-    `start` resets E envs (keys as `policy.make_episode_runner`); `chunk` plays C steps of
+    `start` resets E envs (keys as `evaluation.make_episode_runner`); `chunk` plays C steps of
     all E envs and returns the new carry and the per-step records `[C, E]` (obs, action,
     reward, terminated, truncated, log_prob, value, final_obs, active, infos). EnvPool
     Atari: an episode is the game (the module docstring; `envs.episodes.atari_games`).
 
-    Multi-agent JaxMARL envs: the agents on an axis after the env's, and `reward` the team
-    reward (`envs.agent_rows.make_agents_chunk_runner`).
+    Multi-agent JaxMARL envs: the agents on an axis after the env's, `reward` the team
+    reward and `agent_reward` each agent's. The env plays in the one episode loop
+    (`acting.episodes.make_rows_chunk_runner`); a host env on the host
+    (`acting.host.make_host_chunk_runner`).
 
     Raises:
       ValueError: a kind of env that cannot collect (`kinds`' table); `info_keys`
@@ -122,75 +125,11 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
 
     kind = check("collect", getattr(env, "name", repr(env)), env)
     env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
-    return _LOOPS[kind.loop](networks, env, env_params, tuple(info_keys), episodes.step)
-
-
-def _program_chunks(networks, env, env_params, info_keys, episode_step):
-    """`make_chunk_runner` for an env stepped inside the program: E envs vmapped in one
-    `lax.scan` per chunk; `episode_step` from `envs.episodes` (Atari: the game's steps)."""
-    _check_info_keys(env, env_params, info_keys)
-
-    def start(key, num_envs):
-        reset_key, scan_key = jax.random.split(key)
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(
-            jax.random.split(reset_key, num_envs), env_params
-        )
-        carry = (obs, state, jnp.ones((num_envs,), bool), networks.initial_state(num_envs))
-        return (*carry, jnp.zeros((num_envs,), jnp.float32), jnp.zeros((num_envs,), bool)), scan_key
-
-    def chunk(params, carry, keys, temperature):
-        def step(carry, step_key):
-            obs, state, active, policy_state, score, life_end = carry
-            num_envs = active.shape[0]
-            act_key, env_key = jax.random.split(step_key)
-            # A stateful policy starts afresh where its learner's episode started: after a
-            # lost life under `episodic_life` too (only Atari ends one within a game).
-            policy_state, dist, value = networks.step(params, policy_state, obs, life_end)
-            action, _ = select_action(networks.action_spec, dist, value, act_key, temperature)
-            log_prob = dist.log_prob(action)
-            next_obs, next_state, reward, terminated, truncated, info = jax.vmap(
-                env.step, in_axes=(0, 0, 0, None)
-            )(jax.random.split(env_key, num_envs), state, action, env_params)
-            life_end = jnp.logical_or(terminated, truncated)
-            reward, terminated, truncated, score = episode_step(
-                reward.astype(jnp.float32), terminated, truncated, info, score
-            )
-            record = {
-                "obs": obs,
-                "action": action,
-                "reward": reward,
-                "terminated": terminated,
-                "truncated": truncated,
-                "log_prob": log_prob.astype(jnp.float32),
-                "value": value.astype(jnp.float32),
-                "final_obs": info["final_observation"],
-                "active": active,
-                "info": {key: info[key] for key in info_keys},
-            }
-            still = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
-            return (next_obs, next_state, still, policy_state, score, life_end), record
-
-        return jax.lax.scan(step, carry, keys)
-
-    return jax.jit(start, static_argnums=1), jax.jit(chunk)
-
-
-def _agents_chunks(networks, env, env_params, info_keys, episode_step):
-    """`make_chunk_runner` for a JaxMARL env: its agents on rows, the team reward."""
-    from purejaxppo.envs.agent_rows import make_agents_chunk_runner
-
-    return make_agents_chunk_runner(env, env_params, networks, select_action, info_keys)
-
-
-def _host_chunks(networks, env, env_params, info_keys, episode_step):
-    """`make_chunk_runner` for a host env: the same records from a Python loop."""
-    from purejaxppo.host_episodes import make_host_chunk_runner
-
-    return make_host_chunk_runner(env, networks, select_action, info_keys)
-
-
-#: `EnvKind.loop` -> the chunk runner builder for that loop.
-_LOOPS = {"program": _program_chunks, "agents": _agents_chunks, "host": _host_chunks}
+    if kind.loop == "host":
+        return make_host_chunk_runner(env, networks, tuple(info_keys))
+    rows_env = kind.rows(env, env_params)
+    check_info_keys(rows_env, env, env_params, networks, tuple(info_keys))
+    return make_rows_chunk_runner(rows_env, networks, episodes, tuple(info_keys))
 
 
 def collect(
@@ -458,7 +397,7 @@ class _Play(NamedTuple):
                 if finished.all():
                     break
         finally:
-            if hasattr(carry, "close"):  # a host env's copies (`host_episodes`)
+            if hasattr(carry, "close"):  # a host env's copies (`acting.host`)
                 carry.close()
 
 
@@ -473,16 +412,6 @@ def _temperature(greedy: bool, temperature: float | None) -> float:
     if greedy and temperature != 0:
         raise ValueError(f"collect: temperature={temperature}: must be 0 with greedy=True")
     return temperature
-
-
-def _check_info_keys(env: Any, env_params: Any, info_keys: Sequence[str]) -> None:
-    """Raises ValueError naming the `info_keys` that the env's info dict lacks."""
-    if info_keys:
-        from purejaxppo.envs.rows import info_keys_of
-
-        unknown = sorted(set(info_keys) - set(info_keys_of(env, env_params)))
-        if unknown:
-            raise ValueError(f"collect: info keys {unknown} not in the env's info dict")
 
 
 def _fetched(result: tuple[Any, Any]) -> tuple[Any, Any]:

@@ -18,7 +18,7 @@ Each outcome is classified:
   lost   data lost or a wrong result hidden (e.g. two writers both "succeed").
 
 Usage:
-  PYTHONPATH=$PWD python -m benchmarks.faults [--only GROUP] [--code CHECKOUT] [--tag T]
+  PYTHONPATH=$PWD python -m tools.probes.faults [--only GROUP] [--code CHECKOUT] [--tag T]
 Prints a table and the counts; writes benchmarks/results/faults-<date>.csv and .md.
 """
 
@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.faults_common import (
+from tools.probes.faults_common import (
     CODE,
     ENV,
     LONG,
@@ -55,7 +55,7 @@ from benchmarks.faults_common import (
     wait_for,
     wait_for_step,
 )
-from benchmarks.faults_stops import STOP_SCENARIOS
+from tools.probes.faults_stops import STOP_SCENARIOS
 
 
 # ----------------------------------------------------------------- two writers
@@ -386,7 +386,7 @@ def main() -> None:
     lines = [
         f"# Fault script ({time.strftime('%Y-%m-%d')}): {summary}",
         "",
-        f"Command: `PYTHONPATH=$PWD python -m benchmarks.faults {' '.join(sys.argv[1:])}`"
+        f"Command: `PYTHONPATH=$PWD python -m tools.probes.faults {' '.join(sys.argv[1:])}`"
         " (a 2-core machine shared with other jobs)",
         "",
         "| scenario | outcome | exit | note |",

@@ -1,14 +1,9 @@
-"""Acting, shared below every driver and `Policy` (as brax's `training/acting.py`).
+"""A training run's periodic acting: evaluation splits, videos and datasets.
 
 `make_evaluators` builds the jitted greedy / sampled evaluation episodes of the eval
-splits; `make_media` the periodic greedy videos and collected datasets. Drivers call them
+splits (`split_env`: another env, other `EnvParams`, another level distribution);
+`make_media` the periodic greedy videos and collected datasets. Drivers call them
 between segments; nothing here knows how the run is driven.
-
-`make_get_action` / `make_evaluate_actions` are the pure one-step functions behind
-`Policy.get_action` / `Policy.evaluate_actions` (AgileRL's `get_action` /
-`evaluate_actions`): an action with its log-probability, entropy and value, and the
-log-probability, entropy and value of given actions, computed as the rollout and the
-update compute them.
 """
 
 from __future__ import annotations
@@ -132,7 +127,7 @@ def level_generator(name: str, env_id: str, env: Any, overrides: Any) -> Any:
 
 
 def make_evaluators(config: PPOConfig, networks: Networks | None = None) -> dict[str, Any]:
-    """split name -> jitted episode runner (see `policy.make_episode_runner`); {} if off.
+    """split name -> jitted episode runner (see `evaluation.make_episode_runner`); {} if off.
 
     `networks`: the run's `Networks` (default `make_networks(config, env, env_params)`).
 
@@ -149,8 +144,8 @@ def make_evaluators(config: PPOConfig, networks: Networks | None = None) -> dict
     """
     if not config.eval_freq:
         return {}
+    from purejaxppo.acting.evaluation import make_episode_runner
     from purejaxppo.envs import make_env
-    from purejaxppo.evaluation import make_episode_runner
 
     env, env_params = make_env(config.env_name, config.env_kwargs)
     if networks is None:
@@ -186,13 +181,13 @@ def make_media(config: PPOConfig, fns: Any) -> Any:
     env, env_params = make_env(config.env_name, config.env_kwargs)
     policy = Policy(None, config, env, env_params, networks=fns.networks)
     if config.video_freq:
-        from purejaxppo.video import make_episode_recorder, make_renderer
+        from purejaxppo.acting.video import make_episode_recorder, make_renderer
 
         renderer = make_renderer(env, env_params)
         max_steps = episode_limit(env, env_params)
         recorder = make_episode_recorder(fns.networks, env, env_params, max_steps)
     if config.collect_freq:
-        from purejaxppo.datasets import make_chunk_runner
+        from purejaxppo.acting.datasets import make_chunk_runner
 
         chunk_runner = make_chunk_runner(fns.networks, env, env_params)
 
@@ -200,7 +195,7 @@ def make_media(config: PPOConfig, fns: Any) -> Any:
         params = runner.train_state.params
         key = jax.random.fold_in(jax.random.key(config.seed + 2), done)
         if config.video_freq and done % config.video_freq == 0:
-            from purejaxppo.video import record_episode, render_episode, write_video
+            from purejaxppo.acting.video import record_episode, render_episode, write_video
 
             episode = record_episode(policy, key, params=params, recorder=recorder)
             path = write_video(
@@ -208,7 +203,7 @@ def make_media(config: PPOConfig, fns: Any) -> Any:
             )
             sinks.log_video("video", path, env_steps)
         if config.collect_freq and done % config.collect_freq == 0:
-            from purejaxppo.datasets import collect
+            from purejaxppo.acting.datasets import collect
 
             out = run_dir / "datasets" / f"update_{done:06d}"
             shutil.rmtree(out, ignore_errors=True)  # a resumed run redoes this collection

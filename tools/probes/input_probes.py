@@ -22,10 +22,11 @@ Each probe is classified:
 with a damaged config.yaml either a success or a clean refusal is right.
 
 Usage (from the repository root; a shared machine: nice):
-  PYTHONPATH=$PWD nice -n 10 python -m benchmarks.input_probes [--only TEXT] [--timeout S]
+  PYTHONPATH=$PWD nice -n 10 python -m tools.probes.input_probes [--only TEXT] [--timeout S]
 Prints a table and the counts; writes benchmarks/results/input-probes-<stamp>.csv and .md.
-The probes are rows in `input_probe_cases.py` and `input_probe_values.py` (values checked,
-not only names); `Probe`, the folder setups and `table` are in `input_probe_kit.py`.
+The probes are rows in `input_probe_cases.py` (the commands that read), `input_probe_outputs.py`
+(those that write an output) and `input_probe_values.py` (values checked, not only names),
+added in that order; `Probe`, the folder setups and `table` are in `input_probe_kit.py`.
 With --list it only prints the probes, one a line (group | name | argv | setup | names |
 expect | intact), and runs nothing.
 """
@@ -55,9 +56,10 @@ from benchmarks.harness import (
     markdown_table,
     stamp,
 )
-from benchmarks.input_probe_cases import BASE_ARGS
-from benchmarks.input_probe_kit import PROBES, Probe
-from benchmarks.input_probe_values import MPE  # noqa: F401  (registers its rows)
+from tools.probes.input_probe_cases import BASE_ARGS
+from tools.probes.input_probe_kit import PROBES, Probe
+from tools.probes.input_probe_outputs import PBT  # noqa: F401  (registers its rows)
+from tools.probes.input_probe_values import MPE  # noqa: F401  (registers its rows, last)
 
 #: A JAX CPU deadlock workaround, for every subprocess.
 XLA = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
@@ -264,10 +266,10 @@ def main() -> None:
     lines = [
         f"# Bad-input probes of the command line ({time.strftime('%Y-%m-%d')}): {summary}",
         "",
-        "Command: `PYTHONPATH=$PWD nice -n 10 python -m benchmarks.input_probes "
+        "Command: `PYTHONPATH=$PWD nice -n 10 python -m tools.probes.input_probes "
         f"{' '.join(sys.argv[1:])}` (a 2-core machine shared with other jobs; "
         f"{time.time() - started:.0f} s). `$T` is the probe's temporary folder; "
-        "the classes are in the docstring of `benchmarks/input_probes.py`.",
+        "the classes are in the docstring of `tools/probes/input_probes.py`.",
         "",
         *markdown_table(cell, ["group", "probe", "argv", "outcome", "exit", "note"]),
     ]

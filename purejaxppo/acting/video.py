@@ -256,82 +256,29 @@ _RENDERERS = {"host": _host_renderer, "agents": _agents_renderer, "envpool": _en
 def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: int) -> Callable:
     """Jitted `record(params, key, temperature) -> (states, obs, actions, rewards, active)`.
 
-    One env, `max_steps` steps of `policy.make_act` (temperature 0: greedy) in a
+    One env, `max_steps` steps of the policy (temperature 0: greedy) in a
     `lax.scan`, keeping the state and observation each action was taken in (`[max_steps]`
     leaves; `active` marks the steps before the episode ended). EnvPool Atari: the newest
     frame of each observation (`EnvPoolEnv.newest_frame`) and the raw game rewards, until
-    the game ends (all lives; `envs.episodes.atari_games`). Build once, call with new
-    params to compile once. A host env plays its episode on the host and keeps each
-    step's frame as its state (`host_episodes.make_host_episode_recorder`).
+    the game ends (all lives; `envs.episodes.atari_games`). JaxMARL: every agent acting on
+    its row, the observations `[A, ...]`, the team reward. The env plays in the one
+    episode loop (`acting.episodes.make_rows_recorder`); a host env on the host, each
+    step's frame kept as its state (`acting.host.make_host_recorder`). Build once, call
+    with new params to compile once.
 
     Raises:
       ValueError: a kind of env that cannot film (`kinds`), or a host env that
         cannot render.
     """
+    from purejaxppo.acting.episodes import make_rows_recorder
+    from purejaxppo.acting.host import make_host_recorder
     from purejaxppo.kinds import check
-    from purejaxppo.policy import make_act
 
     kind = check("video", getattr(env, "name", repr(env)), env)
     env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
-    act = make_act(networks)
-    return _LOOPS[kind.loop](env, env_params, act, networks, episodes, max_steps)
-
-
-def _program_recorder(env, env_params, act, networks, episodes, max_steps):
-    """`make_episode_recorder` for an env stepped inside the program (EnvPool Atari:
-    the newest frame of each observation, not the whole stack, and the whole game: under
-    `episodic_life` a lost life is `terminated`, not its end; `envs.episodes`)."""
-
-    @jax.jit
-    def record(params, key, temperature):
-        reset_key, scan_key = jax.random.split(key)
-        obs, state = env.reset(reset_key, env_params)
-
-        def step(carry, step_key):
-            obs, state, policy_state, active, life_end, score = carry
-            act_key, env_key = jax.random.split(step_key)
-            batch = jax.tree.map(lambda x: x[None], obs)
-            # A stateful policy starts afresh after a lost life too (as its learner did).
-            policy_state, action, _ = act(
-                params, policy_state, batch, life_end[None], act_key, temperature
-            )
-            next_obs, next_state, reward, terminated, truncated, info = env.step(
-                env_key, state, action[0], env_params
-            )
-            life_end = jnp.logical_or(terminated, truncated)
-            reward, terminated, truncated, score = episodes.step(
-                reward.astype(jnp.float32), terminated, truncated, info, score
-            )
-            out = (state, episodes.frame(obs), action[0], reward, active)
-            still = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
-            return (next_obs, next_state, policy_state, still, life_end, score), out
-
-        init = (obs, state, networks.initial_state(1), jnp.ones((), bool), jnp.zeros((), bool))
-        init = (*init, jnp.zeros((), jnp.float32))
-        _, outs = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
-        return outs
-
-    return record
-
-
-def _agents_recorder(env, env_params, act, networks, episodes, max_steps):
-    """`make_episode_recorder` for a JaxMARL env: one env, its agents on rows, the team
-    reward per step."""
-    from purejaxppo.envs.agent_rows import make_agents_episode_recorder
-
-    return make_agents_episode_recorder(env, env_params, act, networks.initial_state, max_steps)
-
-
-def _host_recorder(env, env_params, act, networks, episodes, max_steps):
-    """`make_episode_recorder` for a host env: played on the host, each step's frame kept
-    as its state."""
-    from purejaxppo.host_episodes import make_host_episode_recorder
-
-    return make_host_episode_recorder(env, act, networks.initial_state, max_steps)
-
-
-#: `EnvKind.loop` -> the recorder builder for that loop.
-_LOOPS = {"program": _program_recorder, "agents": _agents_recorder, "host": _host_recorder}
+    if kind.loop == "host":
+        return make_host_recorder(env, networks, max_steps)
+    return make_rows_recorder(kind.rows(env, env_params), networks, episodes, max_steps)
 
 
 def record_episode(

@@ -1,12 +1,13 @@
-"""Probe rows of values checked, not only names (`benchmarks/input_probes.py` runs them
-with `input_probe_cases`' rows): env kwargs out of range or of the wrong type, sizes
-beyond any free memory (refused by the memory estimate, naming the field, before anything
-is built), YAML's `on` / `off` for a string field, a config nested too deeply."""
+"""Probe rows of values checked, not only names (`tools/probes/input_probes.py` runs them
+last, after the rows of `input_probe_cases` and `input_probe_outputs`): env kwargs out of
+range or of the wrong type, sizes beyond any free memory (refused by the memory estimate,
+naming the field, before anything is built), YAML's `on` / `off` for a string field, a
+config nested too deeply."""
 
 from __future__ import annotations
 
-from benchmarks.input_probe_cases import C_YAML, TINY, TRAIN
-from benchmarks.input_probe_kit import c_yaml, table
+from tools.probes.input_probe_cases import C_YAML, TINY, TRAIN
+from tools.probes.input_probe_kit import c_yaml, table
 
 MPE = ["--env-name", "jaxmarl:MPE_simple_spread_v3", "--multi-agent", "ippo", "--env-kwargs"]
 table(

@@ -3,8 +3,9 @@
 `evaluate` plays `num_episodes` episodes of a `Policy` (or a trained state) and returns
 them as an `EvalResult`; `make_episode_runner` is the compiled runner that the periodic
 evaluation during training (`acting.make_evaluators`) and `eval --all-steps`
-(`drivers.series`) reuse. JAX envs play in one `vmap` + `lax.scan`; host envs in a Python
-loop around the same jitted policy step (`host_episodes`).
+(`drivers.series`) reuse. The envs the program steps play in the one episode loop
+(`acting.episodes`, one `lax.scan`); host envs in a Python loop around the same jitted
+policy step (`acting.host`).
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purejaxppo.acting.episodes import make_rows_episode_runner
+from purejaxppo.acting.host import make_host_episode_runner
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
-from purejaxppo.envs.agent_rows import make_agents_episode_runner
 from purejaxppo.envs.spaces import episode_limit
-from purejaxppo.host_episodes import make_host_episode_runner
 from purejaxppo.kinds import check
 from purejaxppo.memory import check_episodes
 from purejaxppo.networks import Networks
-from purejaxppo.policy import Policy, make_act, observation_shapes
+from purejaxppo.policy import Policy, observation_shapes
 from purejaxppo.types import TrainOutput, TrainState
 
 __all__ = ["EvalResult", "evaluate", "make_episode_runner"]
@@ -112,9 +113,11 @@ def make_episode_runner(
     """Jitted `run(params, key, temperature) -> (returns [E], lengths [E])`.
 
     `policy`: a `Policy` or its `Networks`. Build it once and call it with new params (the
-    training loop's periodic evaluation does) to compile once. A host env plays the same
-    episodes in a Python loop around the jitted policy step
-    (`host_episodes.make_host_episode_runner`; numpy results).
+    training loop's periodic evaluation does) to compile once. The env plays in the one
+    episode loop (`acting.episodes.make_rows_episode_runner`: E envs vmapped in one `lax.scan`
+    of `max_steps` steps; EnvPool Atari: an episode is the game, scored raw; JaxMARL: the
+    team return, every agent acting on its row); a host env in a Python loop around the
+    jitted policy step (`acting.host.make_host_episode_runner`; numpy results).
 
     Raises:
       ValueError: a kind of env that cannot be evaluated (`kinds`' table); more
@@ -123,80 +126,8 @@ def make_episode_runner(
     kind = check("eval", getattr(env, "name", repr(env)), env)
     check_episodes(num_episodes, env, env_params)  # before any of them is allocated
     networks = policy.networks if isinstance(policy, Policy) else policy
-    loop = _LOOPS[kind.loop]
-    env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
-    return loop(env, env_params, make_act(networks), networks, episodes, (num_episodes, max_steps))
-
-
-def _program_episode_runner(
-    env: Any, env_params: Any, act: Any, networks: Any, episodes: Any, size: tuple[int, int]
-) -> Any:
-    """`make_episode_runner` for an env stepped inside the program: E envs vmapped in
-    one `lax.scan` of `max_steps` steps (EnvPool Atari: an episode is the game, scored
-    raw, `envs.episodes`). `size`: (num_episodes, max_steps)."""
-    num_episodes, max_steps = size
-
-    @jax.jit
-    def run(params, key, temperature):
-        reset_key, scan_key = jax.random.split(key)
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(
-            jax.random.split(reset_key, num_episodes), env_params
-        )
-
-        def step(carry, step_key):
-            obs, state, ret, length, active, policy_state, life_end, score = carry
-            act_key, env_key = jax.random.split(step_key)
-            # A stateful policy starts afresh where its learner's episode started: after
-            # a lost life under `episodic_life` too (only Atari ends one within a game).
-            policy_state, action, _ = act(params, policy_state, obs, life_end, act_key, temperature)
-            obs, state, reward, terminated, truncated, info = jax.vmap(
-                env.step, in_axes=(0, 0, 0, None)
-            )(jax.random.split(env_key, num_episodes), state, action, env_params)
-            life_end = jnp.logical_or(terminated, truncated)
-            length = length + active.astype(jnp.int32)
-            reward, terminated, truncated, score = episodes.step(
-                reward.astype(jnp.float32), terminated, truncated, info, score
-            )
-            ret = ret + jnp.where(active, reward, 0.0)
-            active = jnp.logical_and(active, ~jnp.logical_or(terminated, truncated))
-            carry = (obs, state, ret, length, active, policy_state, life_end, score)
-            return carry, None
-
-        init = (
-            obs,
-            state,
-            jnp.zeros(num_episodes, jnp.float32),
-            jnp.zeros(num_episodes, jnp.int32),
-            jnp.ones(num_episodes, bool),
-            networks.initial_state(num_episodes),
-            jnp.zeros((num_episodes,), bool),
-            jnp.zeros(num_episodes, jnp.float32),
-        )
-        (_, _, ret, length, *_), _ = jax.lax.scan(step, init, jax.random.split(scan_key, max_steps))
-        return ret, length
-
-    return run
-
-
-def _agents_episode_runner(
-    env: Any, env_params: Any, act: Any, networks: Any, episodes: Any, size: tuple[int, int]
-) -> Any:
-    """`make_episode_runner` for a JaxMARL env: its agents on rows, the team return."""
-    del episodes
-    return make_agents_episode_runner(env, env_params, act, networks.initial_state, *size)
-
-
-def _host_episode_runner(
-    env: Any, env_params: Any, act: Any, networks: Any, episodes: Any, size: tuple[int, int]
-) -> Any:
-    """`make_episode_runner` for a host env: a Python loop around the jitted `act`."""
-    del env_params, episodes
-    return make_host_episode_runner(env, act, networks.initial_state, *size)
-
-
-#: `EnvKind.loop` -> the runner builder for that loop.
-_LOOPS = {
-    "program": _program_episode_runner,
-    "agents": _agents_episode_runner,
-    "host": _host_episode_runner,
-}
+    env, env_episodes = kind.acting_env(env, networks), kind.episodes_of(env)
+    if kind.loop == "host":
+        return make_host_episode_runner(env, networks, num_episodes, max_steps)
+    rows_env = kind.rows(env, env_params)
+    return make_rows_episode_runner(rows_env, networks, env_episodes, num_episodes, max_steps)

@@ -1,6 +1,7 @@
-"""The toolkit of the CLI probes (`benchmarks/input_probes.py`): `Probe`, the folder
+"""The toolkit of the CLI probes (`tools/probes/input_probes.py`): `Probe`, the folder
 preparations (`Setup`: `write`, `mkdir`, `both`, `remove`, ...) and `table`, which adds one
-probe per row to `PROBES` (`benchmarks/input_probe_cases.py` holds the rows)."""
+probe per row to `PROBES` (`input_probe_cases.py`, `input_probe_outputs.py` and
+`input_probe_values.py` hold the rows, added in that order)."""
 
 from __future__ import annotations
 
