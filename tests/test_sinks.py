@@ -215,20 +215,27 @@ def test_wandb_uploads_checkpoints_only_when_asked(tmp_path, monkeypatch, upload
     checkpoint.mkdir(parents=True)
     (checkpoint / "params.bin").write_bytes(b"0123")
     sinks = make_sinks(["wandb"], tmp_path / "run", upload_checkpoints=upload)
+    run = sinks.sinks[0]._run
+    logged = []  # what the sink hands W&B (the real call still runs)
+    real = run.log_artifact
+    monkeypatch.setattr(
+        run, "log_artifact", lambda a, **kw: logged.append((a, kw)) or real(a, **kw)
+    )
     sinks.log_metrics(2048, {"episode_return": 1.0})
     sinks.log_checkpoint("best", checkpoint, 2048, aliases=["best"])
     run_path = sinks.sinks[0].run_path
-    run_id = sinks.sinks[0]._run.id
     sinks.close()
-    artifacts = wandb_records(run_path, "artifact")
     if not upload:
-        assert artifacts == []
+        assert logged == [] and wandb_records(run_path, "artifact") == []
         return
-    assert [a.name for a in artifacts] == [f"{run_id}-best"]
-    assert artifacts[0].type == "model"
-    assert set(artifacts[0].aliases) >= {"latest", "step-2048", "best"}
-    assert json.loads(artifacts[0].metadata) == {"env_steps": 2048}
-    assert [entry.path for entry in artifacts[0].manifest.contents] == ["params.bin"]
+    # An offline run's record log sometimes lacks the artifact record (wandb 0.31's
+    # service publishes it apart from the run's records, and `finish` can win the race,
+    # about 1 run in 10 here), so the artifact is checked as the sink handed it over.
+    [(artifact, kwargs)] = logged
+    assert artifact.name == f"{run.id}-best" and artifact.type == "model"
+    assert set(kwargs["aliases"]) >= {"latest", "step-2048", "best"}
+    assert artifact.metadata == {"env_steps": 2048}
+    assert sorted(artifact.manifest.entries) == ["params.bin"]
 
 
 def test_log_checkpoint_names_a_missing_directory(tmp_path, monkeypatch):
