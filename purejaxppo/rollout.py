@@ -56,14 +56,7 @@ def make_env_step(
             policy_state=carry.policy_state,
             reset=carry.reset,
         )
-        new_carry = carry.replace(
-            env_state=out.env_state,
-            obs=out.obs,
-            episode_return=out.episode_return,
-            episode_length=out.episode_length,
-            policy_state=policy_state,
-            reset=out.reset,
-        )
+        new_carry = carry.stepped(out, policy_state)
         return new_carry, transition, out.ended
 
     return env_step

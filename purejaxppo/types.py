@@ -68,6 +68,19 @@ class EnvCarry:
     # (`purejaxppo.normalize.normalize_rewards`; single-agent runs); None when off.
     discounted_return: jax.Array | None = None
 
+    def stepped(self, out: Any, policy_state: PyTree) -> EnvCarry:
+        """The carry after one step: `out` is the step's `envs.rows.EnvStep` (its env
+        state, observations, episode counters and `reset`), `policy_state` the policy's
+        state after the step; `discounted_return` is left as it was."""
+        return self.replace(
+            env_state=out.env_state,
+            obs=out.obs,
+            episode_return=out.episode_return,
+            episode_length=out.episode_length,
+            policy_state=policy_state,
+            reset=out.reset,
+        )
+
 
 @struct.dataclass
 class RunnerState:

@@ -130,14 +130,7 @@ def make_play(
         active = carry.active
         mask = active.reshape(active.shape + (1,) * (reward.ndim - 1))
         next_carry = Playing(
-            rows=rows.replace(
-                env_state=out.env_state,
-                obs=out.obs,
-                episode_return=out.episode_return,
-                episode_length=out.episode_length,
-                policy_state=policy_state,
-                reset=out.reset,
-            ),
+            rows=rows.stepped(out, policy_state),
             active=jnp.logical_and(active, ~jnp.logical_or(terminated, truncated)),
             returns=carry.returns + jnp.where(mask, reward, 0.0),
             lengths=carry.lengths + active.astype(jnp.int32),
