@@ -35,6 +35,7 @@ import purejaxppo as pjp
 from purejaxppo.envs import make_env
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.learning import make_learn
+from purejaxppo.loops import loop_plan
 from purejaxppo.networks import to_env_action
 from purejaxppo.rollout import make_rollout
 from purejaxppo.train import make_train_fns
@@ -60,7 +61,7 @@ def make_host_loop_update(config, env, networks):
     num_envs, num_steps = config.num_envs, config.num_steps
     vec = env.make_vec(num_envs)
     policy_step = make_policy_step(networks)
-    learn_fn = jax.jit(make_learn(config, networks))
+    learn_fn = jax.jit(make_learn(config, networks, loop_plan(config.loop_layout)))
     live = {"obs": vec.reset(0), "reset": np.ones(num_envs, bool)}
 
     def rollout(params, key):

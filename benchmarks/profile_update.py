@@ -68,11 +68,11 @@ import jax.numpy as jnp  # noqa: E402
 
 import purejaxppo as pjp  # noqa: E402
 import purejaxppo.learning as pjp_learning  # noqa: E402  (its gae_advantages: variants may patch it)
-from purejaxppo.loops import loop_plan  # noqa: E402
 from purejaxppo.rollout import next_values  # noqa: E402
+from purejaxppo.sequences import make_sequences  # noqa: E402
 from purejaxppo.train import plan_rollout  # noqa: E402
 from purejaxppo.train_setup import prepare  # noqa: E402
-from purejaxppo.update import make_sequences, make_update_epochs, shuffle_minibatches  # noqa: E402
+from purejaxppo.update import make_update_epochs, shuffle_minibatches  # noqa: E402
 
 #: The timed phases, in table order (see the module docstring).
 PHASES = ("rollout", "bootstrap", "gae", "shuffle", "epochs", "update")
@@ -130,7 +130,7 @@ def make_phases(config: pjp.PPOConfig) -> tuple[dict[str, Callable], Callable, C
     # `train.make_update`'s rollout. Its values after the scan (the GPU layout) are dead
     # code in `rollout_body`, which keeps the carry: the phase times the scan alone.
     rollout = plan_rollout(config, setup)
-    update_epochs = make_update_epochs(config, networks)
+    update_epochs = make_update_epochs(config, networks, None, setup.plan)
     seq_len = config.seq_len if networks.stateful else 1
 
     def rollout_body(r, hp):
@@ -151,7 +151,7 @@ def make_phases(config: pjp.PPOConfig) -> tuple[dict[str, Callable], Callable, C
         value = next_values(networks, r.train_state.params, traj, carry)
         return r, traj, carry, 1e-30 * jnp.mean(value)
 
-    method = "associative" if loop_plan(config.loop_layout).gae == "associative" else "scan"
+    method = "associative" if setup.plan.gae == "associative" else "scan"
 
     def advantages(traj, next_value, hp):
         return jax.vmap(

@@ -6,7 +6,7 @@ steps, 4 epochs x 4 minibatches, lr 1e-3 annealed. Training sequences are L = 6 
 "chunks" cut every env's rollout at t = 0, 6, 12, 18 (`sequence_sampling: chunks`,
 `max_seq_len: 6`), so a 5-step episode lies whole in one chunk only when it starts at the
 chunk's first or second step; "windows" draws 64 windows of up to 6 steps per update, each
-within one trajectory (`purejaxppo.windows`, DTI's rule): every trajectory here has at most
+within one trajectory (`purejaxppo.sequences`, DTI's rule): every trajectory here has at most
 5 steps, so each window is a whole trajectory and `window_prob_from_end` (which only moves
 the end of windows of trajectories longer than L) changes nothing. Each variant is one
 compiled program of `--seeds` seeds under `jax.vmap`; both variants see the same env steps.

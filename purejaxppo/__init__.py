@@ -37,7 +37,7 @@ _EXPORTS = {
     "purejaxppo.sinks": ("Sink", "make_sinks"),
     "purejaxppo.acting.video": ("record_episode", "save_episode_video"),
     "purejaxppo.acting.datasets": ("collect", "load_episodes"),
-    "purejaxppo.windows": ("trajectory_minibatches",),
+    "purejaxppo.sequences": ("trajectory_minibatches",),
     "purejaxppo.types": ("RunnerState", "TrainOutput", "TrainState", "Transition"),
     "purejaxppo.checkpoint": ("list_checkpoints", "load_init_params"),
     "purejaxppo.drivers.series": ("evaluate_series",),

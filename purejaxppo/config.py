@@ -217,7 +217,7 @@ class PPOConfig:
       sequence_sampling: with `recurrent`, "chunks" (default: the fixed chunks above) or
         "windows": each update draws num_envs * num_steps / L windows of up to L steps
         (L = max_seq_len or num_steps), each within one trajectory (never across an
-        episode end), padded and masked out of the loss (`purejaxppo.windows`; DTI's
+        episode end), padded and masked out of the loss (`purejaxppo.sequences`; DTI's
         trajectory minibatches).
       window_prob_from_end: DTI's `prob_go_from_end`, in [0, 1]: a trajectory longer than
         `max_seq_len` gives a full window that ends at its last step with this probability

@@ -41,7 +41,7 @@ FUSED_KERNELS = ("auto", "on", "off")
 BOOL_WORDS = {"fused_kernels": ("off", "on")}
 
 #: How recurrent policies' training sequences are cut (`PPOConfig.sequence_sampling`):
-#: fixed chunks (`update.make_sequences`) or trajectory windows (`purejaxppo.windows`).
+#: fixed chunks (`sequences.make_sequences`) or trajectory windows (`purejaxppo.sequences`).
 SEQUENCE_SAMPLINGS = ("chunks", "windows")
 
 #: Convolution implementations (`PPOConfig.conv_impl`), see `purejaxppo.networks.layers`.

@@ -106,7 +106,7 @@ def fused_minibatch_grads(
     """The fused kernels' `grads(params, minibatch, hparams, actor_coef) -> (grads,
     LossTerms)` (the signature of `update.make_minibatch_grads`), or None for XLA's.
 
-    `grads` takes one agent's flax `params`, a `update.Batch` of `[M, 1]` single steps
+    `grads` takes one agent's flax `params`, a `sequences.Batch` of `[M, 1]` single steps
     (float32 observations `[M, 1, D]` with D <= 16, int32 actions `[M, 1]`), the traced
     `Hyperparams` (clip_coef, vf_coef, ent_coef) and `actor_coef` (float32 scalar), and
     returns float32 gradients shaped like `params` and `LossTerms` of float32 scalars;

@@ -19,14 +19,14 @@ from purejaxppo.collectives import merged_moments
 from purejaxppo.config import PPOConfig
 from purejaxppo.gae import gae_advantages, n_step_advantages
 from purejaxppo.hyperparams import Hyperparams
-from purejaxppo.loops import loop_plan
+from purejaxppo.loops import LoopPlan, loop_plan
 from purejaxppo.metrics import rollout_statistics
 from purejaxppo.networks import Networks
 from purejaxppo.normalize import normalize_rewards, update_obs_stats
 from purejaxppo.rollout import next_values
+from purejaxppo.sequences import Batch, make_sequences, trajectory_minibatches
 from purejaxppo.types import TrainState, Transition
-from purejaxppo.update import Batch, make_sequences, make_update_epochs
-from purejaxppo.windows import trajectory_minibatches
+from purejaxppo.update import make_update_epochs
 
 __all__ = ["explained_variance", "learn", "learning_rates", "make_learn"]
 
@@ -126,6 +126,7 @@ def _training_batch(
 def make_learn(
     config: PPOConfig,
     networks: Networks,
+    plan: LoopPlan,
     *,
     axis_name: str | None = None,
     num_actions: int | None = None,
@@ -140,9 +141,12 @@ def make_learn(
     With `config.normalize_observations`, `networks` normalise (`ensure_normalization`)
     and the statistics in the params are merged with `traj.obs` after the epochs.
 
+    `plan` (the run's `loops.loop_plan`: `TrainSetup.plan`) lays out the GAE scan and
+    the epochs.
+
     With `config.sequence_sampling` "windows" (stateful networks), the epochs train on
-    trajectory windows drawn once per update (`windows.trajectory_minibatches`, from a key
-    split off `key`) instead of the fixed chunks of `update.make_sequences`.
+    trajectory windows drawn once per update (`sequences.trajectory_minibatches`, from a key
+    split off `key`) instead of the fixed chunks of `sequences.make_sequences`.
 
     `num_actions` adds the `action_frac/<i>` metrics; with `axis_name` (data-parallel
     training), `traj` is this device's share and everything is reduced over the axis.
@@ -150,7 +154,6 @@ def make_learn(
     """
     seq_len = config.seq_len if networks.stateful else 1
     windows = config.sequence_sampling == "windows" and networks.stateful
-    plan = loop_plan(config.loop_layout)
     update_epochs = make_update_epochs(config, networks, axis_name, plan)
 
     def learn_fn(
@@ -315,7 +318,7 @@ def learn(
             "learn: normalize_rewards=True needs each env's discounted return across calls; "
             "train with make_train, or scale the rewards in your loop"
         )
-    learn_fn = make_learn(config, networks)
+    learn_fn = make_learn(config, networks, loop_plan(config.loop_layout))
     train_state, metrics, _ = learn_fn(
         train_state, transitions, last_state, key, hparams, jnp.asarray(update_step)
     )

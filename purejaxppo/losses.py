@@ -70,7 +70,7 @@ def ppo_loss(
         device-averaged gradient equals the gradient on the whole minibatch. The returned
         terms stay the local (per-device) means.
       mask: bool `[M]`, the samples that count (padding of trajectory windows,
-        `purejaxppo.windows`, is False), or None (default: all count). Every mean above,
+        `purejaxppo.sequences`, is False), or None (default: all count). Every mean above,
         and the advantage normalisation, is then over the masked samples only (the
         normalisation across devices with `axis_name`; each device's terms stay its own
         masked means, so devices with fewer valid samples weigh as much in the averaged

@@ -15,12 +15,12 @@ from purejaxppo.envs.host_calls import errors_of_envs
 from purejaxppo.hyperparams import Hyperparams, check_hyperparams
 from purejaxppo.kinds import resolve_env
 from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
-from purejaxppo.loops import loop_plan
 from purejaxppo.metrics import METRICS, UpdateMetrics
 from purejaxppo.networks import Networks
 from purejaxppo.rollout import critic_apart, make_rollout
-from purejaxppo.train_setup import TrainFns, TrainSetup, initial_learning_rates, make_init, prepare
+from purejaxppo.train_setup import TrainFns, TrainSetup, make_init, prepare
 from purejaxppo.types import RunnerState, TrainOutput
+from purejaxppo.update import initial_learning_rates
 
 __all__ = [
     "METRICS",
@@ -106,8 +106,7 @@ def make_train_fns(
             update, run, make_emitter(callback), config.num_updates, callback_every
         )
 
-    # An env's error in a host call (gymnasium, EnvPool) is raised as its own `EnvError`.
-    train = errors_of_envs(_make_train_fn(config, init, run, run_and_emit))
+    train = _make_train_fn(config, init, run, run_and_emit)
     return TrainFns(
         init=init,
         update=update,
@@ -118,13 +117,15 @@ def make_train_fns(
         metric_names=setup.metric_names,
         kind=setup.kind,
         setup=setup,
+        hparams=Hyperparams.from_config(config),
     )
 
 
 def _make_train_fn(
     config: PPOConfig, init: Callable[..., RunnerState], run: Callable, run_and_emit: Any
 ) -> Callable[..., TrainOutput]:
-    """`train(key, hparams=None, run_index=None, init_params=None)` (see `make_train`)."""
+    """`train(key, hparams=None, run_index=None, init_params=None)` (see `make_train`); an
+    env's error in a host call raises its own `EnvError` (`envs.host_calls.errors_of_envs`)."""
 
     def train(
         key: jax.Array,
@@ -147,16 +148,17 @@ def _make_train_fn(
             runner, metrics = run_and_emit(runner, hparams, index)
         return TrainOutput(runner_state=runner, metrics=metrics)
 
-    return train
+    # An env's error in a host call (gymnasium, EnvPool) is raised as its own `EnvError`.
+    return errors_of_envs(train)
 
 
 def plan_rollout(
     config: PPOConfig, setup: TrainSetup
 ) -> Callable[[Any, Any, jax.Array], tuple[Any, Any, Any]]:
     """The rollout `make_update` runs: `rollout.make_rollout` over the setup's rows (every
-    kind of env), laid out by `loops.loop_plan(config.loop_layout)`: its unroll, and its
-    values after the scan where the critic stands apart (`rollout.critic_apart`)."""
-    plan = loop_plan(config.loop_layout)
+    kind of env), laid out by the setup's loop plan (`TrainSetup.plan`): its unroll, and
+    its values after the scan where the critic stands apart (`rollout.critic_apart`)."""
+    plan = setup.plan
     batched = plan.batched_values and critic_apart(setup.networks)
     return make_rollout(setup.rows, setup.networks, setup.num_steps, plan.rollout_unroll, batched)
 
@@ -171,7 +173,9 @@ def make_update(
     the vmapped envs, then `learning.make_learn`'s epochs of minibatch steps."""
     networks, num_steps = setup.networks, setup.num_steps
     rollout = plan_rollout(config, setup)
-    learn_fn = make_learn(config, networks, axis_name=axis_name, num_actions=setup.num_actions)
+    learn_fn = make_learn(
+        config, networks, setup.plan, axis_name=axis_name, num_actions=setup.num_actions
+    )
 
     def update(
         runner: RunnerState, hparams: Hyperparams
@@ -267,9 +271,9 @@ def make_train(
     arXiv:1707.06347). One code path for every policy (`Networks`): the policy state is
     carried in `EnvCarry.policy_state` (`()` for feed-forward policies), V(final obs) is
     computed from the state after each step (`rollout.next_values`), and minibatches are
-    env sequences (`update.make_sequences`; single transitions for feed-forward policies). Wrap it in
-    `jax.jit`; `jax.vmap` it over keys (`[S]` typed keys) and/or `Hyperparams` with `[S]`
-    leaves to train S agents in one compiled program.
+    env sequences (`sequences.make_sequences`; single transitions for feed-forward
+    policies). Wrap it in `jax.jit`; `jax.vmap` it over keys (`[S]` typed keys) and/or
+    `Hyperparams` with `[S]` leaves to train S agents in one compiled program.
 
     Args:
       config: the static configuration.

@@ -16,15 +16,16 @@ from purejaxppo.config import PPOConfig
 from purejaxppo.envs.resets import check_reset_ratio
 from purejaxppo.envs.rows import RowsEnv, info_keys_of
 from purejaxppo.hyperparams import Hyperparams
+from purejaxppo.loops import LoopPlan, loop_plan
 from purejaxppo.memory import check_memory, observation_size
 from purejaxppo.metrics import METRICS, extra_metric_names
 from purejaxppo.networks import Networks
 from purejaxppo.networks.custom import param_labels
 from purejaxppo.types import RunnerState, TrainOutput, TrainState
-from purejaxppo.update import make_optimizer
+from purejaxppo.update import initial_learning_rates, make_optimizer
 from purejaxppo.warm_start import apply_init, check_init, source_parts
 
-__all__ = ["TrainFns", "TrainSetup", "initial_learning_rates", "make_init", "prepare"]
+__all__ = ["TrainFns", "TrainSetup", "make_init", "prepare"]
 
 
 class TrainFns(NamedTuple):
@@ -44,6 +45,9 @@ class TrainFns(NamedTuple):
     setup: the `TrainSetup` the functions were built from (its env, networks and rows,
         resolved once: `kinds.resolve`), for whatever else of the run needs them
         (`make_init`, `checkpoint.load_checkpoint`)
+    hparams: the config's traced fields (`Hyperparams.from_config`), float32 scalars:
+        what `train(key)` runs with, and the `hparams` to give `run` / `update` for the
+        config's own values
     """
 
     init: Callable[[jax.Array], RunnerState]
@@ -55,6 +59,7 @@ class TrainFns(NamedTuple):
     metric_names: tuple[str, ...] = METRICS
     kind: kinds.EnvKind = kinds.JAX
     setup: TrainSetup | None = None
+    hparams: Hyperparams | None = None
 
 
 class TrainSetup(NamedTuple):
@@ -70,6 +75,7 @@ class TrainSetup(NamedTuple):
     metric_names: tuple[str, ...]
     kind: kinds.EnvKind  # the kind of env, decided once (`kinds`)
     rows: RowsEnv  # the envs as rows of the batch, what the rollout steps
+    plan: LoopPlan  # the loop layout of the update (`loops.loop_plan`), decided once
 
 
 def _check_sizes(config: PPOConfig, num_shards: int, axis_name: str | None) -> int:
@@ -159,6 +165,7 @@ def prepare(
     )
     env, env_params, networks = resolved.env, resolved.env_params, resolved.networks
     check_memory(config, networks, num_envs, observation_size(env, env_params))
+    plan = loop_plan(config.loop_layout)  # the program's loop layout, for every builder
     # Feed-forward policies train on single transitions, recurrent ones on sequences.
     seq_len = config.seq_len if networks.stateful else 1
     num_sequences = num_envs * (config.num_steps // seq_len)
@@ -185,6 +192,7 @@ def prepare(
         metric_names=METRICS + extra_metric_names(num_actions, rows.info_keys),
         kind=resolved.kind,
         rows=rows,
+        plan=plan,
     )
 
 
@@ -266,13 +274,3 @@ def make_init(
         abstract = jax.eval_shape(fresh_init, jax.random.key(0))
         check_init(abstract.train_state, source_parts(init_params, parts), parts)
     return init
-
-
-def initial_learning_rates(config: PPOConfig) -> dict[str, float]:
-    """The step sizes of the optimizer's groups at update 0 (for building its state)."""
-    base = config.learning_rate
-    return {
-        "shared": base,
-        "actor": base if config.actor_learning_rate is None else config.actor_learning_rate,
-        "critic": base if config.critic_learning_rate is None else config.critic_learning_rate,
-    }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -13,87 +12,13 @@ from purejaxppo.collectives import all_gather_flat, pmean_flat
 from purejaxppo.config import PPOConfig
 from purejaxppo.fused import fused_minibatch_grads
 from purejaxppo.hyperparams import Hyperparams
-from purejaxppo.loops import LoopPlan, loop_plan
+from purejaxppo.loops import LoopPlan
 from purejaxppo.losses import LossTerms, ppo_loss
 from purejaxppo.metrics import LossMetrics
 from purejaxppo.networks import Networks
 from purejaxppo.networks.custom import param_labels
-from purejaxppo.types import Params, PyTree, TrainState, Transition
-
-
-class Batch(NamedTuple):
-    """Training sequences `[K, L]` (K sequences of L steps), or
-    `[num_minibatches, K / num_minibatches, L]` after shuffling (whole sequences).
-
-    Feed-forward policies train on sequences of L = 1 step: every transition is its own
-    sequence, so minibatches are uniform samples of transitions (CleanRL's PPO). `mask` is
-    None for chunks (`make_sequences`: every step counts) and marks the steps of trajectory
-    windows (`windows.trajectory_minibatches`: padded steps are left out of the loss).
-    """
-
-    obs: jax.Array  # [K, L, *obs_shape] (or a dict / tuple of such arrays)
-    action: jax.Array  # [K, L] int32, [K, L, K'] int32 or [K, L, A] float32
-    log_prob: jax.Array  # [K, L] float32, log pi_old
-    value: jax.Array  # [K, L] float32, V_old
-    advantages: jax.Array  # [K, L] float32
-    returns: jax.Array  # [K, L] float32, value targets
-    initial_state: PyTree  # [K, ...] policy state entering each sequence's first step
-    resets: jax.Array  # [K, L] bool; the previous step ended the episode (state restarts)
-    mask: jax.Array | None = None  # [K, L] bool, the step counts in the loss; None: all do
-
-
-def make_sequences(
-    traj: Transition, advantages: jax.Array, returns: jax.Array, seq_len: int
-) -> Batch:
-    """Cuts a rollout `[T, N]` into K = N * T / L training sequences `[K, L]`.
-
-    Sequence k = c * N + n is env n's steps `[c * L, (c + 1) * L)` (L = `seq_len`; L = T
-    keeps the rollout's sequences whole, L = 1 makes every transition a sequence), starting
-    from the policy state the rollout stored at its first step (`traj.policy_state[c * L,
-    n]`, before that step's reset) with the rollout's reset flags.
-
-    Args:
-      traj: `Transition` with leading axes `[T, N]`.
-      advantages, returns: float32 `[T, N]`.
-      seq_len: L, must divide T.
-    """
-    num_steps, num_envs = traj.reward.shape
-    chunks = num_steps // seq_len
-
-    def split(x):  # [T, N, ...] -> [C, L, N, ...] -> [C, N, L, ...] -> [K, L, ...]
-        x = jnp.moveaxis(x.reshape((chunks, seq_len, num_envs, *x.shape[2:])), 1, 2)
-        return x.reshape((chunks * num_envs, seq_len, *x.shape[3:]))
-
-    def first_steps(x):  # [T, N, ...] -> [C, N, ...] -> [K, ...]
-        x = x[::seq_len]
-        return x.reshape((chunks * num_envs, *x.shape[2:]))
-
-    return batch_of(traj, advantages, returns, split, first_steps)
-
-
-def batch_of(
-    traj: Transition,
-    advantages: jax.Array,
-    returns: jax.Array,
-    cut: Callable[[jax.Array], jax.Array],
-    first_step: Callable[[jax.Array], jax.Array],
-    mask: jax.Array | None = None,
-) -> Batch:
-    """The `Batch` of sequences that `cut` takes out of every `[T, N, ...]` leaf (giving
-    `[K, L, ...]`), with the policy state at each sequence's first step (`first_step`:
-    `[T, N, ...]` -> `[K, ...]`) and `mask` (`[K, L]` bool, None: every step counts).
-    `make_sequences` cuts chunks, `windows.trajectory_minibatches` trajectory windows."""
-    return Batch(
-        obs=jax.tree.map(cut, traj.obs),
-        action=cut(traj.action),
-        log_prob=cut(traj.log_prob),
-        value=cut(traj.value),
-        advantages=cut(advantages),
-        returns=cut(returns),
-        initial_state=jax.tree.map(first_step, traj.policy_state),
-        resets=cut(traj.reset),
-        mask=mask,
-    )
+from purejaxppo.sequences import Batch
+from purejaxppo.types import Params, PyTree, TrainState
 
 
 def make_optimizer(
@@ -132,6 +57,18 @@ def make_optimizer(
         optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.scale_by_adam(eps=adam_eps))
     )
     return _then_steps(adam, learning_rate, labels)
+
+
+def initial_learning_rates(config: PPOConfig) -> dict[str, float]:
+    """The step sizes of `make_optimizer`'s groups at update 0, from the config's
+    `learning_rate`, `actor_learning_rate` and `critic_learning_rate` (for building the
+    optimizer's state: `train_setup.make_init`)."""
+    base = config.learning_rate
+    return {
+        "shared": base,
+        "actor": base if config.actor_learning_rate is None else config.actor_learning_rate,
+        "critic": base if config.critic_learning_rate is None else config.critic_learning_rate,
+    }
 
 
 def _then_steps(
@@ -326,8 +263,8 @@ def make_minibatch_grads(
 def make_update_epochs(
     config: PPOConfig,
     networks: Networks,
-    axis_name: str | None = None,
-    plan: LoopPlan | None = None,
+    axis_name: str | None,
+    plan: LoopPlan,
 ) -> Callable[..., tuple[TrainState, dict[str, jax.Array]]]:
     """Builds `update_epochs(train_state, batch, key, hparams, learning_rate, actor_coef)`.
 
@@ -339,14 +276,13 @@ def make_update_epochs(
     With `axis_name`, the batch is this device's share and gradients are averaged over
     the axis (see `make_minibatch_grads`), so all devices keep identical parameters.
 
-    `plan` (`loops.loop_plan(config.loop_layout)` when None) lays the loops out: "nested"
-    epochs are a scan of `lax.cond`-guarded epochs of minibatch scans; "flat" epochs are
-    one scan of `update_epochs * num_minibatches` steps, each gathering its minibatch from
-    the epoch's permutation, where steps after an early stop are computed and discarded
-    (no `cond`: one host round trip fewer per epoch on a GPU). Same shuffles, same Adam
-    steps, same parameters.
+    `plan` (the run's `loops.loop_plan`, decided once: `TrainSetup.plan`) lays the loops
+    out: "nested" epochs are a scan of `lax.cond`-guarded epochs of minibatch scans; "flat"
+    epochs are one scan of `update_epochs * num_minibatches` steps, each gathering its
+    minibatch from the epoch's permutation, where steps after an early stop are computed
+    and discarded (no `cond`: one host round trip fewer per epoch on a GPU). Same
+    shuffles, same Adam steps, same parameters.
     """
-    plan = loop_plan(config.loop_layout) if plan is None else plan
     grads_fn = make_minibatch_grads(config, networks, axis_name)
     # Over several devices the epochs normalise the advantages of all their minibatches
     # at once (one all-reduce per epoch, or per update with the "flat" plan).

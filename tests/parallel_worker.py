@@ -57,7 +57,8 @@ def gradient_results(short) -> dict[str, np.ndarray]:
 
     import purejaxppo as pjp
     from purejaxppo import parallel
-    from purejaxppo.update import Batch, make_minibatch_grads
+    from purejaxppo.sequences import Batch
+    from purejaxppo.update import make_minibatch_grads
 
     results: dict[str, np.ndarray] = {}
     # Gradient on one minibatch of 64 samples: 4 devices x 16 (pmean) vs 1 device x 64.

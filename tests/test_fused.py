@@ -17,7 +17,8 @@ import purejaxppo as pjp
 from purejaxppo.envs import make_env
 from purejaxppo.fused import fused_minibatch_grads, unsupported
 from purejaxppo.hyperparams import Hyperparams
-from purejaxppo.update import Batch, make_minibatch_grads
+from purejaxppo.sequences import Batch
+from purejaxppo.update import make_minibatch_grads
 
 
 def networks_for(env_id: str = "CartPole-v1", **fields):

@@ -23,9 +23,10 @@ from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.learning import learning_rates
 from purejaxppo.loops import LoopPlan, loop_plan
 from purejaxppo.rollout import critic_apart, make_rollout
+from purejaxppo.sequences import Batch
 from purejaxppo.train_setup import prepare
 from purejaxppo.types import Transition
-from purejaxppo.update import Batch, make_update_epochs
+from purejaxppo.update import make_update_epochs
 
 COMPACT = loop_plan("compact")
 FLAT = LoopPlan("test", 1, "scan", "flat", 1)

@@ -18,7 +18,8 @@ import purejaxppo as pjp
 from purejaxppo.envs import make_env
 from purejaxppo.envs.agent_rows import agent_rows
 from purejaxppo.rollout import make_rollout
-from purejaxppo.update import make_minibatch_grads, make_sequences
+from purejaxppo.sequences import make_sequences
+from purejaxppo.update import make_minibatch_grads
 
 SPREAD = "jaxmarl:MPE_simple_spread_v3"
 

@@ -19,7 +19,7 @@ from purejaxppo.checkpoint import load_checkpoint, save_checkpoint
 from purejaxppo.envs.rows import vmapped_envs
 from purejaxppo.networks import make_networks, state_size
 from purejaxppo.rollout import make_rollout
-from purejaxppo.update import make_sequences
+from purejaxppo.sequences import make_sequences
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

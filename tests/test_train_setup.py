@@ -115,3 +115,69 @@ def test_policy_of_custom_networks_normalizes_as_training():
     assert policy.networks.normalization is not None
     # Unnormalised, the value differs in the first digit (-1.34 against -0.03 here).
     np.testing.assert_allclose(policy.get_action(obs).value, value, rtol=1e-5, atol=1e-6)
+
+
+def test_the_setup_decides_the_loop_plan_once():
+    """`prepare` decides the update's loop layout (`TrainSetup.plan`), and the builders
+    of the program lay their loops out by the plan they are given, not by the config:
+    `make_learn` with the "unrolled" plan has no `cond` (flat epochs) even for a config
+    whose `loop_layout` is "compact"."""
+    import jax
+    import jax.numpy as jnp
+
+    from purejaxppo.learning import make_learn
+    from purejaxppo.loops import loop_plan
+    from purejaxppo.train import plan_rollout
+
+    config = pjp.PPOConfig(num_envs=4, num_steps=8, total_timesteps=64, num_minibatches=2)
+    for layout in ("auto", "compact", "unrolled"):
+        assert prepare(config.replace(loop_layout=layout)).plan == loop_plan(layout)
+    assert prepare(config).plan.layout == "compact"  # "auto" on the CPU
+    compact = config.replace(loop_layout="compact")
+    setup = prepare(compact)
+    fns = pjp.make_train_fns(compact)
+    runner = fns.init(jax.random.key(0))
+    rollout = plan_rollout(compact, setup)
+    _, traj, _ = jax.eval_shape(lambda r: rollout(r.train_state.params, r.env, r.key), runner)
+    traj = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), traj)
+
+    def jaxpr_text(plan):
+        learn = make_learn(compact, setup.networks, plan)
+        args = (runner.train_state, traj, runner.env.policy_state, jax.random.key(1))
+        return str(jax.make_jaxpr(learn)(*args, fns.hparams, runner.update_step))
+
+    assert " cond[" in jaxpr_text(setup.plan)
+    assert " cond[" not in jaxpr_text(loop_plan("unrolled"))
+    # The program's builders take the plan; none decides it again.
+    for name in ("train.py", "update.py", "rollout.py"):
+        assert "loop_plan(" not in (PACKAGE / name).read_text(), name
+    learning = ast.parse((PACKAGE / "learning.py").read_text())
+    make_learn_def = next(
+        n for n in learning.body if isinstance(n, ast.FunctionDef) and n.name == "make_learn"
+    )
+    called = {
+        n.func.id
+        for n in ast.walk(make_learn_def)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    assert "make_update_epochs" in called and "loop_plan" not in called
+
+
+def test_train_fns_carry_the_configs_hyperparams():
+    """`TrainFns.hparams` is `Hyperparams.from_config(config)`: what `train(key)` runs
+    with, and what the single-run driver gives `run`."""
+    import jax
+    import numpy as np
+
+    from purejaxppo.hyperparams import Hyperparams
+
+    config = pjp.PPOConfig(
+        num_envs=4, num_steps=8, total_timesteps=64, num_minibatches=2, ent_coef=0.02, gamma=0.9
+    )
+    fns = pjp.make_train_fns(config)
+    expected = Hyperparams.from_config(config)
+    assert type(fns.hparams) is Hyperparams
+    for got, want in zip(jax.tree.leaves(fns.hparams), jax.tree.leaves(expected), strict=True):
+        assert got.dtype == want.dtype and got.shape == ()
+        np.testing.assert_array_equal(got, want)
+    assert float(fns.hparams.ent_coef) == np.float32(0.02)

@@ -203,3 +203,24 @@ def test_the_drivers_init_program_takes_the_source_as_an_argument(source):
     for k in range(2):  # both runs start from the source's params exactly
         got = jax.tree.map(lambda x: x[k], jax.device_get(runner.train_state.params))  # noqa: B023
         jax.tree.map(np.testing.assert_array_equal, got, params)
+
+
+def test_program_and_start_splits_a_warm_started_config(source):
+    """`warm.program_and_start`: the programs' config without the source (so the source
+    is not baked in), the source's params from its newest checkpoint, and none for a
+    resumed run (it continues from its own checkpoint)."""
+    from purejaxppo.checkpoint import load_init_params
+    from purejaxppo.drivers import warm
+
+    config = FINE.replace(init_from=str(source), init_step=130)
+    program, params = warm.program_and_start(config)
+    assert (program.init_from, program.init_step) == (None, None)
+    assert program == config.replace(init_from=None, init_step=None)
+    at_130, step = load_init_params(source, config.init_parts, 130)
+    assert step == 130
+    jax.tree.map(np.testing.assert_array_equal, params, at_130)
+    resumed, none = warm.program_and_start(config, resume=True)
+    assert resumed == program and none is None
+    assert warm.program_and_start(FINE) == (FINE, None)  # no warm start
+    with pytest.raises(ValueError, match="init_from='/nonexistent"):
+        warm.program_and_start(FINE.replace(init_from="/nonexistent/run"))

@@ -1,4 +1,4 @@
-"""Trajectory windows (`purejaxppo.windows`, DTI's `get_trajectory_minibatches`): golden
+"""Trajectory windows (`purejaxppo.sequences`, DTI's `get_trajectory_minibatches`): golden
 windows of a hand-made rollout, the gathered batch, the masked loss, errors, and a
 recurrent policy learning Probe7 on windows."""
 
@@ -14,8 +14,8 @@ from purejaxppo.envs.rows import vmapped_envs
 from purejaxppo.losses import ppo_loss
 from purejaxppo.networks import make_networks
 from purejaxppo.rollout import make_rollout
+from purejaxppo.sequences import window_indices
 from purejaxppo.types import Transition
-from purejaxppo.windows import window_indices
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

@@ -143,7 +143,8 @@ def make_library_epochs(fused_kernels: str):
     import purejaxppo as pjp
     from purejaxppo.envs import make_env
     from purejaxppo.hyperparams import Hyperparams
-    from purejaxppo.update import Batch, make_minibatch_grads
+    from purejaxppo.sequences import Batch
+    from purejaxppo.update import make_minibatch_grads
 
     config = pjp.PPOConfig(fused_kernels=fused_kernels)
     networks = pjp.make_networks(config, *make_env("CartPole-v1"))

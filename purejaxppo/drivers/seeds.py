@@ -201,8 +201,8 @@ def train_seeds(
         rundir.check_fresh(run_dir, overwrite)
     # A warm start is read once and given to the init program as an argument (a resumed
     # run continues its own checkpoints instead).
-    init_params = None if resume else warm.load_warm_start(config)
-    fns = make_train_fns(warm.program_config(config))
+    program, init_params = warm.program_and_start(config, resume=resume)
+    fns = make_train_fns(program)
     warm.check_warm_start(fns, init_params)
     if resume:  # what decides the results, as the run started (before the devices)
         count = devices if isinstance(devices, int) else len(devices)

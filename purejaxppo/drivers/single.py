@@ -38,7 +38,6 @@ from purejaxppo.drivers.segments import (
     segment_length,
 )
 from purejaxppo.guards import TrainingDiverged, nonfinite_leaf
-from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.sinks import check_sinks, make_sinks
 from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState
@@ -126,10 +125,8 @@ def train_and_log(
         rundir.check_fresh(run_dir, overwrite)
     else:  # its config as recorded at the start (none: a run from before records)
         fingerprint.check(run_dir, run_fields(config), what=RESUME)
-    # A resumed run starts from its own checkpoint, not from its warm start's source.
-    fns = make_train_fns(
-        warm.program_config(config), init_params=None if resume else warm.load_warm_start(config)
-    )
+    program, init_params = warm.program_and_start(config, resume=resume)
+    fns = make_train_fns(program, init_params=init_params)
     loggers = [name for name in config.loggers if name != "csv"]  # metrics.csv: below
     check_sinks(loggers)
     if config.upload_checkpoints and "wandb" not in loggers:
@@ -228,7 +225,7 @@ class _SingleRun:
         self.config, self.fns, self.run_dir = config, fns, run_dir
         self.names = fns.metric_names  # METRICS, then action_frac/<i>, info/<key>
         self.evaluators, self.media = evaluators, media
-        self.hparams = Hyperparams.from_config(config)
+        self.hparams = fns.hparams  # the config's (`Hyperparams.from_config`)
         # Evaluation episodes draw from their own stream of the caller's key.
         self.eval_base_key = jax.random.fold_in(key, EVAL_KEY_STREAM)
         self.eval_columns = [f"eval/{name}/return" for name in evaluators]

@@ -21,6 +21,7 @@ __all__ = [
     "check_warm_start",
     "init_runs",
     "load_warm_start",
+    "program_and_start",
     "program_config",
     "replicate",
     "runs_specs",
@@ -46,6 +47,19 @@ def program_config(config: PPOConfig) -> PPOConfig:
     """`config` for building the programs: without `init_from` / `init_step`, so that
     `make_train_fns` neither loads nor bakes the source (it comes as an argument)."""
     return config.replace(init_from=None, init_step=None)
+
+
+def program_and_start(config: PPOConfig, *, resume: bool = False) -> tuple[PPOConfig, Any]:
+    """`(program_config(config), load_warm_start(config))`: the config a driver builds its
+    programs from, and the warm start's parameters to give them (None without
+    `init_from`, and None when `resume`: a resumed run continues from its own
+    checkpoint, not from its warm start's source).
+
+    Raises:
+      ValueError: from `load_warm_start` (a bad `init_from` / `init_step`).
+    """
+    program = program_config(config)
+    return program, None if resume else load_warm_start(config)
 
 
 def check_warm_start(fns: Any, init_params: Any) -> None:

@@ -95,8 +95,8 @@ def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dic
     mesh, settings, swept, log_every = plan.mesh, plan.settings, plan.swept, plan.log_every
     stop.check()
     # A warm start is read once and passed to the programs as an argument (`warm`).
-    init_params = warm.load_warm_start(config)
-    fns = make_train_fns(warm.program_config(config), networks=plan.networks)
+    program, init_params = warm.program_and_start(config)
+    fns = make_train_fns(program, networks=plan.networks)
     warm.check_warm_start(fns, init_params)
     num_devices = mesh.devices.size
     num_updates = config.num_updates

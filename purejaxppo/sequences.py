@@ -1,8 +1,15 @@
-"""Trajectory windows: training sequences that never cross an episode end.
+"""The training sequences of one update, cut from a rollout `[T, N]`
+(`PPOConfig.sequence_sampling`): fixed chunks (`make_sequences`, "chunks") or trajectory
+windows (`trajectory_minibatches`, "windows"), each a `Batch` of sequences `[K, L]` that
+`update.make_update_epochs` shuffles into minibatches. Feed-forward policies train on
+chunks of one step (every transition its own sequence).
 
-`PPOConfig.sequence_sampling: "windows"` trains a recurrent or transformer policy on
-windows drawn from the rollout's trajectories instead of the fixed chunks of
-`update.make_sequences`, following decision-transformer-interpretability's (DTI)
+Chunks: sequence k = c * N + n is env n's steps `[c * L, (c + 1) * L)`, starting from the
+policy state the rollout stored at its first step.
+
+Trajectory windows never cross an episode end. `"windows"` trains a recurrent or
+transformer policy on windows drawn from the rollout's trajectories instead of the fixed
+chunks, following decision-transformer-interpretability's (DTI)
 `Memory.get_trajectory_minibatches(timesteps, prob_go_from_end=0.1)`: every window holds
 `timesteps` consecutive steps of one trajectory; a trajectory of at most `timesteps` steps
 is one whole window (padded), a longer one gives a full window that ends at the
@@ -16,6 +23,7 @@ episode), and ends at the step before the next start or at t = T - 1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -23,10 +31,91 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from purejaxppo.types import Transition
-from purejaxppo.update import Batch, batch_of
+from purejaxppo.types import PyTree, Transition
 
-__all__ = ["Windows", "trajectory_minibatches", "window_indices"]
+__all__ = [
+    "Batch",
+    "Windows",
+    "batch_of",
+    "make_sequences",
+    "trajectory_minibatches",
+    "window_indices",
+]
+
+
+class Batch(NamedTuple):
+    """Training sequences `[K, L]` (K sequences of L steps), or
+    `[num_minibatches, K / num_minibatches, L]` after shuffling (whole sequences).
+
+    Feed-forward policies train on sequences of L = 1 step: every transition is its own
+    sequence, so minibatches are uniform samples of transitions (CleanRL's PPO). `mask` is
+    None for chunks (`make_sequences`: every step counts) and marks the steps of trajectory
+    windows (`trajectory_minibatches`: padded steps are left out of the loss).
+    """
+
+    obs: jax.Array  # [K, L, *obs_shape] (or a dict / tuple of such arrays)
+    action: jax.Array  # [K, L] int32, [K, L, K'] int32 or [K, L, A] float32
+    log_prob: jax.Array  # [K, L] float32, log pi_old
+    value: jax.Array  # [K, L] float32, V_old
+    advantages: jax.Array  # [K, L] float32
+    returns: jax.Array  # [K, L] float32, value targets
+    initial_state: PyTree  # [K, ...] policy state entering each sequence's first step
+    resets: jax.Array  # [K, L] bool; the previous step ended the episode (state restarts)
+    mask: jax.Array | None = None  # [K, L] bool, the step counts in the loss; None: all do
+
+
+def make_sequences(
+    traj: Transition, advantages: jax.Array, returns: jax.Array, seq_len: int
+) -> Batch:
+    """Cuts a rollout `[T, N]` into K = N * T / L training sequences `[K, L]`.
+
+    Sequence k = c * N + n is env n's steps `[c * L, (c + 1) * L)` (L = `seq_len`; L = T
+    keeps the rollout's sequences whole, L = 1 makes every transition a sequence), starting
+    from the policy state the rollout stored at its first step (`traj.policy_state[c * L,
+    n]`, before that step's reset) with the rollout's reset flags.
+
+    Args:
+      traj: `Transition` with leading axes `[T, N]`.
+      advantages, returns: float32 `[T, N]`.
+      seq_len: L, must divide T.
+    """
+    num_steps, num_envs = traj.reward.shape
+    chunks = num_steps // seq_len
+
+    def split(x):  # [T, N, ...] -> [C, L, N, ...] -> [C, N, L, ...] -> [K, L, ...]
+        x = jnp.moveaxis(x.reshape((chunks, seq_len, num_envs, *x.shape[2:])), 1, 2)
+        return x.reshape((chunks * num_envs, seq_len, *x.shape[3:]))
+
+    def first_steps(x):  # [T, N, ...] -> [C, N, ...] -> [K, ...]
+        x = x[::seq_len]
+        return x.reshape((chunks * num_envs, *x.shape[2:]))
+
+    return batch_of(traj, advantages, returns, split, first_steps)
+
+
+def batch_of(
+    traj: Transition,
+    advantages: jax.Array,
+    returns: jax.Array,
+    cut: Callable[[jax.Array], jax.Array],
+    first_step: Callable[[jax.Array], jax.Array],
+    mask: jax.Array | None = None,
+) -> Batch:
+    """The `Batch` of sequences that `cut` takes out of every `[T, N, ...]` leaf (giving
+    `[K, L, ...]`), with the policy state at each sequence's first step (`first_step`:
+    `[T, N, ...]` -> `[K, ...]`) and `mask` (`[K, L]` bool, None: every step counts).
+    `make_sequences` cuts chunks, `trajectory_minibatches` trajectory windows."""
+    return Batch(
+        obs=jax.tree.map(cut, traj.obs),
+        action=cut(traj.action),
+        log_prob=cut(traj.log_prob),
+        value=cut(traj.value),
+        advantages=cut(advantages),
+        returns=cut(returns),
+        initial_state=jax.tree.map(first_step, traj.policy_state),
+        resets=cut(traj.reset),
+        mask=mask,
+    )
 
 
 class Windows(NamedTuple):
