@@ -25,6 +25,7 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 
+from purejaxppo.cli.check import check_command
 from purejaxppo.cli.parser import build_parser
 from purejaxppo.cli.pbt import pbt_command
 from purejaxppo.cli.policy_commands import collect_command, eval_command, export_command
@@ -40,6 +41,7 @@ STOPPED_AT_ONCE = {
     "collect": "the dataset directory stays partial (load_episodes refuses it): continue it "
     "with purejaxppo collect --resume OUT, or delete it",
     "eval": "nothing written",
+    "check": "nothing written",
     "export": "nothing written (its staging directory is removed)",
 }
 
@@ -48,6 +50,7 @@ COMMANDS = {
     "sweep": sweep_command,
     "pbt": pbt_command,
     "tune": tune_command,
+    "check": check_command,
     "eval": eval_command,
     "collect": collect_command,
     "export": export_command,

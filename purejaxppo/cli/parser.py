@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 from typing import Any
 
+from purejaxppo.cli.check import CheckOptions
 from purejaxppo.cli.options import (
     CollectOptions,
     EvalOptions,
@@ -80,6 +81,7 @@ SUBCOMMANDS: dict[str, tuple[type, bool]] = {
     "sweep": (SweepOptions, True),
     "pbt": (PbtOptions, True),
     "tune": (TuneOptions, True),
+    "check": (CheckOptions, True),
     "export": (ExportOptions, False),
 }
 #: subcommand -> its help, description and epilog.
@@ -131,6 +133,16 @@ TEXTS = {
         epilog="example: purejaxppo tune --config configs/cartpole.yaml --trials 64 --batch 16 "
         "--search learning_rate=log_uniform:1e-5:1e-2 --search ent_coef=uniform:0:0.05 "
         "--out tune/cartpole;  continue a stopped tune: purejaxppo tune --resume tune/cartpole",
+    ),
+    "check": dict(
+        help="is my PPO right? probe envs and invariants run with a config",
+        description="Train a battery of probe environments with the config's PPO settings "
+        "and network family (K seeds vmapped per probe), then a short run on the config's "
+        "own env read against invariants. Each row: what it isolates, expected and "
+        "measured values, pass or fail, and on a failure the part of PPO it points to. "
+        "Exit 0 when every row passes, 1 when one fails, 2 on bad input.",
+        epilog="example: purejaxppo check --config configs/cartpole.yaml --seeds 8;  "
+        "--json prints the report as JSON",
     ),
     "export": dict(
         help="export a run's policy to PyTorch or ONNX",

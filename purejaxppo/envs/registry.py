@@ -14,10 +14,10 @@ import gymnax
 
 from purejaxppo.config_checks import short
 from purejaxppo.envs.pomdp import POMDP_ENVS
-from purejaxppo.envs.probes import PROBE_ENVS, PROBE_VARIANT_ENVS
+from purejaxppo.envs.probes import PROBE_ENVS, PROBE_PART_ENVS, PROBE_VARIANT_ENVS
 
 # The probe (and POMDP) envs join gymnax's registry, so `gymnax.make("Probe1-v0")` works.
-for _env_id, _cls in {**PROBE_ENVS, **PROBE_VARIANT_ENVS, **POMDP_ENVS}.items():
+for _env_id, _cls in {**PROBE_ENVS, **PROBE_VARIANT_ENVS, **PROBE_PART_ENVS, **POMDP_ENVS}.items():
     if _env_id not in gymnax.registered_envs:
         gymnax.register(_env_id, _cls)
 

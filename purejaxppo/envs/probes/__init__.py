@@ -36,6 +36,13 @@ from purejaxppo.envs.probes.classic import (
     Probe7,
     Probe7Params,
 )
+from purejaxppo.envs.probes.parts import (
+    ProbeContinuousBound,
+    ProbeEqualReward,
+    ProbeScaledObs,
+    ProbeTruncation,
+    TruncationParams,
+)
 from purejaxppo.envs.probes.variants import (
     MaskedEnvState,
     ProbeDiscreteObs,
@@ -46,6 +53,7 @@ from purejaxppo.envs.probes.variants import (
 
 __all__ = [
     "PROBE_ENVS",
+    "PROBE_PART_ENVS",
     "PROBE_VARIANT_ENVS",
     "EnvParams",
     "EnvState",
@@ -63,6 +71,11 @@ __all__ = [
     "ProbeMaskedAction",
     "ProbeMultiBinary",
     "ProbeMultiDiscrete",
+    "ProbeContinuousBound",
+    "ProbeEqualReward",
+    "ProbeScaledObs",
+    "ProbeTruncation",
+    "TruncationParams",
 ]
 
 PROBE_ENVS: dict[str, type[_ProbeEnv]] = {
@@ -84,3 +97,12 @@ PROBE_VARIANT_ENVS: dict[str, type[_ProbeEnv]] = {
 }
 """Probes for the other action spaces (MultiDiscrete, MultiBinary) and for action masks;
 registered likewise."""
+
+PROBE_PART_ENVS: dict[str, type[_ProbeEnv]] = {
+    "ProbeTruncation-v0": ProbeTruncation,
+    "ProbeEqualReward-v0": ProbeEqualReward,
+    "ProbeScaledObs-v0": ProbeScaledObs,
+    "ProbeContinuousBound-v0": ProbeContinuousBound,
+}
+"""Probes of the parts probes 1-7 leave out (truncation, entropy, normalisation, the
+continuous log-prob at a bound; `purejaxppo.check` runs them); registered likewise."""

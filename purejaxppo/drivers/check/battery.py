@@ -1,0 +1,270 @@
+"""`check(config)`: the probe battery and the invariants, run with a user's config."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from purejaxppo.config import PPOConfig, field_group
+from purejaxppo.drivers.check.invariants import INVARIANTS, Invariant
+from purejaxppo.drivers.check.probes import PROBES, Probe, Trained
+from purejaxppo.drivers.check.report import CheckReport, CheckRow
+from purejaxppo.drivers.segments import progress_bar
+
+__all__ = ["check", "probe_config"]
+
+#: The config groups a probe takes from the user's config: the PPO settings and the
+#: network family. Sizes, the env and the driver's settings are the probe's own.
+CARRIED_GROUPS = ("loss", "optim", "network", "recurrent", "normalize")
+#: Fields of those groups that describe the user's env, not PPO: the probe keeps its own.
+ENV_SHAPED = (
+    "encoder",
+    "cnn_channels",
+    "cnn_kernel_sizes",
+    "cnn_strides",
+    "impala_channels",
+    "conv_impl",
+    "action_mask_key",
+)
+PROBE_ENVS = 16
+#: Updates of the short run on the config's own env (the invariants).
+INVARIANT_UPDATES = 12
+
+
+class Spaces(NamedTuple):
+    """What the probes ask of the user's env: continuous (Box) actions, an action mask."""
+
+    continuous: bool
+    masked: bool
+
+
+def _spaces(config: PPOConfig) -> Spaces:
+    from gymnax.environments import spaces as gym_spaces
+
+    from purejaxppo.kinds.resolve import resolve_env
+
+    env, env_params = resolve_env(config)
+    action_space = env.action_space(env_params)
+    obs_space = env.observation_space(env_params)
+    masked = (
+        config.action_mask_key is not None
+        and isinstance(getattr(obs_space, "spaces", None), dict)
+        and config.action_mask_key in obs_space.spaces
+    )
+    return Spaces(continuous=isinstance(action_space, gym_spaces.Box), masked=masked)
+
+
+def _check_arguments(seeds: Any, seed: Any) -> None:
+    for name, value, low in (("seeds", seeds, 1), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"check: {name} must be an integer, got {value!r}")
+        if value < low:
+            raise ValueError(f"check: {name} must be >= {low}, got {value}")
+
+
+def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOConfig, list[str]]:
+    """The config a probe trains with: `config`'s PPO settings and network family
+    (`CARRIED_GROUPS`) on the probe's env, 16 envs x `probe.num_steps` steps x
+    `probe.updates` updates, then `probe.overrides`.
+
+    Returns `(probe's config, notes)`: the notes say what was adapted (an encoder the
+    probe's 1-d observation can't take becomes the MLP; a `num_minibatches` that does not
+    split the probe's batch becomes the largest one that does).
+
+    Raises:
+      ValueError: the adapted config is still refused (names the field).
+    """
+    notes: list[str] = []
+    carried = {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(PPOConfig)
+        if field_group(f.name) in CARRIED_GROUPS and f.name not in ENV_SHAPED
+    }
+    if config.encoder != "mlp":
+        notes.append(f"encoder {config.encoder!r} can't take the probe's 1-d observation: MLP")
+    if config.max_seq_len is not None and config.max_seq_len > probe.num_steps:
+        carried["max_seq_len"] = None
+    steps = PROBE_ENVS * probe.num_steps
+    values = {
+        **carried,
+        "env_name": probe.env_id,
+        "num_envs": PROBE_ENVS,
+        "num_steps": probe.num_steps,
+        "total_timesteps": steps * probe.updates,
+        "update_epochs": config.update_epochs,
+        "loop_layout": config.loop_layout,
+        "fused_kernels": config.fused_kernels,
+        "seed": seed,
+        **probe.overrides,
+    }
+    minibatches = config.num_minibatches
+    while True:
+        try:
+            probe_cfg = PPOConfig.from_dict({**values, "num_minibatches": minibatches})
+        except ValueError:
+            if minibatches <= 1:
+                raise
+            minibatches //= 2
+            continue
+        if minibatches != config.num_minibatches:
+            notes.append(f"num_minibatches {minibatches} (the probe's batch is {steps})")
+        return probe_cfg, notes
+
+
+def _keys(seed: int, seeds: int) -> jax.Array:
+    return jax.random.split(jax.random.key(seed), seeds)
+
+
+def _train(config: PPOConfig, seeds: int, seed: int) -> tuple[Any, Any]:
+    """Trains `seeds` seeds of `config` in one vmapped program: `(networks, TrainOutput)`."""
+    from purejaxppo.kinds.resolve import resolve
+    from purejaxppo.train import make_train
+
+    networks = resolve(config, operations=("policy",)).networks
+    out = jax.jit(jax.vmap(make_train(config, networks=networks)))(_keys(seed, seeds))
+    return networks, jax.device_get(out)
+
+
+def _row(
+    spec: Probe | Invariant, values: Any = None, note: str = "", skip: str | None = None
+) -> CheckRow:
+    if skip is not None:
+        nan = math.nan
+        return CheckRow(
+            row=spec.row,
+            isolates=spec.isolates,
+            expected=spec.expected,
+            measured=nan,
+            spread=(nan, nan),
+            passed=None,
+            points_to=spec.points_to,
+            note=f"skipped: {skip}",
+        )
+    values = np.asarray(values, np.float64)
+    finite = values[np.isfinite(values)]
+    if finite.size < values.size:  # a NaN seed is a failed seed, never a dropped one
+        median = math.nan
+    else:
+        median = float(np.median(finite))
+    spread = (float(np.min(values)), float(np.max(values)))
+    passed = bool(spec.low <= median <= spec.high) if not math.isnan(median) else False
+    return CheckRow(
+        row=spec.row,
+        isolates=spec.isolates,
+        expected=spec.expected,
+        measured=median,
+        spread=spread,
+        passed=passed,
+        points_to=spec.points_to,
+        note=note,
+    )
+
+
+def _probe_groups(
+    config: PPOConfig, spaces: Spaces
+) -> tuple[list[tuple[Probe, str]], dict[tuple, list[Probe]]]:
+    """The skipped probes (with the reason) and the rest grouped by the program they
+    share (same env, overrides and size)."""
+    skipped, groups = [], {}
+    for probe in PROBES:
+        reason = probe.applies(config, spaces)
+        if reason is not None:
+            skipped.append((probe, reason))
+            continue
+        key = (probe.env_id, tuple(sorted(probe.overrides.items())), probe.updates)
+        groups.setdefault(key, []).append(probe)
+    return skipped, groups
+
+
+def check(
+    config: PPOConfig,
+    *,
+    seeds: int = 8,
+    seed: int = 0,
+    invariants: bool = True,
+    progress: bool = True,
+) -> CheckReport:
+    """Is this PPO right? Runs the probe battery with `config`, then a short run on
+    `config`'s own env checked against invariants.
+
+    Every probe env (`purejaxppo.envs.probes`) isolates one part of PPO and has a known
+    right answer; it trains with `config`'s PPO settings (learning rate and schedule,
+    clip, epochs, minibatches, normalisation, advantage estimator, coefficients) and
+    network family (activation, sizes, recurrent core or transformer), `seeds` seeds
+    vmapped in one program per probe. Probes that need what the config lacks are skipped
+    with the reason (memory without a core, the mask probe without a mask, ...).
+
+    Args:
+      config: the config to check (`PPOConfig`).
+      seeds: K, seeds per probe (int >= 1); each row is the median over them.
+      seed: the base PRNG seed (int >= 0).
+      invariants: also run `INVARIANT_UPDATES` updates on the config's own env.
+      progress: show a progress bar (one step per program).
+
+    Returns:
+      `CheckReport`: one `CheckRow` per probe and invariant; `report.passed`.
+
+    Raises:
+      ValueError: a bad `seeds` / `seed`, or a config a probe cannot adapt (names it).
+    """
+    _check_arguments(seeds, seed)
+    start = time.perf_counter()
+    spaces = _spaces(config)
+    skipped, groups = _probe_groups(config, spaces)
+    configs = {
+        key: probe_config(config, probes[0], seed) for key, probes in groups.items()
+    }  # every probe's config is checked before anything compiles
+    rows: dict[str, CheckRow] = {probe.row: _row(probe, skip=reason) for probe, reason in skipped}
+    bar = progress_bar(
+        len(groups) + int(invariants), unit="program", desc="check", enabled=progress
+    )
+    with bar:
+        for key, probes in groups.items():
+            probe_cfg, notes = configs[key]
+            bar.set_postfix_str(probes[0].env_id)
+            networks, out = _train(probe_cfg, seeds, seed)
+            trained = Trained(networks, out.train_state.params, dict(out.metrics), probe_cfg)
+            for probe in probes:
+                note = "; ".join([*notes, probe.note] if probe.note else notes)
+                rows[probe.row] = _row(probe, probe.measure(trained), note)
+            bar.update(1)
+        if invariants:
+            bar.set_postfix_str(config.env_name)
+            rows.update(_invariant_rows(config, seeds, seed))
+            bar.update(1)
+    ordered = [rows[p.row] for p in PROBES] + [rows[i.row] for i in INVARIANTS if i.row in rows]
+    return CheckReport(config.env_name, seeds, seed, ordered, time.perf_counter() - start)
+
+
+def _invariant_rows(config: PPOConfig, seeds: int, seed: int) -> dict[str, CheckRow]:
+    """The invariants of `INVARIANT_UPDATES` updates of `config` on its own env."""
+    run = config.replace(
+        total_timesteps=config.num_envs * config.num_steps * INVARIANT_UPDATES,
+        anneal_lr=False,
+    )
+    _, out = _train(run, seeds, seed)
+    metrics = {name: np.asarray(value) for name, value in out.metrics.items()}
+    params = out.train_state.params
+    stats = params.get("obs_norm") if isinstance(params, dict) else None
+    rows = {}
+    for invariant in INVARIANTS:
+        reason = invariant.applies(run)
+        if reason is None and invariant.row.endswith("statistics move") and stats is None:
+            reason = "the networks keep no observation statistics"
+        if reason is not None:
+            rows[invariant.row] = _row(invariant, skip=reason)
+            continue
+        rows[invariant.row] = _row(invariant, invariant.measure(metrics, run, stats))
+    return rows
+
+
+def rows_named(report: CheckReport, names: Sequence[str]) -> list[CheckRow]:
+    """The rows of `report` with the given names, in that order."""
+    by_name = {row.row: row for row in report.rows}
+    return [by_name[name] for name in names]

@@ -1,0 +1,163 @@
+"""The invariants `purejaxppo check` reads off a short run on the config's own env: what
+every healthy PPO run shows in its first updates, whatever the env.
+
+Each invariant maps the run's metrics (`TrainOutput.metrics`, float32 `[K, U]`) to one
+value per seed; the row passes when the median over seeds lies in its range. Sources:
+the PPO paper's diagnostics (Schulman et al. 2017) as CleanRL logs them (`approx_kl`,
+`clipfrac`, `explained_variance`), and the implementation details of Huang et al. 2022
+("The 37 Implementation Details of PPO").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["INVARIANTS", "Invariant"]
+
+
+class Invariant(NamedTuple):
+    """One invariant row.
+
+    Attributes:
+      row: the row's name.
+      isolates: what it measures.
+      points_to: the part of PPO a failure points to.
+      measure: `(metrics [K, U] by name, config, stats) -> float64 [K]`; `stats` holds
+        the run's final normalisation statistics (or None).
+      low, high: the passing range of the median over seeds.
+      applies: `config -> None`, or the reason to skip.
+    """
+
+    row: str
+    isolates: str
+    points_to: str
+    measure: Callable[[dict[str, np.ndarray], Any, Any], np.ndarray]
+    low: float
+    high: float
+    applies: Callable[[Any], str | None] = lambda config: None
+
+    @property
+    def expected(self) -> str:
+        """The passing range as text."""
+        if math.isinf(self.high):
+            return f">= {self.low:g}" if self.low > 0 else f"> {self.low:g}"
+        if math.isinf(self.low):
+            return f"<= {self.high:g}"
+        return f"({self.low:g}, {self.high:g})"
+
+
+_LOSSES = ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
+
+
+def _finite(metrics: dict[str, np.ndarray], config: Any, stats: Any) -> np.ndarray:
+    stacked = np.stack([np.asarray(metrics[name]) for name in _LOSSES if name in metrics])
+    return np.isfinite(stacked).all(axis=(0, 2)).astype(np.float64)
+
+
+def _after_first(metrics: dict[str, np.ndarray], name: str) -> np.ndarray:
+    values = np.asarray(metrics[name], np.float64)
+    return np.nanmean(values[:, 1:] if values.shape[1] > 1 else values, axis=1)
+
+
+def _approx_kl(metrics: dict[str, np.ndarray], config: Any, stats: Any) -> np.ndarray:
+    return _after_first(metrics, "approx_kl")
+
+
+def _clipfrac(metrics: dict[str, np.ndarray], config: Any, stats: Any) -> np.ndarray:
+    return _after_first(metrics, "clipfrac")
+
+
+def _explained_variance_rise(metrics: dict[str, np.ndarray], config: Any, stats: Any):
+    values = np.asarray(metrics["explained_variance"], np.float64)
+    third = max(1, values.shape[1] // 3)
+    with np.errstate(all="ignore"):
+        return np.nanmean(values[:, -third:], axis=1) - np.nanmean(values[:, :third], axis=1)
+
+
+def _entropy_kept(metrics: dict[str, np.ndarray], config: Any, stats: Any) -> np.ndarray:
+    """The entropy's drop from the first update to the last third, in nats."""
+    values = np.asarray(metrics["entropy"], np.float64)
+    third = max(1, values.shape[1] // 3)
+    return values[:, 0] - np.nanmean(values[:, -third:], axis=1)
+
+
+def _statistics_moved(metrics: dict[str, np.ndarray], config: Any, stats: Any) -> np.ndarray:
+    """The observation statistics' count over the env steps the run took (1: every
+    observation was counted)."""
+    steps = np.asarray(metrics["env_steps"], np.float64)[:, -1]
+    count = np.asarray(stats["count"], np.float64).reshape(len(steps), -1)[:, 0]
+    return count / steps
+
+
+def _with_minibatch_steps(config: Any) -> str | None:
+    if config.update_epochs * config.num_minibatches <= 1:
+        return "one minibatch step per update: the ratio never leaves 1"
+    return None
+
+
+def _normalising(config: Any) -> str | None:
+    return None if config.normalize_observations else "normalize_observations is off"
+
+
+INVARIANTS: tuple[Invariant, ...] = (
+    Invariant(
+        row="invariant: finite losses",
+        isolates="fraction of seeds whose losses, KL and gradient norm stay finite",
+        points_to="numerics: the learning rate, the loss scale, a log of 0 (log-prob of an "
+        "impossible action)",
+        measure=_finite,
+        low=1.0,
+        high=math.inf,
+    ),
+    Invariant(
+        row="invariant: approx_kl",
+        isolates="mean approx_kl after the first update",
+        points_to="the ratio / old log-probs: 0 means the policy never moves or the old "
+        "log-probs are recomputed by the new policy; large means they are not the acting "
+        "policy's",
+        measure=_approx_kl,
+        low=1e-6,
+        high=0.2,
+        applies=_with_minibatch_steps,
+    ),
+    Invariant(
+        row="invariant: clipfrac",
+        isolates="mean clipfrac after the first update",
+        points_to="the ratio / old log-probs and clip_coef (0.9 and above: nearly every "
+        "sample's ratio is off)",
+        measure=_clipfrac,
+        low=0.0,
+        high=0.6,
+        applies=_with_minibatch_steps,
+    ),
+    Invariant(
+        row="invariant: explained variance rises",
+        isolates="explained_variance: last third of updates minus first third",
+        points_to="the critic and its value target",
+        measure=_explained_variance_rise,
+        low=0.0,
+        high=math.inf,
+    ),
+    Invariant(
+        row="invariant: entropy kept",
+        isolates="entropy drop from the first update to the last third (nats)",
+        points_to="the entropy term, or a learning rate that collapses the policy",
+        measure=_entropy_kept,
+        low=-math.inf,
+        high=0.5,
+    ),
+    Invariant(
+        row="invariant: normalisation statistics move",
+        isolates="observation statistics' count / env steps taken",
+        points_to="the normalisation statistics (updated from every rollout)",
+        measure=_statistics_moved,
+        low=0.9,
+        high=1.5,
+        applies=_normalising,
+    ),
+)
+"""The invariants, in the order of the report."""

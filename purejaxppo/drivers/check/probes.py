@@ -1,0 +1,340 @@
+"""The probe battery of `purejaxppo check`: which probe env isolates which part of PPO,
+how a trained probe is measured, and the passing range.
+
+Each probe follows Andy Jones, "Debugging RL, Without the Agonizing Pain"
+(andyljones.com/posts/rl-debugging.html), as the decision-transformer-interpretability
+PPO does for probes 1-5: the smallest env whose right answer is known in
+closed form, so a failing row names the broken part. The ranges come from 20 clean seeds
+per row on three configs (`benchmarks/check_thresholds.py`,
+`benchmarks/results/check-thresholds-*.csv`); each range leaves a margin beyond the worst
+clean seed that is stated beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purejaxppo.envs.probes import ProbeEqualReward, ProbeScaledObs, ProbeTruncation
+
+__all__ = ["PROBES", "Probe", "Trained"]
+
+
+class Trained(NamedTuple):
+    """A probe trained over K seeds, as the measurements read it.
+
+    Attributes:
+      networks: the probe run's `Networks`.
+      params: the final parameters, leaves `[K, ...]`.
+      metrics: `TrainOutput.metrics`, float32 `[K, U]` (U updates).
+      config: the probe run's `PPOConfig`.
+    """
+
+    networks: Any
+    params: Any
+    metrics: dict[str, np.ndarray]
+    config: Any
+
+
+class Probe(NamedTuple):
+    """One row of the battery.
+
+    Attributes:
+      row: the row's name.
+      env_id: the probe env (`purejaxppo.envs.probes`).
+      isolates: what the probe isolates.
+      points_to: the part of PPO a failure points to.
+      measure: `Trained -> float32 [K]`, one value per seed.
+      low, high: the row passes when the median over seeds lies in `[low, high]`.
+      updates: the probe's number of PPO updates.
+      num_steps: steps per env per update (16 envs).
+      overrides: config fields the probe sets (e.g. its discount), with the reason in
+        `note`.
+      applies: `(config, spaces) -> None` when the probe applies, else the reason to skip.
+      note: how the probe adapts the config (shown under the table).
+    """
+
+    row: str
+    env_id: str
+    isolates: str
+    points_to: str
+    measure: Callable[[Trained], jax.Array]
+    low: float
+    high: float
+    updates: int = 120
+    num_steps: int = 16
+    overrides: dict[str, Any] = {}
+    applies: Callable[[Any, Any], str | None] = lambda config, spaces: None
+    note: str = ""
+
+    @property
+    def expected(self) -> str:
+        """The passing range as text."""
+        if math.isinf(self.high):
+            return f">= {self.low:g}"
+        if math.isinf(self.low) or self.low <= -1e9:
+            return f"<= {self.high:g}"
+        return f"[{self.low:g}, {self.high:g}]"
+
+
+def episode_outputs(trained: Trained, obs: jax.Array) -> tuple[Any, jax.Array]:
+    """The policy and value along one episode's observations `obs [T, ...]`, per seed:
+    `(dist with batch [K, T], values float32 [K, T])`. The state starts at
+    `initial_state` and steps through the episode (`Networks.unroll`), so a recurrent
+    policy is read as it acts."""
+    networks = trained.networks
+    resets = jnp.arange(obs.shape[0])[:, None] == 0  # [T, 1]
+
+    def one(params: Any) -> tuple[Any, jax.Array]:
+        _, dist, value = networks.unroll(params, networks.initial_state(1), obs[:, None], resets)
+        return dist, value[:, 0]
+
+    dist, value = jax.vmap(one)(trained.params)
+    return dist, value
+
+
+def _probs(trained: Trained, obs: jax.Array) -> jax.Array:
+    """Action probabilities `[K, T, A]` along one episode's observations."""
+    dist, _ = episode_outputs(trained, obs)
+    return dist.probs[:, :, 0]
+
+
+def _values(trained: Trained, obs: jax.Array) -> jax.Array:
+    """Values `[K, T]` along one episode's observations."""
+    return episode_outputs(trained, obs)[1]
+
+
+def _final(trained: Trained, name: str, fraction: float = 0.1) -> jax.Array:
+    """The mean of `metrics[name]` over the last `fraction` of updates, per seed `[K]`."""
+    values = np.asarray(trained.metrics[name])
+    last = max(1, int(values.shape[1] * fraction))
+    with np.errstate(all="ignore"):
+        return jnp.asarray(np.nanmean(values[:, -last:], axis=1))
+
+
+def _value_of_constant(trained: Trained) -> jax.Array:
+    return _values(trained, jnp.zeros((1, 1)))[:, 0]
+
+
+def _value_error_of_observation(trained: Trained) -> jax.Array:
+    low = _values(trained, jnp.full((1, 1), -1.0))[:, 0]
+    high = _values(trained, jnp.full((1, 1), 1.0))[:, 0]
+    return jnp.maximum(jnp.abs(low + 1.0), jnp.abs(high - 1.0))
+
+
+def _discount_error(trained: Trained) -> jax.Array:
+    gamma = trained.config.gamma
+    values = _values(trained, jnp.array([[0.0], [1.0]]))
+    return jnp.maximum(jnp.abs(values[:, 0] - gamma), jnp.abs(values[:, 1] - 1.0))
+
+
+def _best_action_prob(trained: Trained) -> jax.Array:
+    return _probs(trained, jnp.zeros((1, 1)))[:, 0, 1]
+
+
+def _matched_action_prob(trained: Trained) -> jax.Array:
+    zero = _probs(trained, jnp.zeros((1, 1)))[:, 0, 0]
+    one = _probs(trained, jnp.ones((1, 1)))[:, 0, 1]
+    return jnp.minimum(zero, one)
+
+
+def _time_limit_error(trained: Trained) -> jax.Array:
+    endless, _ = ProbeTruncation.values(trained.config.gamma)
+    value = _values(trained, jnp.zeros((1, 2)))[:, 0]
+    return jnp.abs(value - endless) / endless
+
+
+def _real_end_error(trained: Trained) -> jax.Array:
+    _, ending = ProbeTruncation.values(trained.config.gamma)
+    value = _values(trained, jnp.array([[1.0, 0.0]]))[:, 0]
+    return jnp.abs(value - ending) / ending
+
+
+def _entropy_kept(trained: Trained) -> jax.Array:
+    return _final(trained, "entropy") / math.log(ProbeEqualReward.N_ACTIONS)
+
+
+def _final_return(trained: Trained) -> jax.Array:
+    return _final(trained, "episode_return")
+
+
+def _worst_update_return(trained: Trained) -> jax.Array:
+    with np.errstate(all="ignore"):
+        return jnp.asarray(np.nanmin(np.asarray(trained.metrics["episode_return"]), axis=1))
+
+
+def _discrete(config: Any, spaces: Any) -> str | None:
+    return None
+
+
+def _entropy_applies(config: Any, spaces: Any) -> str | None:
+    if config.ent_coef <= 0:
+        return f"ent_coef = {config.ent_coef:g}: no entropy bonus to check"
+    return None
+
+
+def _memory_applies(config: Any, spaces: Any) -> str | None:
+    if config.recurrent is None:
+        return "feed-forward policy (recurrent: null): the memory probe needs a core"
+    return None
+
+
+def _mask_applies(config: Any, spaces: Any) -> str | None:
+    if not spaces.masked:
+        return "the env has no action mask"
+    return None
+
+
+def _continuous_applies(config: Any, spaces: Any) -> str | None:
+    if not spaces.continuous:
+        return "the env's actions are not continuous (Box)"
+    return None
+
+
+def _normalisation_applies(config: Any, spaces: Any) -> str | None:
+    if not config.normalize_observations:
+        return "normalize_observations is off"
+    return None
+
+
+_NO_REWARD_NORM = "reward normalisation off here (values are read in reward units)"
+
+PROBES: tuple[Probe, ...] = (
+    Probe(
+        row="value",
+        env_id="Probe1-v0",
+        isolates="fits a constant: V([0]) = 1 (probe 1)",
+        points_to="the critic and its value target (value loss, returns = advantages + values)",
+        measure=_value_of_constant,
+        low=0.85,
+        high=1.15,
+        overrides={"normalize_rewards": False},
+        note=_NO_REWARD_NORM,
+    ),
+    Probe(
+        row="observation -> value",
+        env_id="Probe2-v0",
+        isolates="max |V(obs) - V*| over obs = -1, +1 (probe 2)",
+        points_to="the critic's inputs: observations and value targets out of step",
+        measure=_value_error_of_observation,
+        low=-math.inf,
+        high=0.2,
+        overrides={"normalize_rewards": False},
+        note=_NO_REWARD_NORM,
+    ),
+    Probe(
+        row="discount",
+        env_id="Probe3-v0",
+        isolates="max |V - V*| of V([0]) = gamma, V([1]) = 1 (probe 3, gamma 0.5)",
+        points_to="the discount inside GAE / the returns (gamma applied to V(s'))",
+        measure=_discount_error,
+        low=-math.inf,
+        high=0.15,
+        overrides={"gamma": 0.5, "normalize_rewards": False},
+        note="gamma 0.5 (a missing discount is then 0.5 off)",
+    ),
+    Probe(
+        row="advantage sign",
+        env_id="Probe4-v0",
+        isolates="P(rewarded action) (probe 4)",
+        points_to="the policy-gradient sign (the surrogate's advantage term)",
+        measure=_best_action_prob,
+        low=0.9,
+        high=math.inf,
+    ),
+    Probe(
+        row="observation -> action",
+        env_id="Probe5-v0",
+        isolates="min P(action = obs) (probe 5)",
+        points_to="obs/action alignment: stored actions, log-probs and observations out of step",
+        measure=_matched_action_prob,
+        low=0.9,
+        high=math.inf,
+    ),
+    Probe(
+        row="time limit bootstraps",
+        env_id="ProbeTruncation-v0",
+        isolates="|V - V*| / V* of an endless task cut by a time limit (V* = 1 / (1 - gamma))",
+        points_to="truncation bootstrapping: a time limit must bootstrap from V(final_observation)",
+        measure=_time_limit_error,
+        low=-math.inf,
+        high=0.15,
+        updates=200,
+        overrides={"gamma": 0.8, "normalize_rewards": False},
+        note="gamma 0.8",
+    ),
+    Probe(
+        row="real end stops",
+        env_id="ProbeTruncation-v0",
+        isolates="|V - V*| / V* of a task that terminates (V* = (1 - gamma^4) / (1 - gamma))",
+        points_to="termination: a real end must not bootstrap (terminated, not truncated)",
+        measure=_real_end_error,
+        low=-math.inf,
+        high=0.15,
+        updates=200,
+        overrides={"gamma": 0.8, "normalize_rewards": False},
+        note="gamma 0.8; trained with the row above (one program)",
+    ),
+    Probe(
+        row="entropy bonus",
+        env_id="ProbeEqualReward-v0",
+        isolates="entropy / log(4) when every action earns the same",
+        points_to="the entropy term (its sign and coefficient in the loss)",
+        measure=_entropy_kept,
+        low=0.9,
+        high=math.inf,
+        applies=_entropy_applies,
+    ),
+    Probe(
+        row="memory",
+        env_id="Probe7-v0",
+        isolates="return of recalling a cue 4 steps later (probe 7; chance 0.5)",
+        points_to="the recurrent state: carried through the rollout, reset at episode "
+        "starts, replayed in the update",
+        measure=_final_return,
+        low=0.85,
+        high=math.inf,
+        updates=200,
+        num_steps=20,
+        applies=_memory_applies,
+    ),
+    Probe(
+        row="action mask",
+        env_id="ProbeMaskedAction-v0",
+        isolates="worst update's mean return (a masked action costs -1000)",
+        points_to="the action mask (masked logits when sampling and in the loss)",
+        measure=_worst_update_return,
+        low=0.0,
+        high=math.inf,
+        updates=40,
+        applies=_mask_applies,
+    ),
+    Probe(
+        row="continuous bound",
+        env_id="ProbeContinuousBound-v0",
+        isolates="return when the best action lies at the Box's bound (chance 0)",
+        points_to="the continuous log-prob: stored for the sampled action, not the clipped one",
+        measure=_final_return,
+        low=0.8,
+        high=math.inf,
+        applies=_continuous_applies,
+    ),
+    Probe(
+        row="scaled observations",
+        env_id="ProbeScaledObs-v0",
+        isolates=f"return of probe 5 seen as obs {ProbeScaledObs.OFFSET:g} + "
+        f"{ProbeScaledObs.SCALE:g} * cue",
+        points_to="observation normalisation: its statistics, and the same normalisation "
+        "when acting and learning",
+        measure=_final_return,
+        low=0.9,
+        high=math.inf,
+        applies=_normalisation_applies,
+    ),
+)
+"""The battery, in the order of the report."""

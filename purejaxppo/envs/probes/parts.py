@@ -1,0 +1,226 @@
+"""Probes for the parts of PPO that probes 1-7 do not isolate: truncation bootstrapping,
+the entropy term, observation normalisation and the continuous log-prob at a bound.
+
+Each one follows Andy Jones's recipe ("Debugging RL, Without the Agonizing Pain",
+andyljones.com/posts/rl-debugging.html): the smallest env whose right answer is known in
+closed form and differs from the answer a named bug gives. `purejaxppo.check` runs them
+with a user's PPO settings. See `purejaxppo.envs.probes` for the shared conventions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import spaces
+
+from purejaxppo.envs.probes.base import EnvParams, EnvState, StepOutput, _coin, _info, _ProbeEnv
+
+__all__ = [
+    "ProbeContinuousBound",
+    "ProbeEqualReward",
+    "ProbeScaledObs",
+    "ProbeTruncation",
+    "TruncationParams",
+]
+
+
+@struct.dataclass
+class TruncationParams(EnvParams):
+    """Parameters of `ProbeTruncation`.
+
+    Attributes:
+      max_steps_in_episode: the time limit (gymnax's truncation), default 4.
+      episode_length: the real end of a terminating episode, default 4 (= the limit, so
+        both kinds of episode stop after the same number of steps and differ only in the
+        flag).
+    """
+
+    max_steps_in_episode: int = 4
+    episode_length: int = 4
+
+
+class ProbeTruncation(_ProbeEnv):
+    """Truncation probe: the same length of episode, once a time limit, once a real end.
+
+    Dynamics: one action; reward +1 on every step. At reset a cue ``c`` in {0, 1} is
+    drawn. ``c = 1``: the episode TERMINATES after ``episode_length`` steps, and the
+    observation ``[1, t / episode_length]`` shows the time. ``c = 0``: the episode never
+    terminates; gymnax TRUNCATES it at ``max_steps_in_episode`` steps, and the
+    observation is always ``[0, 0]`` (a stationary, endless task).
+
+    Learned (discount ``gamma``): ``V([0, 0]) = 1 / (1 - gamma)``, the value of an endless
+    stream of +1 (bootstrapped from ``V(final_observation)`` at the limit), and
+    ``V([1, 0]) = (1 - gamma**L) / (1 - gamma)`` with ``L = episode_length`` (nothing
+    after a real end). Treating the time limit as an end pulls ``V([0, 0])`` down to
+    about the mean of the truncated sums; treating the real end as a limit pushes
+    ``V([1, 0])`` up.
+    """
+
+    _n_actions = 1
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.obs_shape = (2,)
+
+    @property
+    def default_params(self) -> TruncationParams:
+        """Default parameters (limit 4, real end 4)."""
+        return TruncationParams()
+
+    def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
+        """``Box(0, 1, (2,))``."""
+        return spaces.Box(0.0, 1.0, (2,), jnp.float32)
+
+    def _draw_cue(self, key: jax.Array) -> jax.Array:
+        """The cue: 0 (time limit) or 1 (real end), uniformly."""
+        return _coin(key)
+
+    def get_obs(
+        self, state: EnvState, params: TruncationParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """``[1, t / L]`` for a terminating episode, ``[0, 0]`` for an endless one."""
+        length = (params or self.default_params).episode_length
+        cue = state.cue.astype(jnp.float32)
+        return jnp.stack([cue, cue * state.time.astype(jnp.float32) / length])
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: TruncationParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Reward +1; terminated only at the real end of a ``c = 1`` episode."""
+        end = jnp.logical_and(state.cue == 1, state.time + 1 >= params.episode_length)
+        return jnp.asarray(1.0), end
+
+    def is_terminated(self, state: EnvState, params: TruncationParams) -> jax.Array:
+        """Terminal after the real end of a ``c = 1`` episode (never for ``c = 0``)."""
+        return jnp.logical_and(state.cue == 1, state.time >= params.episode_length)
+
+    @staticmethod
+    def values(gamma: float, params: TruncationParams | None = None) -> tuple[float, float]:
+        """The true ``(V([0, 0]), V([1, 0]))`` under discount ``gamma``."""
+        length = (params or TruncationParams()).episode_length
+        return 1.0 / (1.0 - gamma), (1.0 - gamma**length) / (1.0 - gamma)
+
+
+class ProbeEqualReward(_ProbeEnv):
+    """Entropy probe: every action earns the same reward.
+
+    Dynamics: observation ``[0.0]``, ``N_ACTIONS`` actions, one step, reward +1 whatever
+    the action, then terminated.
+
+    Learned: nothing to prefer, so the advantages are zero and only the entropy bonus
+    moves the policy: with ``ent_coef > 0`` the entropy stays at its maximum,
+    ``log(N_ACTIONS)``. A bonus of the wrong sign (or a missing one with noisy
+    advantages) lets it collapse.
+    """
+
+    N_ACTIONS = 4
+    _n_actions = N_ACTIONS
+
+    def get_obs(
+        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """Always ``[0.0]``."""
+        return jnp.zeros((1,), jnp.float32)
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Reward +1; terminated."""
+        return jnp.asarray(1.0), jnp.asarray(True)
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """Terminal after one step."""
+        return state.time >= 1
+
+
+class ProbeScaledObs(_ProbeEnv):
+    """Scaled-observation probe: probe 5 seen through a far-off, wide observation.
+
+    Dynamics: two actions, one step. At reset a cue ``c`` in {0, 1} is drawn and the
+    observation is ``[OFFSET + SCALE * c]`` (1000 or 1200). Reward +1 if the action
+    equals ``c``, else 0; terminated.
+
+    Learned: act on the cue (return 1; chance 0.5). With observation normalisation the
+    network sees about ``[-1, +1]`` and learns as in probe 5, and the running mean / std
+    move to about ``OFFSET + SCALE / 2`` / ``SCALE / 2``. Normalised in training but not
+    when acting, the rollout's actions come from raw inputs the network never saw.
+    """
+
+    OFFSET = 1000.0
+    SCALE = 200.0
+    _n_actions = 2
+    _obs_low = OFFSET
+    _obs_high = OFFSET + SCALE
+
+    def _draw_cue(self, key: jax.Array) -> jax.Array:
+        """The cue: 0 or 1, uniformly."""
+        return _coin(key)
+
+    def get_obs(
+        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """``[OFFSET + SCALE * cue]``."""
+        return jnp.reshape(self.OFFSET + self.SCALE * state.cue.astype(jnp.float32), (1,))
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Reward +1 if the action equals the cue; terminated."""
+        return (action == state.cue).astype(jnp.float32), jnp.asarray(True)
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """Terminal after one step."""
+        return state.time >= 1
+
+
+class ProbeContinuousBound(_ProbeEnv):
+    """Continuous probe whose best action lies at the bound of its Box.
+
+    Dynamics: observation ``[0.0]``; the action is ``Box(-1, 1, (1,))``; one step whose
+    reward is the action clipped into the bound, ``clip(a, -1, 1)`` (so +1 at and beyond
+    the upper bound), then terminated.
+
+    Learned: push the Gaussian's mean to and past +1 (return -> 1; a fresh N(0, 1) policy
+    gets 0). The ratio of PPO is pi(a) / pi_old(a) of the SAMPLED action: a log-prob
+    taken at the clipped action instead piles every sample beyond the bound onto +1,
+    stalls the mean near the bound and keeps the return well below 1.
+    """
+
+    def action_space(self, params: EnvParams | None = None) -> spaces.Box:
+        """``Box(-1, 1, (1,))``."""
+        return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
+
+    @property
+    def num_actions(self) -> int:
+        """One action dimension."""
+        return 1
+
+    def get_obs(
+        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """Always ``[0.0]``."""
+        return jnp.zeros((1,), jnp.float32)
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Reward ``clip(a, -1, 1)``; terminated."""
+        return jnp.clip(jnp.reshape(action, ()), -1.0, 1.0), jnp.asarray(True)
+
+    def step_env(
+        self, key: jax.Array, state: EnvState, action: Any, params: EnvParams
+    ) -> StepOutput:
+        """As the other probes, but the action stays a float."""
+        del key
+        reward, terminated = self._transition(state, jnp.asarray(action, jnp.float32), params)
+        new_state = state.replace(time=state.time + 1)
+        terminated = jnp.asarray(terminated, dtype=jnp.bool_)
+        obs = self.get_obs(new_state, params)
+        return obs, new_state, jnp.asarray(reward, jnp.float32), terminated, _info(terminated)
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """Terminal after one step."""
+        return state.time >= 1
