@@ -22,6 +22,7 @@ import purejaxppo as pjp
 from purejaxppo.cli import main
 from purejaxppo.cli.values import load_config
 from purejaxppo.drivers.tune import check_tune
+from purejaxppo.drivers.tune import storage as storages
 from purejaxppo.drivers.tune import study as studies
 from purejaxppo.drivers.tune.lanes import LaneGroup
 from purejaxppo.drivers.tune.objective import Objective
@@ -174,9 +175,11 @@ def test_best_yaml_and_every_trial_rerun_bitwise_through_make_train(tuned):
 
 def run_cli(args, capsys):
     """(exit code, stderr lines) of `purejaxppo ARGS` in this process."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    return exit_info.value.code, capsys.readouterr().err.strip().splitlines()
+    try:
+        code = main(args)
+    except SystemExit as exit_info:
+        code = exit_info.code
+    return code, capsys.readouterr().err.strip().splitlines()
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +213,9 @@ def stored_study(tmp_path_factory):
         (["--storage", "postgresql://me@127.0.0.1:1/db"], "'postgresql://me@127.0.0.1:1/db':"),
         (["--storage", "STORED"], "already exists: pass --resume to continue or join it"),
         (["--storage", "STORED", "--resume"], "searches {'ent_coef': ['uniform', 0.0, 0.1]}"),
+        (["--storage", "sqlite:///:memory:"], "storage 'sqlite:///:memory:' is in memory: its"),
+        (["--storage", "sqlite://"], "storage 'sqlite://' is in memory: its study would end"),
+        (["--storage", "postgresql://me:hunter2@127.0.0.1:1/db"], "'postgresql://me:***@127"),
     ],
 )
 def test_bad_input_is_refused_in_one_line_before_anything_is_made(
@@ -224,7 +230,105 @@ def test_bad_input_is_refused_in_one_line_before_anything_is_made(
     code, lines = run_cli(argv, capsys)
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].startswith("purejaxppo: error: ") and message in lines[0], lines[0]
+    assert "hunter2" not in lines[0]
     assert not out.exists()
+
+
+def test_password_hidden_on_disk_and_given_back(monkeypatch):
+    url = "postgresql://tuner:p%40ss%3Aw@db.example.org:5432/optuna"  # "p@ss:w", quoted
+    hidden = storages.hidden_url(url)
+    assert hidden == "postgresql://tuner:***@db.example.org:5432/optuna"
+    assert storages.password_hidden(hidden) and not storages.password_hidden(url)
+    for plain in ("sqlite:////tmp/a b/study.db", "postgresql://tuner@host/db", "not a url"):
+        assert storages.hidden_url(plain) == plain and not storages.password_hidden(plain)
+    env = {storages.PASSWORD_ENV: "p@ss:w"}
+    assert storages.with_password(hidden, None, env) == url  # quoted back as it was
+    assert storages.with_password(hidden, url, {}) == url
+    assert storages.with_password(hidden, url, {storages.PASSWORD_ENV: "other"}) == url
+    assert storages.with_password("sqlite:////tmp/s.db", None, {}) == "sqlite:////tmp/s.db"
+    with pytest.raises(ValueError, match="needs its password.*PUREJAXPPO_STORAGE_PASSWORD"):
+        storages.with_password(hidden, None, {})
+    with pytest.raises(ValueError, match=r"--storage 'postgresql://tuner:\*\*\*@elsewhere/optuna'"):
+        storages.with_password(hidden, "postgresql://tuner:x@elsewhere/optuna", env)
+
+
+@pytest.mark.parametrize("trials", [3, 0])
+def test_a_study_tune_did_not_create_is_refused(trials, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(studies, "RECORD_WAIT_SECONDS", 0.5)
+    url = f"sqlite:///{tmp_path / 'other.db'}"
+    foreign = optuna.create_study(storage=url, study_name="tune", direction="maximize")
+    foreign.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=trials)
+    message = (
+        f"study 'tune' in {url} was not made by purejaxppo tune (no 'purejaxppo' record of "
+        f"what it tunes; {trials} trial(s)): tune does not write into it"
+    )
+    out = tmp_path / "out"
+    argv = ["tune", "--search", "learning_rate=log_uniform:1e-4:1e-2", "--trials", "4"]
+    code, lines = run_cli([*argv, "--storage", url, "--resume", "--out", str(out)], capsys)
+    assert code == 2 and len(lines) == 1 and message in lines[0], lines
+    with pytest.raises(ValueError, match="was not made by purejaxppo tune"):
+        pjp.tune(CONFIG, SEARCH, trials=2, storage=url, resume=True, progress=False)
+    request = check_tune(CONFIG, SEARCH, trials=2, batch=1).request
+    with pytest.raises(ValueError, match="was not made by purejaxppo tune"):  # past check_tune
+        studies.open_study(
+            studies.open_storage(url), "tune", request, resume=True, sampler=None, pruner=None
+        )
+    again = optuna.load_study(study_name="tune", storage=url)
+    assert len(again.trials) == trials and again.user_attrs == {} and not out.exists()
+
+
+TINY_ONE = [*TINY[: TINY.index("--trials")], "--trials", "1", "--no-progress"]
+
+
+def test_resume_never_starts_a_new_study_over_results_and_overwrite_replaces(
+    tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "tune"
+    code, _ = run_cli(["tune", *TINY_ONE, "--out", str(out)], capsys)
+    assert code == 0
+    results = {n: (out / n).read_bytes() for n in ("trials.csv", "best.yaml", "request.yaml")}
+    (out / "study.db").rename(tmp_path / "moved.db")
+    gone = f"{out}: no study 'tune' in sqlite:///{out / 'study.db'} (deleted, renamed or moved?)"
+    code, lines = run_cli(["tune", "--resume", str(out)], capsys)
+    assert code == 2 and len(lines) == 1 and gone in lines[0], lines
+    with pytest.raises(ValueError, match="tune does not start a new study over its results"):
+        pjp.tune(CONFIG, SEARCH, trials=1, out=out, resume=True, progress=False)
+    assert not (out / "study.db").exists()
+    assert {n: (out / n).read_bytes() for n in results} == results
+    # the study back in its place: --resume continues it (nothing left to run)
+    (tmp_path / "moved.db").rename(out / "study.db")
+    code, _ = run_cli(["tune", "--resume", str(out)], capsys)
+    assert code == 0
+    study = optuna.load_study(study_name="tune", storage=f"sqlite:///{out / 'study.db'}")
+    assert len(study.trials) == 1
+    # --overwrite replaces tune's own folder (its study included): a new study of 2 trials
+    argv = [*TINY_ONE[:-3], "--trials", "2", "--no-progress", "--out", str(out), "--overwrite"]
+    code, lines = run_cli(["tune", *argv], capsys)
+    assert code == 0, lines
+    study = optuna.load_study(study_name="tune", storage=f"sqlite:///{out / 'study.db'}")
+    assert len(study.trials) == 2 and (out / "trials.csv").read_text().count("\n") == 3
+    # a recorded server URL hides its password; --resume asks for it in one line
+    request = (out / "request.yaml").read_text()
+    (out / "request.yaml").write_text(
+        request.replace("storage: null", "storage: postgresql://tuner:***@127.0.0.1:1/optuna")
+    )
+    monkeypatch.delenv(storages.PASSWORD_ENV, raising=False)
+    code, lines = run_cli(["tune", "--resume", str(out)], capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert "needs its password" in lines[0] and storages.PASSWORD_ENV in lines[0], lines
+    monkeypatch.setenv(storages.PASSWORD_ENV, "s3cret")  # given: the server is tried
+    code, lines = run_cli(["tune", "--resume", str(out)], capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert "'postgresql://tuner:***@127.0.0.1:1/optuna': cannot connect" in lines[0], lines
+    assert "s3cret" not in lines[0]
+    monkeypatch.delenv(storages.PASSWORD_ENV)
+    given = ["--storage", "postgresql://tuner:s3cret@127.0.0.1:1/optuna"]  # the same storage
+    code, lines = run_cli(["tune", "--resume", str(out), *given], capsys)
+    assert code == 2 and len(lines) == 1 and "@127.0.0.1:1/optuna': cannot connect" in lines[0]
+    assert "s3cret" not in lines[0]
+    other = ["--storage", "postgresql://tuner:s3cret@elsewhere/optuna"]
+    code, lines = run_cli(["tune", "--resume", str(out), *other], capsys)
+    assert code == 2 and len(lines) == 1 and "is not the recorded storage" in lines[0], lines
 
 
 def test_without_optuna_tune_names_its_extra(monkeypatch, tmp_path, capsys):
@@ -345,14 +449,10 @@ def test_killed_then_stopped_tune_resumes_with_no_finished_trial_lost(tmp_path, 
     assert (out / "best.yaml").is_file() and (out / "trials.csv").is_file()
 
 
-def test_two_workers_share_one_sqlite_study(tmp_path, cli_env):
+def test_two_workers_started_together_share_one_new_sqlite_study(tmp_path, cli_env):
+    # Neither the file nor the study exists: the workers create the tables one at a time
+    # (a file lock), one creates the study and the other joins it.
     url = f"sqlite:///{tmp_path / 'shared.db'}"
-    config = pjp.PPOConfig(num_envs=4, num_steps=8, hidden_sizes=(8,), total_timesteps=1536)
-    search = {"learning_rate": TINY_SEARCH}
-    request = check_tune(config, search, trials=8, batch=2).request
-    # the study and its tables exist before the workers start (`optuna create-study`)
-    storage = studies.open_storage(url)
-    studies.open_study(storage, "tune", request, resume=False, sampler=None, pruner=None)
     workers = [
         start([*TINY, "--storage", url, "--out", str(tmp_path / name), "--resume"], cli_env)
         for name in ("a", "b")
@@ -364,6 +464,8 @@ def test_two_workers_share_one_sqlite_study(tmp_path, cli_env):
     assert len(trials) == 8 and all(map(finished_outcome, trials))  # none run twice
     pids = {t.user_attrs["worker"]["pid"] for t in trials}
     assert pids == {worker.pid for worker in workers}  # both took trials
+    # the joining worker's sampler has its own seed: no setting is drawn twice
+    assert len({t.params["learning_rate"] for t in trials}) == 8
 
 
 def test_every_named_sampler_is_built_seeded():

@@ -6,12 +6,19 @@
 OUT holds the request (request.yaml), the study (study.db, unless --storage names another
 storage), trials.csv, best.yaml and the figures. A worker that joins a shared study passes
 the same arguments, its own --out and `--resume` (the study is loaded, not refused).
+
+request.yaml records the storage URL with its password hidden
+(`postgresql://tuner:***@host/db`); `--resume OUT` takes it back from `--storage URL`
+given again or from the environment variable PUREJAXPPO_STORAGE_PASSWORD
+(`storage.PASSWORD_ENV`). `--resume OUT` never starts a new study: a study that is gone
+from its storage is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -62,7 +69,9 @@ class TuneOptions:
     storage: str | None = option(
         metavar="URL",
         help="an Optuna RDB storage, e.g. postgresql://user:password@host/db, shared by "
-        "workers (default: sqlite:///OUT/study.db)",
+        "workers (default: sqlite:///OUT/study.db); OUT/request.yaml records it without "
+        "its password: --resume OUT takes it from --storage given again or from "
+        "PUREJAXPPO_STORAGE_PASSWORD",
     )
     study_name: str = option("tune", metavar="NAME", help="the study's name (default tune)")
     reports: int = option(
@@ -104,7 +113,10 @@ def tune_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         request = _request(o, args)
         from purejaxppo.drivers.tune import check_tune
 
-        check_tune(request.config, request.search, **_arguments(o, request, request.out))
+        arguments = _arguments(o, request, request.out)
+        setup = check_tune(request.config, request.search, **arguments, overwrite=bool(o.overwrite))
+        if request.continuing:
+            _check_study(setup.url, arguments["study_name"], request.out)
     except (ValueError, ImportError) as err:
         error(parser, err)
     from purejaxppo import rundir
@@ -125,6 +137,16 @@ def tune_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
 def _arguments(o: TuneOptions, request: _Request, out: Path | None) -> dict[str, Any]:
     """`tune`'s keyword arguments (but the config and search)."""
     return {**request.options, "resume": o.resume is not None, "out": out}
+
+
+def _check_study(url: str, study_name: str, out: Path) -> None:
+    """`--resume OUT` continues OUT's study: refused when the study is not in its storage
+    (never a new study over OUT's results)."""
+    from purejaxppo.drivers.tune import study as studies
+    from purejaxppo.drivers.tune.driver import missing_study
+
+    if not studies.study_exists(url, study_name):
+        raise ValueError(missing_study(out, study_name, url))
 
 
 def _run(parser: argparse.ArgumentParser, o: TuneOptions, request: _Request, out: Path) -> int:
@@ -161,7 +183,6 @@ def _request(o: TuneOptions, args: dict[str, Any]) -> _Request:
                 ("--config", o.config),
                 ("--search", o.search),
                 ("--trials", o.trials),
-                ("--storage", o.storage),
                 ("--overwrite", o.overwrite),
                 ("--out", o.out if o.out != where else None),
             )
@@ -172,7 +193,7 @@ def _request(o: TuneOptions, args: dict[str, Any]) -> _Request:
                 f"--resume takes the tune's arguments from {where}/request.yaml; drop "
                 f"{', '.join(given)}"
             )
-        return _read_request(where)
+        return _read_request(where, o.storage)
     if isinstance(o.resume, Path) and o.config is None and not o.search:
         raise ValueError(f"--resume {o.resume}: no tune there (no request.yaml)")
     if o.trials is None:
@@ -189,8 +210,16 @@ def _request(o: TuneOptions, args: dict[str, Any]) -> _Request:
     return _Request(config=config, search=search, options=options, out=out, continuing=False)
 
 
-def _read_request(out: Path) -> _Request:
-    """The request recorded in `out`/request.yaml."""
+def _read_request(out: Path, storage: str | None = None) -> _Request:
+    """The request recorded in `out`/request.yaml; its storage URL with the password back
+    (from `storage`, the --storage given again, or the environment: `with_password`).
+
+    Raises:
+      ValueError: one line: request.yaml is not a tune's, `storage` is another storage,
+        or the recorded URL's password was not given.
+    """
+    from purejaxppo.drivers.tune import storage as storages
+
     saved = load_yaml_file(out / "request.yaml")
     missing = [
         k for k in ("config", "search", *_RECORDED) if not isinstance(saved, dict) or k not in saved
@@ -199,20 +228,34 @@ def _read_request(out: Path) -> _Request:
         raise ValueError(f"--resume {out}: request.yaml is not a tune's (no {', '.join(missing)})")
     search = {name: tuple(spec) for name, spec in saved["search"].items()}
     options = {name: saved[name] for name in _RECORDED}
+    recorded = options["storage"]
+    if recorded is None and storage is not None:
+        raise ValueError(
+            f"--resume {out}: its study is in {out}/study.db, not --storage "
+            f"{storages.hidden_url(storage)!r}; drop --storage"
+        )
+    if recorded is not None:
+        try:
+            options["storage"] = storages.with_password(recorded, storage, os.environ)
+        except ValueError as err:
+            raise ValueError(f"--resume {out}: {err}") from None
     config = PPOConfig.from_dict(saved["config"])
     return _Request(config=config, search=search, options=options, out=out, continuing=True)
 
 
 def _write_request(out: Path, request: _Request) -> None:
-    """Writes `out`/request.yaml atomically."""
+    """Writes `out`/request.yaml atomically, the storage URL's password hidden."""
     import yaml
 
     from purejaxppo.drivers.report import write_yaml
+    from purejaxppo.drivers.tune import storage as storages
 
+    storage = request.options["storage"]
     saved = {
         "config": request.config.to_dict(),
         "search": {name: list(spec) for name, spec in request.search.items()},
         **request.options,
+        "storage": None if storage is None else storages.hidden_url(storage),
     }
     yaml.safe_dump(saved)  # refuses what YAML cannot hold before anything is written
     write_yaml(out / "request.yaml", saved)

@@ -35,6 +35,7 @@ import numpy as np
 from purejaxppo.config import DRIVER_FIELDS, PPOConfig
 from purejaxppo.drivers import warm
 from purejaxppo.drivers.segments import compiling, progress_bar
+from purejaxppo.drivers.tune import storage as storages
 from purejaxppo.drivers.tune import study as studies
 from purejaxppo.drivers.tune.lanes import Lane, LaneGroup, segment_updates
 from purejaxppo.drivers.tune.objective import Objective, parse_objective
@@ -90,8 +91,13 @@ def check_tune(
     resume: bool = False,
     out: str | Path | None = None,
     reports: int = 10,
+    overwrite: bool = False,
 ) -> TuneSetup:
-    """Every refusal of `tune`, before anything is created or compiled (see `tune`)."""
+    """Every refusal of `tune`, before anything is created or compiled (see `tune`).
+
+    `overwrite`: the caller empties `out` before tuning (`purejaxppo tune --overwrite`),
+    so the study of its default storage (`out`/study.db) is not checked.
+    """
     import_optuna()
     for name, value in (("trials", trials), ("batch", batch), ("reports", reports)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -109,7 +115,7 @@ def check_tune(
             "lanes between segments, which one host env shared by all lanes cannot do; "
             "tune a JAX env, or search with purejaxppo sweep --random"
         )
-    url = storage if storage is not None else None if out is None else studies.default_url(out)
+    url = storage if storage is not None else None if out is None else storages.default_url(out)
     request = json.loads(
         json.dumps(
             {
@@ -126,20 +132,38 @@ def check_tune(
         )
     )
     if storage is not None:  # the default, in OUT, is made with OUT
-        studies.check_storage(storage)
-    if url is not None:
+        storages.check_storage(storage)
+    shown = storages.shown_url(url) if url is not None else None
+    if out is not None and storages.in_memory(url):
+        raise ValueError(
+            f"storage {shown!r} is in memory: its study would end with this process and "
+            f"could not be resumed from {out}; drop --storage (default {out}/study.db) or "
+            "name a database file or server"
+        )
+    if url is not None and not (overwrite and storage is None):
+        where = f"study {study_name!r} in {shown}"
         if studies.study_exists(url, study_name):
-            where = f"study {study_name!r} in {studies.shown_url(url)}"
             if not resume:
                 raise ValueError(
                     f"{where} already exists: pass --resume to continue or join it, or name "
                     "another --study-name"
                 )
-            optuna = import_optuna()
-            with studies.quiet_optuna():
-                stored = optuna.load_study(study_name=study_name, storage=url).user_attrs
-            studies.check_request(stored.get(studies.ATTRIBUTE, request), request, where)
+            stored = studies.load_stored_request(url, study_name, where)
+            studies.check_request(stored, request, where)
+        elif out is not None and not overwrite:
+            results = [n for n in ("trials.csv", "best.yaml") if (Path(out) / n).exists()]
+            if results:
+                raise ValueError(missing_study(out, study_name, url))
     return TuneSetup(space=space, objective=goal, url=url, request=request)
+
+
+def missing_study(out: str | Path, study_name: str, url: str) -> str:
+    """The refusal of an output directory whose study is gone (one line)."""
+    return (
+        f"{out}: no study {study_name!r} in {storages.shown_url(url)} (deleted, renamed or "
+        f"moved?); tune does not start a new study over its results: restore the study, "
+        "or start anew with --overwrite or another --out"
+    )
 
 
 def tune(
@@ -184,7 +208,7 @@ def tune(
       direction: "maximize" or "minimize".
       storage: an Optuna RDB storage URL ("sqlite:///study.db",
         "postgresql://user:password@host/db"); default `sqlite:///OUT/study.db` with `out`,
-        in memory without.
+        in memory without (refused with `out`).
       study_name: the study's name in the storage.
       resume: load the study if it exists (continue it, or join it as one more worker);
         without, an existing study is refused.
@@ -203,8 +227,11 @@ def tune(
       ValueError: before anything is created, naming the value: a bad search space
         (`space.parse_space`), trials / batch / reports < 1, an unknown objective,
         sampler or pruner, an env stepped on the host, an unreachable storage (naming
-        the URL), an existing study without `resume`, or one that tunes another space,
-        objective or base config.
+        the URL, its password hidden), an in-memory storage with `out`, an existing
+        study without `resume`, a study that tune did not create (no record of what it
+        tunes: another tool's), one that tunes another space, objective or base config,
+        or an `out` holding results (trials.csv, best.yaml) whose study is not in the
+        storage.
       signals.TrainingInterrupted: after SIGINT / SIGTERM: the running segment finishes,
         its finished trials are told, the running ones failed and re-queued (they run
         again when the study continues), the outputs are written (exit code 130 / 143
@@ -269,19 +296,18 @@ def _open(setup: TuneSetup, config: PPOConfig, options: _Options) -> tuple[Any, 
     if options.out is not None:
         Path(options.out).mkdir(parents=True, exist_ok=True)
     store = studies.open_storage(setup.url)
-    existed = studies.study_exists(setup.url, options.study_name)
-    seed = config.seed  # a worker that joins or resumes a study draws other samples
-    if existed:
-        seed = int(np.random.SeedSequence([config.seed, os.getpid()]).generate_state(1)[0])
     first = segment_updates(config.num_updates, options.reports) * config.batch_size
-    study = studies.open_study(
+    study, created = studies.open_study(
         store,
         options.study_name,
         setup.request,
         resume=options.resume,
-        sampler=studies.make_sampler(options.sampler, seed),
+        sampler=studies.make_sampler(options.sampler, config.seed),
         pruner=studies.make_pruner(options.pruner, first, config.num_updates * config.batch_size),
     )
+    if not created:  # a worker that joins or resumes a study draws other samples
+        seed = int(np.random.SeedSequence([config.seed, os.getpid()]).generate_state(1)[0])
+        study.sampler = studies.make_sampler(options.sampler, seed)
     if options.out is not None and options.resume:
         studies.fail_dead(study, options.out)
     return store, study

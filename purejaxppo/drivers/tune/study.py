@@ -3,10 +3,15 @@ worker shares, the study's own checks, the trial budget, and crash safety.
 
 * The study records what it tunes (user attribute `purejaxppo`: search space, base
   config, objective, seed); a worker that joins or resumes it with anything else is
-  refused, naming the difference.
+  refused, naming the difference, and a study without that record (made by another
+  tool) is refused: tune never writes into it.
+* The storage URL is checked before anything runs, and recorded with its password hidden
+  (`storage`: `check_storage`, `hidden_url`, `with_password`).
 * `--trials N` is the study's total, whoever runs the trials: a worker asks only while
-  fewer than N trials are finished, running or waiting (`used`), under a lock beside an
-  SQLite file, so that two workers never pass N between them.
+  fewer than N trials are finished, running or waiting (`used`), under a lock (a file
+  lock beside an SQLite file, an advisory lock on PostgreSQL), so that two workers never
+  pass N between them. Workers that open a new SQLite file together create its tables
+  one at a time, under the same file lock.
 * Crash safety is Optuna's: every running trial has a heartbeat (`Heartbeat`); a trial
   whose process died is failed once its heartbeat is `GRACE_SECONDS` old
   (`fail_stale_trials`, before every ask) and re-queued as a waiting copy of itself
@@ -30,6 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from purejaxppo.drivers.tune.space import import_optuna
+from purejaxppo.drivers.tune.storage import (
+    check_storage,
+    file_lock,
+    parse_url,
+    shown_url,
+    sqlite_file,
+)
 
 #: Seconds between a running trial's heartbeats, and age at which it counts as dead.
 HEARTBEAT_SECONDS = 30
@@ -39,62 +51,11 @@ GRACE_SECONDS = 300
 MAX_RETRY = 3
 #: The study's user attribute holding what it tunes.
 ATTRIBUTE = "purejaxppo"
+#: Seconds a worker waits for the record of a study another worker has just created
+#: (Optuna creates a study, then its creator records what it tunes).
+RECORD_WAIT_SECONDS = 10
 SAMPLERS = ("tpe", "cmaes", "random", "qmc")
 PRUNERS = ("median", "halving", "hyperband", "none")
-
-
-def shown_url(url: str) -> str:
-    """`url` with its password hidden (for messages)."""
-    try:
-        import sqlalchemy
-
-        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL: shown as given
-        return str(url)
-
-
-def default_url(out: str | Path) -> str:
-    """The default storage of an output directory: `sqlite:///OUT/study.db`."""
-    return f"sqlite:///{Path(out).resolve() / 'study.db'}"
-
-
-def _sqlite_file(url: str) -> Path | None:
-    """The database file of an SQLite URL (None: another database, or in memory)."""
-    import sqlalchemy
-
-    parsed = sqlalchemy.engine.make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return None
-    return Path(parsed.database).expanduser().resolve()
-
-
-def check_storage(url: str) -> None:
-    """Raises a one-line `ValueError` naming `url` when the storage cannot be used: not a
-    database URL, an SQLite file in a directory that does not exist, a database driver
-    that is not installed, a server that does not answer. Creates nothing."""
-    import sqlalchemy
-
-    shown = shown_url(url)
-    try:
-        parsed = sqlalchemy.engine.make_url(url)
-    except Exception as err:
-        raise ValueError(f"storage {shown!r}: not a database URL ({err})") from None
-    if parsed.get_backend_name() == "sqlite":
-        path = _sqlite_file(url)
-        if path is not None and not path.parent.is_dir():
-            raise ValueError(f"storage {shown!r}: no directory {path.parent} for its SQLite file")
-        return
-    engine = None
-    try:
-        engine = sqlalchemy.create_engine(url)
-        with engine.connect():
-            pass
-    except Exception as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-        raise ValueError(f"storage {shown!r}: cannot connect ({first})") from None
-    finally:
-        if engine is not None:
-            engine.dispose()
 
 
 @contextlib.contextmanager
@@ -131,12 +92,14 @@ def open_storage(url: str | None) -> Any:
     if url is None:
         return optuna.storages.InMemoryStorage()
     check_storage(url)
-    sqlite = _sqlite_file(url) is not None
+    sqlite = sqlite_file(url) is not None
     parameters = inspect.signature(optuna.storages.RDBStorage).parameters
     name = "heartbeat_stale_trial_callback"
     name = name if name in parameters else "failed_trial_callback"
     try:
-        with quiet_optuna():
+        # workers that open a new SQLite file together would race on Optuna's schema
+        # creation ("UNIQUE constraint failed: alembic_version.version_num")
+        with file_lock(url), quiet_optuna():
             callback = {name: retry_callback()}
             return optuna.storages.RDBStorage(
                 url,
@@ -155,7 +118,7 @@ def study_exists(url: str | None, name: str) -> bool:
     holds none and is not created)."""
     if url is None:
         return False
-    path = _sqlite_file(url)
+    path = sqlite_file(url)
     if path is not None and not path.exists():
         return False
     optuna = import_optuna()
@@ -185,42 +148,81 @@ def check_request(stored: Mapping[str, Any], request: Mapping[str, Any], where: 
             )
 
 
-def open_study(
-    storage: Any, name: str, request: Mapping[str, Any], *, resume: bool, sampler: Any, pruner: Any
-) -> Any:
-    """Creates the study, or (with `resume`) loads it and checks that it tunes `request`.
+def stored_request(study: Any, where: str, *, wait: float = RECORD_WAIT_SECONDS) -> dict:
+    """What an existing `study` tunes (its `ATTRIBUTE` record). A study without trials
+    may have just been created by another worker that records it next: it is read again
+    for up to `wait` seconds.
 
     Raises:
-      ValueError: the study exists and `resume` is False, or it tunes something else.
+      ValueError: one line naming `where`: the study has no record (another tool made
+        it); tune does not write into it.
+    """
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        stored = study.user_attrs.get(ATTRIBUTE)
+        if stored is not None:
+            return stored
+        trials = len(study.get_trials(deepcopy=False))
+        if trials or time.monotonic() >= deadline:
+            raise ValueError(
+                f"{where} was not made by purejaxppo tune (no {ATTRIBUTE!r} record of what "
+                f"it tunes; {trials} trial(s)): tune does not write into it; name another "
+                "--study-name or --storage"
+            )
+        time.sleep(0.2)
+
+
+def load_stored_request(url: str, name: str, where: str) -> dict:
+    """`stored_request` of the study `name` in `url` (which holds it)."""
+    optuna = import_optuna()
+    with quiet_optuna():
+        study = optuna.load_study(study_name=name, storage=open_storage(url))
+    return stored_request(study, where)
+
+
+def open_study(
+    storage: Any, name: str, request: Mapping[str, Any], *, resume: bool, sampler: Any, pruner: Any
+) -> tuple[Any, bool]:
+    """Creates the study, or (with `resume`) loads it and checks that it tunes `request`;
+    returns (study, whether this call created it).
+
+    Raises:
+      ValueError: the study exists and `resume` is False, it was not made by tune
+        (`stored_request`), or it tunes something else.
     """
     optuna = import_optuna()
     where = f"study {name!r}"
+    direction = request["objective"]["direction"]
     with quiet_optuna():
         try:
             study = optuna.create_study(
                 storage=storage,
                 study_name=name,
-                direction=request["objective"]["direction"],
+                direction=direction,
                 sampler=sampler,
                 pruner=pruner,
-                load_if_exists=resume,
             )
+            created = True
         except optuna.exceptions.DuplicatedStudyError:
-            raise ValueError(
-                f"{where} already exists in this storage: pass --resume to continue or join "
-                "it, or name another --study-name"
-            ) from None
-    direction = study.direction.name.lower()
-    if direction != request["objective"]["direction"]:
-        raise ValueError(
-            f"{where} {direction}s its objective: continue it with --direction {direction}"
-        )
-    stored = study.user_attrs.get(ATTRIBUTE)
-    if stored is None:
+            if not resume:
+                raise ValueError(
+                    f"{where} already exists in this storage: pass --resume to continue or "
+                    "join it, or name another --study-name"
+                ) from None
+            study = optuna.load_study(
+                study_name=name, storage=storage, sampler=sampler, pruner=pruner
+            )
+            created = False
+    if created:
         study.set_user_attr(ATTRIBUTE, dict(request))
-    else:
-        check_request(stored, request, where)
-    return study
+        return study, True
+    check_request(stored_request(study, where), request, where)
+    stored = study.direction.name.lower()
+    if stored != direction:
+        raise ValueError(f"{where} {stored}s its objective: continue it with --direction {stored}")
+    return study, False
 
 
 def make_sampler(sampler: Any, seed: int) -> Any:
@@ -294,22 +296,39 @@ class Budget:
     """Asks the study for trials while it holds fewer than `total` (`used`)."""
 
     def __init__(self, study: Any, total: int, url: str | None, distributions: Mapping):
-        import filelock
-
         self.study, self.total, self.distributions = study, total, dict(distributions)
-        path = None if url is None else _sqlite_file(url)
-        self.lock = filelock.FileLock(f"{path}.lock") if path else contextlib.nullcontext()
+        parsed = None if url is None else parse_url(url)
+        if parsed is not None and parsed.get_backend_name() == "postgresql":
+            self.lock = lambda: _advisory_lock(study)
+        else:
+            self.lock = lambda: file_lock(url)
 
     def ask(self, n: int) -> list[Any]:
         """Up to `n` trials: waiting copies first (Optuna pops them), then new ones."""
         optuna = import_optuna()
         states = optuna.trial.TrialState
-        with self.lock, quiet_optuna():
+        with self.lock(), quiet_optuna():
             optuna.storages.fail_stale_trials(self.study)
             trials = self.study.get_trials(deepcopy=False)
             waiting = sum(t.state == states.WAITING for t in trials)
             room = min(n, max(self.total - used(trials), 0) + waiting)
             return [self.study.ask(self.distributions) for _ in range(room)]
+
+
+@contextlib.contextmanager
+def _advisory_lock(study: Any) -> Iterator[None]:
+    """A PostgreSQL session advisory lock of the study (key: "pure" and the study's id),
+    held on a connection of its own; the server releases it if the process dies."""
+    import sqlalchemy
+
+    storage = getattr(study._storage, "_backend", study._storage)  # Optuna's cache wraps it
+    key = {"key": 0x70757265 * 2**16 + study._study_id}
+    with storage.engine.connect() as connection:
+        connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), key)
+        try:
+            yield
+        finally:
+            connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), key)
 
 
 def worker_identity(out: str | Path | None) -> dict[str, Any]:
