@@ -2,6 +2,12 @@
 structure and shape, and finite; actions of the action space's shape and values; action
 masks of `[B, A]` that leave every row an action.
 
+`check_count`, `check_flag`, `check_key` and `sampling` check the plain arguments of the
+acting API (`max_steps`, `num_episodes`, `greedy`, `key`, `temperature`), accepting numpy
+scalars and 0-d arrays as Python numbers; `check_params` and `check_state` check params
+and recurrent states against the policy's own (shapes only), and `refuse_traced_state`
+keeps traced inputs away from the state a recurrent `Policy` keeps.
+
 The value checks look at concrete arrays only (numpy, or jax arrays outside a trace), with one
 numpy pass; an argument that is a tracer (inside `jax.jit`, `vmap`, `grad`, `lax.scan`)
 is not looked at, so traced calls stay free of host work. Each raises a `ValueError`
@@ -11,6 +17,7 @@ space allows.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +27,7 @@ import numpy as np
 from gymnax.environments import spaces
 
 from purejaxppo.actions import action_shape
+from purejaxppo.guards import check_finite_params, check_temperature
 from purejaxppo.networks import ActionSpec
 
 #: Slack of the squashed-Box bound check, relative to |low| + |high|: `mid + half *
@@ -33,6 +41,169 @@ MAX_NAMED = 10
 def traced(*trees: Any) -> bool:
     """Whether any leaf of `trees` is a JAX tracer (the call is being transformed)."""
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(trees))
+
+
+def check_count(name: str, value: Any, minimum: int = 1) -> int:
+    """`value` as an int, after checking it is an integer >= `minimum`: a Python int, a
+    numpy integer scalar (`np.int64(8)`) or a 0-d integer array; not a bool, a float
+    (`2.5`, nor an integral `2.0`) or a tracer.
+
+    Raises:
+      ValueError: "max_steps=-5: must be an int >= 1", naming `name` and the value.
+    """
+    try:
+        if isinstance(value, (bool, np.bool_)) or traced(value):
+            raise TypeError
+        count = operator.index(value)
+    except TypeError:
+        count = None
+    if count is None or count < minimum:
+        raise ValueError(f"{name}={value!r}: must be an int >= {minimum}")
+    return count
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """`value` as a bool, after checking it is one (`True` / `False`, or `np.bool_`):
+    a string such as `'no'` is truthy, and 0 / 1 are not flags.
+
+    Raises:
+      TypeError: "greedy='no': must be a bool (True or False)", naming `name`.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}={value!r}: must be a bool (True or False)")
+    return bool(value)
+
+
+def check_key(name: str, key: Any) -> None:
+    """Raises unless `key` is one PRNG key: a typed key (`jax.random.key(seed)`, shape
+    `()`) or a raw uint32 key of shape `(2,)` (`jax.random.PRNGKey(seed)`). Looks at the
+    shape and dtype only, so a traced key is checked too (at no cost).
+
+    Raises:
+      TypeError: naming `name` and what was given (an int seed: pass
+        `jax.random.key(seed)`).
+    """
+    dtype = getattr(key, "dtype", None)
+    shape = tuple(getattr(key, "shape", ()))
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        if shape == ():
+            return
+        what = f"a batch of keys of shape {shape}"
+    elif dtype is not None and str(dtype) == "uint32" and shape == (2,):
+        return
+    elif dtype is not None and shape:
+        what = f"an array of shape {shape} and dtype {dtype}"
+    else:
+        what = f"{key!r} ({type(key).__name__})"
+    if _is_int(key):
+        seed = int(key)
+        what = f"{seed} ({type(key).__name__}); for the seed {seed} pass jax.random.key({seed})"
+    raise TypeError(f"{name}: expected one PRNG key (jax.random.key(seed)), got {what}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def sampling(name: str, key: Any, temperature: Any) -> tuple[jax.Array, float]:
+    """`(key, temperature)` of one policy step (`Policy.act`): a given key (checked, see
+    `check_key`) samples at `temperature`, 1 unless given; without a key the step is
+    greedy (temperature 0, with a key that is not used).
+
+    Raises:
+      ValueError: a temperature that is not a finite number >= 0, or one > 0 without a key.
+      TypeError: a `key` that is not one PRNG key.
+    """
+    if key is not None:
+        check_key(f"{name}: key", key)
+    if temperature is not None:
+        temperature = check_temperature(temperature)
+    if key is None:
+        if temperature:
+            raise ValueError(
+                f"temperature={temperature!r} samples, which needs a key: pass key=, or "
+                "leave temperature unset with key=None for the greedy action"
+            )
+        return jax.random.key(0), 0.0  # greedy: the key is not used
+    return key, 1.0 if temperature is None else temperature
+
+
+def check_params(name: str, params: Any, reference: Any) -> None:
+    """Raises unless `params` have the structure and leaf shapes of `reference` (the
+    policy's own params). Shapes only: traced params are checked too.
+
+    Raises:
+      ValueError: naming `name` and the first leaf that is missing, unexpected or of
+        another shape.
+    """
+    want = {jax.tree_util.keystr(p): np.shape(x) for p, x in _leaves(reference)}
+    got = {jax.tree_util.keystr(p): np.shape(x) for p, x in _leaves(params)}
+    if want == got:
+        return
+    missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+    if not got:
+        what = f"a {type(params).__name__} with no array leaves"
+    elif missing or extra:
+        what = f"no leaf {missing[0]}" if missing else f"an unexpected leaf {extra[0]}"
+        what += f"; {len(missing)} missing, {len(extra)} unexpected leaves"
+    else:
+        leaf = next(k for k in want if want[k] != got[k])
+        what = f"{leaf} has shape {got[leaf]}, the policy's {want[leaf]}"
+    raise ValueError(
+        f"{name} do not match this policy's ({what}); pass the params of a policy of "
+        "the same config (policy.get_params())"
+    )
+
+
+def _leaves(tree: Any) -> list[tuple[Any, Any]]:
+    return jax.tree_util.tree_flatten_with_path(tree)[0]
+
+
+def check_params_finite(params: Any, what: str) -> None:
+    """A policy never acts with NaN / Inf params (it would return action 0 silently):
+    `guards.check_finite_params` on concrete params; traced ones are not looked at.
+
+    Raises:
+      ValueError: "<what>: parameters are not finite (NaN or Inf in <leaf path>) ...".
+    """
+    if not traced(params):
+        check_finite_params(params, what)
+
+
+def check_state(name: str, state: Any, initial: Any, size: int) -> None:
+    """Raises unless `state` has the structure and leaf shapes of `initial`, the policy
+    state of `size` envs (shapes only).
+
+    Raises:
+      ValueError: naming `name`, the expected and the given shapes.
+    """
+    want = jax.tree.map(np.shape, initial)
+    try:
+        got = jax.tree.map(np.shape, state)
+    except Exception:  # noqa: BLE001  (a leaf np.shape cannot read)
+        got = type(state).__name__
+    if jax.tree.structure(want) != jax.tree.structure(got) or want != got:
+        raise ValueError(
+            f"{name}: expected the policy state of {size} envs, shape {want}, got {got}"
+        )
+
+
+def refuse_traced_state(method: str, *trees: Any) -> None:
+    """A recurrent policy keeps its state on the object: raises when any leaf of `trees`
+    (the inputs, and the kept state) is traced, before any of it reaches that state.
+
+    Raises:
+      ValueError: naming `Policy.<method>` and the pure step to use instead.
+    """
+    if traced(*trees):
+        raise ValueError(
+            f"Policy.{method}: a recurrent policy keeps its state on the Python object "
+            "and cannot step inside jax.jit / vmap / lax.scan (a traced state would be "
+            "kept); call it outside the transform, or step with the pure "
+            "`step = purejaxppo.actions.make_get_action(policy.networks)`, which takes "
+            "and returns the state: `state, out = step(params, state, obs, reset, key, "
+            "mask, greedy=False)` from `state = policy.initial_state(B)`"
+        )
 
 
 def observation_shapes(space: Any) -> Any:
@@ -54,9 +225,9 @@ def batch_observation(obs: Any, shapes: Any) -> tuple[Any, bool]:
     entries (inside `jax.jit` / `vmap`) are not checked.
 
     Raises:
-      ValueError: naming the entry whose structure or shape does not fit `shapes`, or a
-        concrete entry holding a NaN / inf (naming the entry and the first such index,
-        e.g. "obs[3, 1] = nan").
+      ValueError: naming the entry whose structure or shape does not fit `shapes`, an
+        empty batch (`[0, *shape]`), or a concrete entry holding a NaN / inf (naming the
+        entry and the first such index, e.g. "obs[3, 1] = nan").
     """
     leaves: list[tuple[str, jax.Array, tuple[int, ...]]] = []
 
@@ -85,6 +256,10 @@ def batch_observation(obs: Any, shapes: Any) -> tuple[Any, bool]:
     if len(singles) > 1 or len(batches) > 1:
         got = {name: array.shape for name, array, _ in leaves}
         raise ValueError(f"obs entries disagree on the batch size: {got}")
+    if batches == {0}:
+        got = {name: array.shape for name, array, _ in leaves}
+        got = got["obs"] if list(got) == ["obs"] else got
+        raise ValueError(f"obs has shape {got}: an empty batch (B = 0); give B >= 1 observations")
     single = singles == {True}
     if single:
         tree = jax.tree.map(lambda x: x[None], tree)
@@ -115,6 +290,25 @@ def checked_actions(
     check_action_values("actions", actions, spec, bounded=bounded)
     array = array.astype(jnp.float32 if spec.kind == "continuous" else jnp.int32)
     return array[None] if single else array
+
+
+def checked_action(spec: ActionSpec, action: Any) -> tuple[jax.Array, bool]:
+    """`(action as [B, *action_shape(spec)], whether one action was given)`: one action
+    or a batch, as `get_action` returns them, after checking the shape and (concrete)
+    values (`check_action_values`; any finite Box action).
+
+    Raises:
+      ValueError: another shape than `get_action` returns, or a value outside the space.
+    """
+    array = jnp.asarray(action)
+    one = action_shape(spec)
+    if array.shape != one and array.shape[1:] != one:
+        raise ValueError(
+            f"action: expected shape {one} or [B, *{one}] ({spec.kind} actions), got {array.shape}"
+        )
+    check_action_values("action", action, spec, bounded=False)
+    single = array.shape == one
+    return (array[None] if single else array), single
 
 
 def checked_mask(spec: ActionSpec, mask: Any, size: int, single: bool) -> jax.Array | None:

@@ -2,7 +2,8 @@
 
 After the seed library's `PPOPolicy`: `Policy.load(run_dir)`, `policy.act(obs, key,
 temperature)`, `policy.reset(done)`, `get_params()` / `set_params()`; and AgileRL's
-`policy.get_action(obs, key)` / `policy.evaluate_actions(obs, actions)`.
+`policy.get_action(obs, key)` / `policy.evaluate_actions(obs, actions)`; and
+Stable-Baselines3's `policy.predict(obs, state, deterministic) -> (numpy actions, state)`.
 """
 
 from __future__ import annotations
@@ -14,27 +15,31 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purejaxppo.acting.kept_state import KeptState
+from purejaxppo.acting.predict import KeyStream, numpy_actions, predict_inputs
 from purejaxppo.acting_checks import (
     batch_observation,
-    check_action_values,
+    check_count,
+    check_key,
+    check_params,
+    check_params_finite,
+    check_state,
+    checked_action,
     checked_actions,
     checked_mask,
     observation_shapes,
-    traced,
+    sampling,
 )
 from purejaxppo.actions import (
     ActionEvaluation,
     ActionOutput,
-    action_shape,
     make_evaluate_actions,
     make_get_action,
 )
 from purejaxppo.config import PPOConfig
-from purejaxppo.guards import check_finite_params, check_temperature
 from purejaxppo.networks import (
     Networks,
     State,
-    reset_state,
     select_action,
     to_env_action,
 )
@@ -54,12 +59,6 @@ def make_act(networks: Networks) -> Any:
         return state, action, outputs
 
     return act
-
-
-def _check_finite(params: Params, what: str) -> None:
-    """A policy never acts with NaN / Inf params (it would return action 0 silently)."""
-    if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(params)):
-        check_finite_params(params, what)
 
 
 class Policy:
@@ -117,9 +116,9 @@ class Policy:
         self.obs_shape = observation_shapes(env.observation_space(env_params))
         self.apply = self.networks.apply
         self.recurrent = self.networks.stateful
-        self._state: State | None = None  # [B, S] for recurrent policies
-        self._entry_state: State | None = None  # the state the last act / get_action began at
-        _check_finite(params, "Policy")
+        self._kept = KeptState(self.networks)  # recurrent: the state of the envs acted for
+        self._predict_keys = KeyStream(config.seed)  # `predict`'s default keys
+        check_params_finite(params, "Policy")
         self._params = params
         self._act = jax.jit(make_act(self.networks))
         self._get_action = jax.jit(make_get_action(self.networks), static_argnames="greedy")
@@ -143,11 +142,16 @@ class Policy:
         `keep_checkpoints: all`).
 
         Raises:
-          ValueError: no checkpoint, or a corrupt / mismatched one; a `step` that was
-            not kept (naming the kept steps).
+          TypeError: `path` not a str / `os.PathLike` (e.g. None).
+          ValueError: `path` that does not exist, or is not a run directory: a YAML config
+            (train it first), a `tune` output directory (naming its best.yaml), or any
+            other directory without config.yaml and checkpoints/; no checkpoint, or a
+            corrupt / mismatched one; a `step` that was not kept (naming the kept steps).
         """
         from purejaxppo.checkpoint import load_checkpoint
+        from purejaxppo.load_checks import check_run_dir
 
+        check_run_dir(path)
         checkpoint = load_checkpoint(path, kind=kind, networks=networks, step=step)
         return cls(checkpoint.runner_state.train_state.params, checkpoint.config, networks=networks)
 
@@ -164,12 +168,14 @@ class Policy:
         return self._params
 
     def set_params(self, params: Params) -> None:
-        """Replaces the params (same structure and shapes; checked)."""
-        want = jax.tree.map(np.shape, self._params)
-        got = jax.tree.map(np.shape, params)
-        if want != got:
-            raise ValueError(f"set_params: param shapes {got} do not match the policy's {want}")
-        _check_finite(params, "Policy.set_params")
+        """Replaces the params (same structure and shapes; checked).
+
+        Raises:
+          ValueError: params of another structure or shapes than the policy's (naming the
+            first leaf that differs), or holding a NaN / Inf.
+        """
+        check_params("set_params: params", params, self._params)
+        check_params_finite(params, "Policy.set_params")
         self._params = params
 
     def reset(self, done: Any = None) -> None:
@@ -180,30 +186,22 @@ class Policy:
           ValueError: `done` of another size than the kept state's batch; a traced `done`
             (inside `jax.jit`: the kept state cannot hold a traced value).
         """
-        if not self.recurrent or self._state is None:
-            return
-        self._refuse_traced("reset", done)
-        if done is None:
-            self._state = None
-            return
-        done = jnp.asarray(done, bool).reshape(-1)
-        size = jax.tree.leaves(self._state)[0].shape[0]
-        if done.shape[0] != size:
-            raise ValueError(
-                f"reset: done has {done.shape[0]} entries, the policy acts for {size} envs"
-            )
-        self._state = reset_state(self._state, done, self.networks.initial_state(size))
+        self._kept.reset(done)
 
     @property
     def state(self) -> State | None:
         """The recurrent state (`[B, S]`; None: feed-forward, or initial at the next act)."""
-        return self._state
+        return self._kept.state
 
     hidden = state  # the name before the `Networks` interface
 
     def initial_state(self, batch: int) -> State:
-        """Initial policy state for `batch` envs (`()` for feed-forward policies)."""
-        return self.networks.initial_state(batch)
+        """Initial policy state for `batch` envs (`()` for feed-forward policies).
+
+        Raises:
+          ValueError: `batch` not an int >= 1 (numpy integers are ints).
+        """
+        return self.networks.initial_state(check_count("batch", batch))
 
     initial_hidden = initial_state
 
@@ -238,33 +236,85 @@ class Policy:
           of the (pre-squash) Gaussian; and `value`).
 
         Raises:
-          ValueError: if obs does not end in the env's observation shape, or (concrete
-            obs) holds a NaN / inf (naming the first such entry); a temperature that is not
-            a finite number >= 0, or temperature > 0 without a key; a recurrent policy
-            called with traced inputs (see `get_action`).
+          ValueError: if obs does not end in the env's observation shape, is an empty
+            batch, or (concrete obs) holds a NaN / inf (naming the first such entry); a
+            temperature that is not a finite number >= 0, or temperature > 0 without a
+            key; a recurrent policy called with traced inputs (see `get_action`).
+          TypeError: a `key` that is not one PRNG key (e.g. an int seed).
         """
-        self._refuse_traced("act", obs, key, temperature)
-        if temperature is not None:
-            temperature = check_temperature(temperature)
-        if key is None:
-            if temperature:
-                raise ValueError(
-                    f"temperature={temperature!r} samples, which needs a key: pass key=, or "
-                    "leave temperature unset with key=None for the greedy action"
-                )
-            key, temperature = jax.random.key(0), 0.0  # greedy: the key is not used
-        elif temperature is None:
-            temperature = 1.0
+        self._kept.refuse_traced("act", obs, key, temperature)
+        key, temperature = sampling("act", key, temperature)
         batch, single = batch_observation(obs, self.obs_shape)
         size = jax.tree.leaves(batch)[0].shape[0]
-        state = self._start_state(size)
+        state = self._kept.start(size)
         next_state, action, output = self._act(
             self._params, state, batch, jnp.zeros((size,), bool), key, jnp.float32(temperature)
         )
-        self._advance(state, next_state)
+        self._kept.advance(state, next_state)
         if single:
             action, output = action[0], jax.tree.map(lambda x: x[0], output)
         return (action, output) if return_model_output else action
+
+    def predict(
+        self,
+        obs: Any,
+        state: State | None = None,
+        deterministic: bool = True,
+        *,
+        episode_start: Any = None,
+        key: jax.Array | None = None,
+    ) -> tuple[np.ndarray, State | None]:
+        """Stable-Baselines3's `predict`: `(actions, state)` with numpy actions, ready for
+        a gymnasium `env.step(policy.predict(obs)[0])`.
+
+        Actions are those `act` takes (greedy with `deterministic`, else sampled; Box
+        actions within the bounds) as a numpy array of the action space's dtype: int32
+        `[B]` (Discrete), `[B, *action_shape]` int32 (MultiDiscrete, MultiBinary) or
+        float32 (Box); for one unbatched observation one action (`()` for Discrete, a
+        0-d array that gymnasium's `Discrete.contains` accepts).
+
+        As in SB3 the recurrent state travels through the call instead of living on the
+        policy (the kept state of `act` / `get_action` is not touched): `state` None is the
+        initial state, and the returned state goes into the next call; `episode_start`
+        (`[B]` bool, SB3's name; a scalar for one observation) restarts it where True.
+        Feed-forward policies return None as the state (as SB3 does).
+
+        Args:
+          obs: `[B, *obs_shape]` or one observation `[*obs_shape]` (dict / tuple
+            observations as in `act`); numpy or concrete jax arrays.
+          state: recurrent policies: the state `[B, S]` the previous call returned, or
+            None (initial). None (or `()`) for feed-forward policies.
+          deterministic: a bool; True (default): the greedy action (argmax / mean), False:
+            sampled at temperature 1.
+          episode_start: optional bool `[B]` (or a scalar for one observation).
+          key: the PRNG key to sample with (`deterministic=False`); default a stream kept
+            on the policy, started from `jax.random.key(config.seed)` and split per call.
+
+        Returns:
+          `(actions, state)`: numpy actions as above; the next recurrent state `[B, S]`
+          (jax arrays), or None for a feed-forward policy.
+
+        Raises:
+          TypeError: `deterministic` not a bool; `key` not one PRNG key; traced inputs
+            (inside `jax.jit`: numpy results cannot be traced; use `act` or
+            `get_action` there).
+          ValueError: `obs` as `act` refuses it (shape, empty batch, NaN / inf); `state`
+            that is not this policy's state for B envs (naming both shapes), or a state
+            given to a feed-forward policy; `episode_start` of another size than B.
+        """
+        given = predict_inputs(
+            obs,
+            state,
+            deterministic,
+            episode_start,
+            key,
+            shapes=self.obs_shape,
+            networks=self.networks,
+            keys=self._predict_keys,
+        )
+        next_state, action, _ = self._act(self._params, *given.step_args())
+        actions = numpy_actions(self.env.action_space(self.env_params), action, given.single)
+        return actions, (next_state if self.recurrent else None)
 
     def get_action(
         self,
@@ -323,13 +373,19 @@ class Policy:
             (naming the first such entry, e.g. "obs[3, 1] = nan"); an `action_mask` of
             another shape than `[B, A]`, on Box / MultiBinary actions, or with rows that
             allow no action (naming `action_mask` and those rows); a recurrent policy
-            called with traced inputs (naming the pure step to use instead).
+            called with traced inputs (naming the pure step to use instead); an empty
+            batch; `params` of another structure or shapes than the policy's.
+          TypeError: a `key` that is not one PRNG key (e.g. an int seed).
         """
-        self._refuse_traced("get_action", obs, key, action_mask, params)
+        self._kept.refuse_traced("get_action", obs, key, action_mask, params)
+        if key is not None:
+            check_key("get_action: key", key)
+        if params is not None:
+            check_params("get_action: params", params, self._params)
         batch, single = batch_observation(obs, self.obs_shape)
         size = jax.tree.leaves(batch)[0].shape[0]
         mask = checked_mask(self.spec, action_mask, size, single)
-        state = self._start_state(size)
+        state = self._kept.start(size)
         greedy = key is None
         next_state, output = self._get_action(
             self._params if params is None else params,
@@ -340,7 +396,7 @@ class Policy:
             mask,
             greedy=greedy,
         )
-        self._advance(state, next_state)
+        self._kept.advance(state, next_state)
         return jax.tree.map(lambda x: x[0], output) if single else output
 
     def evaluate_actions(
@@ -392,10 +448,13 @@ class Policy:
 
         Raises:
           ValueError: obs, actions, action_mask or state of another shape than expected
-            (naming the argument, the expected and the given shape); a value check that
+            (naming the argument, the expected and the given shape); an empty batch;
+            `params` of another structure or shapes than the policy's; a value check that
             fails (naming `obs`, `actions` or `action_mask`, the first bad index and value,
             and for `actions` the space's bounds).
         """
+        if params is not None:
+            check_params("evaluate_actions: params", params, self._params)
         batch, single = batch_observation(obs, self.obs_shape)
         size = jax.tree.leaves(batch)[0].shape[0]
         actions = checked_actions(
@@ -403,16 +462,9 @@ class Policy:
         )
         mask = checked_mask(self.spec, action_mask, size, single)
         if state is None:
-            state = self._entry_state if self.recurrent else None
-            if state is None or jax.tree.leaves(state)[0].shape[0] != size:
-                state = self.networks.initial_state(size)
+            state = self._kept.entry_for(size)
         else:
-            want = jax.tree.map(np.shape, self.networks.initial_state(size))
-            got = jax.tree.map(np.shape, state)
-            if want != got:
-                raise ValueError(
-                    f"state: expected the policy state of {size} envs, shape {want}, got {got}"
-                )
+            check_state("state", state, self.networks.initial_state(size), size)
         out = self._evaluate_actions(
             self._params if params is None else params,
             state,
@@ -438,40 +490,6 @@ class Policy:
             integer in [0, n) / [0, nvec[k]) / {0, 1}; any kind: NaN / inf), naming
             `action`, the first bad index and value, and the space's bounds.
         """
-        raw = action
-        action = jnp.asarray(action)
-        one = action_shape(self.spec)
-        if action.shape != one and action.shape[1:] != one:
-            raise ValueError(
-                f"action: expected shape {one} or [B, *{one}] ({self.spec.kind} actions), "
-                f"got {action.shape}"
-            )
-        check_action_values("action", raw, self.spec, bounded=False)
-        single = action.shape == one
-        env_action = to_env_action(self.spec, action[None] if single else action)
+        batch, single = checked_action(self.spec, action)
+        env_action = to_env_action(self.spec, batch)
         return env_action[0] if single else env_action
-
-    def _refuse_traced(self, method: str, *inputs: Any) -> None:
-        """A recurrent policy keeps its state on the object: refuses traced inputs (or a
-        traced kept state) before any of them reaches it."""
-        if self.recurrent and traced(inputs, self._state):
-            raise ValueError(
-                f"Policy.{method}: a recurrent policy keeps its state on the Python object "
-                "and cannot step inside jax.jit / vmap / lax.scan (a traced state would be "
-                "kept); call it outside the transform, or step with the pure "
-                "`step = purejaxppo.actions.make_get_action(policy.networks)`, which takes "
-                "and returns the state: `state, out = step(params, state, obs, reset, key, "
-                "mask, greedy=False)` from `state = policy.initial_state(B)`"
-            )
-
-    def _start_state(self, size: int) -> State:
-        """The state the next step of `size` envs begins at: the kept one, or initial."""
-        state = self._state
-        if state is None or jax.tree.leaves(state)[0].shape[0] != size:
-            state = self.networks.initial_state(size)
-        return state
-
-    def _advance(self, state: State, next_state: State) -> None:
-        """Keeps a recurrent policy's state after a step that began at `state`."""
-        if self.recurrent:
-            self._entry_state, self._state = state, next_state

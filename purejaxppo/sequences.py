@@ -23,8 +23,9 @@ episode), and ends at the step before the next start or at t = T - 1.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -126,13 +127,40 @@ class Windows(NamedTuple):
     mask: jax.Array  # [K, L] bool, a step of the window (False: padding)
 
 
-def _check(timesteps: int, num_windows: int, prob_go_from_end: float) -> None:
-    if isinstance(timesteps, bool) or not isinstance(timesteps, int) or timesteps < 1:
+def _count(value: Any) -> int | None:
+    """`value` as an int if it is one (a Python int, a numpy integer, a 0-d integer
+    array; not a bool, a float or a tracer), else None."""
+    if isinstance(value, (bool, np.bool_)) or isinstance(value, jax.core.Tracer):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _check(timesteps: Any, num_windows: Any, prob_go_from_end: Any) -> tuple[int, int, Any]:
+    """`(timesteps, num_windows, prob_go_from_end)`, the counts as ints, after checking
+    the three arguments; a concrete `prob_go_from_end` (a Python or numpy real, a 0-d
+    array) must lie in [0, 1] (an integer 0 / 1 comes back as a float: `bernoulli` takes
+    floats only), a traced one is not looked at."""
+    steps, windows = _count(timesteps), _count(num_windows)
+    if steps is None or steps < 1:
         raise ValueError(f"timesteps={timesteps!r}: must be an int >= 1 (steps per window)")
-    if isinstance(num_windows, bool) or not isinstance(num_windows, int) or num_windows < 1:
+    if windows is None or windows < 1:
         raise ValueError(f"num_windows={num_windows!r}: must be an int >= 1")
-    if isinstance(prob_go_from_end, (int, float)) and not 0.0 <= prob_go_from_end <= 1.0:
-        raise ValueError(f"prob_go_from_end={prob_go_from_end!r}: must be in [0, 1]")
+    if not isinstance(prob_go_from_end, jax.core.Tracer):
+        array = np.asarray(prob_go_from_end)
+        real = array.ndim == 0 and (  # not a bool, a string, None, complex
+            np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+        )
+        if not (real and 0.0 <= float(array) <= 1.0):  # NaN fails the range too
+            raise ValueError(
+                f"prob_go_from_end={prob_go_from_end!r}: must be a number in [0, 1] (a "
+                "float, a numpy scalar or a 0-d array; or a traced float32 scalar)"
+            )
+        if np.issubdtype(array.dtype, np.integer):
+            prob_go_from_end = float(array)
+    return steps, windows, prob_go_from_end
 
 
 def _check_rollout(traj: Transition, advantages: ArrayLike, returns: ArrayLike) -> None:
@@ -204,10 +232,11 @@ def window_indices(
       `Windows`: time int32 `[K, L]`, env int32 `[K]`, mask bool `[K, L]`.
 
     Raises:
-      ValueError: `timesteps` or `num_windows` not an int >= 1, `prob_go_from_end`
-        outside [0, 1], or `resets` not of rank 2.
+      ValueError: `timesteps` or `num_windows` not an int >= 1 (numpy integers are
+        ints), a concrete `prob_go_from_end` (Python / numpy real, 0-d array) not a number
+        in [0, 1], or `resets` not of rank 2.
     """
-    _check(timesteps, num_windows, prob_go_from_end)
+    timesteps, num_windows, prob_go_from_end = _check(timesteps, num_windows, prob_go_from_end)
     resets = jnp.asarray(resets, bool)
     if resets.ndim != 2:
         raise ValueError(f"resets has shape {resets.shape}: expected [T, N]")

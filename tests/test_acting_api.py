@@ -275,3 +275,88 @@ def test_wrong_shapes_raise_naming_the_expected_shape(policy, obs):
         pendulum.get_action(jnp.zeros((2, 3)), action_mask=jnp.ones((2, 1), bool))
     with pytest.raises(ValueError, match=r"actions: expected shape \(2, 1\).*got \(2, 2\)"):
         pendulum.evaluate_actions(jnp.zeros((2, 3)), jnp.zeros((2, 2)))
+
+
+# --------------------------------------------------------------------- predict (SB3)
+def test_predict_steps_a_gymnasium_env(policy, obs):
+    import gymnasium as gym
+
+    env = gym.make("CartPole-v1")
+    observation, _ = env.reset(seed=0)
+    action, state = policy.predict(observation)
+    # one observation -> one action: a 0-d numpy array of the space's dtype (int32),
+    # which gymnasium's Discrete accepts (a JAX scalar it refuses)
+    assert isinstance(action, np.ndarray) and action.shape == () and action.dtype == np.int32
+    assert state is None  # feed-forward, as SB3's
+    assert env.action_space.contains(action)
+    assert int(action) == int(policy.act(observation))  # deterministic: act's greedy action
+    steps, done = 0, False
+    while not done:  # SB3's loop: env.step(policy.predict(obs)[0])
+        observation, _, terminated, truncated, _ = env.step(policy.predict(observation)[0])
+        steps, done = steps + 1, terminated or truncated
+    assert steps >= 8  # CartPole lasts at least 8 steps whatever the actions
+
+    # a batch: [B] actions for a gymnasium vector env, greedy as act's; sampled with a key
+    # as act's samples with that key
+    actions, _ = policy.predict(np.asarray(obs))
+    assert isinstance(actions, np.ndarray) and actions.shape == (16,)
+    np.testing.assert_array_equal(actions, policy.act(obs))
+    key = jax.random.key(5)
+    sampled, _ = policy.predict(obs, deterministic=False, key=key)
+    np.testing.assert_array_equal(sampled, policy.act(obs, key))
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
+    observations, _ = envs.reset(seed=0)
+    actions, _ = policy.predict(observations)
+    assert actions.shape == (2,) and envs.action_space.contains(actions)
+    envs.step(actions)
+    # without a key, sampling draws from the policy's own key stream: a new draw per call
+    draws = {tuple(policy.predict(obs, deterministic=False)[0]) for _ in range(3)}
+    assert len(draws) > 1
+
+
+def test_predict_box_actions_in_the_env_shape_and_dtype():
+    import gymnasium as gym
+
+    policy = untrained(pjp.PPOConfig(env_name="Pendulum-v1", hidden_sizes=(8,)))
+    env = gym.make("Pendulum-v1")
+    observation, _ = env.reset(seed=0)
+    action, state = policy.predict(observation)
+    assert action.shape == (1,) and action.dtype == np.float32 and state is None
+    assert env.action_space.contains(action)  # within [-2, 2]
+    env.step(action)
+    actions, _ = policy.predict(np.stack([observation] * 3), deterministic=False)
+    assert actions.shape == (3, 1) and np.all(np.abs(actions) <= 2.0)
+
+
+def test_predict_passes_the_recurrent_state_through():
+    config = pjp.PPOConfig(recurrent="gru", recurrent_size=8, hidden_sizes=(16,))
+    policy = untrained(config)
+    networks, params = policy.networks, policy.get_params()
+    obs = np.asarray(jax.random.normal(jax.random.key(0), (3, 4)))
+    no_reset = jnp.zeros((3,), bool)
+    state1, dist1, _ = networks.step(params, networks.initial_state(3), obs, no_reset)
+    state2, dist2, _ = networks.step(params, state1, obs, no_reset)
+
+    actions, state = policy.predict(obs)  # state None: the initial state
+    np.testing.assert_allclose(state, state1, rtol=1e-6)
+    np.testing.assert_array_equal(actions, np.argmax(dist1.logits, -1))
+    actions, state = policy.predict(obs, state)
+    np.testing.assert_allclose(state, state2, rtol=1e-5)
+    np.testing.assert_array_equal(actions, np.argmax(dist2.logits, -1))
+    assert policy.state is None  # act / get_action's kept state is not touched
+    # episode_start restarts the rows where True (SB3's name)
+    _, restarted = policy.predict(obs, state1, episode_start=np.array([True, False, False]))
+    np.testing.assert_allclose(restarted[0], state1[0], rtol=1e-6)
+    np.testing.assert_allclose(restarted[1:], state2[1:], rtol=1e-5)
+    with pytest.raises(ValueError, match=r"^state: expected the policy state of 3 envs"):
+        policy.predict(obs, np.zeros((2, 8), np.float32))
+    with pytest.raises(ValueError, match=r"^episode_start: expected 3 flags"):
+        policy.predict(obs, state1, episode_start=np.ones(2, bool))
+
+
+def test_predict_refuses_traced_inputs_and_a_state_of_a_feed_forward_policy(policy, obs):
+    with pytest.raises(TypeError, match=r"^Policy.predict returns numpy arrays"):
+        jax.jit(lambda o: policy.predict(o)[0])(obs)
+    with pytest.raises(ValueError, match=r"^state: a feed-forward policy has no state"):
+        policy.predict(obs, jnp.zeros((16, 4)))
+    np.testing.assert_array_equal(policy.predict(obs, ())[0], policy.act(obs))

@@ -282,3 +282,187 @@ def test_feed_forward_get_action_under_jit_still_works(cartpole):
         np.testing.assert_array_equal(
             out.action, cartpole.get_action(OBS, jax.random.key(4)).action
         )
+
+
+# --------------------------------------------------------------------- 6. plain arguments
+@pytest.mark.parametrize(
+    ("probability", "ok"),
+    [
+        (np.float32(1.5), False),  # numpy scalars are range-checked like floats
+        (np.array(1.5), False),  # and 0-d arrays
+        (jnp.float32(-0.1), False),
+        (float("nan"), False),
+        (True, False),
+        ("0.5", False),
+        (None, False),
+        (np.float64(0.5), True),
+        (np.array(0.25), True),
+        (1, True),  # an int probability is passed on as a float (bernoulli wants floats)
+        (np.int64(0), True),
+    ],
+)
+def test_windows_range_check_reads_numpy_scalars(probability, ok):
+    traj, code = rollout()
+
+    def windows():
+        return pjp.trajectory_minibatches(
+            jax.random.key(0),
+            traj,
+            code,
+            code,
+            timesteps=np.int64(3),  # numpy integers are ints
+            num_windows=np.int32(4),
+            prob_go_from_end=probability,
+        )
+
+    if ok:
+        assert windows().mask.shape == (4, 3)
+    else:
+        with pytest.raises(ValueError, match=r"^prob_go_from_end=.*must be a number in \[0, 1\]"):
+            windows()
+
+
+@pytest.mark.parametrize("count", [2.0, True, np.int64(0), "3"])
+def test_windows_counts_are_ints_ge_1(count):
+    traj, code = rollout()
+    with pytest.raises(ValueError, match=r"^timesteps=.*: must be an int >= 1"):
+        pjp.trajectory_minibatches(
+            jax.random.key(0), traj, code, code, timesteps=count, num_windows=4
+        )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "match"),
+    [
+        (dict(max_steps=0), ValueError, r"^max_steps=0: must be an int >= 1$"),
+        (dict(max_steps=-5), ValueError, r"^max_steps=-5: must be an int >= 1$"),
+        (dict(max_steps=2.5), ValueError, r"^max_steps=2.5: must be an int >= 1$"),
+        (dict(num_episodes=2.5), ValueError, r"^num_episodes=2.5: must be an int >= 1$"),
+        (dict(num_episodes=0), ValueError, r"^num_episodes=0: must be an int >= 1$"),
+        (dict(num_episodes=np.int64(-1)), ValueError, r"^num_episodes=np.int64\(-1\): must"),
+        (dict(greedy="no"), TypeError, r"^greedy='no': must be a bool \(True or False\)$"),
+        (dict(greedy=1), TypeError, r"^greedy=1: must be a bool"),
+        (dict(key=0), TypeError, r"^evaluate: key: expected one PRNG key .*jax.random.key\(0\)"),
+    ],
+)
+def test_evaluate_refuses_bad_arguments_in_one_line(cartpole, arguments, error, match):
+    with pytest.raises(error, match=match):
+        pjp.evaluate(cartpole, **{"num_episodes": 2, **arguments})
+
+
+def test_evaluate_takes_numpy_scalars(cartpole):
+    result = pjp.evaluate(
+        cartpole, num_episodes=np.int64(3), max_steps=np.int32(7), greedy=np.bool_(True)
+    )
+    # 3 episodes, each cut at 7 steps at most (an untrained CartPole policy lasts >= 8)
+    assert result.returns.shape == (3,) and result.lengths.max() <= 7
+    np.testing.assert_array_equal(result.returns, result.lengths)  # reward 1 per step
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (
+            lambda p: p.act(OBS, 0),
+            TypeError,
+            r"^act: key: expected one PRNG key \(jax.random.key\(seed\)\), got 0 \(int\); "
+            r"for the seed 0 pass jax.random.key\(0\)$",
+        ),
+        (
+            lambda p: p.get_action(OBS, np.int64(3)),
+            TypeError,
+            r"^get_action: key: .*jax.random.key\(3\)",
+        ),
+        (
+            lambda p: p.act(OBS, jax.random.split(jax.random.key(0), 4)),
+            TypeError,
+            r"act: key: expected one PRNG key .*a batch of keys of shape \(4,\)",
+        ),
+        (lambda p: p.act(np.zeros((0, 4))), ValueError, r"obs has shape \(0, 4\): an empty batch"),
+        (
+            lambda p: p.get_action(np.zeros((0, 4)), jax.random.key(0)),
+            ValueError,
+            r"an empty batch \(B = 0\)",
+        ),
+        (
+            lambda p: p.get_action(OBS, params={"params": {}}),
+            ValueError,
+            r"^get_action: params do not match this policy's \(a dict with no array leaves\)",
+        ),
+        (
+            lambda p: p.evaluate_actions(
+                OBS,
+                np.zeros(4, np.int32),
+                params=jax.tree.map(lambda x: np.zeros(np.shape(x) + (1,)), p.get_params()),
+            ),
+            ValueError,
+            r"^evaluate_actions: params do not match .*\['params'\].* has shape \(.*, 1\), "
+            r"the policy's",
+        ),
+        (lambda p: p.initial_state(-1), ValueError, r"^batch=-1: must be an int >= 1$"),
+        (lambda p: p.initial_state(2.0), ValueError, r"^batch=2.0: must be an int >= 1$"),
+        (lambda p: p.predict(OBS, deterministic="no"), TypeError, r"^deterministic='no'"),
+    ],
+)
+def test_acting_api_refuses_bad_arguments_in_one_line(cartpole, call, error, match):
+    with pytest.raises(error, match=match) as info:
+        call(cartpole)
+    assert "\n" not in str(info.value)
+
+
+def test_initial_state_takes_numpy_ints():
+    policy = untrained(recurrent="gru", recurrent_size=4)
+    assert policy.initial_state(np.int64(3)).shape == (3, 4)
+
+
+def test_load_refuses_what_is_not_a_run_directory(tmp_path):
+    with pytest.raises(TypeError, match=r"^Policy.load: path=None: expected a run directory"):
+        pjp.Policy.load(None)
+    with pytest.raises(ValueError, match=r"no such run directory"):
+        pjp.Policy.load(tmp_path / "missing")
+    config = tmp_path / "cartpole.yaml"
+    config.write_text("env_name: CartPole-v1\n")
+    with pytest.raises(ValueError) as info:
+        pjp.Policy.load(config)
+    assert str(info.value) == (
+        f"Policy.load: {config} is a YAML config, not a run directory; train it first with "
+        f"purejaxppo train --config {config}, then load the run directory"
+    )
+    tune = tmp_path / "tune"
+    tune.mkdir()
+    (tune / "request.yaml").write_text("config: {}\nsearch:\n  gamma: [uniform, 0.9, 0.99]\n")
+    with pytest.raises(ValueError, match=r"is a tune output directory.*no best.yaml yet"):
+        pjp.Policy.load(tune)
+    (tune / "best.yaml").write_text("gamma: 0.95\n")
+    with pytest.raises(ValueError) as info:
+        pjp.Policy.load(str(tune))
+    assert str(info.value) == (
+        f"Policy.load: {tune} is a tune output directory, not a run directory; its best "
+        f"trial's config is {tune / 'best.yaml'}: train it with purejaxppo train --config "
+        f"{tune / 'best.yaml'}, then load that run directory"
+    )
+    with pytest.raises(ValueError, match=r"is not a run directory \(no config.yaml"):
+        pjp.Policy.load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "match"),
+    [
+        (dict(greedy="no"), TypeError, r"greedy='no': must be a bool"),
+        (dict(max_steps=0), ValueError, r"max_steps=0: must be an int >= 1"),
+        (dict(key=7), TypeError, r"key: expected one PRNG key .*jax.random.key\(7\)"),
+    ],
+)
+def test_record_and_collect_refuse_bad_arguments_before_playing(
+    cartpole, tmp_path, arguments, error, match
+):
+    from purejaxppo.acting.video import record_episode
+
+    with pytest.raises(error, match=match):
+        record_episode(cartpole, **arguments)
+    out = tmp_path / "dataset"
+    with pytest.raises(error, match=r"^collect: " + match):
+        pjp.collect(cartpole, 2, out, **arguments)
+    assert not out.exists()  # refused before anything was written
+    with pytest.raises(ValueError, match=r"^collect: num_episodes=2.5: must be an int >= 1$"):
+        pjp.collect(cartpole, 2.5, out)

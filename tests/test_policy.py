@@ -117,7 +117,7 @@ def test_eval_cli(run_dir, capsys):
     assert "8 episodes (greedy)" in out and "IQM" in out
     with pytest.raises(SystemExit):
         main(["eval", str(run_dir / "nope")])
-    assert "no complete checkpoint" in capsys.readouterr().err
+    assert "no such run directory" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("seed", ["-1", str(2**70)])

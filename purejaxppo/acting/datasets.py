@@ -60,6 +60,7 @@ import numpy as np
 
 from purejaxppo.acting.episodes import check_info_keys, make_rows_chunk_runner
 from purejaxppo.acting.host import make_host_chunk_runner
+from purejaxppo.acting_checks import check_count, check_flag, check_key
 from purejaxppo.dataset_files import (
     METADATA,
     PARTIAL,
@@ -195,9 +196,12 @@ def collect(
         multi-agent env (one line: the .npz chunks hold its episodes); a `temperature`
         that is not a finite number >= 0, or one other than 0 with `greedy`; with
         `resume`, what `dataset_files.read_partial` refuses (settings that differ, naming
-        them).
+        them); `num_episodes` or `max_steps` not an int >= 1 (numpy integers are ints).
+      TypeError: `greedy` not a bool; `key` not one PRNG key.
     """
-    temperature = _temperature(greedy, temperature)
+    num_episodes, max_steps, greedy, key, temperature = _arguments(
+        num_episodes, max_steps, greedy, key, temperature
+    )
     env, env_params = policy.env, policy.env_params
     _check_minari(policy.config.env_name, env, minari_id)
     out = check_output(out, minari_id, num_episodes, resume=resume)
@@ -205,7 +209,6 @@ def collect(
         chunk_runner = make_chunk_runner(policy.networks, env, env_params, tuple(info_keys))
     if max_steps is None:
         max_steps = episode_limit(env, env_params)
-    key = jax.random.key(0) if key is None else key
     params = policy.get_params() if params is None else params
     meta = _metadata(policy, num_episodes, greedy, temperature, parallel)
     settings = dict(meta, chunk_steps=chunk_steps, max_steps=max_steps, minari_id=minari_id)
@@ -399,6 +402,28 @@ class _Play(NamedTuple):
         finally:
             if hasattr(carry, "close"):  # a host env's copies (`acting.host`)
                 carry.close()
+
+
+def _arguments(
+    num_episodes: Any, max_steps: Any, greedy: Any, key: Any, temperature: Any
+) -> tuple[int, int | None, bool, jax.Array, float]:
+    """`collect`'s plain arguments checked: `(num_episodes, max_steps, greedy, key,
+    temperature)`, the key `jax.random.key(0)` when None (`_temperature` for the
+    temperature).
+
+    Raises:
+      ValueError: `num_episodes` or `max_steps` not an int >= 1; a bad temperature.
+      TypeError: `greedy` not a bool; `key` not one PRNG key.
+    """
+    num_episodes = check_count("collect: num_episodes", num_episodes)
+    if max_steps is not None:
+        max_steps = check_count("collect: max_steps", max_steps)
+    greedy = check_flag("collect: greedy", greedy)
+    if key is not None:
+        check_key("collect: key", key)
+    temperature = _temperature(greedy, temperature)
+    key = jax.random.key(0) if key is None else key
+    return num_episodes, max_steps, greedy, key, temperature
 
 
 def _temperature(greedy: bool, temperature: float | None) -> float:

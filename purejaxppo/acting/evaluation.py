@@ -18,6 +18,7 @@ import numpy as np
 
 from purejaxppo.acting.episodes import make_rows_episode_runner
 from purejaxppo.acting.host import make_host_episode_runner
+from purejaxppo.acting_checks import check_count, check_flag, check_key
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.spaces import episode_limit
@@ -66,22 +67,28 @@ def evaluate(
       policy_or_state: a `Policy`, or a single-agent `TrainOutput` / `TrainState` (then
         `config` is required).
       env_id: env to evaluate on; default the policy's own `config.env_name`.
-      num_episodes: episodes (= parallel envs).
+      num_episodes: episodes (= parallel envs), an int >= 1.
       key: PRNG key; default `jax.random.key(0)`.
-      greedy: argmax / mean actions instead of sampling.
+      greedy: a bool: argmax / mean actions instead of sampling.
       env_params: e.g. other physics for a validation split; default the env's own (with
         the config's `env_kwargs` when `env_id` is the training env).
-      max_steps: scan length; default `env_params.max_steps_in_episode`.
+      max_steps: scan length, an int >= 1; default `env_params.max_steps_in_episode`.
 
     Returns:
       `EvalResult` with `returns` float32 `[num_episodes]` and `lengths` int32.
 
     Raises:
-      ValueError: for `num_episodes < 1`, a missing config, or an env whose spaces do
-        not match the policy.
+      ValueError: `num_episodes` or `max_steps` not an int >= 1 (numpy integers are
+        ints; 2.5 is not), a missing config, or an env whose spaces do not match the
+        policy.
+      TypeError: `greedy` not a bool (`'no'` would act greedily), `key` not one PRNG key.
     """
-    if num_episodes < 1:
-        raise ValueError(f"num_episodes={num_episodes!r}: must be >= 1")
+    num_episodes = check_count("num_episodes", num_episodes)
+    if max_steps is not None:
+        max_steps = check_count("max_steps", max_steps)
+    greedy = check_flag("greedy", greedy)
+    if key is not None:
+        check_key("evaluate: key", key)
     if not isinstance(policy_or_state, Policy):
         if config is None:
             raise ValueError("evaluate: pass config= with a TrainOutput / TrainState")

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purejaxppo.acting_checks import check_count, check_flag, check_key
 from purejaxppo.envs.spaces import episode_limit
 
 Frame = np.ndarray  # [H, W, 3] uint8
@@ -301,7 +302,16 @@ def record_episode(
       max_steps: scan length (default the env's `max_steps_in_episode`).
       params: params to play instead of the policy's (training-time videos).
       recorder: a prebuilt `make_episode_recorder` (reused to avoid recompiling).
+
+    Raises:
+      ValueError: `max_steps` not an int >= 1.
+      TypeError: `greedy` not a bool, `key` not one PRNG key.
     """
+    greedy = check_flag("greedy", greedy)
+    if max_steps is not None:
+        max_steps = check_count("max_steps", max_steps)
+    if key is not None:
+        check_key("record_episode: key", key)
     env = policy.env if env is None else env
     env_params = policy.env_params if env_params is None else env_params
     if max_steps is None:

@@ -26,7 +26,7 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
 
     try:
         config = load_config(o.config, args)
-        search = parse_random(o.search)
+        search = parse_random(o.search, flag="--search")
         if not search:  # checked before --out and before anything compiles
             raise ValueError(
                 "pbt needs at least one --search FIELD=DIST:LOW:HIGH (e.g. --search "

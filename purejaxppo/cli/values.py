@@ -147,11 +147,21 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
     return grid
 
 
-def parse_random(items: Sequence[str]) -> dict[str, tuple]:
-    """['learning_rate=log_uniform:1e-5:1e-3', 'num_envs=choice:4,8'] -> random dict."""
+def parse_random(items: Sequence[str], flag: str = "--random") -> dict[str, tuple]:
+    """['learning_rate=log_uniform:1e-5:1e-3', 'num_envs=choice:4,8'] -> random dict.
+
+    `flag` names the option in errors (`--random` of `sweep`, `--search` of `tune` and
+    `pbt`).
+
+    Raises:
+      ValueError: an item that is not FIELD=SPEC, or a field given twice (`learning_rate`
+        and `learning-rate` are the same field), naming the flag, the item and the field.
+    """
     random: dict[str, tuple] = {}
     for item in items:
-        name, text = _split_assignment(item, "--random")
+        name, text = _split_assignment(item, flag)
+        if name in random:
+            raise ValueError(f"{flag} {item!r}: field {name!r} given twice (one {flag} per field)")
         kind, _, rest = text.partition(":")
         if kind == "choice":
             values = _parse_value(rest)
