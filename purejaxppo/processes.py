@@ -14,11 +14,15 @@ collective is waiting on, `SHUTDOWN_TIMEOUT_S` at exit.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ipaddress
 import os
+import re
 import socket
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jax
@@ -28,6 +32,7 @@ __all__ = [
     "EXIT_NOT_JOINED",
     "HEARTBEAT_TIMEOUT_S",
     "INIT_TIMEOUT_S",
+    "MAX_PROCESSES",
     "SHUTDOWN_TIMEOUT_S",
     "check_port_free",
     "check_process_args",
@@ -35,6 +40,8 @@ __all__ = [
     "flagged_processes",
     "initialize_distributed",
     "is_lost_process_error",
+    "parse_address",
+    "quiet_gloo",
 ]
 
 #: Seconds `initialize_distributed` waits for every process to join before this process
@@ -48,6 +55,11 @@ INIT_TIMEOUT_S = 120
 HEARTBEAT_TIMEOUT_S = 30
 #: Seconds the processes wait for each other at exit (JAX's default is 300).
 SHUTDOWN_TIMEOUT_S = 30
+#: The most processes one run takes (`check_process_args`): a larger count is a typo,
+#: and JAX's coordinator would set up state for every one of them before timing out.
+MAX_PROCESSES = 4096
+#: One label of a host name (RFC 1123).
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 #: Exit code of a process whose wait for the others timed out (`initialize_distributed`).
 EXIT_NOT_JOINED = 2
 
@@ -86,9 +98,11 @@ def initialize_distributed(
         (`HEARTBEAT_TIMEOUT_S`).
 
     Raises:
-      ValueError: for a process_id outside [0, num_processes), a malformed address, a
-        coordinator port that process 0 cannot bind (in use, or not allowed), a timeout
-        <= 0, or no cluster environment where the arguments are left to JAX.
+      ValueError: for a process count outside [1, `MAX_PROCESSES`], a process_id outside
+        [0, num_processes), a malformed address (`parse_address`), a coordinator port
+        that process 0 cannot bind (in use, e.g. by another process 0: a duplicate id;
+        or not allowed), a timeout <= 0, or no cluster environment where the arguments
+        are left to JAX.
     """
     explicit = (coordinator_address, num_processes, process_id)
     if any(value is not None for value in explicit):
@@ -112,7 +126,8 @@ def initialize_distributed(
         _exit_not_joined,
         args=(
             f"purejaxppo: error: not {count} processes joined {where} within "
-            f"{initialization_timeout:g} s: start every process, with the same "
+            f"{initialization_timeout:g} s: start every process, each with its own "
+            "--process-id (two with the same id count as one), with the same "
             "--num-processes and --coordinator (process 0's address)\n",
         ),
     )
@@ -145,18 +160,63 @@ def _exit_not_joined(message: str) -> None:
 
 
 def check_process_args(coordinator_address: str, num_processes: int, process_id: int) -> None:
-    """Raises a one-line `ValueError` for a process_id outside [0, num_processes) or an
-    address that is not "host:port"; touches nothing."""
-    if num_processes < 1 or not 0 <= process_id < num_processes:
+    """Raises a one-line `ValueError` for a process count outside [1, `MAX_PROCESSES`], a
+    process_id outside [0, num_processes) or an address that is not "HOST:PORT"
+    (`parse_address`); touches nothing."""
+    if not 1 <= num_processes <= MAX_PROCESSES:
+        raise ValueError(f"num_processes={num_processes} must be in [1, {MAX_PROCESSES}]")
+    if not 0 <= process_id < num_processes:
         raise ValueError(f"process_id={process_id} must be in [0, num_processes={num_processes})")
-    host, _, port = coordinator_address.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"coordinator_address={coordinator_address!r} must be 'host:port'")
+    parse_address(coordinator_address)
+
+
+def parse_address(address: str, name: str = "coordinator_address") -> tuple[str, int]:
+    """`(host, port)` of "HOST:PORT": HOST a host name (letters, digits, hyphens and dots,
+    RFC 1123), an IPv4 address or an IPv6 address in brackets ("[::1]:1234"); PORT in
+    [1, 65535].
+
+    Args:
+      address: the address to check.
+      name: what the errors call it: an argument ("coordinator_address") or a command
+        line option ("--coordinator").
+
+    Raises:
+      ValueError: one line naming `name`, the address and what is wrong with it (a scheme
+        such as "http://", no port, a port out of range, a malformed host).
+    """
+    where = f"{name} {address}" if name.startswith("--") else f"{name}={address!r}"
+    if "://" in address or "/" in address:
+        raise ValueError(f"{where}: must be HOST:PORT, without a scheme or a path")
+    host, colon, port = address.rpartition(":")
+    if not colon or not host:
+        raise ValueError(f"{where}: must be HOST:PORT (e.g. 10.0.0.1:1234)")
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise ValueError(f"{where}: the port must be an integer in [1, 65535]")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError(f"{where}: {host} is not an IPv6 address") from None
+    elif ":" in host:
+        raise ValueError(f"{where}: write an IPv6 address in brackets, e.g. [::1]:1234")
+    elif all(label.isdigit() for label in host.split(".")):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise ValueError(f"{where}: {host} is not an IPv4 address") from None
+    elif len(host) > 253 or not all(_HOST_LABEL.fullmatch(x) for x in host.split(".")):
+        raise ValueError(
+            f"{where}: {host!r} is not a host name (letters, digits, '-' and '.'), an IPv4 "
+            "address or an [IPv6] address"
+        )
+    return host, int(port)
 
 
 def check_port_free(coordinator_address: str) -> None:
     """Raises a one-line `ValueError` when this host cannot bind the coordinator's port on
-    every address (where JAX's coordinator listens: "[::]:port")."""
+    every address (where JAX's coordinator listens: "[::]:port"); when a gRPC server
+    holds the port (`_speaks_http2`: most likely another process 0 of the same run), the
+    error names a duplicate process id instead of asking for a free port."""
     port = int(coordinator_address.rpartition(":")[2])
     try:
         sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
@@ -169,10 +229,72 @@ def check_port_free(coordinator_address: str) -> None:
         try:
             sock.bind(address)
         except OSError as err:
+            if _speaks_http2(port):
+                raise ValueError(
+                    f"process_id=0 is taken: a JAX coordinator (a gRPC server) already "
+                    f"listens on port {port} of this host, so another process was started "
+                    "with process id 0 too (a duplicate id): give each process its own id "
+                    "in [0, num_processes); if another run uses this port, pick a free port"
+                ) from None
             raise ValueError(
                 f"coordinator_address={coordinator_address!r}: process 0 cannot listen on "
                 f"port {port} ({err.strerror}): pick a free port"
             ) from None
+
+
+def _speaks_http2(port: int, timeout: float = 1.0) -> bool:
+    """Whether the server on `port` of this host answers HTTP/2's connection preface with
+    a SETTINGS frame, as every gRPC server (JAX's coordinator) does."""
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+    for host in ("::1", "127.0.0.1"):
+        try:
+            with socket.create_connection((host, port), timeout=timeout) as sock:
+                sock.sendall(preface)
+                header = sock.recv(9)
+        except OSError:
+            continue
+        return len(header) >= 4 and header[3] == 4  # frame type 4: SETTINGS
+    return False
+
+
+@contextlib.contextmanager
+def quiet_gloo() -> Iterator[None]:
+    """Keeps gloo's connection lines ("[Gloo] Rank N is connected to M peer ranks ...",
+    which its C++ runtime prints to stdout, whatever the log level, in every process each
+    time a collective across processes first connects a set of devices) off the user's
+    terminal.
+
+    Meanwhile stdout (file descriptor 1, so also what C and C++ code print) goes through
+    a pipe, whose lines a thread passes on to the real stdout at once, but for gloo's.
+    Wrap everything that runs collectives across processes in it.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    read, write = os.pipe()
+
+    def forward() -> None:
+        pending = b""
+        with open(read, "rb", buffering=0, closefd=True) as pipe:
+            while chunk := pipe.read(65536):
+                *lines, pending = (pending + chunk).split(b"\n")
+                kept = b"".join(line + b"\n" for line in lines if not line.startswith(b"[Gloo] "))
+                if kept:
+                    os.write(saved, kept)
+        if pending and not pending.startswith(b"[Gloo] "):
+            os.write(saved, pending)
+
+    forwarder = threading.Thread(target=forward, name="purejaxppo-stdout", daemon=True)
+    forwarder.start()
+    os.dup2(write, 1)
+    os.close(write)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        ctypes.CDLL(None).fflush(None)  # what C++ streams (synced with C stdio) hold
+        os.dup2(saved, 1)  # closes the pipe's last write end: the forwarder drains it
+        forwarder.join(5)
+        os.close(saved)
 
 
 def flagged_processes(flag: bool) -> list[int]:

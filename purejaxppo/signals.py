@@ -21,8 +21,11 @@ eval, export, tune):
    whole command (one request for a whole sweep, across its chunks and groups), and a
    driver checks it after every unit.
 
-A program spread over several processes takes no requests (its hosts could see a signal
-after different units and wait on each other's collectives); the default handlers stay.
+A program spread over several processes takes no requests here (its hosts could see a
+signal after different units and wait on each other's collectives): the multi-process
+command (`cli.distributed`) turns a first Ctrl-C into a SIGTERM to itself, which JAX's
+preemption sync point makes every process honour after the same segment, and a second
+one into an immediate exit with the resume command.
 
 This module is on the ground floor: it imports nothing of purejaxppo, so every layer
 (drivers, acting, datasets, the CLI) may use it.

@@ -27,8 +27,9 @@ SIGTERM (to one process or all: a scheduler that preempts one host stops the who
 JAX's preemption service passes the notice to every process and turns it into a sync
 point that all of them reach after the same segment (`reached_preemption_sync_point`);
 the run saves there, together, and every process stops with `TrainingInterrupted` (exit
-143). A run on
-several processes takes no Ctrl-C stop requests (`run_segments(stop_on_signals=False)`).
+143). The driver takes no Ctrl-C stop requests itself (`run_segments(stop_on_signals=
+False)`): `purejaxppo train` turns a first Ctrl-C into that same SIGTERM notice, and a
+second into an exit at once with the resume command (`cli.distributed`).
 
 The run directory must be on a file system every process sees (checked at the start).
 Not supported here yet (refused in one line before anything runs): evaluation during
