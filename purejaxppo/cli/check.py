@@ -22,6 +22,11 @@ class CheckOptions:
     config: Path | None = option(type=Path, help=CONFIG)
     seeds: int = option(8, type=int, metavar="K", help="seeds per probe, vmapped (default 8)")
     json: bool = _flag("print the report as JSON on stdout (the table goes nowhere)")
+    row: list[str] = option(
+        action="append",
+        metavar="NAME",
+        help="run only this row (repeatable; names as in the report, e.g. 'discount')",
+    )
     no_invariants: bool = _flag("skip the short run on the config's own env")
     no_progress: bool = _flag(NO_PROGRESS)
 
@@ -33,8 +38,6 @@ def check_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         config = load_config(o.config, args)
         if isinstance(o.seeds, bool) or o.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {o.seeds}")
-        if config.seed < 0:  # --seed is the config's field: the base PRNG seed
-            raise ValueError(f"--seed must be >= 0, got {config.seed}")
         from purejaxppo.drivers.check import check
 
         report = check(
@@ -42,10 +45,12 @@ def check_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             seeds=o.seeds,
             seed=config.seed,
             invariants=not o.no_invariants,
+            rows=o.row or None,
             progress=not (o.no_progress or o.json),
         )
     except (ValueError, ImportError) as err:
-        parser.exit(2, f"purejaxppo: error: check: {err}\n")
+        message = str(err).removeprefix("check: ")
+        parser.exit(2, f"purejaxppo: error: check: {message}\n")
     except KeyboardInterrupt:  # nothing is written: stop at once, in one line
         parser.exit(130, "purejaxppo: check: stopped (Ctrl-C); nothing written\n")
     print(report.to_json() if o.json else report)

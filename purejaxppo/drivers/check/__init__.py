@@ -6,7 +6,7 @@ config's own env read against invariants. Each row says what it isolates, the ex
 and measured values over K vmapped seeds, and on a failure the part of PPO it points to.
 """
 
-from purejaxppo.drivers.check.battery import check, probe_config
+from purejaxppo.drivers.check.battery import check, probe_config, row_names
 from purejaxppo.drivers.check.report import CheckReport, CheckRow
 
-__all__ = ["CheckReport", "CheckRow", "check", "probe_config"]
+__all__ = ["CheckReport", "CheckRow", "check", "probe_config", "row_names"]

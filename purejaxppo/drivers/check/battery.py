@@ -16,8 +16,9 @@ from purejaxppo.drivers.check.invariants import INVARIANTS, Invariant
 from purejaxppo.drivers.check.probes import PROBES, Probe, Trained
 from purejaxppo.drivers.check.report import CheckReport, CheckRow
 from purejaxppo.drivers.segments import progress_bar
+from purejaxppo.envs.probes.parts import BatteryParams, ProbeBattery
 
-__all__ = ["check", "probe_config"]
+__all__ = ["check", "probe_config", "row_names"]
 
 #: The config groups a probe takes from the user's config: the PPO settings and the
 #: network family. Sizes, the env and the driver's settings are the probe's own.
@@ -33,8 +34,11 @@ ENV_SHAPED = (
     "action_mask_key",
 )
 PROBE_ENVS = 16
-#: Updates of the short run on the config's own env (the invariants).
-INVARIANT_UPDATES = 12
+#: Updates of the battery's shared program (its probes converge in about half of them).
+BATTERY_UPDATES = 100
+#: Updates of the short run on the config's own env (the invariants): CartPole's
+#: explained variance needs about 30 to rise clear of its seeds' noise.
+INVARIANT_UPDATES = 40
 
 
 class Spaces(NamedTuple):
@@ -60,6 +64,15 @@ def _spaces(config: PPOConfig) -> Spaces:
     return Spaces(continuous=isinstance(action_space, gym_spaces.Box), masked=masked)
 
 
+def _battery(probes: Sequence[Probe]) -> Probe:
+    """The stand-in `Probe` whose config the battery's program trains with: the static
+    overrides every battery probe shares, `BATTERY_UPDATES` updates."""
+    overrides = {}
+    for probe in probes:
+        overrides.update(probe.overrides)
+    return probes[0]._replace(env=ProbeBattery, updates=BATTERY_UPDATES, overrides=overrides)
+
+
 def _check_arguments(seeds: Any, seed: Any) -> None:
     for name, value, low in (("seeds", seeds, 1), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -71,7 +84,7 @@ def _check_arguments(seeds: Any, seed: Any) -> None:
 def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOConfig, list[str]]:
     """The config a probe trains with: `config`'s PPO settings and network family
     (`CARRIED_GROUPS`) on the probe's env, 16 envs x `probe.num_steps` steps x
-    `probe.updates` updates, then `probe.overrides`.
+    `probe.updates` updates, then `probe.overrides` and the probe's discount.
 
     Returns `(probe's config, notes)`: the notes say what was adapted (an encoder the
     probe's 1-d observation can't take becomes the MLP; a `num_minibatches` that does not
@@ -93,7 +106,7 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
     steps = PROBE_ENVS * probe.num_steps
     values = {
         **carried,
-        "env_name": probe.env_id,
+        "env_name": _env_id(probe),
         "num_envs": PROBE_ENVS,
         "num_steps": probe.num_steps,
         "total_timesteps": steps * probe.updates,
@@ -103,6 +116,8 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
         "seed": seed,
         **probe.overrides,
     }
+    if probe.gamma is not None:  # in the battery, each lane's discount is traced instead
+        values["gamma"] = probe.gamma
     minibatches = config.num_minibatches
     while True:
         try:
@@ -117,6 +132,11 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
         return probe_cfg, notes
 
 
+def _env_id(probe: Probe) -> str:
+    """The registered id of a probe's env (`"<ClassName>-v0"`)."""
+    return f"{probe.env.__name__}-v0"
+
+
 def _keys(seed: int, seeds: int) -> jax.Array:
     return jax.random.split(jax.random.key(seed), seeds)
 
@@ -129,6 +149,43 @@ def _train(config: PPOConfig, seeds: int, seed: int) -> tuple[Any, Any]:
     networks = resolve(config, operations=("policy",)).networks
     out = jax.jit(jax.vmap(make_train(config, networks=networks)))(_keys(seed, seeds))
     return networks, jax.device_get(out)
+
+
+def _train_battery(
+    config: PPOConfig, probes: Sequence[Probe], seeds: int, seed: int
+) -> tuple[Any, Any]:
+    """Trains every probe of `probes` (all in `ProbeBattery.PROBES`) x `seeds` seeds as
+    the lanes of ONE program on `ProbeBattery`: lane `i * seeds + k` plays probe `i` with
+    seed `k` (keys `split(key(seed), seeds)`, the same for every probe) and its own
+    discount (`Probe.gamma`, else the config's). Returns `(networks, TrainOutput)` with
+    `[len(probes) * seeds, ...]` leaves."""
+    import jax.numpy as jnp
+
+    from purejaxppo.hyperparams import Hyperparams
+    from purejaxppo.kinds.resolve import resolve
+    from purejaxppo.train import make_train
+
+    env = ProbeBattery()
+    networks = resolve(config, env, env.default_params, operations=("policy",)).networks
+    base = Hyperparams.from_config(config)
+    lanes = [(probe, k) for probe in probes for k in range(seeds)]
+    hparams = Hyperparams.stack(
+        [base.replace(gamma=config.gamma if p.gamma is None else p.gamma) for p, _ in lanes]
+    )
+    index = jnp.asarray([ProbeBattery.index(p.env) for p, _ in lanes], jnp.int32)
+    limit = jnp.asarray([ProbeBattery.time_limit(p.env) for p, _ in lanes], jnp.int32)
+    keys = jnp.concatenate([_keys(seed, seeds)] * len(probes))
+
+    def lane(key: jax.Array, hp: Any, probe: jax.Array, max_steps: jax.Array) -> Any:
+        params = BatteryParams(max_steps_in_episode=max_steps, probe=probe)
+        return make_train(config, env, params, networks=networks)(key, hp)
+
+    out = jax.jit(jax.vmap(lane))(keys, hparams, index, limit)
+    return networks, jax.device_get(out)
+
+
+def _lanes(tree: Any, start: int, stop: int) -> Any:
+    return jax.tree.map(lambda x: x[start:stop], tree)
 
 
 def _row(
@@ -163,21 +220,43 @@ def _row(
         passed=passed,
         points_to=spec.points_to,
         note=note,
+        values=tuple(float(v) for v in values),
     )
 
 
+def row_names() -> list[str]:
+    """The names of every row `check` can report, probes first."""
+    return [probe.row for probe in PROBES] + [invariant.row for invariant in INVARIANTS]
+
+
+def _selected(rows: Sequence[str] | None) -> set[str]:
+    if rows is None:
+        return set(row_names())
+    if isinstance(rows, str):
+        rows = [rows]
+    unknown = [name for name in rows if name not in row_names()]
+    if unknown:
+        raise ValueError(f"check: unknown row {unknown[0]!r}; the rows: {', '.join(row_names())}")
+    return set(rows)
+
+
 def _probe_groups(
-    config: PPOConfig, spaces: Spaces
+    config: PPOConfig, spaces: Spaces, selected: set[str]
 ) -> tuple[list[tuple[Probe, str]], dict[tuple, list[Probe]]]:
     """The skipped probes (with the reason) and the rest grouped by the program they
-    share (same env, overrides and size)."""
+    share (same env, overrides and size); only the `selected` rows."""
     skipped, groups = [], {}
     for probe in PROBES:
+        if probe.row not in selected:
+            continue
         reason = probe.applies(config, spaces)
         if reason is not None:
             skipped.append((probe, reason))
             continue
-        key = (probe.env_id, tuple(sorted(probe.overrides.items())), probe.updates)
+        if probe.in_battery:
+            key = ("battery",)
+        else:
+            key = (_env_id(probe), tuple(sorted(probe.overrides.items())), probe.updates)
         groups.setdefault(key, []).append(probe)
     return skipped, groups
 
@@ -188,6 +267,7 @@ def check(
     seeds: int = 8,
     seed: int = 0,
     invariants: bool = True,
+    rows: Sequence[str] | None = None,
     progress: bool = True,
 ) -> CheckReport:
     """Is this PPO right? Runs the probe battery with `config`, then a short run on
@@ -205,40 +285,58 @@ def check(
       seeds: K, seeds per probe (int >= 1); each row is the median over them.
       seed: the base PRNG seed (int >= 0).
       invariants: also run `INVARIANT_UPDATES` updates on the config's own env.
+      rows: only these rows (names as in the report, `row_names()`); default all.
       progress: show a progress bar (one step per program).
 
     Returns:
       `CheckReport`: one `CheckRow` per probe and invariant; `report.passed`.
 
     Raises:
-      ValueError: a bad `seeds` / `seed`, or a config a probe cannot adapt (names it).
+      ValueError: a bad `seeds` / `seed`, an unknown row name, or a config a probe cannot
+        adapt (names it).
     """
     _check_arguments(seeds, seed)
+    selected = _selected(rows)
+    invariants = invariants and any(i.row in selected for i in INVARIANTS)
     start = time.perf_counter()
     spaces = _spaces(config)
-    skipped, groups = _probe_groups(config, spaces)
+    skipped, groups = _probe_groups(config, spaces, selected)
     configs = {
-        key: probe_config(config, probes[0], seed) for key, probes in groups.items()
+        key: probe_config(config, _battery(probes) if key == ("battery",) else probes[0], seed)
+        for key, probes in groups.items()
     }  # every probe's config is checked before anything compiles
-    rows: dict[str, CheckRow] = {probe.row: _row(probe, skip=reason) for probe, reason in skipped}
+    done: dict[str, CheckRow] = {probe.row: _row(probe, skip=reason) for probe, reason in skipped}
     bar = progress_bar(
         len(groups) + int(invariants), unit="program", desc="check", enabled=progress
     )
     with bar:
         for key, probes in groups.items():
             probe_cfg, notes = configs[key]
-            bar.set_postfix_str(probes[0].env_id)
-            networks, out = _train(probe_cfg, seeds, seed)
-            trained = Trained(networks, out.train_state.params, dict(out.metrics), probe_cfg)
-            for probe in probes:
+            battery = key == ("battery",)
+            bar.set_postfix_str("probe battery" if battery else _env_id(probes[0]))
+            if battery:
+                networks, out = _train_battery(probe_cfg, probes, seeds, seed)
+            else:
+                networks, out = _train(probe_cfg, seeds, seed)
+            width = ProbeBattery().obs_shape[0] if battery else 1
+            for i, probe in enumerate(probes):
+                lanes = (i * seeds, (i + 1) * seeds) if battery else (0, seeds)
+                trained = Trained(
+                    networks=networks,
+                    params=_lanes(out.train_state.params, *lanes),
+                    metrics={k: np.asarray(v)[lanes[0] : lanes[1]] for k, v in out.metrics.items()},
+                    config=probe_cfg,
+                    gamma=probe_cfg.gamma if probe.gamma is None else probe.gamma,
+                    obs_width=width,
+                )
                 note = "; ".join([*notes, probe.note] if probe.note else notes)
-                rows[probe.row] = _row(probe, probe.measure(trained), note)
+                done[probe.row] = _row(probe, probe.measure(trained), note)
             bar.update(1)
         if invariants:
             bar.set_postfix_str(config.env_name)
-            rows.update(_invariant_rows(config, seeds, seed))
+            done.update(_invariant_rows(config, seeds, seed))
             bar.update(1)
-    ordered = [rows[p.row] for p in PROBES] + [rows[i.row] for i in INVARIANTS if i.row in rows]
+    ordered = [done[name] for name in row_names() if name in done and name in selected]
     return CheckReport(config.env_name, seeds, seed, ordered, time.perf_counter() - start)
 
 
@@ -262,9 +360,3 @@ def _invariant_rows(config: PPOConfig, seeds: int, seed: int) -> dict[str, Check
             continue
         rows[invariant.row] = _row(invariant, invariant.measure(metrics, run, stats))
     return rows
-
-
-def rows_named(report: CheckReport, names: Sequence[str]) -> list[CheckRow]:
-    """The rows of `report` with the given names, in that order."""
-    by_name = {row.row: row for row in report.rows}
-    return [by_name[name] for name in names]

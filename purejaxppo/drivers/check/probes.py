@@ -20,7 +20,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purejaxppo.envs.probes import ProbeEqualReward, ProbeScaledObs, ProbeTruncation
+from purejaxppo.envs.probes import (
+    Probe1,
+    Probe2,
+    Probe3,
+    Probe4,
+    Probe5,
+    Probe7,
+    ProbeContinuousBound,
+    ProbeEqualReward,
+    ProbeMaskedAction,
+    ProbeScaledObs,
+    ProbeTruncation,
+)
+from purejaxppo.envs.probes.parts import ProbeBattery
 
 __all__ = ["PROBES", "Probe", "Trained"]
 
@@ -33,12 +46,17 @@ class Trained(NamedTuple):
       params: the final parameters, leaves `[K, ...]`.
       metrics: `TrainOutput.metrics`, float32 `[K, U]` (U updates).
       config: the probe run's `PPOConfig`.
+      gamma: the discount this probe trained with.
+      obs_width: the width of the observations the networks take (the battery pads the
+        probes' 1-d observations to 2).
     """
 
     networks: Any
     params: Any
     metrics: dict[str, np.ndarray]
     config: Any
+    gamma: float
+    obs_width: int
 
 
 class Probe(NamedTuple):
@@ -46,31 +64,39 @@ class Probe(NamedTuple):
 
     Attributes:
       row: the row's name.
-      env_id: the probe env (`purejaxppo.envs.probes`).
+      env: the probe env's class (`purejaxppo.envs.probes`); the probes of
+        `ProbeBattery.PROBES` train together as the lanes of one program.
       isolates: what the probe isolates.
       points_to: the part of PPO a failure points to.
       measure: `Trained -> float32 [K]`, one value per seed.
       low, high: the row passes when the median over seeds lies in `[low, high]`.
-      updates: the probe's number of PPO updates.
+      updates: the probe's number of PPO updates (the battery's: `BATTERY_UPDATES`).
       num_steps: steps per env per update (16 envs).
-      overrides: config fields the probe sets (e.g. its discount), with the reason in
+      gamma: the discount the probe trains with (None: the config's), the reason in
         `note`.
+      overrides: static config fields the probe sets.
       applies: `(config, spaces) -> None` when the probe applies, else the reason to skip.
       note: how the probe adapts the config (shown under the table).
     """
 
     row: str
-    env_id: str
+    env: type
     isolates: str
     points_to: str
     measure: Callable[[Trained], jax.Array]
     low: float
     high: float
-    updates: int = 120
+    updates: int = 100
     num_steps: int = 16
+    gamma: float | None = None
     overrides: dict[str, Any] = {}
     applies: Callable[[Any, Any], str | None] = lambda config, spaces: None
     note: str = ""
+
+    @property
+    def in_battery(self) -> bool:
+        """Whether the probe trains in the shared program (`ProbeBattery`)."""
+        return self.env in ProbeBattery.PROBES
 
     @property
     def expected(self) -> str:
@@ -88,6 +114,7 @@ def episode_outputs(trained: Trained, obs: jax.Array) -> tuple[Any, jax.Array]:
     `initial_state` and steps through the episode (`Networks.unroll`), so a recurrent
     policy is read as it acts."""
     networks = trained.networks
+    obs = jnp.pad(obs, ((0, 0), (0, trained.obs_width - obs.shape[1])))
     resets = jnp.arange(obs.shape[0])[:, None] == 0  # [T, 1]
 
     def one(params: Any) -> tuple[Any, jax.Array]:
@@ -128,7 +155,7 @@ def _value_error_of_observation(trained: Trained) -> jax.Array:
 
 
 def _discount_error(trained: Trained) -> jax.Array:
-    gamma = trained.config.gamma
+    gamma = trained.gamma
     values = _values(trained, jnp.array([[0.0], [1.0]]))
     return jnp.maximum(jnp.abs(values[:, 0] - gamma), jnp.abs(values[:, 1] - 1.0))
 
@@ -144,13 +171,13 @@ def _matched_action_prob(trained: Trained) -> jax.Array:
 
 
 def _time_limit_error(trained: Trained) -> jax.Array:
-    endless, _ = ProbeTruncation.values(trained.config.gamma)
+    endless, _ = ProbeTruncation.values(trained.gamma)
     value = _values(trained, jnp.zeros((1, 2)))[:, 0]
     return jnp.abs(value - endless) / endless
 
 
 def _real_end_error(trained: Trained) -> jax.Array:
-    _, ending = ProbeTruncation.values(trained.config.gamma)
+    _, ending = ProbeTruncation.values(trained.gamma)
     value = _values(trained, jnp.array([[1.0, 0.0]]))[:, 0]
     return jnp.abs(value - ending) / ending
 
@@ -166,10 +193,6 @@ def _final_return(trained: Trained) -> jax.Array:
 def _worst_update_return(trained: Trained) -> jax.Array:
     with np.errstate(all="ignore"):
         return jnp.asarray(np.nanmin(np.asarray(trained.metrics["episode_return"]), axis=1))
-
-
-def _discrete(config: Any, spaces: Any) -> str | None:
-    return None
 
 
 def _entropy_applies(config: Any, spaces: Any) -> str | None:
@@ -207,7 +230,7 @@ _NO_REWARD_NORM = "reward normalisation off here (values are read in reward unit
 PROBES: tuple[Probe, ...] = (
     Probe(
         row="value",
-        env_id="Probe1-v0",
+        env=Probe1,
         isolates="fits a constant: V([0]) = 1 (probe 1)",
         points_to="the critic and its value target (value loss, returns = advantages + values)",
         measure=_value_of_constant,
@@ -218,7 +241,7 @@ PROBES: tuple[Probe, ...] = (
     ),
     Probe(
         row="observation -> value",
-        env_id="Probe2-v0",
+        env=Probe2,
         isolates="max |V(obs) - V*| over obs = -1, +1 (probe 2)",
         points_to="the critic's inputs: observations and value targets out of step",
         measure=_value_error_of_observation,
@@ -229,70 +252,74 @@ PROBES: tuple[Probe, ...] = (
     ),
     Probe(
         row="discount",
-        env_id="Probe3-v0",
+        env=Probe3,
         isolates="max |V - V*| of V([0]) = gamma, V([1]) = 1 (probe 3, gamma 0.5)",
         points_to="the discount inside GAE / the returns (gamma applied to V(s'))",
         measure=_discount_error,
         low=-math.inf,
         high=0.15,
-        overrides={"gamma": 0.5, "normalize_rewards": False},
+        gamma=0.5,
+        overrides={"normalize_rewards": False},
         note="gamma 0.5 (a missing discount is then 0.5 off)",
     ),
     Probe(
         row="advantage sign",
-        env_id="Probe4-v0",
+        env=Probe4,
         isolates="P(rewarded action) (probe 4)",
         points_to="the policy-gradient sign (the surrogate's advantage term)",
         measure=_best_action_prob,
         low=0.9,
         high=math.inf,
+        overrides={"normalize_rewards": False},
     ),
     Probe(
         row="observation -> action",
-        env_id="Probe5-v0",
+        env=Probe5,
         isolates="min P(action = obs) (probe 5)",
         points_to="obs/action alignment: stored actions, log-probs and observations out of step",
         measure=_matched_action_prob,
         low=0.9,
         high=math.inf,
+        overrides={"normalize_rewards": False},
     ),
     Probe(
         row="time limit bootstraps",
-        env_id="ProbeTruncation-v0",
+        env=ProbeTruncation,
         isolates="|V - V*| / V* of an endless task cut by a time limit (V* = 1 / (1 - gamma))",
         points_to="truncation bootstrapping: a time limit must bootstrap from V(final_observation)",
         measure=_time_limit_error,
         low=-math.inf,
         high=0.15,
-        updates=200,
-        overrides={"gamma": 0.8, "normalize_rewards": False},
+        gamma=0.8,
+        overrides={"normalize_rewards": False},
         note="gamma 0.8",
     ),
     Probe(
         row="real end stops",
-        env_id="ProbeTruncation-v0",
+        env=ProbeTruncation,
         isolates="|V - V*| / V* of a task that terminates (V* = (1 - gamma^4) / (1 - gamma))",
         points_to="termination: a real end must not bootstrap (terminated, not truncated)",
         measure=_real_end_error,
         low=-math.inf,
         high=0.15,
-        updates=200,
-        overrides={"gamma": 0.8, "normalize_rewards": False},
-        note="gamma 0.8; trained with the row above (one program)",
+        gamma=0.8,
+        overrides={"normalize_rewards": False},
+        note="gamma 0.8",
     ),
     Probe(
         row="entropy bonus",
-        env_id="ProbeEqualReward-v0",
+        env=ProbeEqualReward,
         isolates="entropy / log(4) when every action earns the same",
         points_to="the entropy term (its sign and coefficient in the loss)",
         measure=_entropy_kept,
         low=0.9,
         high=math.inf,
+        overrides={"normalize_rewards": False},
         applies=_entropy_applies,
     ),
     Probe(
         row="memory",
-        env_id="Probe7-v0",
+        env=Probe7,
         isolates="return of recalling a cue 4 steps later (probe 7; chance 0.5)",
         points_to="the recurrent state: carried through the rollout, reset at episode "
         "starts, replayed in the update",
@@ -305,7 +332,7 @@ PROBES: tuple[Probe, ...] = (
     ),
     Probe(
         row="action mask",
-        env_id="ProbeMaskedAction-v0",
+        env=ProbeMaskedAction,
         isolates="worst update's mean return (a masked action costs -1000)",
         points_to="the action mask (masked logits when sampling and in the loss)",
         measure=_worst_update_return,
@@ -316,7 +343,7 @@ PROBES: tuple[Probe, ...] = (
     ),
     Probe(
         row="continuous bound",
-        env_id="ProbeContinuousBound-v0",
+        env=ProbeContinuousBound,
         isolates="return when the best action lies at the Box's bound (chance 0)",
         points_to="the continuous log-prob: stored for the sampled action, not the clipped one",
         measure=_final_return,
@@ -326,7 +353,7 @@ PROBES: tuple[Probe, ...] = (
     ),
     Probe(
         row="scaled observations",
-        env_id="ProbeScaledObs-v0",
+        env=ProbeScaledObs,
         isolates=f"return of probe 5 seen as obs {ProbeScaledObs.OFFSET:g} + "
         f"{ProbeScaledObs.SCALE:g} * cue",
         points_to="observation normalisation: its statistics, and the same normalisation "

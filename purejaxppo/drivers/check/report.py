@@ -23,6 +23,7 @@ class CheckRow(NamedTuple):
       passed: True / False; None when the row was skipped.
       points_to: the part of PPO a failure points to.
       note: why a row was skipped, or how the probe was adapted to the config.
+      values: the per-seed values, in seed order (empty when it did not run).
     """
 
     row: str
@@ -33,6 +34,7 @@ class CheckRow(NamedTuple):
     passed: bool | None
     points_to: str
     note: str = ""
+    values: tuple[float, ...] = ()
 
     @property
     def status(self) -> str:
@@ -56,6 +58,7 @@ class CheckRow(NamedTuple):
             "status": self.status,
             "points_to": self.points_to,
             "note": self.note,
+            "values": [plain(v) for v in self.values],
         }
 
 

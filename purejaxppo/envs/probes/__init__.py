@@ -37,6 +37,8 @@ from purejaxppo.envs.probes.classic import (
     Probe7Params,
 )
 from purejaxppo.envs.probes.parts import (
+    BatteryParams,
+    ProbeBattery,
     ProbeContinuousBound,
     ProbeEqualReward,
     ProbeScaledObs,
@@ -71,6 +73,8 @@ __all__ = [
     "ProbeMaskedAction",
     "ProbeMultiBinary",
     "ProbeMultiDiscrete",
+    "BatteryParams",
+    "ProbeBattery",
     "ProbeContinuousBound",
     "ProbeEqualReward",
     "ProbeScaledObs",
@@ -103,6 +107,8 @@ PROBE_PART_ENVS: dict[str, type[_ProbeEnv]] = {
     "ProbeEqualReward-v0": ProbeEqualReward,
     "ProbeScaledObs-v0": ProbeScaledObs,
     "ProbeContinuousBound-v0": ProbeContinuousBound,
+    "ProbeBattery-v0": ProbeBattery,
 }
 """Probes of the parts probes 1-7 leave out (truncation, entropy, normalisation, the
-continuous log-prob at a bound; `purejaxppo.check` runs them); registered likewise."""
+continuous log-prob at a bound) and the battery that plays several probes as the lanes of
+one program (`purejaxppo.check` runs them); registered likewise."""

@@ -17,8 +17,11 @@ from flax import struct
 from gymnax.environments import spaces
 
 from purejaxppo.envs.probes.base import EnvParams, EnvState, StepOutput, _coin, _info, _ProbeEnv
+from purejaxppo.envs.probes.classic import Probe1, Probe2, Probe3, Probe4, Probe5
 
 __all__ = [
+    "BatteryParams",
+    "ProbeBattery",
     "ProbeContinuousBound",
     "ProbeEqualReward",
     "ProbeScaledObs",
@@ -224,3 +227,93 @@ class ProbeContinuousBound(_ProbeEnv):
     def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
         """Terminal after one step."""
         return state.time >= 1
+
+
+@struct.dataclass
+class BatteryParams(EnvParams):
+    """Parameters of `ProbeBattery` (both may be traced, one value per vmapped lane).
+
+    Attributes:
+      max_steps_in_episode: gymnax's time limit (int32).
+      probe: the index into `ProbeBattery.PROBES` of the probe this lane plays (int32).
+    """
+
+    max_steps_in_episode: Any = 100
+    probe: Any = 0
+
+
+class ProbeBattery(_ProbeEnv):
+    """Several 1-d probes as one env, the probe chosen by `BatteryParams.probe`, so that
+    one compiled program trains them all as the lanes of one `vmap`.
+
+    Every probe of `PROBES` plays as on its own, with two adaptations: the observation is
+    padded with zeros to ``(2,)`` (the widest, `ProbeTruncation`'s), and the action space
+    is ``Discrete(4)`` (the largest, `ProbeEqualReward`'s); a probe with fewer actions
+    gives every action beyond its own the reward of an action it never rewards (probes 1-3
+    ignore the action; probe 4 rewards action 1 alone, probe 5 the action equal to the
+    cue alone). `time_limit(probe)` is the limit a lane must set in its params.
+    """
+
+    PROBES: tuple[type[_ProbeEnv], ...] = ()  # set below the class
+    _n_actions = ProbeEqualReward.N_ACTIONS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.obs_shape = (2,)
+        self._probes = [cls() for cls in self.PROBES]
+
+    @property
+    def default_params(self) -> BatteryParams:
+        """Probe 0 with the default time limit."""
+        return BatteryParams()
+
+    def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
+        """``Box(-1, 1, (2,))``."""
+        return spaces.Box(-1.0, 1.0, (2,), jnp.float32)
+
+    @classmethod
+    def index(cls, probe: type[_ProbeEnv]) -> int:
+        """The `BatteryParams.probe` of a probe class."""
+        return cls.PROBES.index(probe)
+
+    @classmethod
+    def time_limit(cls, probe: type[_ProbeEnv]) -> int:
+        """The time limit (`max_steps_in_episode`) a lane playing `probe` sets."""
+        return probe().default_params.max_steps_in_episode
+
+    def _draw_cue(self, key: jax.Array) -> jax.Array:
+        """A coin for every probe (those without a cue ignore it)."""
+        return _coin(key)
+
+    def _switch(self, params: BatteryParams, method: str, *args: Any) -> Any:
+        branches = [lambda *a, p=p: getattr(p, method)(*a, p.default_params) for p in self._probes]
+        return jax.lax.switch(jnp.asarray(params.probe, jnp.int32), branches, *args)
+
+    def get_obs(
+        self, state: EnvState, params: BatteryParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """The lane's probe's observation, zero-padded to ``(2,)``."""
+
+        def padded(probe: _ProbeEnv) -> Any:
+            def obs(state: EnvState) -> jax.Array:
+                x = probe.get_obs(state, probe.default_params)
+                return jnp.pad(x, (0, 2 - x.shape[0]))
+
+            return obs
+
+        index = jnp.asarray((params or self.default_params).probe, jnp.int32)
+        return jax.lax.switch(index, [padded(p) for p in self._probes], state)
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: BatteryParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """The lane's probe's reward (float32) and termination (bool)."""
+        reward, terminated = self._switch(params, "_transition", state, action)
+        return jnp.asarray(reward, jnp.float32), jnp.asarray(terminated, jnp.bool_)
+
+    def is_terminated(self, state: EnvState, params: BatteryParams) -> jax.Array:
+        """The lane's probe's real end."""
+        return jnp.asarray(self._switch(params, "is_terminated", state), jnp.bool_)
+
+
+ProbeBattery.PROBES = (Probe1, Probe2, Probe3, Probe4, Probe5, ProbeTruncation, ProbeEqualReward)

@@ -1,0 +1,158 @@
+"""`purejaxppo check` / `pjp.check`: a clean config passes, an injected bug fails the row
+that points to its part of PPO, bad input gets one line."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import purejaxppo as pjp
+from purejaxppo import learning
+from purejaxppo.cli import main
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CARTPOLE = pjp.PPOConfig.from_yaml(CONFIGS / "cartpole.yaml")
+
+
+@pytest.fixture(scope="module")
+def cartpole_report():
+    return pjp.check(CARTPOLE, seeds=4, progress=False)
+
+
+def test_a_clean_config_passes_every_row(cartpole_report):
+    report = cartpole_report
+    assert report.passed, str(report)
+    status = {row.row: row.status for row in report.rows}
+    # CartPole: discrete, feed-forward, no mask, no normalisation -> these four skip
+    skipped = {"memory", "action mask", "continuous bound", "scaled observations"}
+    assert {name for name, s in status.items() if s == "skip"} == skipped | {
+        "invariant: normalisation statistics move"
+    }
+    ran = [row for row in report.rows if row.passed is not None]
+    assert len(ran) == 13
+    for row in ran:
+        lo, hi = row.spread
+        assert lo <= row.measured <= hi  # the median lies within its seeds
+
+
+def test_the_report_reads_as_a_table_and_as_json(cartpole_report):
+    text = str(cartpole_report)
+    assert "CartPole-v1: every row passed" in text
+    assert "note: discount: gamma 0.5" in text
+    data = json.loads(cartpole_report.to_json())
+    assert data["passed"] is True and data["seeds"] == 4
+    assert [row["row"] for row in data["rows"]] == [row.row for row in cartpole_report.rows]
+    assert data["rows"][0]["measured"] == pytest.approx(1.0, abs=0.15)
+    frame = cartpole_report.table()
+    assert list(frame["status"]).count("pass") == 13
+
+
+def _undiscounted_gae(*args, **kwargs):
+    """GAE with the discount dropped: gamma forced to 1 (a planted bug)."""
+    kwargs["gamma"] = 1.0
+    return pjp.gae_advantages(*args, **kwargs)
+
+
+def test_a_dropped_discount_fails_the_discount_row(monkeypatch):
+    monkeypatch.setattr(learning, "gae_advantages", _undiscounted_gae)
+    report = pjp.check(CARTPOLE, seeds=2, rows=["value", "discount"], progress=False)
+    rows = {row.row: row for row in report.rows}
+    assert rows["value"].passed  # a one-step episode does not need the discount
+    assert rows["discount"].passed is False
+    # V([0]) learns 1 instead of gamma = 0.5: the error is about 0.5
+    assert rows["discount"].measured == pytest.approx(0.5, abs=0.1)
+    assert not report.passed
+    assert "discount" in report.failed[0].points_to
+    assert "discount: points to the discount inside GAE" in str(report)
+
+
+def _truncation_as_termination(*args, **kwargs):
+    """GAE that treats a time limit as a real end (a planted bug)."""
+    reward, value, next_value, terminated, truncated = args[:5]
+    return pjp.gae_advantages(
+        reward, value, next_value, terminated | truncated, truncated, *args[5:], **kwargs
+    )
+
+
+def test_a_time_limit_treated_as_an_end_fails_the_truncation_row(monkeypatch):
+    monkeypatch.setattr(learning, "gae_advantages", _truncation_as_termination)
+    report = pjp.check(CARTPOLE, seeds=2, rows=["time limit bootstraps"], progress=False)
+    (row,) = report.rows
+    assert row.passed is False and "truncation bootstrapping" in row.points_to
+    # V([0, 0]) falls from 5 towards the mean truncated sum (~2): a relative error ~0.5
+    assert row.measured > 0.3
+
+
+def test_bad_arguments_are_one_line_errors():
+    with pytest.raises(ValueError, match="seeds must be >= 1, got 0"):
+        pjp.check(CARTPOLE, seeds=0)
+    with pytest.raises(ValueError, match="seeds must be an integer, got 2.5"):
+        pjp.check(CARTPOLE, seeds=2.5)
+    with pytest.raises(ValueError, match="unknown row 'disc'; the rows: value, "):
+        pjp.check(CARTPOLE, rows=["disc"])
+
+
+def test_probe_config_carries_the_ppo_settings_and_adapts_the_rest():
+    from purejaxppo.drivers.check import probe_config
+    from purejaxppo.drivers.check.probes import PROBES
+
+    user = CARTPOLE.replace(
+        learning_rate=7e-4, clip_coef=0.3, activation="relu", num_minibatches=3, num_envs=3
+    )
+    discount = next(p for p in PROBES if p.row == "discount")
+    config, notes = probe_config(user, discount)
+    assert (config.learning_rate, config.clip_coef, config.activation) == (7e-4, 0.3, "relu")
+    assert config.gamma == 0.5 and config.env_name == "Probe3-v0"
+    assert config.num_minibatches == 1  # 3 does not split 16 x 16; the largest halving that does
+    assert notes == ["num_minibatches 1 (the probe's batch is 256)"]
+    cnn = CARTPOLE.replace(encoder="cnn")
+    config, notes = probe_config(cnn, discount)
+    assert config.encoder == "mlp" and "can't take the probe's 1-d observation" in notes[0]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "purejaxppo.cli", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seeds", "0"], "purejaxppo: error: check: --seeds must be >= 1, got 0"),
+        (["--env-name", "NoSuch-v0"], "env_name='NoSuch-v0' is not a known environment id"),
+        (["--row", "nope"], "purejaxppo: error: check: unknown row 'nope'"),
+        (["--seed", "-1"], "purejaxppo: error: check: seed=-1: must be in [0, 2**32)"),
+    ],
+)
+def test_the_cli_refuses_bad_input_in_one_line(args, message):
+    done = _cli(*args)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_cli_refuses_an_unknown_config_field(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("env_name: CartPole-v1\nlearning_rat: 0.001\n")
+    done = _cli("--config", str(path))
+    assert done.returncode == 2
+    assert "learning_rat" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_cli_exits_1_on_a_failed_row_and_prints_json(monkeypatch, capsys):
+    monkeypatch.setattr(learning, "gae_advantages", _undiscounted_gae)
+    config = str(CONFIGS / "cartpole.yaml")
+    code = main(["check", "--config", config, "--seeds", "2", "--row", "discount", "--json"])
+    assert code == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["passed"] is False
+    (row,) = data["rows"]
+    assert row["row"] == "discount" and row["status"] == "FAIL"
+    assert not math.isnan(row["measured"]) and row["measured"] > 0.3

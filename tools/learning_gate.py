@@ -1,0 +1,195 @@
+"""The learning gate: does PPO still learn right? Run from `.ci/run`.
+
+    python -m tools.learning_gate                  # every row (about 10 min, 2 CPU cores)
+    python -m tools.learning_gate --only cartpole check:pendulum
+    python -m tools.learning_gate --calibrate 20   # the learning rows' 20-seed distributions
+
+Two kinds of row:
+  * `check:NAME`: `pjp.check` (the probe battery and the invariants) on a shipped config a
+    user starts from, K = `CHECK_SEEDS` seeds per probe; red when any check row fails.
+  * `learn:NAME`: a short training run of a shipped config, `LearningRow.seeds` seeds
+    vmapped in one program; the row's value is the median over seeds of the final return
+    (mean episode return over the last 5% of updates); red below its threshold. Each
+    threshold sits below the worst of >= 20 clean seeds of the same run, measured on the
+    2-core CPU by `--calibrate` (`benchmarks/results/learning-gate-*.csv`), with the margin
+    stated beside it.
+
+Prints one line per row; exit 0 when every row is green, 1 with a last line naming the
+first red row (`RED: ROW: ...`), 2 for an unknown `--only` name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "configs"
+#: Seeds per probe of a check row.
+CHECK_SEEDS = 4
+
+#: check rows: name -> shipped config.
+CHECK_ROWS = {
+    "cartpole": "cartpole.yaml",
+    "acrobot": "acrobot.yaml",
+    "pendulum": "pendulum.yaml",
+    "pendulum-normalized": "pendulum_normalized.yaml",
+    "gru-memory": "memory_chain_gru.yaml",
+    "transformer-memory": "probe7_transformer.yaml",
+    "masked": "probe_masked_action.yaml",
+    "multi-discrete": "probe_multi_discrete.yaml",
+    "gymnasium": "gymnasium_cartpole.yaml",
+    "jaxmarl": "jaxmarl_mpe_spread_ippo.yaml",
+}
+
+
+class LearningRow(NamedTuple):
+    """A short learning run: `config` with `total_timesteps`, `seeds` seeds vmapped; green
+    when the median final return is >= `threshold`."""
+
+    config: str
+    total_timesteps: int
+    seeds: int
+    threshold: float
+    source: str  # where the threshold comes from
+
+
+LEARNING_ROWS = {
+    # 20 clean seeds: see `source`; random play ~22
+    "cartpole": LearningRow("cartpole.yaml", 300_000, 4, 400.0, "learning-gate-cpu"),
+    # random play -500 (every episode times out)
+    "acrobot": LearningRow("acrobot.yaml", 300_000, 4, -150.0, "learning-gate-cpu"),
+    # random play about -1200
+    "pendulum": LearningRow("pendulum_normalized.yaml", 500_000, 4, -500.0, "learning-gate-cpu"),
+    # random play about 0.5
+    "minatar-breakout": LearningRow(
+        "breakout_minatar.yaml", 1_000_000, 4, 3.0, "learning-gate-cpu"
+    ),
+}
+
+
+def row_names() -> list[str]:
+    """Every row's name, `check:NAME` and `learn:NAME`."""
+    return [f"check:{n}" for n in CHECK_ROWS] + [f"learn:{n}" for n in LEARNING_ROWS]
+
+
+def run_check(name: str) -> tuple[bool, str]:
+    """`(green, line)` of a check row."""
+    import purejaxppo as pjp
+
+    config = pjp.PPOConfig.from_yaml(CONFIGS / CHECK_ROWS[name])
+    report = pjp.check(config, seeds=CHECK_SEEDS, progress=False)
+    ran = sum(row.passed is not None for row in report.rows)
+    if report.passed:
+        return True, f"check:{name}: green ({ran} rows ran, {report.seconds:.0f} s)"
+    first = report.failed[0]
+    return False, (
+        f"check:{name}: row {first.row!r} failed (measured {first.measured:.3g}, expected "
+        f"{first.expected}): points to {first.points_to}"
+    )
+
+
+def learning_returns(name: str, seeds: int | None = None):
+    """Final returns `[S]` of a learning row: the mean episode return over the last 5% of
+    updates of each of `seeds` (default the row's) seeds, vmapped in one program."""
+    import jax
+    import numpy as np
+
+    import purejaxppo as pjp
+
+    row = LEARNING_ROWS[name]
+    config = pjp.PPOConfig.from_yaml(CONFIGS / row.config, total_timesteps=row.total_timesteps)
+    keys = jax.random.split(jax.random.key(config.seed), seeds or row.seeds)
+    out = jax.jit(jax.vmap(pjp.make_train(config)))(keys)
+    returns = np.asarray(out.metrics["episode_return"], np.float64)
+    last = max(1, returns.shape[1] // 20)
+    return np.nanmean(returns[:, -last:], axis=1)
+
+
+def run_learning(name: str) -> tuple[bool, str]:
+    """`(green, line)` of a learning row."""
+    import numpy as np
+
+    row = LEARNING_ROWS[name]
+    start = time.perf_counter()
+    finals = learning_returns(name)
+    median = float(np.median(finals))
+    seconds = time.perf_counter() - start
+    values = ", ".join(f"{v:.1f}" for v in finals)
+    line = (
+        f"learn:{name}: median final return {median:.1f} over {row.seeds} seeds ({values}); "
+        f"threshold {row.threshold:g}; {seconds:.0f} s"
+    )
+    return median >= row.threshold, line
+
+
+def calibrate(seeds: int, names: list[str]) -> None:
+    """Each learning row with `seeds` seeds: the distribution, written to
+    `benchmarks/results/learning-gate-cpu-<time>.csv`."""
+    import numpy as np
+    import pandas as pd
+
+    from benchmarks.harness import stamp, write_text
+
+    records = []
+    for name in names:
+        start = time.perf_counter()
+        finals = learning_returns(name, seeds)
+        row = LEARNING_ROWS[name]
+        records.append(
+            {
+                "row": f"learn:{name}",
+                "config": row.config,
+                "total_timesteps": row.total_timesteps,
+                "seeds": seeds,
+                "min": finals.min(),
+                "p5": np.percentile(finals, 5),
+                "median": np.median(finals),
+                "max": finals.max(),
+                "threshold": row.threshold,
+                "margin_to_worst_seed": finals.min() - row.threshold,
+                "seconds": round(time.perf_counter() - start, 1),
+                "values": " ".join(f"{v:.2f}" for v in finals),
+            }
+        )
+        print(records[-1], flush=True)
+    path = ROOT / "benchmarks" / "results" / f"learning-gate-cpu-{stamp()}.csv"
+    write_text(path, pd.DataFrame(records).to_csv(index=False))
+    print(f"wrote {path.relative_to(ROOT)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The learning gate (see the module doc).")
+    parser.add_argument("--only", nargs="+", metavar="ROW", help="run only these rows")
+    parser.add_argument("--calibrate", type=int, metavar="SEEDS", help="calibrate instead")
+    args = parser.parse_args(argv)
+    names = row_names()
+    chosen = names if not args.only else args.only
+    unknown = [n for n in chosen if n not in names]
+    if unknown:
+        parser.exit(2, f"learning_gate: unknown row {unknown[0]!r}; rows: {', '.join(names)}\n")
+    if args.calibrate:
+        learn = [n.split(":", 1)[1] for n in chosen if n.startswith("learn:")]
+        calibrate(args.calibrate, learn)
+        return 0
+    start = time.perf_counter()
+    red = []
+    for name in chosen:
+        kind, key = name.split(":", 1)
+        green, line = run_check(key) if kind == "check" else run_learning(key)
+        print(("green  " if green else "RED    ") + line, flush=True)
+        if not green:
+            red.append(line)
+    minutes = (time.perf_counter() - start) / 60
+    if red:
+        print(f"RED: {red[0]}  ({len(red)} red of {len(chosen)} rows, {minutes:.1f} min)")
+        return 1
+    print(f"learning gate: {len(chosen)} rows green in {minutes:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
