@@ -4,6 +4,7 @@ trial, two workers share one SQLite study, and bad input is refused in one line.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sqlite3
@@ -16,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optuna
+import pandas as pd
 import pytest
 
 import purejaxppo as pjp
@@ -216,6 +218,19 @@ def stored_study(tmp_path_factory):
         (["--storage", "sqlite:///:memory:"], "storage 'sqlite:///:memory:' is in memory: its"),
         (["--storage", "sqlite://"], "storage 'sqlite://' is in memory: its study would end"),
         (["--storage", "postgresql://me:hunter2@127.0.0.1:1/db"], "'postgresql://me:***@127"),
+        # every value of a static range is built: 4 envs x 128 steps = 512 transitions,
+        # which 1, 2, 4, 8, 16, 32 and 64 minibatches divide and 3, 5, 6, ... do not
+        (
+            ["--search", "num_minibatches=int_uniform:1:70"],
+            "search['num_minibatches']=('int_uniform', 1, 70): the config refuses 63 of its "
+            "70 values (3, 5, 6, 7, 9, 10, 11, 12, ... (63 in all); num_minibatches=3: must",
+        ),
+        (["--search", "num_minibatches=int_uniform:1:70"], "; search it with choice:1,2,4,8,16"),
+        (["--search", "num_envs=int_uniform:1:5000"], "5000 values of the static field num_envs"),
+        (
+            ["--batch", "100000000", "--trials", "100000000"],
+            "batch=100000000: 100000000 trials at once need about",
+        ),
     ],
 )
 def test_bad_input_is_refused_in_one_line_before_anything_is_made(
@@ -421,7 +436,10 @@ def test_killed_then_stopped_tune_resumes_with_no_finished_trial_lost(tmp_path, 
     assert second.returncode == 143, err
     lines = err.strip().splitlines()
     assert "0 running" not in lines[-2] and "trial(s) re-queued" in lines[-2], err
-    assert lines[-1].endswith(f"saved; continue with: purejaxppo tune --resume {out}"), err
+    finished = f"with {len(complete())} trial(s) of the study finished, all kept in it; "
+    assert lines[-1] == f"purejaxppo: tune: stopped by SIGTERM {finished}" + (
+        f"continue with purejaxppo tune --resume {out}"
+    ), err
     stopped = complete()
     assert {s for s, _ in trial_states(db).values()} == {"COMPLETE", "FAIL", "WAITING"}
 
@@ -483,3 +501,181 @@ def test_every_named_sampler_is_built_seeded():
         assert isinstance(make_sampler(name, seed=3), kind)
     own = optuna.samplers.RandomSampler(seed=1)
     assert make_sampler(own, seed=3) is own
+
+
+class InOrder(optuna.samplers.RandomSampler):
+    """Trial n takes choice n mod len(choices) of every categorical field (the others:
+    random)."""
+
+    def sample_independent(self, study, trial, name, distribution):
+        choices = getattr(distribution, "choices", None)
+        if choices is None:
+            return super().sample_independent(study, trial, name, distribution)
+        return choices[trial.number % len(choices)]
+
+
+def test_a_refused_trial_fails_with_its_reason_and_the_study_goes_on(monkeypatch):
+    # The checks before the start skipped (as for a combination of static fields beyond
+    # MAX_CHECKED_COMBINATIONS): 3 minibatches do not divide 4 envs x 8 steps = 32.
+    from purejaxppo.drivers.tune import scheduler
+    from purejaxppo.drivers.tune import space as spaces
+
+    monkeypatch.setattr(spaces, "_refuse_values", lambda *args: None)
+    widths = []
+
+    class Spy(LaneGroup):
+        def __init__(self, config, width, *args):
+            widths.append(width)
+            super().__init__(config, width, *args)
+
+    monkeypatch.setattr(scheduler, "LaneGroup", Spy)
+    search = {"num_minibatches": ("choice", [1, 3]), "learning_rate": SEARCH["learning_rate"]}
+    result = pjp.tune(CONFIG, search, trials=2, batch=8, sampler=InOrder(), progress=False)
+    trials = result.study.get_trials()
+    assert [t.params["num_minibatches"] for t in trials] == [1, 3]
+    assert trials[0].state == States.COMPLETE and np.isfinite(trials[0].value)
+    assert trials[1].state == States.FAIL and "refused" in trials[1].user_attrs
+    assert "num_minibatches=3" in trials[1].user_attrs["refused"]
+    assert widths == [2]  # --batch 8 clamped to the 2 trials left: 2 lanes, not 8
+
+
+def test_stop_before_any_trial_finished_says_nothing_is_lost(tmp_path, cli_env):
+    out, db = tmp_path / "tune", tmp_path / "tune" / "study.db"
+    process = start([*TINY, "--out", str(out)], cli_env)
+    wait_until(lambda: any(s == "RUNNING" for s, _ in trial_states(db).values()), process)
+    process.send_signal(signal.SIGTERM)  # during the first segment's compile
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert err.strip().splitlines()[-1] == (
+        "purejaxppo: tune: stopped by SIGTERM before any trial finished; nothing lost: "
+        f"continue with purejaxppo tune --resume {out}"
+    ), err
+    assert not any(s == "COMPLETE" for s, _ in trial_states(db).values())
+    assert (out / "trials.csv").is_file() and "Traceback" not in err
+
+
+def test_signals_while_the_outputs_are_written_leave_whole_files(tmp_path, monkeypatch):
+    from purejaxppo.drivers.tune import driver, outputs
+    from purejaxppo.drivers.tune.space import parse_space
+    from purejaxppo.signals import StopNow
+
+    study = optuna.create_study(direction="maximize")
+    for number, value in enumerate([1.0, 3.0, 2.0, 0.5]):
+        lr, ent = 1e-3 * (number + 1), 0.001 * number
+        trial = optuna.trial.create_trial(
+            params={"learning_rate": lr, "ent_coef": ent},
+            distributions=parse_space(SEARCH, CONFIG).distributions(),
+            value=value,
+            user_attrs={"seed": number},
+        )
+        study.add_trial(trial)
+    space = parse_space(SEARCH, CONFIG)
+    atomic = outputs.write_atomic
+    signals = []
+
+    def signalled(path, write):  # SIGTERM(s) once the first figure is half written
+        def write_then_signal(partial):
+            write(partial)
+            for _ in range(signals.pop() if path.suffix == ".png" and signals else 0):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+
+        atomic(path, write_then_signal)
+
+    monkeypatch.setattr(outputs, "write_atomic", signalled)
+    signals.append(1)  # one: held off, every file written, then reported
+    written, name = driver._write(study, CONFIG, space, tmp_path, "HINT")
+    assert name == "SIGTERM" and (tmp_path / "optimization_history.png").is_file()
+    assert "value 3.0" in (tmp_path / "best.yaml").read_text() and len(written) >= 4
+    rows = (tmp_path / "trials.csv").read_text().splitlines()
+    assert len(rows) == 5
+    for path in tmp_path.iterdir():
+        path.unlink()
+    signals.append(2)  # two: the second stops at once; no file half written
+    with pytest.raises(StopNow) as stop:
+        driver._write(study, CONFIG, space, tmp_path, "HINT")
+    assert stop.value.resume_hint == "HINT"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.yaml", "trials.csv"]
+    assert len((tmp_path / "trials.csv").read_text().splitlines()) == 5
+
+
+def disk_full_error():
+    """Optuna's StorageInternalError as an SQLite commit on a full disk raises it."""
+    import sqlalchemy
+
+    orig = sqlite3.OperationalError("database or disk is full")
+    wrapped = sqlalchemy.exc.OperationalError("INSERT INTO trial_values", {}, orig)
+    try:
+        raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.")
+    except optuna.exceptions.StorageInternalError as err:
+        err.__cause__ = wrapped
+        return err
+
+
+def test_a_full_disk_mid_study_is_one_line_and_resume_finishes(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "tune"
+    tell = optuna.study.Study.tell
+
+    def full(self, *args, **kwargs):  # the first trial's result cannot be committed
+        raise disk_full_error()
+
+    monkeypatch.setattr(optuna.study.Study, "tell", full)
+    argv = [*TINY_ONE[: TINY_ONE.index("--trials")], "--trials", "2", "--no-progress"]
+    code, lines = run_cli(["tune", *argv, "--out", str(out)], capsys)
+    assert code == 4 and len(lines) == 1, lines
+    assert lines[0].startswith("purejaxppo: error: tune: the disk is full (No space left on "), (
+        lines
+    )
+    assert "database or disk is full" in lines[0] and "checkpoint" not in lines[0]
+    assert lines[0].endswith(
+        f"every finished trial is kept in the study: free space, then purejaxppo tune "
+        f"--resume {out}"
+    ), lines
+    monkeypatch.setattr(optuna.study.Study, "tell", tell)
+    identity = studies.worker_identity  # the resumes as new processes of OUT
+
+    def another_process(out):
+        return {**identity(out), "pid": os.getpid() + 1}
+
+    monkeypatch.setattr(studies, "worker_identity", another_process)
+    to_csv = pd.DataFrame.to_csv
+
+    def no_space(self, path, **kwargs):  # the disk fills up again as trials.csv is written
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", no_space)
+    code, lines = run_cli(["tune", "--resume", str(out), "--no-progress"], capsys)
+    assert code == 4 and len(lines) == 1 and "No space left on device" in lines[0], lines
+    assert lines[0].endswith(f"then purejaxppo tune --resume {out}"), lines
+    assert not [p for p in out.iterdir() if "partial" in p.name]
+    monkeypatch.setattr(pd.DataFrame, "to_csv", to_csv)
+    code, lines = run_cli(["tune", "--resume", str(out), "--no-progress"], capsys)
+    assert code == 0, lines
+    trials = optuna.load_study(study_name="tune", storage=f"sqlite:///{out / 'study.db'}").trials
+    assert sum(t.state == States.COMPLETE for t in trials) == 2
+    assert (out / "trials.csv").is_file() and (out / "best.yaml").is_file()
+
+
+def test_a_dead_workers_running_trial_is_waited_out_and_run(tmp_path, capsys, monkeypatch):
+    from purejaxppo.drivers.tune import scheduler
+
+    monkeypatch.setattr(studies, "GRACE_SECONDS", 2)
+    monkeypatch.setattr(scheduler, "POLL_SECONDS", 0.5)
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    setup = check_tune(CONFIG, SEARCH, trials=1, batch=1)
+    storage = studies.open_storage(url)
+    study, _ = studies.open_study(
+        storage, "tune", setup.request, resume=False, sampler=None, pruner=None
+    )
+    with studies.quiet_optuna():
+        dead = study.ask(setup.space.distributions())  # a SIGKILLed worker's trial: RUNNING,
+    storage.record_heartbeat(dead._trial_id)  # its heartbeat about to go stale
+    started = time.monotonic()
+    result = pjp.tune(CONFIG, SEARCH, trials=1, storage=url, resume=True, progress=False)
+    assert time.monotonic() - started > 2  # the grace was waited out
+    waited = capsys.readouterr().err
+    assert f"waiting for the running trial(s) {dead.number} of other workers" in waited
+    trials = result.study.get_trials()
+    assert [t.state for t in trials] == [States.FAIL, States.COMPLETE]
+    assert trials[1].params == dead.params
+    assert trials[1].system_attrs["retry_history"] == [dead.number]

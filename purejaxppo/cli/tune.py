@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -124,7 +125,10 @@ def tune_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     out = request.out
     if out is None:
         stem = f"{request.config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        out = rundir.make_unique_dir("tune", stem)
+        try:
+            out = rundir.make_unique_dir("tune", stem)
+        except OSError as err:
+            _failed(parser, err, Path("tune") / stem)
     try:
         with rundir.claim(out, "tune", resume=request.continuing, overwrite=o.overwrite):
             if not request.continuing:
@@ -132,6 +136,8 @@ def tune_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             return _run(parser, o, request, out)
     except ValueError as err:
         error(parser, err)
+    except Exception as err:  # a full disk, a failing storage: one line, never a traceback
+        _failed(parser, err, out)
 
 
 def _arguments(o: TuneOptions, request: _Request, out: Path | None) -> dict[str, Any]:
@@ -162,11 +168,57 @@ def _run(parser: argparse.ArgumentParser, o: TuneOptions, request: _Request, out
         )
     except ValueError as err:
         error(parser, err)
-    except (TrainingInterrupted, StopNow) as stop:
-        stop.resume_hint = f"purejaxppo tune --resume {out}"
-        raise
+    except TrainingInterrupted as stop:
+        parser.exit(stop.exit_code, f"purejaxppo: tune: {_stopped(stop, out)}\n")
+    except StopNow as stop:  # a second signal: one line, and out at once
+        sys.stderr.write(
+            f"purejaxppo: tune: {stop}; every finished trial is kept in the study (the "
+            f"running ones run again): continue with purejaxppo tune --resume {out}\n"
+        )
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(stop.exit_code)  # as `cli.main`: XLA may still run the segment
     _print_result(result, request, out)
     return 0
+
+
+def _stopped(stop: Any, out: Path) -> str:
+    """The one line of a stopped tune (`TrainingInterrupted`; `stop.done`: the study's
+    finished trials)."""
+    how = f"continue with purejaxppo tune --resume {out}"
+    if not stop.done:
+        return f"stopped by {stop.signal_name} before any trial finished; nothing lost: {how}"
+    return (
+        f"stopped by {stop.signal_name} with {stop.done} trial(s) of the study finished, "
+        f"all kept in it; {how}"
+    )
+
+
+def _failed(parser: argparse.ArgumentParser, err: Exception, out: Path) -> None:
+    """Exits with one line for a full disk (`EXIT_NO_SPACE`), another OS error or a failing
+    storage (2), naming how to continue; re-raises anything else."""
+    from purejaxppo.cli.values import EXIT_NO_SPACE, EXIT_OS_ERROR
+    from purejaxppo.drivers.tune import storage as storages
+    from purejaxppo.paths import describe_os_error
+
+    started = (out / "request.yaml").is_file()
+    how = f"purejaxppo tune --resume {out}" if started else "run the same command again"
+    kept = "every finished trial is kept in the study" if started else "nothing was started"
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+    if isinstance(err, OSError) and err.strerror:
+        first = err.strerror + (f": {err.filename}" if err.filename else "")
+    if storages.disk_full(err):
+        message = f"the disk is full ({first}); {kept}: free space, then {how}"
+        parser.exit(EXIT_NO_SPACE, f"purejaxppo: error: tune: {message}\n")
+    line = describe_os_error(err)
+    if line is not None:
+        parser.exit(EXIT_OS_ERROR, f"purejaxppo: error: tune: {line}; {kept}: then {how}\n")
+    if type(err).__name__ == "StorageInternalError":
+        cause = next(storages.chain(err), err)
+        words = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:300]
+        message = f"the study's storage failed ({words}); {kept}: fix it, then {how}"
+        parser.exit(EXIT_OS_ERROR, f"purejaxppo: error: tune: {message}\n")
+    raise err
 
 
 def _request(o: TuneOptions, args: dict[str, Any]) -> _Request:

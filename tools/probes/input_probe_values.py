@@ -39,3 +39,23 @@ table(
     ["eval"],
     ("eval --episodes 10**12", "{run} --episodes 1000000000000", ("num_episodes", "episodes")),
 )
+TUNE = ["tune", "--out", "{d}/tune", *TINY]
+table(
+    "values",
+    TUNE,
+    (
+        "tune: a static range's mid values refused",
+        "--search num_minibatches=int_uniform:1:70 --trials 4",
+        ("num_minibatches", "choice:1,2,4"),
+    ),
+    (
+        "tune: a static range too wide",
+        "--search num_envs=int_uniform:1:100000 --trials 4",
+        ("num_envs", "100000 values"),
+    ),
+    (
+        "tune --batch 10**8",
+        "--search learning_rate=log_uniform:1e-4:1e-2 --trials 100000000 --batch 100000000",
+        ("batch", "--batch"),
+    ),
+)

@@ -3,7 +3,8 @@
 `space` turns `search=` specs into Optuna distributions, `objective` the training metrics
 into a trial's value, `lanes` holds the compiled side (a static combination's B lanes),
 `study` the storage, budget and crash safety, `outputs` trials.csv / best.yaml / figures,
-and `driver` the `tune` function (see its module docstring for the model).
+`scheduler` the ask / train / tell loop over the lanes, and `driver` the `tune` function
+(see its module docstring for the model).
 """
 
 from __future__ import annotations

@@ -20,12 +20,9 @@ running trials are failed and re-queued, and nothing finished is lost.
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import dataclasses
 import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -34,20 +31,22 @@ import numpy as np
 
 from purejaxppo.config import DRIVER_FIELDS, PPOConfig
 from purejaxppo.drivers import warm
-from purejaxppo.drivers.segments import compiling, progress_bar
+from purejaxppo.drivers.segments import progress_bar
 from purejaxppo.drivers.tune import storage as storages
 from purejaxppo.drivers.tune import study as studies
-from purejaxppo.drivers.tune.lanes import Lane, LaneGroup, segment_updates
+from purejaxppo.drivers.tune.lanes import check_lanes_memory, segment_updates
 from purejaxppo.drivers.tune.objective import Objective, parse_objective
 from purejaxppo.drivers.tune.outputs import best_config, write_outputs
+from purejaxppo.drivers.tune.scheduler import Tuner
 from purejaxppo.drivers.tune.space import SearchSpace, import_optuna, parse_space
-from purejaxppo.guards import LOSS_METRICS
-from purejaxppo.signals import TrainingInterrupted, hinted, run_responsively, stop_requests
+from purejaxppo.signals import TrainingInterrupted, hinted, stop_requests
 
 #: The first line of a stop request.
 STOPPING = (
     "stopping after the running segment (its finished trials are told, the running ones re-queued)"
 )
+#: The first line of a signal while the outputs are written.
+WRITING = "writing trials.csv, best.yaml and the figures first (each file whole)"
 
 
 class TuneSetup(NamedTuple):
@@ -106,6 +105,7 @@ def check_tune(
     goal = parse_objective(objective, direction)
     studies.make_sampler(sampler, 0)
     studies.make_pruner(pruner, 1, 1)
+    check_lanes_memory(config, min(batch, trials))  # lanes beyond the trials never run
     from purejaxppo import kinds
 
     kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
@@ -231,11 +231,18 @@ def tune(
         study without `resume`, a study that tune did not create (no record of what it
         tunes: another tool's), one that tunes another space, objective or base config,
         or an `out` holding results (trials.csv, best.yaml) whose study is not in the
-        storage.
+        storage; a value of a static range the config refuses; a batch whose estimated
+        memory exceeds the device's (`lanes.check_lanes_memory`; `batch` is clamped to
+        the trials left).
+      OSError: ENOSPC when the disk under the study's storage or `out` is full (every
+        finished trial is kept in the study: continue with `resume=True`).
       signals.TrainingInterrupted: after SIGINT / SIGTERM: the running segment finishes,
         its finished trials are told, the running ones failed and re-queued (they run
         again when the study continues), the outputs are written (exit code 130 / 143
-        on the command line).
+        on the command line); also after a signal while the outputs are written (they
+        are written first).
+      signals.StopNow: another signal while the outputs are written (each file whole, as
+        it was, or absent).
     """
     options = _Options(
         trials=trials,
@@ -272,22 +279,38 @@ class _Options(NamedTuple):
 def _tune(config: PPOConfig, search: Any, options: _Options, *, progress: bool) -> TuneResult:
     """`tune`: check, open the study, run, write."""
     setup = check_tune(config, search, **options._asdict())
-    store, study = _open(setup, config, options)
     out = options.out
     hint = None if out is None else f"tune(..., out={str(out)!r}, resume=True)"
-    try:
-        _run(study, store, setup, config, options, progress=progress, hint=hint)
-    except TrainingInterrupted:
-        if out is not None:
-            write_outputs(study, config, setup.space, out)
-        raise
-    written = [] if out is None else write_outputs(study, config, setup.space, out)
+    with storages.disk_full_as_os_error(setup.url):
+        store, study = _open(setup, config, options)
+        try:
+            _run(study, store, setup, config, options, progress=progress, hint=hint)
+        except TrainingInterrupted:
+            _write(study, config, setup.space, out, hint)
+            raise
+        written, signal_name = _write(study, config, setup.space, out, hint)
+    if signal_name is not None:  # a signal while the outputs were written: they were
+        done = studies.finished(study.get_trials(deepcopy=False))
+        raise TrainingInterrupted(done, signal_name, hint, unit="trial")
     return TuneResult(
         study=study,
         best_config=best_config(study, config, setup.space),
         trials=study.trials_dataframe(),
         written=written,
     )
+
+
+def _write(
+    study: Any, config: PPOConfig, space: SearchSpace, out: str | Path | None, hint: str | None
+) -> tuple[list[Path], str | None]:
+    """(files written, the signal received meanwhile or None): `write_outputs` with a
+    SIGINT / SIGTERM held off until the files are written; another one stops at once
+    (`StopNow`), each file left whole, as it was, or absent."""
+    if out is None:
+        return [], None
+    with stop_requests(WRITING) as requested, hinted(hint):
+        written = write_outputs(study, config, space, out)
+    return written, requested[0] if requested else None
 
 
 def _open(setup: TuneSetup, config: PPOConfig, options: _Options) -> tuple[Any, Any]:
@@ -330,13 +353,13 @@ def _run(
         heartbeat = stack.enter_context(studies.Heartbeat(store))
         requested = stack.enter_context(stop_requests(STOPPING))
         stack.enter_context(hinted(kwargs["hint"]))
-        tuner = _Tuner(
+        tuner = Tuner(
             study=study,
             space=setup.space,
             objective=setup.objective,
             config=config,
             budget=budget,
-            batch=options.batch,
+            batch=min(options.batch, max(trials - done, 1)),  # no lane without a trial
             reports=options.reports,
             bar=bar,
             requested=requested,
@@ -346,141 +369,3 @@ def _run(
             hint=kwargs["hint"],
         )
         tuner.run()
-
-
-@dataclasses.dataclass
-class _Tuner:
-    """The scheduler: queues of asked trials per static combination, one `LaneGroup`
-    (compiled once) per combination, run one at a time until its lanes are empty."""
-
-    study: Any
-    space: SearchSpace
-    objective: Objective
-    config: PPOConfig
-    budget: studies.Budget
-    batch: int
-    reports: int
-    bar: Any
-    requested: list[str]  # the stop request (`stop_requests`)
-    heartbeat: studies.Heartbeat
-    init_params: Any
-    out: str | Path | None
-    hint: str | None
-    queues: dict[tuple, collections.deque] = dataclasses.field(default_factory=dict)
-    groups: dict[tuple, LaneGroup] = dataclasses.field(default_factory=dict)
-    seeds: dict[int, int] = dataclasses.field(default_factory=dict)  # trial number -> seed
-
-    def __post_init__(self) -> None:
-        self.seed = self.study.user_attrs[studies.ATTRIBUTE]["seed"]
-        self.me = studies.worker_identity(self.out)
-
-    def run(self) -> None:
-        while True:
-            if not any(self.queues.values()) and not self._ask(self.batch):
-                return
-            key = max(self.queues, key=lambda k: len(self.queues[k]))
-            self._run_group(key)
-
-    def _ask(self, n: int) -> int:
-        """Asks up to `n` trials (the budget allows fewer) into their queues."""
-        asked = self.budget.ask(n)
-        for trial in asked:
-            self.heartbeat.add(trial._trial_id)
-            self.seeds[trial.number] = (self.seed + trial.number) % 2**32
-            trial.set_user_attr("seed", self.seeds[trial.number])
-            trial.set_user_attr("worker", self.me)
-            self.queues.setdefault(self.space.static_key(trial.params), collections.deque()).append(
-                trial
-            )
-        return len(asked)
-
-    def _run_group(self, key: tuple) -> None:
-        group = self.groups.get(key)
-        self.bar.set_description(compiling("tune") if group is None else "tune")
-        if group is None:
-            config = self.space.static_config(self.config, key)
-            group = LaneGroup(
-                config, self.batch, self.reports, self.objective.metric, self.init_params
-            )
-            self.groups[key] = group
-        self._fill(group, key)
-        while group.active():
-            if not group.compiled:
-                self.bar.set_description(compiling("tune"))
-            metrics = run_responsively(group.run_segment)
-            self.bar.set_description("tune")
-            self._boundary(group, metrics)
-            if self.requested:
-                self._stop(group)
-            self._fill(group, key)
-
-    def _fill(self, group: LaneGroup, key: tuple) -> None:
-        """Gives the free lanes queued trials of this combination, asking for more."""
-        free = group.free()
-        queue = self.queues.setdefault(key, collections.deque())
-        if len(queue) < len(free):
-            self._ask(len(free) - len(queue))  # trials of other combinations wait in theirs
-        placed = {}
-        for index in free[: len(queue)]:
-            trial = queue.popleft()
-            config = self.space.config(self.config, trial.params)
-            placed[index] = Lane(trial=trial, config=config, seed=self.seeds[trial.number])
-        if placed:
-            group.place(placed)
-
-    def _boundary(self, group: LaneGroup, metrics: Mapping[str, np.ndarray]) -> None:
-        """After a segment: each lane's report, prune, or tell."""
-        states = import_optuna().trial.TrialState
-        for index, lane in enumerate(group.lanes):
-            if lane is None:
-                continue
-            lane.values.append(metrics[self.objective.metric][index])
-            lane.counts.append(metrics["episode_count"][index])
-            lane.done += group.segment
-            values, counts = lane.curve()
-            value = self.objective.value(values, counts, group.num_updates)
-            step = lane.done * group.config.batch_size
-            bad = [n for n in LOSS_METRICS if not np.isfinite(metrics[n][index]).all()]
-            trial = lane.trial
-            if bad:
-                first = int(np.argmin(np.isfinite(metrics[bad[0]][index]))) + 1
-                trial.set_user_attr("diverged", lane.done - group.segment + first)
-                self._tell(group, index, state=states.FAIL)
-                continue
-            if np.isfinite(value):
-                trial.report(value, step)
-            if lane.done >= group.num_updates:
-                if np.isfinite(value):
-                    self._tell(group, index, values=value)
-                else:
-                    trial.set_user_attr("failed", "no episode ended in the objective's window")
-                    self._tell(group, index, state=states.FAIL)
-            elif np.isfinite(value) and trial.should_prune():
-                self._tell(group, index, state=states.PRUNED)
-
-    def _tell(self, group: LaneGroup, index: int, **outcome: Any) -> None:
-        lane = group.lanes[index]
-        lane.trial.set_user_attr("updates", lane.done)
-        self.study.tell(lane.trial, **outcome)
-        self.heartbeat.discard(lane.trial._trial_id)
-        group.lanes[index] = None
-        self.bar.update(1)
-        with contextlib.suppress(ValueError):  # no completed trial yet
-            self.bar.set_postfix(best=f"{self.study.best_value:.4g}", refresh=False)
-
-    def _stop(self, group: LaneGroup) -> None:
-        """Re-queues the running and queued trials, then raises `TrainingInterrupted`."""
-        running = [lane.trial for lane in group.lanes if lane is not None]
-        running += [trial for queue in self.queues.values() for trial in queue]
-        studies.requeue(self.study, [trial.number for trial in running])
-        for trial in running:
-            self.heartbeat.discard(trial._trial_id)
-        finished = studies.finished(self.study.get_trials(deepcopy=False))
-        print(
-            f"\ntune: stopped by {self.requested[0]}: {finished} trial(s) of the study "
-            f"finished; {len(running)} running or queued trial(s) re-queued: they run again "
-            "when the study continues",
-            file=sys.stderr,
-            flush=True,
-        )
-        raise TrainingInterrupted(finished, self.requested[0], self.hint, unit="trial")

@@ -135,3 +135,34 @@ class LaneGroup:
         fetched = jax.device_get({name: metrics[name] for name in self.fetched})
         self.compiled = True
         return fetched
+
+
+def check_lanes_memory(config: PPOConfig, lanes: int) -> int:
+    """Refuses `lanes` trials of `config` trained at once whose estimated memory
+    (`memory.estimate_bytes` of one run, times the lanes on one device; on a CPU every
+    lane shares the RAM) exceeds the device's free memory. Returns the lanes' bytes.
+
+    Raises:
+      ValueError: one line naming `batch`, the estimate, the free memory and the largest
+        batch that fits; also the config's own refusals (`train_setup.prepare`).
+    """
+    from purejaxppo import memory
+    from purejaxppo.train_setup import prepare
+
+    setup = prepare(warm.program_config(config))
+    obs_size = memory.observation_size(setup.env, setup.env_params)
+    per_run = max(memory.estimate_bytes(config, setup.networks, setup.num_envs, obs_size), 1)
+    free, where = memory.available_bytes()
+    devices = jax.local_devices()
+    shared = devices[0].platform == "cpu"  # the CPU devices share one RAM
+    per_device = lanes if shared else -(-lanes // len(devices))
+    need = per_run * per_device
+    if free is not None and need > free:
+        fits = max(0, free // per_run) * (1 if shared else len(devices))
+        fix = f"use --batch {fits} or less" if fits else "use a smaller config (purejaxppo check)"
+        raise ValueError(
+            f"batch={lanes}: {lanes} trials at once need about {need / 2**30:.2f} GiB "
+            f"({per_run / 2**10:,.0f} KiB each, purejaxppo.memory), more than the "
+            f"{free / 2**30:.2f} GiB of {where}; {fix}"
+        )
+    return need

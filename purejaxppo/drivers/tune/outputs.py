@@ -11,16 +11,31 @@
 
 from __future__ import annotations
 
+import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from purejaxppo.config import PPOConfig
-from purejaxppo.drivers.report import write_atomic, write_csv
 from purejaxppo.drivers.tune.space import SearchSpace, import_optuna
 
 #: Completed trials needed before the parameter importances are drawn.
 MIN_IMPORTANCE_TRIALS = 4
+
+
+def write_atomic(path: Path, write: Callable[[Path], Any]) -> None:
+    """`write(temporary path)`, then renames it to `path`: `path` is the whole new file or
+    as it was, never half written, also when a signal (`StopNow`) or a full disk stops
+    the write; the temporary file is removed then. Its name keeps the suffix (matplotlib
+    infers the format from it)."""
+    partial = path.with_name(f".{path.name}.partial{path.suffix}")
+    try:
+        write(partial)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def _complete(study: Any) -> list[Any]:
@@ -44,7 +59,8 @@ def write_outputs(study: Any, config: PPOConfig, space: SearchSpace, out: str | 
 
     out = Path(out)
     written = [out / "trials.csv"]
-    write_csv(written[0], study.trials_dataframe())
+    frame = study.trials_dataframe()
+    write_atomic(written[0], lambda p: frame.to_csv(p, index=False))
     best = best_config(study, config, space)
     if best is not None:
         trial = study.best_trial

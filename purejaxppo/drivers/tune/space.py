@@ -27,8 +27,12 @@ from purejaxppo.drivers.settings import check_field, sample_random
 TUNE_EXTRA = "pip install 'purejaxppo[tune]'"
 #: Static combinations checked one by one before anything runs (beyond: bounds only).
 MAX_CHECKED_COMBINATIONS = 4096
-#: int_uniform ranges of a static field whose every value is checked (beyond: bounds).
-MAX_CHECKED_VALUES = 64
+#: The most values of a static field's int_uniform range: each is checked before anything
+#: runs (building a config takes about 1 ms) and compiles its own program; a wider range
+#: is refused.
+MAX_STATIC_VALUES = 4096
+#: Refused values named in a refusal (the rest are counted).
+SHOWN_VALUES = 8
 
 _HINTS = typing.get_type_hints(PPOConfig)
 
@@ -197,15 +201,47 @@ def _check_values(name: str, spec: tuple, config: PPOConfig) -> None:
         for index, value in enumerate(values):
             if value in values[:index]:
                 raise ValueError(f"search[{name!r}]: the choice {value!r} is given twice")
-    elif kind == "int_uniform" and static and params[1] - params[0] < MAX_CHECKED_VALUES:
+    elif kind == "int_uniform" and static:
+        count = int(params[1]) - int(params[0]) + 1
+        if count > MAX_STATIC_VALUES:
+            raise ValueError(
+                f"search[{name!r}]={spec!r}: {count} values of the static field {name} (each "
+                f"compiles its own program), more than the {MAX_STATIC_VALUES} tune checks "
+                "before it starts: narrow the range, or list values with choice:A,B,..."
+            )
         values = list(range(int(params[0]), int(params[1]) + 1))
     else:
         values = list(params)
+    _refuse_values(name, spec, values, config)
+
+
+def _refuse_values(name: str, spec: tuple, values: Sequence[Any], config: PPOConfig) -> None:
+    """Raises one line naming the values of `spec` that `config` refuses (every one is
+    built: a value refused mid-study would fail its trials), with the first reason."""
+    refused, reason = [], ""
     for value in values:
         try:
             config.replace(**{name: _decode(name, value)})
         except ValueError as err:
-            raise ValueError(f"search[{name!r}] value {value!r}: {err}") from None
+            refused.append(value)
+            reason = reason or str(err)
+    if not refused:
+        return
+    if spec[0] in ("uniform", "log_uniform") or (len(refused) == 1 and spec[0] == "choice"):
+        raise ValueError(f"search[{name!r}] value {refused[0]!r}: {reason}")
+    shown = ", ".join(map(repr, refused[:SHOWN_VALUES]))
+    more = f", ... ({len(refused)} in all)" if len(refused) > SHOWN_VALUES else ""
+    taken = [v for v in values if v not in refused]
+    fix = (
+        f"search it with choice:{','.join(map(str, taken[:SHOWN_VALUES]))}"
+        + (",..." if len(taken) > SHOWN_VALUES else "")
+        if taken
+        else "change the range"
+    )
+    raise ValueError(
+        f"search[{name!r}]={spec!r}: the config refuses {len(refused)} of its {len(values)} "
+        f"values ({shown}{more}; {reason}); {fix}"
+    )
 
 
 def _check_combinations(space: SearchSpace, config: PPOConfig) -> None:

@@ -10,12 +10,17 @@ recorded without its password.
 * `default_url` is an output directory's SQLite file, `in_memory` tells a database that
   lives in the process, and `file_lock` is the lock beside an SQLite file under which
   workers create its tables and ask for trials (`study.Budget`).
+* `disk_full_as_os_error`: a full disk under the storage (SQLite's "database or disk is
+  full", wrapped by SQLAlchemy and Optuna's `StorageInternalError`) is an
+  `OSError(ENOSPC)` naming the storage: every finished trial is in it, and the tune
+  continues with --resume once there is space.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import errno
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +147,50 @@ def check_storage(url: str) -> None:
     finally:
         if engine is not None:
             engine.dispose()
+
+
+#: What the databases say when the disk under them is full (SQLite's SQLITE_FULL,
+#: PostgreSQL's disk_full 53100), besides an `OSError(ENOSPC)` in the chain.
+DISK_FULL_WORDS = ("database or disk is full", "No space left on device", "could not extend file")
+
+
+def disk_full(err: BaseException) -> bool:
+    """Whether `err` or an exception in its chain (causes, contexts, SQLAlchemy's `orig`)
+    is ENOSPC / EDQUOT or a database's "disk is full"."""
+    seen: set[int] = set()
+    stack = [err]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(words in str(e) for words in DISK_FULL_WORDS):
+            return True
+        stack += [e.__cause__, e.__context__, getattr(e, "orig", None)]
+    return False
+
+
+@contextlib.contextmanager
+def disk_full_as_os_error(url: str | None) -> Iterator[None]:
+    """Re-raises a full disk (`disk_full`) as one `OSError(ENOSPC)` naming the study's
+    storage (`url`, its password hidden) and the first line of the original error."""
+    try:
+        yield
+    except Exception as err:
+        if not disk_full(err) or (isinstance(err, OSError) and err.errno == errno.ENOSPC):
+            raise
+        where = "the study's storage" if url is None else f"the study's storage {hidden_url(url)}"
+        first = next((str(e).strip() for e in chain(err) if str(e).strip()), type(err).__name__)
+        message = f"No space left on device ({where}: {first.splitlines()[0][:200]})"
+        raise OSError(errno.ENOSPC, message) from None
+
+
+def chain(err: BaseException) -> Iterator[BaseException]:
+    """`err` and its causes, innermost (the database's own words) first."""
+    chain = []
+    while err is not None and err not in chain:
+        chain.append(err)
+        err = getattr(err, "orig", None) or err.__cause__ or err.__context__
+    return reversed(chain)

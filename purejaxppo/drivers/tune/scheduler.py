@@ -1,0 +1,234 @@
+"""`tune`'s scheduler: queues of asked trials per static combination, one `LaneGroup`
+(compiled once) per combination, run one at a time until its lanes are empty (see
+`driver` for the model).
+
+A trial whose sampled config is refused (a static combination the checks before the
+start could not cover, a program that cannot be built) is told FAIL with the user
+attribute `refused` naming the reason, and the study goes on. When the budget is spent
+but trials of other workers still run, the worker waits for them (`Tuner.wait`): a dead
+worker's trials are failed once their heartbeat is `study.GRACE_SECONDS` old and
+re-queued, and this worker runs them.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from purejaxppo.config import PPOConfig
+from purejaxppo.drivers.segments import compiling
+from purejaxppo.drivers.tune import study as studies
+from purejaxppo.drivers.tune.lanes import Lane, LaneGroup
+from purejaxppo.drivers.tune.objective import Objective
+from purejaxppo.drivers.tune.space import SearchSpace, import_optuna
+from purejaxppo.guards import LOSS_METRICS
+from purejaxppo.signals import TrainingInterrupted, run_responsively
+
+#: Seconds between two looks at the study while other workers' trials run (`Tuner.wait`).
+POLL_SECONDS = 5.0
+
+
+@dataclasses.dataclass
+class Tuner:
+    """The scheduler: queues of asked trials per static combination, one `LaneGroup`
+    (compiled once) per combination, run one at a time until its lanes are empty."""
+
+    study: Any
+    space: SearchSpace
+    objective: Objective
+    config: PPOConfig
+    budget: studies.Budget
+    batch: int
+    reports: int
+    bar: Any
+    requested: list[str]  # the stop request (`stop_requests`)
+    heartbeat: studies.Heartbeat
+    init_params: Any
+    out: str | Path | None
+    hint: str | None
+    queues: dict[tuple, collections.deque] = dataclasses.field(default_factory=dict)
+    groups: dict[tuple, LaneGroup] = dataclasses.field(default_factory=dict)
+    seeds: dict[int, int] = dataclasses.field(default_factory=dict)  # trial number -> seed
+    configs: dict[int, PPOConfig] = dataclasses.field(default_factory=dict)  # number -> config
+
+    def __post_init__(self) -> None:
+        self.seed = self.study.user_attrs[studies.ATTRIBUTE]["seed"]
+        self.me = studies.worker_identity(self.out)
+
+    def run(self) -> None:
+        """Asks, trains and tells until the budget is spent and no trial of another
+        worker runs (`wait`)."""
+        while True:
+            if not any(self.queues.values()):
+                if not self._ask(self.batch) and not self.wait():
+                    return
+                continue
+            key = max(self.queues, key=lambda k: len(self.queues[k]))
+            self._run_group(key)
+
+    def wait(self) -> bool:
+        """With the budget spent: waits while trials of other workers run (polling every
+        `POLL_SECONDS`; a stop request ends the wait); True once one of them was failed
+        and re-queued (its worker died: this worker runs it), False when none runs."""
+        states = import_optuna().trial.TrialState
+        shown = None
+        while True:
+            trials = self.study.get_trials(deepcopy=False)
+            running = [t.number for t in trials if t.state == states.RUNNING]
+            if any(t.state == states.WAITING for t in trials):
+                return True
+            if not running:
+                return False
+            if shown != running:
+                if shown is None:
+                    print(
+                        f"tune: every trial is asked; waiting for the running trial(s) "
+                        f"{', '.join(map(str, running))} of other workers (a dead worker's "
+                        f"run here once their heartbeat is {studies.GRACE_SECONDS} s old)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                shown = running
+                self.bar.set_description(f"tune: waiting for {len(running)} running trial(s)")
+            deadline = time.monotonic() + POLL_SECONDS
+            while time.monotonic() < deadline:
+                if self.requested:
+                    self._stop(None)
+                time.sleep(0.1)
+            with self.budget.lock(), studies.quiet_optuna():
+                import_optuna().storages.fail_stale_trials(self.study)
+
+    def _ask(self, n: int) -> int:
+        """Asks up to `n` trials (the budget allows fewer) into their queues; a trial whose
+        config is refused is told FAIL at once (`_refuse`). Returns the trials asked."""
+        asked = self.budget.ask(n)
+        for trial in asked:
+            self.heartbeat.add(trial._trial_id)
+            self.seeds[trial.number] = (self.seed + trial.number) % 2**32
+            trial.set_user_attr("seed", self.seeds[trial.number])
+            trial.set_user_attr("worker", self.me)
+            try:
+                self.configs[trial.number] = self.space.config(self.config, trial.params)
+            except ValueError as err:
+                self._refuse(trial, err)
+                continue
+            key = self.space.static_key(trial.params)
+            self.queues.setdefault(key, collections.deque()).append(trial)
+        return len(asked)
+
+    def _refuse(self, trial: Any, err: Exception) -> None:
+        """Tells `trial` FAIL, its user attribute `refused` saying why (the study goes on)."""
+        states = import_optuna().trial.TrialState
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:500]
+        trial.set_user_attr("refused", reason)
+        self.study.tell(trial, state=states.FAIL)
+        self.heartbeat.discard(trial._trial_id)
+        self.configs.pop(trial.number, None)
+        self.bar.update(1)
+        print(f"tune: trial {trial.number} refused: {reason}", file=sys.stderr, flush=True)
+
+    def _run_group(self, key: tuple) -> None:
+        group = self.groups.get(key)
+        self.bar.set_description(compiling("tune") if group is None else "tune")
+        if group is None:
+            try:
+                config = self.space.static_config(self.config, key)
+                group = LaneGroup(
+                    config, self.batch, self.reports, self.objective.metric, self.init_params
+                )
+            except ValueError as err:  # the combination's program cannot be built
+                queue = self.queues.pop(key)
+                while queue:
+                    self._refuse(queue.popleft(), err)
+                return
+            self.groups[key] = group
+        self._fill(group, key)
+        while group.active():
+            if not group.compiled:
+                self.bar.set_description(compiling("tune"))
+            metrics = run_responsively(group.run_segment)
+            self.bar.set_description("tune")
+            self._boundary(group, metrics)
+            if self.requested:
+                self._stop(group)
+            self._fill(group, key)
+
+    def _fill(self, group: LaneGroup, key: tuple) -> None:
+        """Gives the free lanes queued trials of this combination, asking for more."""
+        free = group.free()
+        queue = self.queues.setdefault(key, collections.deque())
+        if len(queue) < len(free):
+            self._ask(len(free) - len(queue))  # trials of other combinations wait in theirs
+        placed = {}
+        for index in free[: len(queue)]:
+            trial = queue.popleft()
+            config = self.configs.pop(trial.number)
+            placed[index] = Lane(trial=trial, config=config, seed=self.seeds[trial.number])
+        if placed:
+            group.place(placed)
+
+    def _boundary(self, group: LaneGroup, metrics: Mapping[str, np.ndarray]) -> None:
+        """After a segment: each lane's report, prune, or tell."""
+        states = import_optuna().trial.TrialState
+        for index, lane in enumerate(group.lanes):
+            if lane is None:
+                continue
+            lane.values.append(metrics[self.objective.metric][index])
+            lane.counts.append(metrics["episode_count"][index])
+            lane.done += group.segment
+            values, counts = lane.curve()
+            value = self.objective.value(values, counts, group.num_updates)
+            step = lane.done * group.config.batch_size
+            bad = [n for n in LOSS_METRICS if not np.isfinite(metrics[n][index]).all()]
+            trial = lane.trial
+            if bad:
+                first = int(np.argmin(np.isfinite(metrics[bad[0]][index]))) + 1
+                trial.set_user_attr("diverged", lane.done - group.segment + first)
+                self._tell(group, index, state=states.FAIL)
+                continue
+            if np.isfinite(value):
+                trial.report(value, step)
+            if lane.done >= group.num_updates:
+                if np.isfinite(value):
+                    self._tell(group, index, values=value)
+                else:
+                    trial.set_user_attr("failed", "no episode ended in the objective's window")
+                    self._tell(group, index, state=states.FAIL)
+            elif np.isfinite(value) and trial.should_prune():
+                self._tell(group, index, state=states.PRUNED)
+
+    def _tell(self, group: LaneGroup, index: int, **outcome: Any) -> None:
+        lane = group.lanes[index]
+        lane.trial.set_user_attr("updates", lane.done)
+        self.study.tell(lane.trial, **outcome)
+        self.heartbeat.discard(lane.trial._trial_id)
+        group.lanes[index] = None
+        self.bar.update(1)
+        with contextlib.suppress(ValueError):  # no completed trial yet
+            self.bar.set_postfix(best=f"{self.study.best_value:.4g}", refresh=False)
+
+    def _stop(self, group: LaneGroup | None) -> None:
+        """Re-queues the running (in `group`) and queued trials, then raises
+        `TrainingInterrupted`."""
+        running = [] if group is None else [lane.trial for lane in group.lanes if lane is not None]
+        running += [trial for queue in self.queues.values() for trial in queue]
+        studies.requeue(self.study, [trial.number for trial in running])
+        for trial in running:
+            self.heartbeat.discard(trial._trial_id)
+        finished = studies.finished(self.study.get_trials(deepcopy=False))
+        print(
+            f"\ntune: stopped by {self.requested[0]}: {finished} trial(s) of the study "
+            f"finished; {len(running)} running or queued trial(s) re-queued: they run again "
+            "when the study continues",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise TrainingInterrupted(finished, self.requested[0], self.hint, unit="trial")
