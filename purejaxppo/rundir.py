@@ -18,6 +18,9 @@ Promises:
 * A fresh run refuses a non-empty directory unless told to `--resume` it or to
   `--overwrite` it; `--overwrite` removes the old contents only after the new run's
   configuration, environment and seed were validated, under the lock.
+* **The `--import`s a directory needs are recorded.** The marker's `imports` line names the
+  modules its command imported (`set_imports`; a resumed claim keeps its own), which
+  `--resume` and `eval` name again (`recorded_imports`); a file never imports.
 * Default names get a random suffix and are created with `exist_ok=False`, so two
   launches in the same second never share one; characters that are not portable in paths
   (`:`, `/`, `\\`) are replaced.
@@ -45,6 +48,8 @@ LOCK_PID = ".purejaxppo-lock.pid"
 #: Bumped when the layout of an output directory changes incompatibly.
 FORMAT_VERSION = 1
 KINDS = ("run", "sweep", "pbt", "tune")
+#: The modules this process imported by `--import` (`set_imports`), recorded in its markers.
+_IMPORTS: list[str] = []
 _INTERNAL = (MARKER, LOCK, LOCK_PID)
 #: What a directory written before the marker existed holds, per kind (resumable).
 _LEGACY_EVIDENCE = {"run": "config.yaml", "sweep": "request.yaml", "pbt": "checkpoints"}
@@ -96,12 +101,36 @@ def read_marker(path: str | Path) -> dict[str, str] | None:
     return fields
 
 
-def write_marker(path: str | Path, kind: str) -> None:
-    """Writes `path/.purejaxppo-run` atomically (format version and kind)."""
+def set_imports(modules: list[str]) -> None:
+    """Records `modules` (the command line's `--import`s) in every marker this process
+    writes from now on."""
+    _IMPORTS[:] = list(dict.fromkeys(modules))
+
+
+def recorded_imports(path: str | Path) -> list[str]:
+    """The modules the command that wrote `path` imported (`--import`), from its marker, or
+    from its parent's (a seed_<s> directory of a `--num-seeds` run holds none of its own);
+    [] when none were recorded."""
+    path = Path(path)
+    for where in (path, path.parent):
+        marker = read_marker(where)
+        if marker is not None:
+            return marker.get("imports", "").split()
+    return []
+
+
+def write_marker(path: str | Path, kind: str, *, keep_imports: bool = False) -> None:
+    """Writes `path/.purejaxppo-run` atomically (format version, kind and, when any, the
+    `--import`ed modules: `set_imports`'s, after the marker's own when `keep_imports`)."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}: expected one of {KINDS}")
+    kept = recorded_imports(path) if keep_imports and read_marker(path) else []
+    imports = list(dict.fromkeys([*kept, *_IMPORTS]))
+    text = f"format {FORMAT_VERSION}\nkind {kind}\n"
+    if imports:
+        text += f"imports {' '.join(imports)}\n"
     partial = Path(path) / f"{MARKER}.partial"
-    partial.write_text(f"format {FORMAT_VERSION}\nkind {kind}\n")
+    partial.write_text(text)
     partial.replace(Path(path) / MARKER)
 
 
@@ -218,7 +247,7 @@ def claim(
             check_fresh(path, overwrite, kind)
             if overwrite:
                 clear(path)
-        write_marker(path, kind)
+        write_marker(path, kind, keep_imports=resume)
         yield path
     finally:
         with contextlib.suppress(OSError):

@@ -102,7 +102,7 @@ def test_sigterm_keeps_the_finished_generations_and_resume_is_bitwise(
     )
     assert lines[-1] == (
         f"purejaxppo: pbt: stopped by SIGTERM after generation {done}, saved; continue "
-        "with: the same command with --resume"
+        f"with: purejaxppo pbt --resume {out}"
     )
     assert not (out / "lineage.csv").exists()
 
@@ -112,8 +112,9 @@ def test_sigterm_keeps_the_finished_generations_and_resume_is_bitwise(
         (["--search", "hidden_sizes=choice:8,32"], "static_search.hidden_sizes"),
         (["--population", "4"], "options.population=2, now options.population=4"),
     ]:
+        base = STATIC[:-2] if flags[0] == "--search" else STATIC  # the search replaced
         with pytest.raises(SystemExit) as exit_info:
-            main([*STATIC, *flags, "--out", str(out), "--resume"])
+            main([*base, *flags, "--out", str(out), "--resume"])
         err = capsys.readouterr().err
         assert exit_info.value.code == 2 and err.count("\n") == 1, err
         assert err.startswith(f"purejaxppo: error: pbt --resume: {out / 'checkpoints'} was ")
@@ -161,7 +162,7 @@ def test_a_second_sigint_stops_at_once_in_one_line(tmp_path, cli_env):
     last = err.strip().splitlines()[-1]
     assert last.startswith("purejaxppo: pbt: stopped at once by a second SIGINT; "), err
     if _steps(out):  # a fast machine: a generation was saved before the signals
-        assert last.endswith("continue with: the same command with --resume"), err
+        assert last.endswith(f"continue with: purejaxppo pbt --resume {out}"), err
     else:
         assert "nothing was saved; start again with: purejaxppo pbt " in last, err
         assert last.endswith(f"--out {out} --overwrite"), err

@@ -146,7 +146,8 @@ def test_stop_with_a_progress_bar_ends_the_running_chunk_after_its_segment(
     assert stop.value.exit_code == 143 and len(calls) == 1 < CONFIG.num_updates
     assert not list((tmp_path / "chunks").glob("*.npz"))
     err = capsys.readouterr().err
-    assert "0 of 2 runs finished" in err and "stopped after update 1 of 8 and run again" in err
+    assert "0 of 2 runs finished, nothing saved yet; all 2 run when the sweep continues" in err
+    assert "(the running chunk's 1 from the start: they had reached update 1 of 8)" in err
     assert "not saved" not in err
 
 

@@ -24,6 +24,8 @@ import shlex
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 from purejaxppo.cli.check import check_command
 from purejaxppo.cli.parser import build_parser
@@ -87,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     command = args.pop("command")
-    _import_modules(parser, args.pop("imports", []))
+    _import_modules(parser, args.pop("imports", []), command, args)
     if not args.pop("no_compile_cache", False):
         from purejaxppo.platform import enable_compile_cache
 
@@ -141,16 +143,60 @@ def _kill_host_workers() -> None:
         host.kill_workers()
 
 
-def _import_modules(parser: argparse.ArgumentParser, modules: Sequence[str]) -> None:
+def _import_modules(
+    parser: argparse.ArgumentParser,
+    modules: Sequence[str],
+    command: str = "train",
+    args: dict[str, Any] | None = None,
+) -> None:
     """Imports each `--import MODULE` (the user's consent on the command line, as
-    `python -m` is; a config file never imports). A module that fails is one line."""
+    `python -m` is; a config file never imports), finding modules in the working directory
+    as `python -m` does; a module that fails is one line. The modules are recorded in the
+    markers of the directories this command writes (`rundir.set_imports`). A directory the
+    command continues or reads (`--resume`, `eval RUN_DIR`) that recorded others is refused
+    in one line giving the command with them: they are named, never imported from a file."""
     import importlib
 
+    from purejaxppo import rundir
+
+    read = _directory_read(command, args or {})
+    if read is not None:
+        where, directory = read
+        missing = [m for m in rundir.recorded_imports(directory) if m not in modules]
+        if missing:
+            again = " ".join(f"--import {m}" for m in missing)
+            parser.exit(
+                2,
+                f"purejaxppo: error: {where} {directory}: it was written with {again}; pass "
+                f"{again} again\n",
+            )
+    if modules and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `python -m`'s first entry: a module beside you
     for module in modules:
         try:
             importlib.import_module(module)
         except Exception as err:  # ImportError, or the module's own error
             parser.exit(2, f"purejaxppo: error: --import {module}: {type(err).__name__}: {err}\n")
+    rundir.set_imports(list(modules))
+
+
+def _directory_read(command: str, args: dict[str, Any]) -> tuple[str, Path] | None:
+    """(how the command line names it, the directory) of the output `command` continues
+    (`--resume`) or the run it reads (eval, collect, export), whose marker may name the
+    modules it needs; None for a new one."""
+    resume = args.get("resume")
+    if command in ("pbt", "tune") and resume is True:  # `--resume --out OUT`
+        resume = args.get("out")
+    if command == "collect" and isinstance(resume, Path):  # the stopped collect's run
+        from purejaxppo.dataset_files import read_request
+
+        with contextlib.suppress(ValueError, OSError, TypeError, KeyError):
+            return f"--resume {resume}: its run", Path(read_request(resume)["run_dir"])
+        return None
+    if isinstance(resume, Path):
+        return "--resume", resume
+    run_dir = args.get("run_dir") if command in ("eval", "collect", "export") else None
+    return (command, run_dir) if isinstance(run_dir, Path) else None
 
 
 def _stopped(command: str, stop: TrainingInterrupted) -> str:

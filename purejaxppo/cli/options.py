@@ -122,6 +122,12 @@ class EvalOptions:
     greedy: bool = _flag("argmax / mean actions")
     seed: int = option(0, type=int)
     env_name: str | None = option(help="evaluate on another env id (same spaces)")
+    max_steps: int | None = option(
+        type=int,
+        metavar="N",
+        help="end every episode after N steps (default: the env's time limit; needed for an "
+        "env registered without one)",
+    )
     video: Path | None = option(
         type=Path,
         metavar="FILE",
@@ -239,7 +245,15 @@ class PbtOptions:
     checkpoint_every: int = option(
         1, type=int, help="generations between population checkpoints in OUT/checkpoints (0: none)"
     )
-    resume: bool = _flag("continue from OUT/checkpoints (same arguments)")
+    resume: Any = option(
+        False,
+        nargs="?",
+        const=True,
+        type=Path,
+        metavar="OUT",
+        help="continue OUT from OUT/checkpoints with the arguments it recorded in "
+        "OUT/request.yaml; or, without OUT, --resume --out OUT with the same arguments",
+    )
     overwrite: bool = _flag("replace the contents of a non-empty --out written by pbt")
     out: Path | None = option(
         type=Path, help="output directory (default: pbt/<env>-<time>-<random>)"

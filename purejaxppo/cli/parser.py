@@ -193,8 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
             default=[],
             metavar="MODULE",
             help="import MODULE first (repeatable), e.g. the module that registers your own "
-            "gymnasium env: --import mypkg.envs --env-name gymnasium:GoRight-v0. Only the "
-            "command line imports: a config file cannot",
+            "gymnasium env: --import mypkg.envs --env-name gymnasium:GoRight-v0 (the working "
+            "directory is searched too). The run records it: --resume and eval of the run "
+            "ask for it again. Only the command line imports: a config file cannot",
         )
         command.add_argument(
             "--no-compile-cache",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,22 @@ from purejaxppo.cli.values import (
     load_config,
     parse_random,
 )
-from purejaxppo.config import TRACED_FIELDS
+from purejaxppo.config import TRACED_FIELDS, PPOConfig, load_yaml_file
+
+#: The pbt options recorded in OUT/request.yaml (with its config) for `pbt --resume OUT`.
+_RECORDED = (
+    "population",
+    "ready_every",
+    "search",
+    "exploit",
+    "explore",
+    "truncation_fraction",
+    "tournament_size",
+    "resample_probability",
+    "fitness_window",
+    "devices",
+    "checkpoint_every",
+)
 
 
 def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
@@ -25,7 +41,13 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     from purejaxppo.drivers.population.static import STATIC_SEARCH_FIELDS, split_search
 
     try:
-        config = load_config(o.config, args)
+        o, config = _resumed(o, args) if isinstance(o.resume, Path) else (o, None)
+        if o.resume and o.out is None:
+            raise ValueError(
+                "--resume needs OUT: --resume OUT, or --resume --out OUT with the pbt's "
+                "own arguments"
+            )
+        config = config or load_config(o.config, args)
         search = parse_random(o.search, flag="--search")
         if not search:  # checked before --out and before anything compiles
             raise ValueError(
@@ -57,8 +79,6 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
                 f"--devices {o.devices}: it needs the single program of a traced-only search "
                 "(static searches run on one device)"
             )
-        if o.resume and o.out is None:
-            raise ValueError("--resume needs --out DIR (the interrupted run's directory)")
         if o.resume and o.overwrite:
             raise ValueError("--resume and --overwrite exclude each other")
         if o.checkpoint_every < 0:
@@ -82,9 +102,56 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         out = rundir.make_unique_dir("pbt", f"{config.env_name}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         with rundir.claim(out, "pbt", resume=o.resume, overwrite=o.overwrite):
+            if not o.resume:
+                _write_request(out, o, config)
             return _run_pbt(parser, o, config, search, out, devices)
     except ValueError as err:
         error(parser, err)
+
+
+def _resumed(o: PbtOptions, args: dict[str, Any]) -> tuple[PbtOptions, PPOConfig]:
+    """`pbt --resume OUT`: the options and config OUT/request.yaml recorded (the pbt's own
+    arguments, as `sweep --resume` and `tune --resume` take theirs).
+
+    Raises:
+      ValueError: one line: other arguments given, or OUT holds no pbt request.
+    """
+    out = o.resume
+    defaults = PbtOptions()
+    given = [
+        "--" + name.replace("_", "-")
+        for name in (*_RECORDED, "config", "overwrite", "out")
+        if getattr(o, name) != getattr(defaults, name) and not (name == "out" and o.out == out)
+    ] + ["--" + name.replace("_", "-") for name in args]
+    if given:
+        raise ValueError(
+            f"--resume {out} takes the pbt's arguments from {out}/request.yaml; drop "
+            f"{', '.join(given)}"
+        )
+    path = out / "request.yaml"
+    if not path.is_file():
+        if (out / "checkpoints").is_dir():  # a pbt from before the request was recorded
+            raise ValueError(
+                f"--resume {out}: no request.yaml there (a pbt started before it was "
+                f"recorded): continue it with its own arguments and --resume --out {out}"
+            )
+        raise ValueError(f"--resume {out}: no pbt there (no request.yaml)")
+    saved = load_yaml_file(path)
+    missing = [k for k in ("config", *_RECORDED) if not isinstance(saved, dict) or k not in saved]
+    if missing:
+        raise ValueError(f"--resume {out}: request.yaml is not a pbt's (no {', '.join(missing)})")
+    options = {name: saved[name] for name in _RECORDED}
+    resumed = dataclasses.replace(o, **options, out=out, resume=True)
+    return resumed, PPOConfig.from_dict(saved["config"])
+
+
+def _write_request(out: Path, o: PbtOptions, config: PPOConfig) -> None:
+    """Writes `out`/request.yaml atomically: the config and `_RECORDED` options that
+    `pbt --resume OUT` continues with."""
+    from purejaxppo.drivers.report import write_yaml
+
+    saved = {"config": config.to_dict(), **{name: getattr(o, name) for name in _RECORDED}}
+    write_yaml(out / "request.yaml", saved)
 
 
 def _pbt_devices(o: PbtOptions, config: Any, *, static: bool) -> int | None:
@@ -157,11 +224,22 @@ def _run_pbt(
     `TrainingInterrupted` after the running generation is saved in `out/checkpoints`; a
     full disk (also orbax's report of one) exits 4 in one line (`values.error`)."""
     from purejaxppo.drivers.population import pbt, write_pbt  # imports JAX; keep --help fast
+    from purejaxppo.signals import StopNow, TrainingInterrupted
 
     try:
         result = pbt(config, **_pbt_arguments(o, config, search, out, devices))
     except ValueError as err:
         error(parser, err)
+    except (TrainingInterrupted, StopNow) as stop:
+        if stop.resume_hint:  # saved: OUT continues (a pbt from before request.yaml:
+            # with its own arguments)
+            recorded = (out / "request.yaml").is_file()
+            stop.resume_hint = (
+                f"purejaxppo pbt --resume {out}"
+                if recorded
+                else f"the same command with --resume --out {out}"
+            )
+        raise
     written = write_pbt(result, out)
     import pandas as pd
 

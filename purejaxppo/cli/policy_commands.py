@@ -21,6 +21,8 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     o = pop_options(EvalOptions, args)
     try:
         _check_seed("eval", o.seed)
+        if o.max_steps is not None and o.max_steps < 1:
+            raise ValueError(f"--max-steps {o.max_steps}: must be an int >= 1")
     except ValueError as err:
         parser.exit(2, f"purejaxppo: error: {err}\n")
     if o.all_steps:
@@ -49,15 +51,16 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             o.episodes,
             jax.random.key(o.seed),
             greedy=o.greedy,
+            max_steps=o.max_steps,
         )
         if o.video is not None:
             from purejaxppo.acting.video import save_episode_video
 
             _, episode = save_episode_video(
-                policy, o.video, jax.random.key(o.seed), greedy=o.greedy
+                policy, o.video, jax.random.key(o.seed), greedy=o.greedy, max_steps=o.max_steps
             )
     except (ValueError, ImportError) as err:
-        parser.exit(2, f"purejaxppo: error: {err}\n")
+        parser.exit(2, f"purejaxppo: error: {_flag_names(err)}\n")
     stats = result.summary()
     env_name = o.env_name or policy.config.env_name
     at = "" if o.step is None else f" (update {o.step})"
@@ -92,13 +95,14 @@ def _eval_all_steps(parser: argparse.ArgumentParser, o: EvalOptions) -> int:
                 jax.random.key(o.seed),
                 greedy=o.greedy,
                 env_id=o.env_name,
+                max_steps=o.max_steps,
                 after_step=lambda row: _row_done(row, requested),
             )
             stopped = table.attrs.get("total_steps", len(table)) > len(table)
             if len(table):
                 csv_path, png_path = write_series(o.run_dir, table, title=str(o.run_dir))
     except (ValueError, ImportError) as err:
-        parser.exit(2, f"purejaxppo: error: {err}\n")
+        parser.exit(2, f"purejaxppo: error: {_flag_names(err)}\n")
     if len(table):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     if stopped:
@@ -111,6 +115,12 @@ def _eval_all_steps(parser: argparse.ArgumentParser, o: EvalOptions) -> int:
         )
     print(f"wrote {csv_path} and {png_path}")
     return 0
+
+
+def _flag_names(err: Exception) -> str:
+    """`err`'s line with the library's argument named as eval's flag (an env without a
+    time limit asks for `max_steps=`)."""
+    return str(err).replace("pass max_steps=", "pass --max-steps N")
 
 
 def _row_done(row: dict[str, Any], requested: list[str]) -> bool:

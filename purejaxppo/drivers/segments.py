@@ -84,7 +84,7 @@ def progress_bar(
     terminals), disabled when not `enabled`, resizing with the terminal."""
     from tqdm.auto import tqdm
 
-    return tqdm(
+    bar = tqdm(
         total=total,
         initial=initial,
         unit=unit,
@@ -92,6 +92,34 @@ def progress_bar(
         disable=not enabled,
         dynamic_ncols=True,
     )
+    bar._run_timed = False  # its rate counts from the first compiled segment on
+    return bar
+
+
+def leave_out_of_rate(bar: Any, since: float) -> None:
+    """Leaves the time since `since` (the bar's clock, `bar._time()`: a compile) out of
+    the bar's elapsed time, rate and ETA, as tqdm's `unpause` leaves out a pause."""
+    if getattr(bar, "disable", True) or not hasattr(bar, "start_t"):
+        return  # no bar shown (or not a tqdm)
+    spent = bar._time() - since
+    bar.start_t += spent
+    bar.last_print_t += spent
+
+
+def advance_uncounted(bar: Any, units: int) -> None:
+    """Advances the bar by `units` without counting them or the time they took in its rate
+    and ETA (the first segment, whose time is mostly its compile): the rate counts from
+    here (`initial`), its smoothed samples start afresh. Once per bar: a sweep's later
+    chunks reuse the first one's program, and its bar keeps counting them."""
+    if getattr(bar, "disable", True) or getattr(bar, "_run_timed", True):
+        bar.update(units)
+        return
+    bar._run_timed = True
+    bar.n += units
+    bar.initial = bar.last_print_n = bar.n
+    bar.start_t = bar.last_print_t = bar._time()
+    bar._ema_dn, bar._ema_dt = type(bar._ema_dn)(bar.smoothing), type(bar._ema_dt)(bar.smoothing)
+    bar.refresh()
 
 
 def compiling(label: str) -> str:
@@ -173,10 +201,36 @@ def first_divergence(
     return None if what is None else Divergence(update=done + length, what=what)
 
 
-def _stopping(unit: str) -> str:
-    """A stop request's first line for a loop over `unit`s ("update": its segments)."""
+def _stopping(unit: str, saved: bool = True) -> str:
+    """A stop request's first line for a loop over `unit`s ("update": its segments);
+    `saved`: the loop saves before it stops (a pbt without checkpoints does not)."""
     running = "segment" if unit == "update" else unit
-    return f"stopping after the running {running} (it is saved first)"
+    kept = "it is saved first" if saved else "no checkpoints: nothing is saved"
+    return f"stopping after the running {running} ({kept})"
+
+
+def _prepare(
+    prepare: Callable[[int, int], None],
+    done: int,
+    length: int,
+    bar: Any,
+    label: str | None,
+    prepared: set[int],
+    responsive: bool,
+) -> None:
+    """`prepare(done, length)` (compiles a segment length not run before, `prepared`), the
+    bar saying `compiling(label)` meanwhile; its time is left out of the bar's ETA."""
+    if label is not None and length not in prepared:
+        bar.set_description(compiling(label))  # a new length: a new program
+    prepared.add(length)
+    since = bar._time() if hasattr(bar, "_time") else 0.0
+    if responsive:
+        run_responsively(lambda: prepare(done, length))
+    else:
+        prepare(done, length)
+    leave_out_of_rate(bar, since)  # the ETA counts running, not compiling
+    if label is not None:
+        bar.set_description(label)  # compiled: running from here on
 
 
 def run_segments(
@@ -232,26 +286,21 @@ def run_segments(
     last_save = time.monotonic()
     with contextlib.ExitStack() as stack:
         requested = stack.enter_context(
-            stop_requests(_stopping(unit)) if stop_on_signals else contextlib.nullcontext([])
+            stop_requests(_stopping(unit, hooks.save is not None and resume_hint is not None))
+            if stop_on_signals
+            else contextlib.nullcontext([])
         )
         stack.enter_context(hinted(resume_hint if hooks.save is not None else None))
         seconds = SEGMENT_SECONDS if seconds is None else seconds
         sizer = SegmentSizer(seconds) if seconds and hooks.prepare is not None else None
         prepared: set[int] = set()  # the segment lengths whose programs are compiled
+        first = True  # without `hooks.prepare`, the first segment compiles its program
         while done < total:
             length = hooks.length(done)
             if sizer is not None:
                 length = sizer.length(length)
             if hooks.prepare is not None:
-                if label is not None and length not in prepared:
-                    bar.set_description(compiling(label))  # a new length: a new program
-                prepared.add(length)
-                if stop_on_signals:
-                    run_responsively(lambda: hooks.prepare(done, length))  # noqa: B023
-                else:
-                    hooks.prepare(done, length)
-                if label is not None:
-                    bar.set_description(label)  # compiled: running from here on
+                _prepare(hooks.prepare, done, length, bar, label, prepared, stop_on_signals)
             started = time.monotonic()
             if stop_on_signals:
                 fetched = run_responsively(lambda: fetch(hooks.run(done, length)))  # noqa: B023
@@ -272,7 +321,11 @@ def run_segments(
                 bar.set_description(label)
             if postfix:
                 bar.set_postfix(**postfix, refresh=False)
-            bar.update(length * scale)
+            if first and hooks.prepare is None:
+                advance_uncounted(bar, length * scale)
+            else:
+                bar.update(length * scale)
+            first = False
             if requested and done < total:
                 hint = resume_hint if hooks.save is not None else None
                 hint = hint() if callable(hint) else hint

@@ -38,12 +38,14 @@ def evaluate_series(
     greedy: bool = False,
     env_id: str | None = None,
     *,
+    max_steps: int | None = None,
     after_step: Callable[[dict], bool] | None = None,
 ) -> pd.DataFrame:
     """Evaluates every kept checkpoint of `run_dir` (`list_checkpoints`, oldest first) on
     the same `num_episodes` episodes (same `key` for each; one compiled episode runner).
 
-    `after_step` is called with each finished row (a dict of `SERIES_COLUMNS`); once it
+    `max_steps` ends each episode (default: the env's time limit). `after_step` is
+    called with each finished row (a dict of `SERIES_COLUMNS`); once it
     returns True the table of the checkpoints evaluated so far is returned. Each
     evaluation runs responsively (`run_responsively`: a second Ctrl-C stops at once).
 
@@ -73,7 +75,8 @@ def evaluate_series(
         raise ValueError(
             f"eval: {env_id} observations {shapes} do not match the policy's {policy.obs_shape}"
         )
-    max_steps = episode_limit(env, env_params)
+    if max_steps is None:
+        max_steps = episode_limit(env, env_params)
     run = make_episode_runner(policy, env, env_params, num_episodes, max_steps)
     key = jax.random.key(0) if key is None else key
     temperature = jnp.float32(0.0 if greedy else 1.0)

@@ -417,7 +417,7 @@ class _PBTRun:
             self.saved = True
 
     def _resume_hint(self) -> str | None:
-        return "the same command with --resume" if self.saved else None
+        return storage.resume_hint(self.checkpoint_dir) if self.saved else None
 
     def train(self, progress: bool) -> PBTResult:
         """Runs the remaining generations in segments; returns the `PBTResult`."""

@@ -206,7 +206,7 @@ class StaticPBT:
         return self._result(stacked, joined, self.runners, self.hparams, count)
 
     def _resume_hint(self) -> str | None:
-        return "the same command with --resume" if self.saved else None
+        return storage.resume_hint(self.checkpoint_dir) if self.saved else None
 
     def _run(self, done: int, count: int) -> tuple:
         """Generation `done` (in `run_segments`' worker thread): trains every group, then

@@ -162,3 +162,12 @@ def load_population(
                 history[name] = np.zeros(shape, dtype)
             return step, restored["state"], history, meta
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def resume_hint(checkpoint_dir: str | Path) -> str:
+    """How to continue a stopped population from Python (the command line gives its own
+    `purejaxppo pbt --resume OUT`)."""
+    return (
+        f"pbt(...) again with the same arguments, checkpoint_dir={str(checkpoint_dir)!r} and "
+        "resume=True"
+    )

@@ -225,7 +225,13 @@ def _run_groups(
     num_runs = sum(len(g) * len(seed_list) for g in groups.values())
     # ONE stop request for the whole sweep, open around all its chunks (a program over
     # several processes takes none: its hosts could stop after different chunks).
-    signals = stop_requests() if jax.process_count() == 1 else contextlib.nullcontext([])
+    stopping = (
+        "stopping after the running segment (finished chunks are saved; a chunk stopped "
+        "part of the way runs again)"
+        if plan.progress_dir is not None
+        else "stopping after the running segment (nothing is saved: no progress_dir)"
+    )
+    signals = stop_requests(stopping) if jax.process_count() == 1 else contextlib.nullcontext([])
     with contextlib.ExitStack() as stack:
         stack.enter_context(bar)
         requested = stack.enter_context(signals)
@@ -287,27 +293,34 @@ class _Stop:
             f"sweep(...) again with the same arguments and progress_dir={str(self.progress_dir)!r}"
         )
 
-    def check(self, done: int | None = None, running: str = "") -> None:
+    def check(self, done: int | None = None, running: int = 0, at: str = "") -> None:
         """Raises `TrainingInterrupted` (exit code 130 / 143) once a stop was requested,
-        after printing what is saved; `done`: updates of the interrupted runs (default:
-        the last finished chunk's), `running`: what is lost of the chunk that was running."""
+        after printing what is saved (`stopped_line`); `done`: updates of the interrupted
+        runs (default: the last finished chunk's); `running` runs of a chunk stopped part
+        of the way, `at` where ("update 5 of 20")."""
         if not self.requested:
             return
         if jax.process_index() == 0:
-            where = (
-                f"saved in {self.progress_dir}"
-                if self.progress_dir is not None
-                else "not saved (no progress_dir)"
-            )
-            print(
-                f"sweep: stopped by {self.requested[0]}: {self.finished} of {self.num_runs} "
-                f"runs finished, their results {where}{running}; the other "
-                f"{self.num_runs - self.finished} runs run when the sweep continues",
-                file=sys.stderr,
-                flush=True,
-            )
+            print(self.stopped_line(running, at), file=sys.stderr, flush=True)
         done = self.done if done is None else done
         raise TrainingInterrupted(done, self.requested[0], self.resume_hint())
+
+    def stopped_line(self, running: int = 0, at: str = "") -> str:
+        """What a stop keeps and what is left, e.g. "sweep: stopped by SIGINT: 4 of 12 runs
+        finished, their results saved in OUT/chunks; the other 8 run when the sweep
+        continues (the running chunk's 4 from the start: they had reached update 5 of 20)"."""
+        head = f"sweep: stopped by {self.requested[0]}: {self.finished} of {self.num_runs} runs"
+        left = self.num_runs - self.finished
+        if self.progress_dir is None:
+            return f"{head} finished, not saved (no progress_dir): a new sweep runs all again"
+        if self.finished:
+            kept = f"finished, their results saved in {self.progress_dir}; the other {left} run"
+        else:
+            kept = f"finished, nothing saved yet; all {left} run"
+        line = f"{head} {kept} when the sweep continues"
+        if running:
+            line += f" (the running chunk's {running} from the start: they had reached {at})"
+        return line
 
 
 def _static_groups(run_configs: Sequence[PPOConfig]) -> dict[tuple, list[int]]:

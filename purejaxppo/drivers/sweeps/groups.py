@@ -217,11 +217,7 @@ def _run_chunk(programs, inputs, first: int, real: int, group: Group) -> list[Ch
     def process(done: int, length: int, metrics: Any) -> dict[str, str] | None:
         pieces.append(ChunkPiece(*collect_chunk(metrics, first, real)))
         if done + length < config.num_updates:
-            stop.check(
-                done + length,
-                f"; the running chunk's {real} runs stopped after update {done + length} of "
-                f"{config.num_updates} and run again from the start when the sweep continues",
-            )
+            stop.check(done + length, real, f"update {done + length} of {config.num_updates}")
         if init_program is None:
             return None
         steps = (bar.n + length * real) * config.batch_size
