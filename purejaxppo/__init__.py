@@ -38,6 +38,8 @@ _EXPORTS = {
     "purejaxppo.sinks": ("Sink", "make_sinks"),
     "purejaxppo.acting.video": ("record_episode", "save_episode_video"),
     "purejaxppo.acting.datasets": ("collect", "load_episodes"),
+    "purejaxppo.dataset_files": ("sample_transitions",),
+    "purejaxppo.networks.spaces_env": ("SpacesEnv",),
     "purejaxppo.sequences": ("trajectory_minibatches",),
     "purejaxppo.types": ("RunnerState", "TrainOutput", "TrainState", "Transition"),
     "purejaxppo.checkpoint": ("list_checkpoints", "load_init_params"),

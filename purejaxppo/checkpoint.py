@@ -130,7 +130,7 @@ def save_checkpoint(
             step,
             args=ocp.args.Composite(
                 state=ocp.args.StandardSave(state),
-                history=ocp.args.StandardSave({k: np.asarray(v) for k, v in metrics.items()}),
+                history=ocp.args.StandardSave(_history_item(metrics)),
                 meta=ocp.args.JsonSave(
                     {
                         "format_version": FORMAT_VERSION,
@@ -144,6 +144,15 @@ def save_checkpoint(
         )
         manager.wait_until_finished()
     return directory / str(step)
+
+
+#: The history item of a checkpoint without metrics (update 0): orbax refuses an empty
+#: item and zero-size arrays, so it holds this one placeholder, dropped on load.
+_NO_HISTORY = "_no_history"
+
+
+def _history_item(metrics: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in metrics.items()} or {_NO_HISTORY: np.zeros((1,))}
 
 
 def latest_checkpoint_step(run_dir: str | Path, kind: str = "last") -> int | None:
@@ -386,7 +395,7 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
         _check_still_there(where)
         raise
     runner = state.replace(key=jax.random.wrap_key_data(np.asarray(state.key)))
-    metrics = {k: np.asarray(v) for k, v in restored["history"].items()}
+    metrics = {k: np.asarray(v) for k, v in restored["history"].items() if k != _NO_HISTORY}
     return Checkpoint(
         runner_state=runner,
         metrics=metrics,

@@ -9,7 +9,8 @@
   holding what decides the episodes (`collect`'s settings, the key, a fingerprint of the
   params) and the command's own arguments, which `read_partial` reads back for a resume;
 * `finish` writes `metadata.json` atomically and removes the marker;
-* `load_episodes` reads a complete directory back; `is_partial` names a partial one.
+* `load_episodes` reads a complete directory back; `is_partial` names a partial one;
+* `sample_transitions` draws and prints a few of its transitions.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ __all__ = [
     "read_chunk",
     "read_partial",
     "read_request",
+    "sample_transitions",
     "start_partial",
+    "transitions_table",
 ]
 
 #: The file `collect` writes last: a directory without it is a partial dataset.
@@ -358,3 +361,84 @@ def read_chunk(path: Path, who: str = "load_episodes") -> dict[str, np.ndarray]:
             f"{who}: {path} is truncated or damaged ({type(err).__name__}: {err}); "
             f"collect the dataset of {path.parent} again"
         ) from None
+
+
+#: The per-step fields `sample_transitions` shows, in its table's order (dict
+#: observations: each `obs/<key>` in place of `obs`).
+TRANSITION_FIELDS = (
+    "obs",
+    "action",
+    "reward",
+    "terminated",
+    "truncated",
+    "log_prob",
+    "value",
+)
+
+
+def sample_transitions(
+    source: str | Path | dict[str, np.ndarray],
+    n: int = 5,
+    *,
+    seed: int = 0,
+    show: bool = True,
+) -> dict[str, np.ndarray]:
+    """`n` random transitions of a `collect` dataset, printed as a table (DTI's
+    `sample_experiences`): a look at what was stored.
+
+    Args:
+      source: a complete collect directory (`load_episodes` reads it) or the dict
+        `load_episodes` returned.
+      n: transitions to draw, an int >= 1; without replacement, all of them when the
+        dataset holds fewer.
+      seed: numpy seed of the draw (`np.random.default_rng(seed)`).
+      show: print the table (one row per transition: its step index in the dataset,
+        `episode_id`, then `TRANSITION_FIELDS`); False returns it alone.
+
+    Returns:
+      dict of numpy arrays `[m, ...]` (m = min(n, S) rows, in dataset order): `index`
+      (int64, the step's row in the dataset's per-step arrays), `episode_id`, and each
+      stored field of `TRANSITION_FIELDS` (dict observations: `obs/<key>`).
+
+    Raises:
+      ValueError: `n` not an int >= 1; a `source` that `load_episodes` refuses (no or a
+        partial dataset, naming it), or a dict without per-step `reward`.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"sample_transitions: n={n!r}: must be an int >= 1")
+    episodes = source if isinstance(source, dict) else load_episodes(source)
+    if "reward" not in episodes:
+        raise ValueError("sample_transitions: source holds no per-step 'reward' (not episodes?)")
+    num_steps = len(episodes["reward"])
+    rows = np.sort(np.random.default_rng(seed).choice(num_steps, min(int(n), num_steps), False))
+    names = ["episode_id"] + [
+        key
+        for field in TRANSITION_FIELDS
+        for key in episodes
+        if key == field or (field == "obs" and key.startswith("obs/"))
+    ]
+    sample = {"index": rows.astype(np.int64)}
+    sample.update({name: np.asarray(episodes[name])[rows] for name in names if name in episodes})
+    if show:
+        print(transitions_table(sample))
+    return sample
+
+
+def transitions_table(sample: dict[str, np.ndarray]) -> str:
+    """The text table of `sample_transitions`' dict: a header of the field names, one
+    line per transition, numbers with 4 significant digits."""
+
+    def cell(value: Any) -> str:
+        value = np.asarray(value)
+        if value.dtype == bool:
+            return str(value.tolist())
+        if np.issubdtype(value.dtype, np.floating):
+            return np.array2string(value, precision=4, separator=",", suppress_small=True)
+        return np.array2string(value, separator=",")
+
+    names = list(sample)
+    rows = [[cell(sample[name][i]) for name in names] for i in range(len(sample["index"]))]
+    widths = [max(len(name), *(len(row[j]) for row in rows)) for j, name in enumerate(names)]
+    lines = ["  ".join(name.rjust(w) for name, w in zip(names, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ import numpy as np
 
 from purejaxppo.acting.kept_state import KeptState
 from purejaxppo.acting.predict import KeyStream, numpy_actions, predict_inputs
+from purejaxppo.acting.spaces import policy_from_spaces
 from purejaxppo.acting_checks import (
     batch_observation,
     check_count,
@@ -37,12 +38,7 @@ from purejaxppo.actions import (
     make_get_action,
 )
 from purejaxppo.config import PPOConfig
-from purejaxppo.networks import (
-    Networks,
-    State,
-    select_action,
-    to_env_action,
-)
+from purejaxppo.networks import Networks, State, select_action, to_env_action
 from purejaxppo.types import Params, TrainOutput, TrainState
 
 
@@ -163,6 +159,8 @@ class Policy:
         env factory it trained on when not `config.env_name` (see `make_train`)."""
         state = source.train_state if isinstance(source, TrainOutput) else source
         return cls(state.params, config, env)
+
+    from_spaces = classmethod(policy_from_spaces)  # an untrained policy: `acting.spaces`
 
     def get_params(self) -> Params:
         return self._params

@@ -10,6 +10,7 @@ policy step (`acting.host`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -28,7 +29,7 @@ from purejaxppo.networks import Networks
 from purejaxppo.policy import Policy, observation_shapes
 from purejaxppo.types import TrainOutput, TrainState
 
-__all__ = ["EvalResult", "evaluate", "make_episode_runner"]
+__all__ = ["EvalResult", "evaluate", "make_episode_runner", "swapped_channels"]
 
 
 class EvalResult(NamedTuple):
@@ -54,6 +55,9 @@ def evaluate(
     env_params: Any = None,
     config: PPOConfig | None = None,
     max_steps: int | None = None,
+    *,
+    callback: Callable[[int, float, int], Any] | None = None,
+    swap_channels: bool = False,
 ) -> EvalResult:
     """Runs `num_episodes` episodes in parallel (`vmap` over envs, `lax.scan` over time).
 
@@ -73,6 +77,17 @@ def evaluate(
       env_params: e.g. other physics for a validation split; default the env's own (with
         the config's `env_kwargs` when `env_id` is the training env).
       max_steps: scan length, an int >= 1; default `env_params.max_steps_in_episode`.
+      callback: optional `callback(episode_index, episode_return, episode_length)`,
+        called on the host once per episode (index order, Python float and int) after
+        the compiled loop has played them all (they play in parallel), as duo_ai's and
+        MetaBox's per-episode evaluation hooks; its return value is ignored.
+      swap_channels: a bool: the env's image observations are `[C, H, W]` and the
+        policy's `[H, W, C]` (or the other way round): each observation is transposed
+        before the policy sees it (`jnp.moveaxis`; the direction is the one whose
+        shape matches the policy's).
+
+    A policy built from spaces alone (`Policy.from_spaces`) plays `config.env_name` (with
+    the config's `env_kwargs`) unless given another `env_id`.
 
     Returns:
       `EvalResult` with `returns` float32 `[num_episodes]` and `lengths` int32.
@@ -80,13 +95,18 @@ def evaluate(
     Raises:
       ValueError: `num_episodes` or `max_steps` not an int >= 1 (numpy integers are
         ints; 2.5 is not), a missing config, or an env whose spaces do not match the
-        policy.
-      TypeError: `greedy` not a bool (`'no'` would act greedily), `key` not one PRNG key.
+        policy (with `swap_channels`: neither transpose of the env's observation shape
+        is the policy's, or the observations are not one image array).
+      TypeError: `greedy` or `swap_channels` not a bool (`'no'` would act greedily),
+        `key` not one PRNG key, `callback` not callable.
     """
     num_episodes = check_count("num_episodes", num_episodes)
     if max_steps is not None:
         max_steps = check_count("max_steps", max_steps)
     greedy = check_flag("greedy", greedy)
+    swap_channels = check_flag("swap_channels", swap_channels)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"evaluate: callback={callback!r} is not callable")
     if key is not None:
         check_key("evaluate: key", key)
     if not isinstance(policy_or_state, Policy):
@@ -95,12 +115,18 @@ def evaluate(
         policy_or_state = Policy.from_train_output(policy_or_state, config)
     policy = policy_or_state
     cfg = policy.config
-    if env_id is None or env_id == cfg.env_name:  # the policy's own (configured) env
+    spaces_only = getattr(policy.env, "spaces_only", False)  # `Policy.from_spaces`
+    if (env_id is None or env_id == cfg.env_name) and not spaces_only:  # the policy's own
         env, default_params = policy.env, policy.env_params
+    elif env_id is None or env_id == cfg.env_name:
+        env, default_params = make_env(cfg.env_name, cfg.env_kwargs)
     else:
         env, default_params = make_env(env_id)
     env_params = default_params if env_params is None else env_params
     env_shapes = observation_shapes(env.observation_space(env_params))
+    networks = policy.networks
+    if swap_channels:
+        networks, env_shapes = swapped_channels(networks, env_shapes, policy.obs_shape)
     if env_shapes != policy.obs_shape:
         raise ValueError(
             f"evaluate: {env_id} observations {env_shapes} do not match the policy's "
@@ -109,9 +135,42 @@ def evaluate(
     if max_steps is None:
         max_steps = episode_limit(env, env_params)
     key = jax.random.key(0) if key is None else key
-    run = make_episode_runner(policy, env, env_params, num_episodes, max_steps)
+    run = make_episode_runner(networks, env, env_params, num_episodes, max_steps)
     returns, lengths = run(policy.get_params(), key, jnp.float32(0.0 if greedy else 1.0))
-    return EvalResult(np.asarray(returns), np.asarray(lengths))
+    result = EvalResult(np.asarray(returns), np.asarray(lengths))
+    if callback is not None:
+        for index, (ret, length) in enumerate(zip(result.returns, result.lengths, strict=True)):
+            callback(index, float(ret), int(length))
+    return result
+
+
+def swapped_channels(networks: Networks, env_shape: Any, policy_shape: Any) -> tuple[Any, Any]:
+    """`(networks, shape)`: `networks` whose `step` transposes each observation `[..., C,
+    H, W]` -> `[..., H, W, C]` (or `[..., H, W, C]` -> `[..., C, H, W]`, whichever turns
+    `env_shape` into `policy_shape`) before the policy, and the transposed shape.
+
+    Raises:
+      ValueError: observations that are not one array of rank >= 3, or neither
+        transpose of `env_shape` is `policy_shape` (naming both shapes).
+    """
+    if not (isinstance(env_shape, tuple) and len(env_shape) >= 3):
+        raise ValueError(
+            f"evaluate: swap_channels=True needs image observations (one array [C, H, W] "
+            f"or [H, W, C]); the env's are {env_shape}"
+        )
+    *lead, a, b, c = env_shape
+    moves = {(*lead, b, c, a): (-3, -1), (*lead, c, a, b): (-1, -3)}  # CHW->HWC, HWC->CHW
+    if policy_shape not in moves:
+        raise ValueError(
+            f"evaluate: swap_channels=True: the env's observations {env_shape} transposed "
+            f"(CHW<->HWC) are not the policy's {policy_shape}"
+        )
+    source, target = moves[policy_shape]
+
+    def step(params, state, obs, reset):
+        return networks.step(params, state, jnp.moveaxis(obs, source, target), reset)
+
+    return networks._replace(step=step), policy_shape
 
 
 def make_episode_runner(

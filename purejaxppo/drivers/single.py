@@ -64,6 +64,7 @@ def train_and_log(
     plot: bool = True,
     resume: bool = False,
     overwrite: bool = False,
+    save_initial: bool = False,
 ) -> RunResult:
     """Trains one agent in jitted segments and writes a run directory.
 
@@ -97,6 +98,9 @@ def train_and_log(
         and the rest continues.
       overwrite: a fresh run may replace the contents of a non-empty run directory
         (removed after validation, just before training starts).
+      save_initial: a fresh run also saves a "last" checkpoint of update 0 (the initial
+        params, before any update), `Policy.load(run_dir, step=0)`; with
+        `keep_checkpoints: all` it stays beside the later ones.
 
     Checkpoints (orbax, atomic) are written every `config.save_freq` updates, every
     `config.save_minutes` minutes of wall time and at the end, under
@@ -140,7 +144,7 @@ def train_and_log(
     run = _SingleRun(config, fns, run_dir, evaluators, media, key)
     # One writer for the whole run (`rundir.claim`); the old contents go under the lock.
     with rundir.claim(run_dir, "run", resume=resume, overwrite=overwrite):
-        table = _train_claimed(run, key, loggers, resume, progress, plot)
+        table = _train_claimed(run, key, loggers, resume, progress, plot, save_initial)
     final, episodes = final_return_of(table["episode_return"], table.get("episode_count"))
     return RunResult(
         run_dir=run_dir,
@@ -152,14 +156,20 @@ def train_and_log(
 
 
 def _train_claimed(
-    run: _SingleRun, key: jax.Array, loggers: list[str], resume: bool, progress: bool, plot: bool
+    run: _SingleRun,
+    key: jax.Array,
+    loggers: list[str],
+    resume: bool,
+    progress: bool,
+    plot: bool,
+    save_initial: bool = False,
 ) -> pd.DataFrame:
     """`train_and_log`'s part under the directory lock: start or resume, train, plot."""
     c, run_dir = run.config, run.run_dir
     if resume:
         run.resume(key)
     else:
-        run.start(key)
+        run.start(key, save_initial=save_initial)
     run.sinks = make_sinks(
         loggers, run_dir, append=resume, name=c.name, upload_checkpoints=c.upload_checkpoints
     )
@@ -262,12 +272,17 @@ class _SingleRun:
     def metrics_path(self) -> Path:
         return self.run_dir / "metrics.csv"
 
-    def start(self, key: jax.Array) -> None:
+    def start(self, key: jax.Array, *, save_initial: bool = False) -> None:
+        """Initialises the run and writes its config (`save_initial`: and the "last"
+        checkpoint of update 0, the initial params)."""
         self.runner = jax.jit(self.fns.init)(key)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config_text = yaml.safe_dump(self.config.to_dict(), sort_keys=False)
         (self.run_dir / "config.yaml").write_text(config_text)
         fingerprint.record(self.run_dir, run_fields(self.config))  # compared on resume
+        if save_initial:
+            self._save_checkpoint(self.runner, "last")
+            self.saved_step = int(self.runner.update_step)
 
     def resume(self, key: jax.Array) -> None:
         checkpoint = load_checkpoint(self.run_dir, self.config, self.fns.setup)  # resolved once
@@ -280,7 +295,7 @@ class _SingleRun:
         # A checkpoint written before a metric existed (e.g. `loss`) has no history of
         # it: its rows get NaN there, the updates run from here on log it.
         missing = [name for name in self.names if name not in checkpoint.metrics]
-        if missing:
+        if missing and self.done:  # (update 0 has no history at all)
             print(f"resume: the checkpoint has no history of {missing} (NaN)", file=sys.stderr)
         frame = pd.DataFrame(checkpoint.metrics).reindex(columns=list(self.names))
         frame.insert(0, "update", np.arange(1, self.done + 1))
@@ -388,6 +403,8 @@ class _SingleRun:
         return latest >= max(v for _, v in chosen)
 
     def _history(self) -> dict[str, np.ndarray]:
+        if not self.frames:  # update 0 (`save_initial`): none yet (orbax refuses empty arrays)
+            return {}
         so_far = pd.concat(self.frames, ignore_index=True)
         return {name: so_far[name].to_numpy() for name in self.names}
 

@@ -141,7 +141,8 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
     """Builds a gymnasium environment as a `HostEnv`.
 
     Args:
-      name: a gymnasium id ("CartPole-v1", "LunarLander-v3", ...).
+      name: a gymnasium id ("CartPole-v1", "LunarLander-v3", ...; the probes as
+        "purejaxppo/Probe1-v0", `envs.probes.gymnasium_probes`).
       env_kwargs: keyword arguments of `gymnasium.make` (the env's constructor arguments,
         and `max_episode_steps`).
 
@@ -157,6 +158,8 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
     gym = _gymnasium()
     env_kwargs = dict(env_kwargs or {})
     env_id = f"gymnasium:{name}"
+    if name.startswith("purejaxppo/"):  # the probes (registered on import)
+        import purejaxppo.envs.probes.gymnasium_probes  # noqa: F401
     if name not in gym.registry:
         module, colon, registered = name.rpartition(":")
         if colon:  # gymnasium's "module:EnvId" form: importing is the command line's call
