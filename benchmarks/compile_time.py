@@ -1,0 +1,392 @@
+"""Compile time as a metric: trace, lower, compile and warm-cache load per program kind,
+each measurement in a fresh process.
+
+Kinds (`KINDS`; `--kinds` picks some):
+
+* `train:CONFIG/1`, `train:CONFIG/vmap8`: `make_train(PPOConfig.from_yaml(CONFIG))` under
+  `jax.jit` at one agent, and `jax.jit(jax.vmap(train))` over 8 keys, for CartPole
+  (`configs/cartpole.yaml`), a MinAtar CNN (`configs/breakout_minatar_cnn.yaml`), a GRU
+  (`configs/memory_chain_gru.yaml`) and EnvPool MuJoCo (`configs/mujoco.yaml`, one agent;
+  skipped without envpool). `trace_s`, `lower_s`, `compile_s`: `jit(...).trace(keys)`,
+  `.lower()`, `.compile()` (nothing is run); `setup_s`: `make_train` (env construction);
+  `lines`, `ops`: the lowered StableHLO text's size (`program_size`, the measure
+  `tests/test_program_size.py` pins).
+* `check`: `pjp.check(cartpole, rows=<the probe battery's rows>, invariants=False)`, the
+  battery program (`drivers/check/battery.py` `_train_battery`); `eval`: `pjp.evaluate` of
+  an untrained CartPole `Policy` (100 episodes). Both are timed as whole calls (`wall_s`,
+  which includes running) and split by JAX's own compile events (`jax.monitoring`), summed
+  over every program the call compiles (`programs` of them).
+* `cli`: `purejaxppo train --config configs/cartpole.yaml --total-timesteps 512` (one
+  update), launch to exit; `import`: `python -c 'import purejaxppo, jax'`; `import_train`:
+  `python -c 'from purejaxppo import make_train'` (gymnax, flax, optax).
+
+Every kind runs twice per round, in two fresh processes sharing a fresh persistent
+compile cache (`PUREJAXPPO_COMPILE_CACHE=<tmp>`, `purejaxppo.platform.enable_compile_cache`):
+`cold` (an empty cache; its compile includes writing the entry, as the CLI's first run
+does) and `warm` (the cache filled: `compile_s` is the load; trace and lower are never
+cached). `process_s`: the child's launch to exit, imports included. A program with a host
+callback (EnvPool) is not cached by JAX, so its warm compile is a full one.
+
+    python -m benchmarks.compile_time                  # every kind, one round (~11 min, busy 2-core CPU)
+    python -m benchmarks.compile_time --rounds 3       # interleaved rounds; the table keeps each cell's best
+    python -m benchmarks.compile_time --kinds train:cartpole/1 cli
+
+Writes `benchmarks/results/compile-time-<platform>-<time>.{json,md}` (every round's rows
+in the JSON; the Markdown table of each cell's minimum over rounds) and prints the table;
+`--markdown-from RESULTS.json` regenerates the `.md` from a results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.harness import (
+    RESULTS,
+    ROOT,
+    machine,
+    markdown_lines,
+    run_json_process,
+    stamp,
+    write_text,
+)
+
+#: Configs of the `train:NAME/AGENTS` kinds.
+CONFIGS = {
+    "cartpole": "configs/cartpole.yaml",
+    "minatar_cnn": "configs/breakout_minatar_cnn.yaml",
+    "gru": "configs/memory_chain_gru.yaml",
+    "mujoco": "configs/mujoco.yaml",
+}
+KINDS = (
+    "import",
+    "import_train",
+    "train:cartpole/1",
+    "train:cartpole/vmap8",
+    "train:minatar_cnn/1",
+    "train:minatar_cnn/vmap8",
+    "train:gru/1",
+    "train:gru/vmap8",
+    "train:mujoco/1",
+    "check",
+    "eval",
+    "cli",
+)
+#: Kinds run as a plain command, timed launch to exit by this process.
+COMMANDS = {
+    "import": [sys.executable, "-c", "import purejaxppo, jax"],
+    "import_train": [sys.executable, "-c", "from purejaxppo import make_train"],
+    "cli": [
+        sys.executable,
+        "-m",
+        "purejaxppo.cli",
+        "train",
+        "--config",
+        "configs/cartpole.yaml",
+        "--total-timesteps",
+        "512",
+        "--no-progress",
+    ],
+}
+#: JAX's compile events (`jax._src.dispatch`): the trace, lower and XLA compile (or cache
+#: load) of one program each.
+EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace_s",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
+    "/jax/core/compile/backend_compile_duration": "compile_s",
+}
+CACHE_HIT = "/jax/compilation_cache/cache_hits"
+#: The first line of an MLIR operation in pretty-printed StableHLO text: after the
+#: indentation and an optional `%results =`, a dotted op name (`stablehlo.add`,
+#: `func.call`, the generic `"stablehlo.case"`) or func's short `call` / `return`.
+OP_LINE = re.compile(r'^\s*(?:%[^=]*=\s*)?"?(?:[a-z_]+\.[a-z_][\w.]*|call|return)\b')
+COLUMNS = (
+    ("kind", "kind"),
+    ("lines", "StableHLO lines"),
+    ("ops", "ops"),
+    ("cold.trace_s", "trace s"),
+    ("cold.lower_s", "lower s"),
+    ("cold.compile_s", "compile s (cold)"),
+    ("warm.compile_s", "compile s (warm: cache load)"),
+    ("warm.cache_hits", "cache hits (warm)"),
+    ("cold.wall_s", "call s (cold)"),
+    ("warm.wall_s", "call s (warm)"),
+    ("cold.process_s", "process s (cold)"),
+    ("warm.process_s", "process s (warm)"),
+)
+
+
+def program_size(text: str) -> dict[str, int]:
+    """`{"lines": n, "ops": n}` of a lowered program's StableHLO text (`as_text()`): its
+    lines, and those that begin an operation (`OP_LINE`; not the lines that only open or
+    close a region, `}`, `} do {`, `cond {`, nor the `module` line)."""
+    lines = text.splitlines()
+    return {"lines": len(lines), "ops": sum(1 for line in lines if OP_LINE.match(line))}
+
+
+def check_kind(kind: str) -> None:
+    """Raises ValueError unless `kind` is one of `KINDS` (nothing imported)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; the kinds: {', '.join(KINDS)}")
+
+
+# --- the child process -------------------------------------------------------------------
+
+
+def _listen() -> dict:
+    """Sums JAX's compile events from now on into the returned dict."""
+    import jax
+
+    totals = {"trace_s": 0.0, "lower_s": 0.0, "compile_s": 0.0, "programs": 0, "cache_hits": 0}
+
+    def duration(event: str, seconds: float, **_) -> None:
+        if event in EVENTS:
+            totals[EVENTS[event]] += seconds
+            totals["programs"] += event.endswith("backend_compile_duration")
+
+    def count(event: str, **_) -> None:
+        totals["cache_hits"] += event == CACHE_HIT
+
+    jax.monitoring.register_event_duration_secs_listener(duration)
+    jax.monitoring.register_event_listener(count)
+    return totals
+
+
+def _train(name: str, agents: str) -> dict:
+    import jax
+
+    import purejaxppo as pjp
+
+    start = time.perf_counter()
+    train = pjp.make_train(pjp.PPOConfig.from_yaml(ROOT / CONFIGS[name]))
+    setup_s = time.perf_counter() - start
+    if agents == "1":
+        fn, keys = jax.jit(train), jax.random.key(0)
+    else:
+        fn, keys = jax.jit(jax.vmap(train)), jax.random.split(jax.random.key(0), 8)
+    totals = _listen()
+    row = {"setup_s": setup_s}
+    start = time.perf_counter()
+    traced = fn.trace(keys)
+    row["trace_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    lowered = traced.lower()
+    row["lower_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    lowered.compile()
+    row["compile_s"] = time.perf_counter() - start
+    row["wall_s"] = row["trace_s"] + row["lower_s"] + row["compile_s"]
+    row["cache_hits"] = totals["cache_hits"]
+    return {**row, **program_size(lowered.as_text())}
+
+
+def _whole_call(kind: str) -> dict:
+    import jax
+    import numpy as np
+
+    import purejaxppo as pjp
+    from purejaxppo.drivers.check.probes import PROBES
+
+    config = pjp.PPOConfig.from_yaml(ROOT / CONFIGS["cartpole"])
+    if kind == "check":
+        rows = [probe.row for probe in PROBES if probe.in_battery]
+
+        def call():
+            return pjp.check(config, rows=rows, invariants=False, progress=False)
+    else:
+        env, env_params = pjp.make_env(config.env_name)
+        params = pjp.make_networks(config, env, env_params).init(jax.random.key(0))
+        policy = pjp.Policy(params, config)
+
+        def call():
+            return np.asarray(pjp.evaluate(policy).returns)
+
+    totals = _listen()
+    start = time.perf_counter()
+    call()
+    return {"wall_s": time.perf_counter() - start, **totals}
+
+
+def measure(kind: str) -> dict:
+    """One measurement of `kind` in this process (a fresh one: `main` starts it)."""
+    from purejaxppo.platform import enable_compile_cache
+
+    if enable_compile_cache() is None:
+        raise RuntimeError("the persistent compile cache is off in the child")
+    if kind.startswith("train:"):
+        return _train(*kind.removeprefix("train:").split("/"))
+    return _whole_call(kind)
+
+
+# --- the parent --------------------------------------------------------------------------
+
+
+def _skip_reason(kind: str) -> str | None:
+    if kind.startswith("train:mujoco"):
+        import importlib.util
+
+        if importlib.util.find_spec("envpool") is None:
+            return "envpool is not installed"
+    return None
+
+
+def _child(kind: str, work: Path, timeout: float) -> dict:
+    """`kind` once in a fresh process using the compile cache in `work/cache`."""
+    env = {k: v for k, v in os.environ.items() if k != "PUREJAXPPO_NO_COMPILE_CACHE"}
+    env["PUREJAXPPO_COMPILE_CACHE"] = str(work / "cache")
+    env.pop("JAX_ENABLE_COMPILATION_CACHE", None)
+    start = time.perf_counter()
+    if kind in COMMANDS:
+        cmd = list(COMMANDS[kind])
+        if kind == "cli":
+            cmd += ["--run-dir", tempfile.mkdtemp(prefix="run-", dir=work)]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"timeout after {timeout} s"}
+        if proc.returncode != 0:
+            return {"error": proc.stderr[-2000:]}
+        out = {}
+    else:
+        cmd = [sys.executable, "-m", "benchmarks.compile_time", "--child", kind]
+        out = run_json_process(cmd, env=env, timeout=timeout)
+    return {**out, "process_s": time.perf_counter() - start}
+
+
+def run_round(kinds: list[str], round_index: int, timeout: float) -> list[dict]:
+    """One row per kind: its cold and its warm process."""
+    rows = []
+    for kind in kinds:
+        reason = _skip_reason(kind)
+        if reason is not None:
+            rows.append({"kind": kind, "round": round_index, "skipped": reason})
+            print(f"{kind:<26} skipped: {reason}", flush=True)
+            continue
+        with tempfile.TemporaryDirectory(prefix="compile-time-") as work:
+            cold = _child(kind, Path(work), timeout)
+            warm = _child(kind, Path(work), timeout) if "error" not in cold else {}
+        row = {"kind": kind, "round": round_index, "cold": cold, "warm": warm}
+        for count in ("lines", "ops"):
+            if count in cold:
+                row[count] = cold[count]
+        rows.append(row)
+        if "error" in cold or "error" in warm:
+            print(f"{kind:<26} failed: {(cold.get('error') or warm['error'])[-400:]}")
+        else:
+            print(f"{kind:<26} cold {_summary(cold)}; warm {_summary(warm)}", flush=True)
+    return rows
+
+
+def _summary(run: dict) -> str:
+    compile_s = f"{run['compile_s']:.2f} s compile, " if "compile_s" in run else ""
+    return f"{compile_s}{run['process_s']:.2f} s process"
+
+
+def _get(row: dict, path: str):
+    for part in path.split("."):
+        row = row.get(part) if isinstance(row, dict) else None
+    return row
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return ""
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def table(rows: list[dict]) -> list[str]:
+    """Markdown lines: one row per kind, each timing the minimum over its rounds."""
+    cells = [[header for _, header in COLUMNS]]
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        mine = [r for r in rows if r["kind"] == kind]
+        if any("skipped" in r for r in mine):
+            cells.append([kind, f"skipped: {mine[0]['skipped']}"] + [""] * (len(COLUMNS) - 2))
+            continue
+        ok = [r for r in mine if "error" not in r["cold"] and "error" not in r["warm"]]
+        if not ok:
+            cells.append([kind, "failed"] + [""] * (len(COLUMNS) - 2))
+            continue
+        line = [kind]
+        for path, _ in COLUMNS[1:]:
+            values = [v for v in (_get(r, path) for r in ok) if v is not None]
+            line.append(_fmt(min(values)) if values else "")
+        cells.append(line)
+    align = ["---"] + ["--:"] * (len(COLUMNS) - 1)
+    return markdown_lines(cells, align)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every kind")
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), help=f"of {', '.join(KINDS)}")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
+    parser.add_argument("--out", type=Path, default=None, help="results path without suffix")
+    parser.add_argument(
+        "--markdown-from", type=Path, default=None, help="only rewrite this results JSON's .md"
+    )
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(measure(args.child)), flush=True)
+        return 0
+    if args.markdown_from is not None:
+        rewrite_markdown(args.markdown_from)
+        return 0
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: must be at least 1")
+    for kind in args.kinds:
+        try:
+            check_kind(kind)
+        except ValueError as error:
+            parser.error(f"--kinds: {error}")
+    record = machine()
+    rows = []
+    for round_index in range(args.rounds):
+        rows += run_round(args.kinds, round_index, args.timeout)
+    import jax
+
+    platform = jax.default_backend()
+    out = args.out or RESULTS / f"compile-time-{platform}-{stamp()}"
+    record.update(what=__doc__.split("\n")[0], rounds=args.rounds, platform=platform)
+    record["load_average_end"] = machine()["load_average"]
+    record["rows"] = rows
+    write_text(out.with_suffix(".json"), json.dumps(record, indent=1))
+    md = markdown(record)
+    write_text(out.with_suffix(".md"), md)
+    print(md, end="")
+    print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}")
+    return 0 if all("error" not in r.get("cold", {}) | r.get("warm", {}) for r in rows) else 1
+
+
+def markdown(record: dict) -> str:
+    """The Markdown of a results record: how it was measured, then `table` of its rows (no
+    heading: docs/benchmarks.md includes the file)."""
+    loads = f"load average {record['load_average']} at the start, {record['load_average_end']}"
+    lines = [
+        f"`{record['command']}` on {record['date']}: {record['platform']}, "
+        f"{record['cpu_count']} cores, jax {record['versions'].get('jax')}, {loads} at the "
+        f"end. Seconds, each cell the minimum over {record['rounds']} round(s); cold: a "
+        "fresh process and an empty compile cache, warm: a fresh process and the cache the "
+        "cold one filled.",
+        "",
+        *table(record["rows"]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def rewrite_markdown(path: Path) -> None:
+    """Regenerates the `.md` beside a results `.json` from it (`--markdown-from`)."""
+    write_text(path.with_suffix(".md"), markdown(json.loads(path.read_text())))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
