@@ -358,5 +358,11 @@ def _invariant_rows(config: PPOConfig, seeds: int, seed: int) -> dict[str, Check
         if reason is not None:
             rows[invariant.row] = _row(invariant, skip=reason)
             continue
-        rows[invariant.row] = _row(invariant, invariant.measure(metrics, run, stats))
+        values = np.asarray(invariant.measure(metrics, run, stats), np.float64)
+        if invariant.undefined is not None and not np.isfinite(values).any():
+            rows[invariant.row] = _row(invariant, skip=invariant.undefined)
+        elif invariant.undefined is not None:  # the seeds where it is defined
+            rows[invariant.row] = _row(invariant, values[np.isfinite(values)])
+        else:
+            rows[invariant.row] = _row(invariant, values)
     return rows

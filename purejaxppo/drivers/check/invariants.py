@@ -30,6 +30,8 @@ class Invariant(NamedTuple):
         the run's final normalisation statistics (or None).
       low, high: the passing range of the median over seeds.
       applies: `config -> None`, or the reason to skip.
+      undefined: why the row is skipped when every seed's value is NaN (None: a NaN seed
+        fails the row).
     """
 
     row: str
@@ -39,6 +41,7 @@ class Invariant(NamedTuple):
     low: float
     high: float
     applies: Callable[[Any], str | None] = lambda config: None
+    undefined: str | None = None
 
     @property
     def expected(self) -> str:
@@ -78,11 +81,19 @@ def _explained_variance_rise(metrics: dict[str, np.ndarray], config: Any, stats:
         return np.nanmean(values[:, -third:], axis=1) - np.nanmean(values[:, :third], axis=1)
 
 
+#: The updates over which the entropy must not collapse.
+ENTROPY_UPDATES = 3
+
+
 def _entropy_kept(metrics: dict[str, np.ndarray], config: Any, stats: Any) -> np.ndarray:
-    """The entropy's drop from the first update to the last third, in nats."""
+    """The entropy's drop over the first `ENTROPY_UPDATES` updates, as a fraction of the
+    first update's |entropy| (a bandit that PPO solves in 10 updates loses most of it by
+    then, legitimately; a collapse loses nearly all of it at once)."""
     values = np.asarray(metrics["entropy"], np.float64)
-    third = max(1, values.shape[1] // 3)
-    return values[:, 0] - np.nanmean(values[:, -third:], axis=1)
+    first = values[:, 0]
+    later = values[:, min(ENTROPY_UPDATES, values.shape[1] - 1)]
+    with np.errstate(all="ignore"):
+        return (first - later) / np.maximum(np.abs(first), 1e-3)
 
 
 def _statistics_moved(metrics: dict[str, np.ndarray], config: Any, stats: Any) -> np.ndarray:
@@ -136,20 +147,26 @@ INVARIANTS: tuple[Invariant, ...] = (
         applies=_with_minibatch_steps,
     ),
     Invariant(
-        row="invariant: explained variance rises",
-        isolates="explained_variance: last third of updates minus first third",
-        points_to="the critic and its value target",
+        row="invariant: explained variance does not fall",
+        isolates="explained_variance: last third of updates minus first third (a rise is "
+        "not required: a dense-reward env such as MPE keeps it near 0 for 40 updates; the "
+        "value probes check that the critic learns)",
+        points_to="the critic and its value target (a value loss that pushes V away from "
+        "the returns)",
         measure=_explained_variance_rise,
-        low=0.02,
+        low=-0.1,
         high=math.inf,
+        undefined="the returns have no variance (every episode returns the same): "
+        "explained variance is undefined",
     ),
     Invariant(
         row="invariant: entropy kept",
-        isolates="entropy drop from the first update to the last third (nats)",
-        points_to="the entropy term, or a learning rate that collapses the policy",
+        isolates=f"entropy drop over the first {ENTROPY_UPDATES} updates, as a fraction of "
+        "the first update's |entropy|",
+        points_to="the entropy term, or a learning rate that collapses the policy at once",
         measure=_entropy_kept,
         low=-math.inf,
-        high=0.5,
+        high=0.9,
     ),
     Invariant(
         row="invariant: normalisation statistics move",
