@@ -157,7 +157,7 @@ def _train_battery(
     """Trains every probe of `probes` (all in `ProbeBattery.PROBES`) x `seeds` seeds as
     the lanes of ONE program on `ProbeBattery`: lane `i * seeds + k` plays probe `i` with
     seed `k` (keys `split(key(seed), seeds)`, the same for every probe) and its own
-    discount (`Probe.gamma`, else the config's). Returns `(networks, TrainOutput)` with
+    discount and entropy coefficient (`Probe.gamma`, `Probe.ent_coef`, else the config's). Returns `(networks, TrainOutput)` with
     `[len(probes) * seeds, ...]` leaves."""
     import jax.numpy as jnp
 
@@ -169,9 +169,7 @@ def _train_battery(
     networks = resolve(config, env, env.default_params, operations=("policy",)).networks
     base = Hyperparams.from_config(config)
     lanes = [(probe, k) for probe in probes for k in range(seeds)]
-    hparams = Hyperparams.stack(
-        [base.replace(gamma=config.gamma if p.gamma is None else p.gamma) for p, _ in lanes]
-    )
+    hparams = Hyperparams.stack([_lane_hparams(base, config, p) for p, _ in lanes])
     index = jnp.asarray([ProbeBattery.index(p.env) for p, _ in lanes], jnp.int32)
     limit = jnp.asarray([ProbeBattery.time_limit(p.env) for p, _ in lanes], jnp.int32)
     keys = jnp.concatenate([_keys(seed, seeds)] * len(probes))
@@ -182,6 +180,15 @@ def _train_battery(
 
     out = jax.jit(jax.vmap(lane))(keys, hparams, index, limit)
     return networks, jax.device_get(out)
+
+
+def _lane_hparams(base: Any, config: PPOConfig, probe: Probe) -> Any:
+    """A lane's traced hyperparameters: the config's, with the probe's discount and
+    entropy coefficient where it sets them."""
+    return base.replace(
+        gamma=config.gamma if probe.gamma is None else probe.gamma,
+        ent_coef=config.ent_coef if probe.ent_coef is None else probe.ent_coef,
+    )
 
 
 def _lanes(tree: Any, start: int, stop: int) -> Any:
@@ -360,9 +367,12 @@ def _invariant_rows(config: PPOConfig, seeds: int, seed: int) -> dict[str, Check
             continue
         values = np.asarray(invariant.measure(metrics, run, stats), np.float64)
         if invariant.undefined is not None and not np.isfinite(values).any():
-            rows[invariant.row] = _row(invariant, skip=invariant.undefined)
+            row = _row(invariant, skip=invariant.undefined)
         elif invariant.undefined is not None:  # the seeds where it is defined
-            rows[invariant.row] = _row(invariant, values[np.isfinite(values)])
+            row = _row(invariant, values[np.isfinite(values)])
         else:
-            rows[invariant.row] = _row(invariant, values)
+            row = _row(invariant, values)
+        if invariant.informational:  # shown, never deciding
+            row = row._replace(passed=None, informational=True)
+        rows[invariant.row] = row
     return rows

@@ -74,6 +74,7 @@ class Probe(NamedTuple):
       num_steps: steps per env per update (16 envs).
       gamma: the discount the probe trains with (None: the config's), the reason in
         `note`.
+      ent_coef: the entropy coefficient the probe trains with (None: the config's).
       overrides: static config fields the probe sets.
       applies: `(config, spaces) -> None` when the probe applies, else the reason to skip.
       note: how the probe adapts the config (shown under the table).
@@ -89,6 +90,7 @@ class Probe(NamedTuple):
     updates: int = 100
     num_steps: int = 16
     gamma: float | None = None
+    ent_coef: float | None = None
     overrides: dict[str, Any] = {}
     applies: Callable[[Any, Any], str | None] = lambda config, spaces: None
     note: str = ""
@@ -193,12 +195,6 @@ def _final_return(trained: Trained) -> jax.Array:
 def _worst_update_return(trained: Trained) -> jax.Array:
     with np.errstate(all="ignore"):
         return jnp.asarray(np.nanmin(np.asarray(trained.metrics["episode_return"]), axis=1))
-
-
-def _entropy_applies(config: Any, spaces: Any) -> str | None:
-    if config.ent_coef <= 0:
-        return f"ent_coef = {config.ent_coef:g}: no entropy bonus to check"
-    return None
 
 
 def _memory_applies(config: Any, spaces: Any) -> str | None:
@@ -309,13 +305,15 @@ PROBES: tuple[Probe, ...] = (
     Probe(
         row="entropy bonus",
         env=ProbeEqualReward,
-        isolates="entropy / log(4) when every action earns the same",
+        isolates="entropy / log(4) when every action earns the same (ent_coef 0.5)",
         points_to="the entropy term (its sign and coefficient in the loss)",
         measure=_entropy_kept,
         low=0.9,
         high=math.inf,
+        ent_coef=0.5,
         overrides={"normalize_rewards": False},
-        applies=_entropy_applies,
+        note="ent_coef 0.5 (at the uniform policy the entropy's gradient is 0, so a small "
+        "bonus of either sign leaves it there; a large one of the wrong sign collapses it)",
     ),
     Probe(
         row="memory",

@@ -24,6 +24,7 @@ class CheckRow(NamedTuple):
       points_to: the part of PPO a failure points to.
       note: why a row was skipped, or how the probe was adapted to the config.
       values: the per-seed values, in seed order (empty when it did not run).
+      informational: measured and shown, but never fails the check (`passed` is None).
     """
 
     row: str
@@ -35,10 +36,13 @@ class CheckRow(NamedTuple):
     points_to: str
     note: str = ""
     values: tuple[float, ...] = ()
+    informational: bool = False
 
     @property
     def status(self) -> str:
-        """`"pass"`, `"FAIL"` or `"skip"`."""
+        """`"pass"`, `"FAIL"`, `"info"` (measured, not deciding) or `"skip"`."""
+        if self.passed is None and self.informational and self.values:
+            return "info"
         return {True: "pass", False: "FAIL", None: "skip"}[self.passed]
 
     def as_dict(self) -> dict[str, Any]:
@@ -115,7 +119,7 @@ class CheckReport(NamedTuple):
         head = ("row", "status", "measured [min, max]", "expected", "isolates")
         lines = [head]
         for row in self.rows:
-            if row.passed is None:
+            if not row.values:
                 measured = "-"
             else:
                 lo, hi = row.spread
