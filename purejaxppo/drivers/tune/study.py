@@ -29,6 +29,7 @@ import inspect
 import os
 import socket
 import threading
+import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -96,21 +97,43 @@ def open_storage(url: str | None) -> Any:
     parameters = inspect.signature(optuna.storages.RDBStorage).parameters
     name = "heartbeat_stale_trial_callback"
     name = name if name in parameters else "failed_trial_callback"
-    try:
-        # workers that open a new SQLite file together would race on Optuna's schema
-        # creation ("UNIQUE constraint failed: alembic_version.version_num")
-        with file_lock(url), quiet_optuna():
-            callback = {name: retry_callback()}
-            return optuna.storages.RDBStorage(
-                url,
-                engine_kwargs={"connect_args": {"timeout": 60}} if sqlite else None,
-                heartbeat_interval=HEARTBEAT_SECONDS,
-                grace_period=GRACE_SECONDS,
-                **callback,
-            )
-    except Exception as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-        raise ValueError(f"storage {shown_url(url)!r}: cannot open it ({first})") from None
+    for attempt in range(SCHEMA_ATTEMPTS):
+        try:
+            # workers that open a new SQLite file together would race on Optuna's schema
+            # creation ("UNIQUE constraint failed: alembic_version.version_num")
+            with file_lock(url), quiet_optuna():
+                callback = {name: retry_callback()}
+                return optuna.storages.RDBStorage(
+                    url,
+                    engine_kwargs={"connect_args": {"timeout": 60}} if sqlite else None,
+                    heartbeat_interval=HEARTBEAT_SECONDS,
+                    grace_period=GRACE_SECONDS,
+                    **callback,
+                )
+        except Exception as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+            if _schema_race(err) and attempt + 1 < SCHEMA_ATTEMPTS:
+                # another worker is creating the schema on the same server (PostgreSQL:
+                # "duplicate key value violates unique constraint"): its tables are
+                # there once it commits, and the next attempt finds them
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            raise ValueError(f"storage {shown_url(url)!r}: cannot open it ({first})") from None
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+#: Attempts to open a storage whose schema another worker is creating at the same time.
+SCHEMA_ATTEMPTS = 6
+
+
+def _schema_race(err: Exception) -> bool:
+    """Whether `err` is the loser's error of two workers creating Optuna's schema at once
+    (a unique violation or "already exists" while creating tables)."""
+    text = f"{type(err).__name__} {err}".lower()
+    return any(
+        marker in text
+        for marker in ("integrityerror", "uniqueviolation", "duplicate key", "already exists")
+    )
 
 
 def study_exists(url: str | None, name: str) -> bool:
