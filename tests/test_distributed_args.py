@@ -56,10 +56,9 @@ def no_joining(monkeypatch):
 
 
 def cli(tmp_path: Path, *extra: str, coordinator="127.0.0.1:1234", count="2", pid="0") -> list:
-    return [
-        *SHORT, "--run-dir", str(tmp_path / "run"), "--coordinator", coordinator,
-        "--num-processes", count, "--process-id", pid, *extra,
-    ]  # fmt: skip
+    run = ["--run-dir", str(tmp_path / "run")]
+    topology = ["--coordinator", coordinator, "--num-processes", count, "--process-id", pid]
+    return [*SHORT, *run, *topology, *extra]
 
 
 @pytest.mark.parametrize(
