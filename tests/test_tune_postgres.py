@@ -4,7 +4,8 @@ none lost, and the storage password is never written to disk.
 
 The server is $PUREJAXPPO_TEST_POSTGRES_URL (.ci/run starts one), or else one these tests
 start (tests/tune_worker/postgres.sh: the PostgreSQL server binaries, as root or not);
-they skip only when neither is there.
+they skip only when neither is there, and fail instead under CI (CI=true), where .ci/run
+must have started one.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ def postgres_url():
     if started.returncode != 0:
         shutil.rmtree(directory, ignore_errors=True)
         reason = (started.stderr.strip().splitlines() or ["no output"])[-1]
-        pytest.skip(f"{URL_ENV} is unset and no PostgreSQL server could be started: {reason}")
+        message = f"{URL_ENV} is unset and no PostgreSQL server could be started: {reason}"
+        if os.environ.get("CI"):  # .ci/run installs and starts one: its absence is a failure
+            pytest.fail(message)
+        pytest.skip(message)
     try:
         yield started.stdout.strip()
     finally:
