@@ -211,8 +211,8 @@ def test_masked_loss_is_the_loss_of_the_valid_samples():
         ({"timesteps": 0}, r"timesteps=0: must be an int >= 1"),
         ({"timesteps": 2.5}, r"timesteps=2.5: must be an int >= 1"),
         ({"num_windows": 0}, r"num_windows=0: must be an int >= 1"),
-        ({"prob_go_from_end": 1.5}, r"prob_go_from_end=1.5: must be in \[0, 1\]"),
-        ({"prob_go_from_end": -0.1}, r"prob_go_from_end=-0.1: must be in \[0, 1\]"),
+        ({"prob_go_from_end": 1.5}, r"prob_go_from_end=1.5: must be a number in \[0, 1\]"),
+        ({"prob_go_from_end": -0.1}, r"prob_go_from_end=-0.1: must be a number in \[0, 1\]"),
     ],
 )
 def test_bad_arguments_name_the_value(kwargs, match):
