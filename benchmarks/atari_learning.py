@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import atomic_write
+from benchmarks.harness import atomic_write, portable
 from benchmarks.reference import PUBLISHED
 
 HERE = Path(__file__).resolve().parent
@@ -111,7 +111,7 @@ def summarise(run_dir: Path, window: int) -> dict:
         reached = int(frame["env_steps"].iloc[hits[0]]) if hits.size else None
     mean, std, source = PUBLISHED.get(task_id, (float("nan"), float("nan"), ""))
     return {
-        "run": str(run_dir),
+        "run": portable(run_dir),
         "env": task_id,
         "env_steps": int(frame["env_steps"].iloc[-1]) if len(frame) else 0,
         "updates": len(frame),

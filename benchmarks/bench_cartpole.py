@@ -38,6 +38,7 @@ from benchmarks.harness import (
     atomic_write,
     env_with_pythonpath,
     machine,
+    portable,
     run_json_process,
     versions,
     write_text,
@@ -207,7 +208,7 @@ def run_ours(
         if first_call_s is None
         else ("first call minus best run"),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "purejaxppo_file": pjp.__file__,
+        "purejaxppo_file": portable(pjp.__file__),
     }
 
 
@@ -443,7 +444,7 @@ def main() -> int:
         "device": next(iter(table["device"].dropna()), None) if "device" in table else None,
     }
     if args.from_jsonl:  # not this machine's record: only what the rows say
-        record = {"assembled_from": str(args.from_jsonl), "note": args.note, **device_info}
+        record = {"assembled_from": portable(args.from_jsonl), "note": args.note, **device_info}
     else:
         record = machine(
             **device_info,

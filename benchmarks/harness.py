@@ -14,6 +14,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -185,12 +186,27 @@ def device_name() -> dict:
     return {"device": getattr(device, "device_kind", device.platform), "platform": device.platform}
 
 
+def portable(text: object) -> str:
+    """`text` (a path, an argument, a command line) without the folders of the machine it
+    ran on: a path inside the repository becomes repository-relative (the root itself
+    `.`), the temporary folder `$TMP` and the home folder `~`. Results files record paths
+    through it."""
+    text = str(text)
+    for folder, name in ((ROOT, "."), (Path(tempfile.gettempdir()), "$TMP"), (Path.home(), "~")):
+        folder = str(folder)
+        if folder in ("", os.sep):
+            continue
+        text = re.sub(re.escape(folder + os.sep), "" if name == "." else name + os.sep, text)
+        text = re.sub(re.escape(folder) + r"(?![\w.-])", name, text)
+    return text
+
+
 def command() -> str:
     """The command line that started this process, as a shell would take it
-    (`python -m benchmarks.NAME ...` for a module run)."""
+    (`python -m benchmarks.NAME ...` for a module run), its paths `portable`."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     script = ["-m", spec.name] if spec is not None else sys.argv[:1]
-    return shlex.join([Path(sys.executable).name, *script, *sys.argv[1:]])
+    return portable(shlex.join([Path(sys.executable).name, *script, *sys.argv[1:]]))
 
 
 def machine(packages: Iterable[str] = PACKAGES, **extra) -> dict:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from benchmarks.harness import atomic_write, markdown_table
+from benchmarks.harness import atomic_write, markdown_table, portable
 
 HERE = Path(__file__).resolve().parent
 
@@ -60,7 +60,7 @@ def main() -> None:
         config = yaml.safe_load((run / "config.yaml").read_text())
         rows.append(
             {
-                "run": str(run),
+                "run": portable(run),
                 "env": config["env_name"],
                 "seed": config["seed"],
                 "env_steps": int(table["env_steps"].iloc[-1]),
@@ -69,7 +69,7 @@ def main() -> None:
                 "final_episode_return": final(table["episode_return"].to_numpy(dtype=float)),
             }
         )
-        curves[str(run)] = table[["env_steps", args.metric]]
+        curves[portable(run)] = table[["env_steps", args.metric]]
     frame = pd.DataFrame(rows)
     scores = frame["final"]
     summary = (

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness import portable
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CHOICES = ("2", "4", "64-64", "256-256-256")
@@ -112,7 +114,7 @@ def main() -> None:
     frame.to_csv(args.out / f"pbt-static-cpu-{stamp}.csv", index=False)
     meta = {
         "command": "python -m benchmarks.pbt_static",
-        "args": {k: str(v) for k, v in vars(args).items()},
+        "args": {k: portable(v) for k, v in vars(args).items()},
         "choices": list(CHOICES),
         "machine": platform.platform(),
         "processor": platform.processor(),

@@ -56,6 +56,7 @@ from typing import Any
 
 from benchmarks import hlo_ops
 from benchmarks.experiments import variants
+from benchmarks.harness import portable
 
 HERE = Path(__file__).resolve().parent
 
@@ -451,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "device_kind": getattr(device, "device_kind", device.platform),
         "variant": args.variant,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "argv": list(sys.argv[1:] if argv is None else argv),
+        "argv": [portable(a) for a in (sys.argv[1:] if argv is None else argv)],
         "phases": list(PHASES),
         "units": "milliseconds per update of all agents together; compile_s seconds",
         "elapsed_s": time.perf_counter() - started,

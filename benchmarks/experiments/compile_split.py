@@ -1,7 +1,7 @@
 """Where the compile time of the training program goes: tracing, lowering, XLA's HLO
 passes and its backend (LLVM code generation; on a GPU also PTX assembly), per loop layout.
 
-Issue #36 asks for a cold compile no longer than rejax's. `bench_cartpole.py` times
+The target is a cold compile no longer than rejax's. `bench_cartpole.py` times
 `lower().compile()` as one number; this script splits it, one fresh process per cell (no
 compile cache, no warm XLA), for the standard CartPole program of `bench_cartpole.py`
 (`jax.jit(jax.vmap(make_train(PPOConfig())))` over `--agents` keys):

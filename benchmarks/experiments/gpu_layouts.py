@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.harness import portable
+
 
 def parse_plan(spec: str):
     """A `LoopPlan` from "compact", "unrolled" or "k=v,..." overrides of "unrolled"."""
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
         "platform": device.platform,
         "jax": jax.__version__,
         "total_timesteps": args.total_timesteps,
-        "command": " ".join(sys.argv),
+        "command": portable(" ".join(sys.argv)),
         "rows": rows,
     }
     args.out.mkdir(parents=True, exist_ok=True)

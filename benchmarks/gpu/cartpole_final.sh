@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36's table in one self-limiting GPU call: bench_cartpole.py, purejaxppo (its
+# The GPU speed table in one self-limiting GPU call: bench_cartpole.py, purejaxppo (its
 # default loop layout on a GPU, "unrolled") and rejax 0.1.3 in the same invocation at
 # 1 / 1024 / 4096 agents, then purejaxppo alone at 16384 agents, the full standard
 # workload (500k env steps per agent), one run per cell. Writes

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36 on one GPU, in ONE self-limiting command: where an update's time goes
+# CartPole on one GPU, in ONE self-limiting command: where an update's time goes
 # (benchmarks/profile_update.py at 1 / 1024 / 4096 agents, with HLO op counts), then the
 # CartPole table, purejaxppo and rejax side by side in the same invocation
 # (benchmarks/bench_cartpole.py, same agent counts), merged into
@@ -109,7 +109,6 @@ rows = []
 if os.path.exists(os.path.join(parts, "rows.jsonl")):
     rows = [json.loads(line) for line in open(os.path.join(parts, "rows.jsonl")) if line.strip()]
 record = {
-    "issue": 36,
     "what": "profile_update.py (phases, ms per update; HLO op counts) and bench_cartpole.py "
             "(purejaxppo vs rejax, same invocation) on one GPU",
     "platform": platform,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36, one self-limiting GPU call (~4 min): where the cold compile of the training
+# One self-limiting GPU call (~4 min): where the cold compile of the training
 # program goes on the GPU (trace, lower, XLA's HLO passes and backend), per loop layout and
 # rollout unroll, beside rejax 0.1.3, one fresh process per cell
 # (benchmarks/experiments/compile_split.py; the same cells on the 2-core CPU:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36, one self-limiting GPU call: variants of the GPU default measured with
+# One self-limiting GPU call: variants of the GPU default measured with
 # `bench_cartpole.py --variants` (experiments/variants.py) on a shortened workload (100-200
 # updates), a fresh process per cell. Two modes, each one call:
 #

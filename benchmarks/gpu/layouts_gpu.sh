@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36, one self-limiting GPU call: the loop layouts of the update side by side
+# One self-limiting GPU call: the loop layouts of the update side by side
 # (experiments/gpu_layouts.py: run time, kernels and loop iterations per update), cold
 # compiles with and without XLA autotuning, rejax's counts and times on the same short
 # workload, and profile_update.py's phases of the "compact" layout. Writes under $OUT

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36, one self-limiting GPU call: one PPO minibatch step of many vmapped agents in
+# One self-limiting GPU call: one PPO minibatch step of many vmapped agents in
 # several formulations of the same math (benchmarks/experiments/minibatch_step.py: XLA's
 # vmapped gradient, stacked actor-critic layers, precision, a fused Pallas kernel per
 # agent), at 1024, 4096 and 16384 agents; then, budget permitting, the library's GPU

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36, one self-limiting GPU call: the table (bench_cartpole.py, purejaxppo's GPU
+# One self-limiting GPU call: the table (bench_cartpole.py, purejaxppo's GPU
 # default and rejax 0.1.3 in the same invocation at 1 / 1024 / 4096 agents, the full
 # standard workload, a fresh process per cell), then a kernel trace of purejaxppo at 4096
 # agents (trace_update.py). The raw trace and HLO go into one archive (few files come

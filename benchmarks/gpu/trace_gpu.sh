@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #36, one self-limiting GPU call: where the device time of one update goes at 1024
+# One self-limiting GPU call: where the device time of one update goes at 1024
 # and 4096 agents, purejaxppo (its GPU default layout) beside rejax 0.1.3, kernel by kernel
 # (benchmarks/trace_update.py: a profiler trace of 10 updates, each kernel charged to the
 # phase and component of the source line that built it); then purejaxppo alone at 16384

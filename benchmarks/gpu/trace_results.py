@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from benchmarks import trace_update
+from benchmarks.harness import portable
 
 
 def row(spec: str, updates: int) -> dict:
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         "(benchmarks/trace_update.py; GPU command buffers matched to the loops they run)",
         "device": args.device,
         "note": args.note,
-        "command": " ".join(sys.argv),
+        "command": portable(" ".join(sys.argv)),
         "rows": rows,
     }
     args.out.write_text(json.dumps(record, indent=1))

@@ -27,6 +27,8 @@ import os
 import time
 from pathlib import Path
 
+from benchmarks.harness import portable
+
 #: The Tuner writes its trial flags from `sys.argv[0]` on, and runpy replaces `sys.argv[0]`
 #: with the script's path while the script runs: the first flag never reaches the script. This placeholder takes that place (ppo.py's own default exp-name).
 PLACEHOLDER = ("exp-name", "ppo")
@@ -89,7 +91,7 @@ def main() -> None:
         "best_value": best.value,
         "best_params": best.params,
         "values": values,
-        "script": str(script),
+        "script": portable(script),
         "wall_s": time.perf_counter() - start,
     }
     print(json.dumps(record))

@@ -45,6 +45,7 @@ from tools.probes.faults_common import (
     ROOT,
     SHORT,
     TINY,
+    TMP,
     classify,
     cli,
     last_line,
@@ -370,6 +371,7 @@ def main() -> None:
     ENV["PYTHONPATH"] = f"{args.code.resolve()}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
     start_time = time.time()
     with tempfile.TemporaryDirectory(prefix="purejaxppo-faults-") as tmp:
+        TMP[:] = [tmp]
         for name, scenario in SCENARIOS.items():
             if any(part in name for part in args.only.split(",")):
                 print(f"== {name}", flush=True)
@@ -387,7 +389,7 @@ def main() -> None:
         f"# Fault script ({time.strftime('%Y-%m-%d')}): {summary}",
         "",
         f"Command: `PYTHONPATH=$PWD python -m tools.probes.faults {' '.join(sys.argv[1:])}`"
-        " (a 2-core machine shared with other jobs)",
+        " (a 2-core machine shared with other jobs). `$T` is the script's temporary folder.",
         "",
         "| scenario | outcome | exit | note |",
         "| --- | --- | --- | --- |",

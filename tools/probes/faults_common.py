@@ -22,6 +22,8 @@ RESULTS: list[dict[str, str]] = []
 #: The checkout whose purejaxppo runs: the working directory of every CLI subprocess
 #: (`python -m` puts it first on the module search path), set by --code.
 CODE = [ROOT]
+#: The scenarios' temporary folder, written `$T` in the results (set by faults.py).
+TMP: list[str] = []
 
 
 def cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -73,6 +75,8 @@ def classify(rc: int, stderr: str, expected_rc: tuple[int, ...], data_ok: bool) 
 
 
 def record(name: str, outcome: str, rc: int | str, note: str) -> None:
+    for folder in TMP:
+        note = note.replace(folder, "$T")
     note = " ".join(note.split())[:160]
     RESULTS.append({"scenario": name, "outcome": outcome, "exit": str(rc), "note": note})
     print(f"{outcome:6} rc={rc!s:4} {name:44} {note[:100]}", flush=True)

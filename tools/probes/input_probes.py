@@ -193,7 +193,8 @@ def run_probe(p: Probe, d: Path, base: Path, timeout: float) -> dict[str, str]:
     else:
         outcome, why = classify(p, rc, err, diff, broken)
     lines, usage = stderr_lines(err)
-    note = lines[-1] if lines else (out.strip().splitlines() or [""])[-1]
+    lines = [line.replace(str(d), "$T") for line in lines]
+    note = lines[-1] if lines else (out.strip().splitlines() or [""])[-1].replace(str(d), "$T")
     shown = [a.replace(str(d), "$T") for a in argv]
     return {
         "group": p.group,
@@ -203,7 +204,7 @@ def run_probe(p: Probe, d: Path, base: Path, timeout: float) -> dict[str, str]:
         "exit": "timeout" if rc is None else str(rc),
         "seconds": f"{seconds:.1f}",
         "note": " ".join(note.split())[:160],
-        "why": why,
+        "why": why.replace(str(d), "$T"),
         "first": " ".join((lines[0] if lines else "").split())[:200],
         "lines": f"{len(lines)}" + (f" (+{usage} usage)" if usage else ""),
     }
