@@ -195,7 +195,15 @@ def _make_grads(config: Any, networks: Any, fallback: Callable, interpret: bool)
         v_loss = out["critic"][0]
         loss = actor_coef * (pg_loss - hparams.ent_coef * entropy) + hparams.vf_coef * v_loss
         grads = jax.tree.map(lambda g, x: g.astype(x.dtype), {"params": grads}, params)
-        return grads, LossTerms(loss, pg_loss, v_loss, entropy, approx_kl, clipfrac)
+        terms = LossTerms(
+            loss=loss,
+            pg_loss=pg_loss,
+            v_loss=v_loss,
+            entropy=entropy,
+            approx_kl=approx_kl,
+            clipfrac=clipfrac,
+        )
+        return grads, terms
 
     return grads_fn
 

@@ -16,10 +16,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-#: Metrics that must stay finite in a healthy run, in the order they are reported.
-#: (`episode_return` / `episode_length` are NaN where no episode ended and
-#: `explained_variance` is NaN where the returns have zero variance: not checked.)
-LOSS_METRICS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
+from purejaxppo.metrics import LossMetrics
+
+#: Metrics that must stay finite in a healthy run, in the order they are reported:
+#: `LossMetrics`' fields (the `LossTerms` fields and grad_norm, derived, so a new loss term
+#: is checked too) but `loss`, their weighted sum, which histories from before it was
+#: recorded hold as NaN (a resumed old run). `episode_return` / `episode_length` are NaN
+#: where no episode ended and `explained_variance` is NaN where the returns have zero
+#: variance: not checked.
+LOSS_METRICS = tuple(name for name in LossMetrics._fields if name != "loss")
 
 
 def check_temperature(temperature: Any) -> float:

@@ -20,7 +20,7 @@ from purejaxppo.config import PPOConfig
 from purejaxppo.gae import gae_advantages, n_step_advantages
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.loops import LoopPlan, loop_plan
-from purejaxppo.metrics import rollout_statistics
+from purejaxppo.metrics import LOOP_METRICS, UpdateMetrics, rollout_statistics
 from purejaxppo.networks import Networks
 from purejaxppo.normalize import normalize_rewards, update_obs_stats
 from purejaxppo.rollout import next_values
@@ -30,26 +30,11 @@ from purejaxppo.update import make_update_epochs
 
 __all__ = ["explained_variance", "learn", "learning_rates", "make_learn"]
 
-#: The metrics `learn` returns (in `UpdateMetrics` order; the episode statistics and
-#: `env_steps` are the caller's: only its loop knows the episodes and the step count).
-LEARN_METRICS = (
-    "loss",
-    "pg_loss",
-    "v_loss",
-    "entropy",
-    "approx_kl",
-    "clipfrac",
-    "explained_variance",
-    "learning_rate",
-    "grad_norm",
-    "update_epochs_run",
-    "value_mean",
-    "advantage_mean",
-    "return_mean",
-    "log_prob_mean",
-    "action_mean",
-    "action_std",
-)
+#: The metrics `learn` returns: `UpdateMetrics`' fields in their order, less
+#: `metrics.LOOP_METRICS` (the episode statistics and `env_steps` are the caller's: only
+#: its loop knows the episodes and the step count). Derived, so it holds every `LossTerms`
+#: field.
+LEARN_METRICS = tuple(name for name in UpdateMetrics._fields if name not in LOOP_METRICS)
 
 
 def explained_variance(

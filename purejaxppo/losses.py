@@ -11,11 +11,22 @@ from jax.typing import ArrayLike
 
 
 class LossTerms(NamedTuple):
-    """Scalars (float32) reported per minibatch step."""
+    """Scalars (float32) reported per minibatch step.
 
-    loss: jax.Array  # total loss that is minimised
-    pg_loss: jax.Array  # clipped surrogate policy loss
-    v_loss: jax.Array  # (clipped) value loss, including its 0.5 factor
+    The one declaration of the loss terms: its fields, in order, are the loss metrics
+    of every run (`TrainOutput.metrics`, metrics.csv; each the mean over an update's
+    minibatch steps). `metrics.LossMetrics`, `metrics.UpdateMetrics`,
+    `learning.LEARN_METRICS` and `guards.LOSS_METRICS` are derived from `_fields`, so a
+    field added here is trained, logged and checked for NaN / Inf everywhere; its value
+    comes from `ppo_loss` and from the fused kernels (`fused`), which build this by
+    keyword (docs/guides/how-to-add.md, "A loss term").
+    """
+
+    # total loss minimised: actor_coef * (pg_loss - ent_coef * entropy) + vf_coef * v_loss
+    # (CleanRL's `loss`; actor_coef is 0 during `critic_pretrain_steps`)
+    loss: jax.Array
+    pg_loss: jax.Array  # clipped surrogate policy loss (Schulman et al. 2017, eq. 7)
+    v_loss: jax.Array  # (clipped, as CleanRL with clip_vloss) value loss, with its 0.5 factor
     entropy: jax.Array  # mean policy entropy (nats)
     approx_kl: jax.Array  # mean of (ratio - 1) - log(ratio), Schulman's k3 estimator
     clipfrac: jax.Array  # fraction of samples with |ratio - 1| > clip_coef
@@ -96,12 +107,8 @@ def ppo_loss(
             clip_vloss=clip_vloss,
             axis_name=axis_name,
         )
-    if norm_adv and axis_name is None:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    elif norm_adv:
-        mean = jax.lax.pmean(advantages.mean(), axis_name)
-        std = jnp.sqrt(jax.lax.pmean(jnp.mean(jnp.square(advantages - mean)), axis_name))
-        advantages = (advantages - mean) / (std + 1e-8)
+    if norm_adv:
+        advantages = _normalized(advantages, axis_name)
     pg_loss = jnp.maximum(
         -advantages * ratio, -advantages * jnp.clip(ratio, 1.0 - clip_coef, 1.0 + clip_coef)
     ).mean()
@@ -117,7 +124,24 @@ def ppo_loss(
     loss = actor_coef * (pg_loss - ent_coef * entropy) + vf_coef * v_loss
     approx_kl = jax.lax.stop_gradient(((ratio - 1.0) - log_ratio).mean())
     clipfrac = jax.lax.stop_gradient((jnp.abs(ratio - 1.0) > clip_coef).astype(jnp.float32).mean())
-    return LossTerms(loss, pg_loss, v_loss, entropy, approx_kl, clipfrac)
+    return LossTerms(
+        loss=loss,
+        pg_loss=pg_loss,
+        v_loss=v_loss,
+        entropy=entropy,
+        approx_kl=approx_kl,
+        clipfrac=clipfrac,
+    )
+
+
+def _normalized(advantages: ArrayLike, axis_name: str | None) -> jax.Array:
+    """float32 `[M]`: `(A - mean) / (std + 1e-8)`, with the mean and std of the `[M]`
+    advantages (with `axis_name`, of every device's, equal shard sizes assumed)."""
+    if axis_name is None:
+        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    mean = jax.lax.pmean(advantages.mean(), axis_name)
+    std = jnp.sqrt(jax.lax.pmean(jnp.mean(jnp.square(advantages - mean)), axis_name))
+    return (advantages - mean) / (std + 1e-8)
 
 
 def _masked_loss(
@@ -170,4 +194,11 @@ def _masked_loss(
     loss = actor_coef * (pg_loss - ent_coef * entropy) + vf_coef * v_loss
     approx_kl = jax.lax.stop_gradient(mean((ratio - 1.0) - log_ratio))
     clipfrac = jax.lax.stop_gradient(mean((jnp.abs(ratio - 1.0) > clip_coef).astype(jnp.float32)))
-    return LossTerms(loss, pg_loss, v_loss, entropy, approx_kl, clipfrac)
+    return LossTerms(
+        loss=loss,
+        pg_loss=pg_loss,
+        v_loss=v_loss,
+        entropy=entropy,
+        approx_kl=approx_kl,
+        clipfrac=clipfrac,
+    )

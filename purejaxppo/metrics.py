@@ -1,5 +1,9 @@
 """Per-update metrics: `UpdateMetrics` (its fields ARE the metric names) and `EpisodeStats`.
 
+The loss metrics are not typed here: they are the fields of `losses.LossTerms`, and
+`LossMetrics` / `UpdateMetrics` are built from them (as are `learning.LEARN_METRICS` and
+`guards.LOSS_METRICS`), so a loss term is declared once.
+
 Everything here is reduced inside the training scan (means / sums per update), never
 stacked per step, so memory does not grow with `num_steps`.
 """
@@ -12,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from purejaxppo.collectives import all_gather_flat
+from purejaxppo.losses import LossTerms
 
 #: `EpisodeStats.info_sum` keys averaged over their own count (another key, logged as
 #: summed), not over `count`: EnvPool Atari counts games, its learner's episodes (lives,
@@ -58,32 +63,62 @@ class EpisodeStats(NamedTuple):
         return jnp.where(self.count > 0, self.length_sum / jnp.maximum(self.count, 1), jnp.nan)
 
 
-class LossMetrics(NamedTuple):
-    """Means over the minibatch steps of an update (float32 scalars)."""
+#: The metrics of an update's rollout, before the loss metrics (table-column order).
+EPISODE_METRICS = ("episode_return", "episode_length", "episode_count")
+#: The metrics of the update after the `LossTerms` fields (table-column order).
+UPDATE_METRICS = ("explained_variance", "learning_rate", "grad_norm", "update_epochs_run")
+#: Means over the rollout's samples (`rollout_statistics`), the last columns.
+ROLLOUT_METRICS = (
+    "value_mean",
+    "advantage_mean",
+    "return_mean",
+    "log_prob_mean",
+    "action_mean",
+    "action_std",
+)
+#: The metrics the training loop adds to `learning.learn`'s: only the loop knows the
+#: episodes that ended and the env-step count.
+LOOP_METRICS = (*EPISODE_METRICS, "env_steps")
 
-    # total loss minimised: pg_loss - ent_coef * entropy + vf_coef * v_loss (CleanRL's
-    # `loss`; the policy terms are zeroed during `critic_pretrain_steps`)
-    loss: jax.Array
-    pg_loss: jax.Array  # clipped surrogate policy loss (Schulman et al. 2017, eq. 7)
-    v_loss: jax.Array  # value loss (clipped as CleanRL when clip_vloss)
-    entropy: jax.Array  # policy entropy (nats)
-    approx_kl: jax.Array  # (ratio - 1) - log ratio (Schulman's k3 estimator)
-    clipfrac: jax.Array  # fraction of samples with |ratio - 1| > clip_coef
-    # global L2 norm of the minibatch gradient before `clip_by_global_norm` (and, with
-    # data-parallel training, after the cross-device mean)
-    grad_norm: jax.Array
+
+def _scalars(typename: str, names: tuple[str, ...], doc: str) -> type:
+    """A NamedTuple class with one `jax.Array` field per name, documented by `doc`."""
+    cls = NamedTuple(typename, [(name, jax.Array) for name in names])
+    cls.__doc__ = doc
+    cls.__module__ = __name__
+    return cls
 
 
-class UpdateMetrics(NamedTuple):
+LossMetrics = _scalars(
+    "LossMetrics",
+    (*LossTerms._fields, "grad_norm"),
+    """Means over the minibatch steps of an update (float32 scalars): the `LossTerms`
+    fields (derived from them, never re-typed), then grad_norm, the global L2 norm of
+    the minibatch gradient before `clip_by_global_norm` (and, with data-parallel
+    training, after the cross-device mean).""",
+)
+
+
+UpdateMetrics = _scalars(
+    "UpdateMetrics",
+    (*EPISODE_METRICS, *LossTerms._fields, *UPDATE_METRICS, "env_steps", *ROLLOUT_METRICS),
     """One update's metrics (float32 scalars); `TrainOutput.metrics` stacks them per update.
+
+    The fields, in table-column order (`METRICS`): episode_return, episode_length,
+    episode_count; the `LossTerms` fields (built from them: a loss term declared there is
+    a metric here); explained_variance, learning_rate, grad_norm, update_epochs_run;
+    env_steps; value_mean, advantage_mean, return_mean, log_prob_mean, action_mean,
+    action_std.
 
     episode_return / episode_length: means over the episodes that ended during the
     update's rollout (NaN if none ended); episode_count: how many ended (the weight of
     those means: `drivers.report.final_return` averages the last episodes, not the last
-    updates); the `LossMetrics` fields; explained_variance
-    1 - Var[G - V] / Var[G] of the rollout; learning_rate used; update_epochs_run (fewer
-    than update_epochs when target_kl stopped early); env_steps taken by the end of the
-    update (float32: exact to 2^24, then within 1e-7 relative; it never wraps).
+    updates); the loss terms: means over the update's minibatch steps (see `LossTerms`);
+    explained_variance 1 - Var[G - V] / Var[G] of the rollout; learning_rate used;
+    grad_norm: the mean global L2 norm of the minibatch gradients before clipping;
+    update_epochs_run (fewer than update_epochs when target_kl stopped early); env_steps
+    taken by the end of the update (float32: exact to 2^24, then within 1e-7 relative;
+    it never wraps).
 
     Rollout statistics (means over the update's N*T samples, reduced in the update, so
     nothing grows with `num_steps`): value_mean of V_old(obs); advantage_mean of the GAE
@@ -97,28 +132,8 @@ class UpdateMetrics(NamedTuple):
     of `TrainOutput.metrics` (`TrainFns.metric_names` lists all): `action_frac/<i>`, the
     fraction of the rollout's actions equal to i (Discrete, with
     `PPOConfig.action_histogram`), and `info/<key>` for `PPOConfig.info_metrics`.
-    """
-
-    episode_return: jax.Array
-    episode_length: jax.Array
-    episode_count: jax.Array
-    loss: jax.Array
-    pg_loss: jax.Array
-    v_loss: jax.Array
-    entropy: jax.Array
-    approx_kl: jax.Array
-    clipfrac: jax.Array
-    explained_variance: jax.Array
-    learning_rate: jax.Array
-    grad_norm: jax.Array
-    update_epochs_run: jax.Array
-    env_steps: jax.Array
-    value_mean: jax.Array
-    advantage_mean: jax.Array
-    return_mean: jax.Array
-    log_prob_mean: jax.Array
-    action_mean: jax.Array
-    action_std: jax.Array
+    """,
+)
 
 
 #: The metric names every run has, in table-column order (see `UpdateMetrics`).

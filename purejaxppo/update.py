@@ -302,10 +302,7 @@ def make_update_epochs(
         )
         updates, opt_state = tx.update(grads, train_state.opt_state, train_state.params)
         params = optax.apply_updates(train_state.params, updates)
-        metrics = LossMetrics(
-            **{name: getattr(terms, name) for name in LossMetrics._fields if name != "grad_norm"},
-            grad_norm=optax.tree.norm(grads),
-        )
+        metrics = LossMetrics(**terms._asdict(), grad_norm=optax.tree.norm(grads))
         return TrainState(params=params, opt_state=opt_state), metrics._asdict()
 
     def one_epoch(train_state, batch, key, hparams, learning_rate, actor_coef):
