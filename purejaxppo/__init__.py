@@ -31,7 +31,7 @@ _EXPORTS = {
     "purejaxppo.actions": ("ActionEvaluation", "ActionOutput"),
     "purejaxppo.drivers.sweeps": ("SweepResult", "log_sweep", "sweep"),
     "purejaxppo.drivers.seeds": ("SeedsResult", "train_seeds"),
-    "purejaxppo.drivers.tune": ("TuneResult", "tune"),
+    "purejaxppo.drivers.tune": ("TuneOptions", "TuneResult", "tune"),
     "purejaxppo.drivers.check": ("CheckReport", "CheckRow", "check"),
     "purejaxppo.train": ("METRICS", "TrainFns", "make_train", "make_train_fns"),
     "purejaxppo.metrics": ("UpdateMetrics",),

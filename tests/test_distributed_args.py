@@ -146,13 +146,13 @@ def test_refused_prefixes_are_the_kinds_without_data_parallel():
     from purejaxppo import kinds
 
     # every kind that cannot be data-parallel is refused by its prefix before joining
-    refusing = {kind.name for kind in kinds.KINDS if not kind.supports("data_parallel")}
+    refusing = {kind.name for kind in kinds.KINDS if not kind.supports("processes")}
     assert refusing == {kinds.HOST.name, kinds.ENVPOOL.name, kinds.AGENTS.name}
     for env_id in ["gymnasium:CartPole-v1", "envpool:Pong-v5", "jaxmarl:MPE", "CartPole-v1"]:
-        refused = not kinds.kind_of_id(env_id).supports("data_parallel")
+        refused = not kinds.kind_of_id(env_id).supports("processes")
         assert env_id.startswith(NOT_DATA_PARALLEL_PREFIXES) == refused, env_id
     # and any multi_agent setting (the AGENTS kind, whatever the id)
-    assert not kinds.kind_of_id("CartPole-v1", "ippo").supports("data_parallel")
+    assert not kinds.kind_of_id("CartPole-v1", "ippo").supports("processes")
 
 
 def test_host_env_exits_at_once_in_a_real_process(tmp_path):

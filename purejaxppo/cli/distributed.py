@@ -39,7 +39,7 @@ from purejaxppo.signals import exit_code
 
 #: Exit code of a process that lost another process of its run (killed, crashed).
 EXIT_PROCESS_LOST = 5
-#: The env-id prefixes of the kinds without "data_parallel" in the kinds table (`HOST`,
+#: The env-id prefixes of the kinds without "processes" in the kinds table (`HOST`,
 #: `ENVPOOL`, `AGENTS`; the latter also for any `multi_agent` setting), refused by
 #: `check_arguments` before any process waits for the others. The table itself cannot be
 #: read then: importing it imports the env suites, one of which (gymnax) runs JAX at
@@ -157,8 +157,8 @@ def check_agreement(options: TrainOptions, config: PPOConfig, run_dir: Path, res
             "differs)"
         )
     kind = kinds.kind_of_id(config.env_name, config.multi_agent)
-    if not kind.supports("data_parallel"):
-        message = str(kind.error("data_parallel", config.env_name))
+    if not kind.supports("processes"):
+        message = str(kind.error("processes", config.env_name))
         asked = f"{jax.process_count()} processes x {jax.local_device_count()} devices"
         raise ValueError(f"{message} (asked for {asked})")
 

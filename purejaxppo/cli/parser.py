@@ -20,7 +20,7 @@ from purejaxppo.cli.options import (
     SweepOptions,
     TrainOptions,
 )
-from purejaxppo.cli.tune import TuneOptions
+from purejaxppo.cli.tune import TuneCommand
 from purejaxppo.cli.values import _parse_value
 from purejaxppo.config import PPOConfig
 
@@ -80,7 +80,7 @@ SUBCOMMANDS: dict[str, tuple[type, bool]] = {
     "collect": (CollectOptions, False),
     "sweep": (SweepOptions, True),
     "pbt": (PbtOptions, True),
-    "tune": (TuneOptions, True),
+    "tune": (TuneCommand, True),
     "check": (CheckOptions, True),
     "export": (ExportOptions, False),
 }

@@ -27,24 +27,13 @@ from typing import Any, NamedTuple
 from purejaxppo.cli.options import CONFIG, NO_PROGRESS, option, pop_options
 from purejaxppo.cli.values import error, load_config, parse_random
 from purejaxppo.config import PPOConfig, load_yaml_file
-
-#: The tune's own options recorded in OUT/request.yaml (with its config and search).
-_RECORDED = (
-    "trials",
-    "batch",
-    "sampler",
-    "pruner",
-    "objective",
-    "direction",
-    "storage",
-    "study_name",
-    "reports",
-)
+from purejaxppo.drivers.tune.options import TuneOptions
 
 
-@dataclasses.dataclass
-class TuneOptions:
-    """`purejaxppo tune`."""
+@dataclasses.dataclass(frozen=True)
+class TuneCommand(TuneOptions):
+    """`purejaxppo tune`: the study's options (`TuneOptions`, each field a flag) and where
+    the command reads and writes."""
 
     config: Path | None = option(type=Path, help=CONFIG)
     search: list[str] = option(
@@ -54,30 +43,6 @@ class TuneOptions:
         "or choice:V1,V2 (sizes as 64-64); static fields take choice / int_uniform (repeat "
         "for more fields)",
     )
-    trials: int | None = option(
-        type=int, metavar="N", help="trials in the study, all workers together (required)"
-    )
-    batch: int = option(8, type=int, metavar="B", help="trials trained at once (default 8)")
-    sampler: str = option("tpe", help="tpe (default), cmaes, random or qmc")
-    pruner: str = option("median", help="median (default), halving, hyperband or none")
-    objective: str = option(
-        "episode_return",
-        metavar="METRIC[:WINDOW]",
-        help="the metric averaged over the last WINDOW fraction of a trial's updates "
-        "(default episode_return:0.1)",
-    )
-    direction: str = option("maximize", help="maximize (default) or minimize")
-    storage: str | None = option(
-        metavar="URL",
-        help="an Optuna RDB storage, e.g. postgresql://user:password@host/db, shared by "
-        "workers (default: sqlite:///OUT/study.db); OUT/request.yaml records it without "
-        "its password: --resume OUT takes it from --storage given again or from "
-        "PUREJAXPPO_STORAGE_PASSWORD",
-    )
-    study_name: str = option("tune", metavar="NAME", help="the study's name (default tune)")
-    reports: int = option(
-        10, type=int, metavar="N", help="intermediate values (pruning checks) per trial"
-    )
     out: Path | None = option(
         type=Path, help="output directory (default: tune/<env>-<time>-<random>)"
     )
@@ -86,8 +51,9 @@ class TuneOptions:
         const=True,
         type=Path,
         metavar="OUT",
-        help="continue OUT with its recorded arguments; or, without OUT, load the study of "
-        "--storage / --out to join it as one more worker",
+        help="continue OUT with its recorded arguments (with --trials N: raise its study's "
+        "budget to N); or, without OUT, load the study of --storage / --out to join it as "
+        "one more worker",
     )
     overwrite: bool = option(
         False, action="store_true", help="replace the contents of an --out written by tune"
@@ -98,9 +64,10 @@ class TuneOptions:
 class _Request(NamedTuple):
     config: PPOConfig
     search: dict[str, tuple]
-    options: dict[str, Any]  # `_RECORDED`
+    options: TuneOptions
     out: Path | None
     continuing: bool  # OUT holds the request: `--resume OUT`
+    extended: bool = False  # `--resume OUT --trials N` raised the recorded trials
 
 
 def tune_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
@@ -109,7 +76,7 @@ def tune_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     from purejaxppo.platform import configure_cpu_devices
 
     configure_cpu_devices()  # before JAX starts its backend
-    o = pop_options(TuneOptions, args)
+    o = pop_options(TuneCommand, args)
     try:
         request = _request(o, args)
         from purejaxppo.drivers.tune import check_tune
@@ -117,7 +84,7 @@ def tune_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         arguments = _arguments(o, request, request.out)
         setup = check_tune(request.config, request.search, **arguments, overwrite=bool(o.overwrite))
         if request.continuing:
-            _check_study(setup.url, arguments["study_name"], request.out)
+            _check_study(setup.url, request.options.study_name, request.out)
     except (ValueError, ImportError) as err:
         error(parser, err)
     from purejaxppo import rundir
@@ -131,7 +98,7 @@ def tune_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             _failed(parser, err, Path("tune") / stem)
     try:
         with rundir.claim(out, "tune", resume=request.continuing, overwrite=o.overwrite):
-            if not request.continuing:
+            if not request.continuing or request.extended:
                 _write_request(out, request)
             return _run(parser, o, request, out)
     except ValueError as err:
@@ -140,9 +107,9 @@ def tune_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         _failed(parser, err, out)
 
 
-def _arguments(o: TuneOptions, request: _Request, out: Path | None) -> dict[str, Any]:
+def _arguments(o: TuneCommand, request: _Request, out: Path | None) -> dict[str, Any]:
     """`tune`'s keyword arguments (but the config and search)."""
-    return {**request.options, "resume": o.resume is not None, "out": out}
+    return {"options": request.options, "resume": o.resume is not None, "out": out}
 
 
 def _check_study(url: str, study_name: str, out: Path) -> None:
@@ -155,7 +122,7 @@ def _check_study(url: str, study_name: str, out: Path) -> None:
         raise ValueError(missing_study(out, study_name, url))
 
 
-def _run(parser: argparse.ArgumentParser, o: TuneOptions, request: _Request, out: Path) -> int:
+def _run(parser: argparse.ArgumentParser, o: TuneCommand, request: _Request, out: Path) -> int:
     from purejaxppo.drivers.tune import tune
     from purejaxppo.signals import StopNow, TrainingInterrupted
 
@@ -221,7 +188,7 @@ def _failed(parser: argparse.ArgumentParser, err: Exception, out: Path) -> None:
     raise err
 
 
-def _request(o: TuneOptions, args: dict[str, Any]) -> _Request:
+def _request(o: TuneCommand, args: dict[str, Any]) -> _Request:
     """The request of a new tune, of a joining worker, or the one `--resume OUT` reads."""
     from purejaxppo import rundir
 
@@ -234,7 +201,6 @@ def _request(o: TuneOptions, args: dict[str, Any]) -> _Request:
             for flag, value in (
                 ("--config", o.config),
                 ("--search", o.search),
-                ("--trials", o.trials),
                 ("--overwrite", o.overwrite),
                 ("--out", o.out if o.out != where else None),
             )
@@ -245,7 +211,7 @@ def _request(o: TuneOptions, args: dict[str, Any]) -> _Request:
                 f"--resume takes the tune's arguments from {where}/request.yaml; drop "
                 f"{', '.join(given)}"
             )
-        return _read_request(where, o.storage)
+        return _extend(_read_request(where, o.storage), o.trials)
     if isinstance(o.resume, Path) and o.config is None and not o.search:
         raise ValueError(f"--resume {o.resume}: no tune there (no request.yaml)")
     if o.trials is None:
@@ -258,7 +224,7 @@ def _request(o: TuneOptions, args: dict[str, Any]) -> _Request:
     out = where if where is not None else o.out
     if out is not None:
         rundir.check_fresh(out, o.overwrite, what="tune")
-    options = {name: getattr(o, name) for name in _RECORDED}
+    options = TuneOptions(**{f.name: getattr(o, f.name) for f in dataclasses.fields(TuneOptions)})
     return _Request(config=config, search=search, options=options, out=out, continuing=False)
 
 
@@ -274,13 +240,15 @@ def _read_request(out: Path, storage: str | None = None) -> _Request:
 
     saved = load_yaml_file(out / "request.yaml")
     missing = [
-        k for k in ("config", "search", *_RECORDED) if not isinstance(saved, dict) or k not in saved
+        k
+        for k in ("config", "search", "trials", "objective")
+        if not isinstance(saved, dict) or k not in saved
     ]
     if missing:
         raise ValueError(f"--resume {out}: request.yaml is not a tune's (no {', '.join(missing)})")
     search = {name: tuple(spec) for name, spec in saved["search"].items()}
-    options = {name: saved[name] for name in _RECORDED}
-    recorded = options["storage"]
+    options = TuneOptions.from_record(saved)
+    recorded = options.storage
     if recorded is None and storage is not None:
         raise ValueError(
             f"--resume {out}: its study is in {out}/study.db, not --storage "
@@ -288,11 +256,30 @@ def _read_request(out: Path, storage: str | None = None) -> _Request:
         )
     if recorded is not None:
         try:
-            options["storage"] = storages.with_password(recorded, storage, os.environ)
+            password = storages.with_password(recorded, storage, os.environ)
+            options = dataclasses.replace(options, storage=password)
         except ValueError as err:
             raise ValueError(f"--resume {out}: {err}") from None
     config = PPOConfig.from_dict(saved["config"])
     return _Request(config=config, search=search, options=options, out=out, continuing=True)
+
+
+def _extend(request: _Request, trials: int | None) -> _Request:
+    """`--resume OUT --trials N`: the request with its study's budget raised to N.
+
+    Raises:
+      ValueError: N below the recorded trials (a study's budget only grows).
+    """
+    recorded = request.options.trials
+    if trials is None or trials == recorded:
+        return request
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < recorded:
+        raise ValueError(
+            f"--trials {trials}: {request.out}/request.yaml records {recorded} trials, and a "
+            f"study's budget only grows (--trials N > {recorded}, or drop --trials)"
+        )
+    options = dataclasses.replace(request.options, trials=trials)
+    return request._replace(options=options, extended=True)
 
 
 def _write_request(out: Path, request: _Request) -> None:
@@ -302,11 +289,11 @@ def _write_request(out: Path, request: _Request) -> None:
     from purejaxppo.drivers.report import write_yaml
     from purejaxppo.drivers.tune import storage as storages
 
-    storage = request.options["storage"]
+    storage = request.options.storage
     saved = {
         "config": request.config.to_dict(),
         "search": {name: list(spec) for name, spec in request.search.items()},
-        **request.options,
+        **request.options.record(),
         "storage": None if storage is None else storages.hidden_url(storage),
     }
     yaml.safe_dump(saved)  # refuses what YAML cannot hold before anything is written
@@ -323,7 +310,7 @@ def _print_result(result: Any, request: _Request, out: Path) -> None:
         params = " ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.params.items()
         )
-        goal = request.options["objective"]
+        goal = request.options.objective
         print(f"best trial {best.number}: {goal} = {best.value:.6g} ({params})")
         print(f"rerun it: purejaxppo train --config {out / 'best.yaml'}")
     print(f"wrote {', '.join(str(p) for p in result.written)}")

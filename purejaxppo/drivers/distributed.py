@@ -64,6 +64,7 @@ from purejaxppo.drivers.segments import (
     progress_bar,
     run_segments,
     segment_length,
+    speed_postfix,
 )
 from purejaxppo.guards import TrainingDiverged, nonfinite_leaf
 from purejaxppo.signals import TrainingInterrupted
@@ -312,11 +313,11 @@ class _DistributedRun:
                 self.sinks.log_metrics(int(row["env_steps"]), row)
         self.frames.append(frame)
         env_steps = int(frame["env_steps"].iloc[-1])
-        elapsed = time.perf_counter() - self.start_time
-        speed = (self.done - self.start_updates) * self.config.batch_size / elapsed
+        ran = (self.done - self.start_updates) * self.config.batch_size
+        speed = speed_postfix(ran, time.perf_counter() - self.start_time)
         returns = frame["episode_return"].dropna()
         latest = f"{returns.iloc[-1]:.1f}" if len(returns) else "n/a"
-        return {"env_steps": f"{env_steps:,}", "sps": f"{speed:,.0f}", "ret": latest}
+        return {"env_steps": f"{env_steps:,}", **speed, "ret": latest}
 
     def _check_finite(self, done: int, length: int, metrics: Any, frame: pd.DataFrame) -> None:
         """`TrainingDiverged` (in every process alike: the metrics and parameters are the

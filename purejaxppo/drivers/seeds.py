@@ -84,6 +84,7 @@ from purejaxppo.drivers.segments import (
     progress_bar,
     run_segments,
     segment_length,
+    speed_postfix,
 )
 from purejaxppo.guards import all_finite, nonfinite_leaf
 from purejaxppo.hyperparams import Hyperparams
@@ -384,10 +385,9 @@ class _SeedsRun(seeds_resume.ResumeSeeds):
         steps = (done + length) * config.batch_size
         latest = metrics["episode_return"][:, -1]
         ran = (done + length - self.first_done) * config.batch_size * self.num_seeds
-        speed = ran / (time.perf_counter() - self.start)
         return {
             "env_steps": f"{steps:,}",
-            "sps": f"{speed:,.0f}",
+            **speed_postfix(ran, time.perf_counter() - self.start),
             "ret": f"{np.nanmean(latest):.1f}" if np.isfinite(latest).any() else "n/a",
         }
 

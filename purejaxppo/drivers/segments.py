@@ -127,6 +127,21 @@ def compiling(label: str) -> str:
     return f"{label} (compiling)"
 
 
+def largest_divisor_at_most(n: int, bound: int) -> int:
+    """The largest divisor of `n` that is at most `bound` (at least 1): a segment length
+    that splits `n` updates into equal segments.
+
+    Example: (12, 5) -> 4; (97, 10) -> 1 (97 is prime).
+    """
+    return max(d for d in range(1, max(1, min(n, bound)) + 1) if n % d == 0)
+
+
+def speed_postfix(env_steps: float, seconds: float) -> dict[str, str]:
+    """The progress bar's `sps`: env steps per second, as every driver shows it
+    (`{"sps": "12,345"}`)."""
+    return {"sps": f"{env_steps / max(seconds, 1e-9):,.0f}"}
+
+
 def segment_length(done: int, total: int, cap: int, *every: int) -> int:
     """Updates in the next segment: at most `cap` and the `total - done` left, and ending on
     the next multiple of every nonzero frequency in `every`.
@@ -170,7 +185,7 @@ class SegmentSizer:
             self.cap = sys.maxsize  # fast enough: the driver's own lengths
             return
         fit = max(1, int(self.seconds * length / max(seconds, 1e-9)))
-        divisor = max(d for d in range(1, fit + 1) if self.natural % d == 0)
+        divisor = largest_divisor_at_most(self.natural, fit)
         self.cap = divisor if 2 * divisor >= fit else fit
 
 

@@ -36,6 +36,7 @@ from purejaxppo.drivers.segments import (
     progress_bar,
     run_segments,
     segment_length,
+    speed_postfix,
 )
 from purejaxppo.guards import TrainingDiverged, nonfinite_leaf
 from purejaxppo.sinks import check_sinks, make_sinks
@@ -352,9 +353,9 @@ class _SingleRun:
             self.sinks.log_metrics(int(row["env_steps"]), row)
         env_steps = int(frame["env_steps"].iloc[-1])
         self.media(self.runner, self.done, env_steps, self.run_dir, self.sinks)
-        elapsed = time.perf_counter() - self.start_time
-        speed = (self.done - self.start_updates) * self.config.batch_size / elapsed
-        return {"env_steps": f"{env_steps:,}", "sps": f"{speed:,.0f}", **return_postfix(frame)}
+        ran = (self.done - self.start_updates) * self.config.batch_size
+        speed = speed_postfix(ran, time.perf_counter() - self.start_time)
+        return {"env_steps": f"{env_steps:,}", **speed, **return_postfix(frame)}
 
     def _check_finite(self, done: int, length: int, metrics: Any, frame: pd.DataFrame) -> None:
         """Raises `TrainingDiverged` for a NaN / Inf loss or parameter, after writing the

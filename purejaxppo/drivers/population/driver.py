@@ -79,8 +79,10 @@ from purejaxppo.drivers.population.static import check_static_options, split_sea
 from purejaxppo.drivers.segments import (
     RESUME_KEY_STREAM,
     SegmentHooks,
+    largest_divisor_at_most,
     progress_bar,
     run_segments,
+    speed_postfix,
 )
 from purejaxppo.train import METRICS
 
@@ -279,7 +281,7 @@ class _PBTRun:
             segment = math.gcd(segment, checkpoint_every)
         if progress:  # about 20 steps of the bar; segments divide the full generations
             target = max(1, math.ceil(self.full / 20))
-            segment = max(d for d in range(1, min(segment, target) + 1) if segment % d == 0)
+            segment = largest_divisor_at_most(segment, target)
         self.segment = segment
         meta = {"config": config.to_dict(), "options": options.to_dict(), "search": space.spec}
         self.meta = json_ready(meta)
@@ -404,10 +406,8 @@ class _PBTRun:
             self.history.setdefault(k, []).append(v)
         population = self.options.population
         steps = int(np.max(records["update_step"][-1])) * self.config.batch_size * population
-        return {
-            "best": f"{np.max(records['fitness'][-1]):.1f}",
-            "sps": f"{steps / (time.perf_counter() - self.start_time):,.0f}",
-        }
+        best = {"best": f"{np.max(records['fitness'][-1]):.1f}"}
+        return {**best, **speed_postfix(steps, time.perf_counter() - self.start_time)}
 
     def save(self, done: int, due: bool) -> None:
         if self.checkpoint_dir is not None and due:

@@ -22,7 +22,12 @@ from jax.sharding import PartitionSpec as P
 from purejaxppo import fingerprint, parallel
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers import warm
-from purejaxppo.drivers.segments import SegmentHooks, run_segments
+from purejaxppo.drivers.segments import (
+    SegmentHooks,
+    largest_divisor_at_most,
+    run_segments,
+    speed_postfix,
+)
 from purejaxppo.drivers.sweeps.program import (
     chunk_path,
     chunk_size,
@@ -36,7 +41,7 @@ from purejaxppo.drivers.sweeps.results import curve_rows, table_rows
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.train import METRICS, make_train_fns
 
-__all__ = ["ChunkPiece", "Group", "Plan", "largest_divisor_at_most", "run_group"]
+__all__ = ["ChunkPiece", "Group", "Plan", "run_group"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,12 +84,6 @@ class ChunkPiece(NamedTuple):
     index: np.ndarray  # their run rows in the group
     returns: np.ndarray  # episode returns of all runs of the chunk `[real, U]`
     bad: np.ndarray  # non-finite loss flags `[real, U]`
-
-
-def largest_divisor_at_most(n: int, bound: int) -> int:
-    """The largest divisor of `n` that is at most `bound` (at least 1): a segment length
-    that cuts `n` updates evenly."""
-    return max(d for d in range(1, max(1, min(n, bound)) + 1) if n % d == 0)
 
 
 def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, int]]:
@@ -221,7 +220,7 @@ def _run_chunk(programs, inputs, first: int, real: int, group: Group) -> list[Ch
         if init_program is None:
             return None
         steps = (bar.n + length * real) * config.batch_size
-        return {"sps": f"{steps / (time.perf_counter() - start):,.0f}"}
+        return speed_postfix(steps, time.perf_counter() - start)
 
     hooks = SegmentHooks(length=lambda done: segment, run=run, process=process)
     run_segments(

@@ -21,6 +21,7 @@ running trials are failed and re-queued, and nothing finished is lost.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,7 @@ from purejaxppo.drivers.tune import storage as storages
 from purejaxppo.drivers.tune import study as studies
 from purejaxppo.drivers.tune.lanes import check_lanes_memory, segment_updates
 from purejaxppo.drivers.tune.objective import Objective, parse_objective
+from purejaxppo.drivers.tune.options import TuneOptions
 from purejaxppo.drivers.tune.outputs import best_config, write_outputs
 from purejaxppo.drivers.tune.scheduler import Tuner
 from purejaxppo.drivers.tune.space import SearchSpace, import_optuna, parse_space
@@ -56,6 +58,7 @@ class TuneSetup(NamedTuple):
     objective: Objective
     url: str | None  # the storage URL (None: in memory)
     request: dict[str, Any]  # what the study records (`study.ATTRIBUTE`)
+    options: TuneOptions
 
 
 class TuneResult(NamedTuple):
@@ -75,22 +78,29 @@ class TuneResult(NamedTuple):
     written: list[Path]
 
 
+def make_options(options: TuneOptions | None, fields: Mapping[str, Any]) -> TuneOptions:
+    """`options` (default `TuneOptions()`) with `fields` replaced: `tune(config, search,
+    trials=8)` and `tune(config, search, TuneOptions(trials=8))` are the same call.
+
+    Raises:
+      TypeError: a field `TuneOptions` does not have.
+    """
+    base = TuneOptions() if options is None else options
+    unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TuneOptions)})
+    if unknown:
+        raise TypeError(f"tune: unknown option(s) {', '.join(unknown)} (see TuneOptions)")
+    return dataclasses.replace(base, **fields)
+
+
 def check_tune(
     config: PPOConfig,
     search: Mapping[str, Sequence[Any]] | None,
+    options: TuneOptions | None = None,
     *,
-    trials: int,
-    batch: int,
-    sampler: Any = "tpe",
-    pruner: Any = "median",
-    objective: str = "episode_return",
-    direction: str = "maximize",
-    storage: str | None = None,
-    study_name: str = "tune",
     resume: bool = False,
     out: str | Path | None = None,
-    reports: int = 10,
     overwrite: bool = False,
+    **fields: Any,
 ) -> TuneSetup:
     """Every refusal of `tune`, before anything is created or compiled (see `tune`).
 
@@ -98,29 +108,27 @@ def check_tune(
     so the study of its default storage (`out`/study.db) is not checked.
     """
     import_optuna()
-    for name, value in (("trials", trials), ("batch", batch), ("reports", reports)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}={value!r}: must be an integer >= 1")
+    o = make_options(options, fields)
+    o.check()
     space = parse_space(search, config)
-    goal = parse_objective(objective, direction)
-    studies.make_sampler(sampler, 0)
-    studies.make_pruner(pruner, 1, 1)
-    check_lanes_memory(config, min(batch, trials))  # lanes beyond the trials never run
+    goal = parse_objective(o.objective, o.direction)
+    studies.make_sampler(o.sampler, 0, o.n_startup_trials)
+    studies.make_pruner(o.pruner, 1, 1)
+    # lanes beyond the trials never run
+    check_lanes_memory(config, min(o.batch, o.trials) * o.seeds_per_trial)
     from purejaxppo import kinds
 
-    kind = kinds.check("sweep", config.env_name, multi_agent=config.multi_agent)
-    if kind.vmap_init_runs:  # the lanes share one env instance (EnvPool, gymnasium)
-        raise ValueError(
-            f"env_name={config.env_name!r} ({kind.title}): tune starts new trials in single "
-            "lanes between segments, which one host env shared by all lanes cannot do; "
-            "tune a JAX env, or search with purejaxppo sweep --random"
-        )
+    kinds.check("tune", config.env_name, multi_agent=config.multi_agent)
+    storage = o.storage
     url = storage if storage is not None else None if out is None else storages.default_url(out)
+    objective = {"metric": goal.metric, "window": goal.window, "direction": o.direction}
+    if o.seeds_per_trial > 1:  # (a study of one seed per trial records neither)
+        objective.update(seeds_per_trial=o.seeds_per_trial, aggregate=o.aggregate)
     request = json.loads(
         json.dumps(
             {
                 "search": space.to_lists(),
-                "objective": {"metric": goal.metric, "window": goal.window, "direction": direction},
+                "objective": objective,
                 "config": {
                     k: v
                     for k, v in config.to_dict().items()
@@ -141,20 +149,20 @@ def check_tune(
             "name a database file or server"
         )
     if url is not None and not (overwrite and storage is None):
-        where = f"study {study_name!r} in {shown}"
-        if studies.study_exists(url, study_name):
+        where = f"study {o.study_name!r} in {shown}"
+        if studies.study_exists(url, o.study_name):
             if not resume:
                 raise ValueError(
                     f"{where} already exists: pass --resume to continue or join it, or name "
                     "another --study-name"
                 )
-            stored = studies.load_stored_request(url, study_name, where)
+            stored = studies.load_stored_request(url, o.study_name, where)
             studies.check_request(stored, request, where)
         elif out is not None and not overwrite:
             results = [n for n in ("trials.csv", "best.yaml") if (Path(out) / n).exists()]
             if results:
-                raise ValueError(missing_study(out, study_name, url))
-    return TuneSetup(space=space, objective=goal, url=url, request=request)
+                raise ValueError(missing_study(out, o.study_name, url))
+    return TuneSetup(space=space, objective=goal, url=url, request=request, options=o)
 
 
 def missing_study(out: str | Path, study_name: str, url: str) -> str:
@@ -169,19 +177,12 @@ def missing_study(out: str | Path, study_name: str, url: str) -> str:
 def tune(
     config: PPOConfig,
     search: Mapping[str, Sequence[Any]],
+    options: TuneOptions | None = None,
     *,
-    trials: int,
-    batch: int = 8,
-    sampler: Any = "tpe",
-    pruner: Any = "median",
-    objective: str = "episode_return",
-    direction: str = "maximize",
-    storage: str | None = None,
-    study_name: str = "tune",
     resume: bool = False,
     out: str | Path | None = None,
     progress: bool = True,
-    reports: int = 10,
+    **fields: Any,
 ) -> TuneResult:
     """Searches hyperparameters with Optuna, training `batch` trials at once.
 
@@ -198,25 +199,16 @@ def tune(
       search: field -> distribution: `("uniform", low, high)`, `("log_uniform", low,
         high)`, `("int_uniform", low, high)` or `("choice", [values])` (static fields:
         choice or int_uniform; sizes as "64-64" or lists).
-      trials: the study's total of trials (finished, running or waiting, by any worker).
-      batch: lanes per program, B >= 1.
-      sampler: "tpe" (with `constant_liar`, for batches), "cmaes", "random", "qmc", or
-        an Optuna sampler.
-      pruner: "median", "halving", "hyperband", "none", or an Optuna pruner.
-      objective: "METRIC[:WINDOW]" (`objective.parse_objective`): default the mean
-        episode return over the last 10% of a trial's updates.
-      direction: "maximize" or "minimize".
-      storage: an Optuna RDB storage URL ("sqlite:///study.db",
-        "postgresql://user:password@host/db"); default `sqlite:///OUT/study.db` with `out`,
-        in memory without (refused with `out`).
-      study_name: the study's name in the storage.
+      options: `TuneOptions` (trials, batch, sampler, pruner, objective, direction,
+        storage, study_name, reports, seeds_per_trial, aggregate, n_startup_trials,
+        timeout); `**fields` replace single ones: `tune(config, search, trials=32)`.
       resume: load the study if it exists (continue it, or join it as one more worker);
-        without, an existing study is refused.
+        without, an existing study is refused. A resumed study may be given more
+        `trials` than before: its budget grows.
       out: where trials.csv, best.yaml and the figures go (`outputs.write_outputs`),
         also after a stop; None: nothing written.
-      progress: a progress bar over the trials, with the best value so far.
-      reports: intermediate values (pruning checks) per trial: segments of the largest
-        divisor of num_updates at most num_updates / reports.
+      progress: a progress bar over the trials (finished ones plus the running ones'
+        share of their updates), with the best value so far.
 
     Returns:
       `TuneResult`.
@@ -225,8 +217,8 @@ def tune(
       ImportError: Optuna is not installed (`pip install 'purejaxppo[tune]'`); "cmaes"
         without the cmaes package.
       ValueError: before anything is created, naming the value: a bad search space
-        (`space.parse_space`), trials / batch / reports < 1, an unknown objective,
-        sampler or pruner, an env stepped on the host, an unreachable storage (naming
+        (`space.parse_space`), a bad option (`TuneOptions.check`), an unknown
+        objective, sampler or pruner, an env stepped on the host, an unreachable storage (naming
         the URL, its password hidden), an in-memory storage with `out`, an existing
         study without `resume`, a study that tune did not create (no record of what it
         tunes: another tool's), one that tunes another space, objective or base config,
@@ -244,47 +236,25 @@ def tune(
       signals.StopNow: another signal while the outputs are written (each file whole, as
         it was, or absent).
     """
-    options = _Options(
-        trials=trials,
-        batch=batch,
-        sampler=sampler,
-        pruner=pruner,
-        objective=objective,
-        direction=direction,
-        storage=storage,
-        study_name=study_name,
-        resume=resume,
-        out=out,
-        reports=reports,
-    )
-    return _tune(config, search, options, progress=progress)
+    return _tune(config, search, make_options(options, fields), resume, out, progress=progress)
 
 
-class _Options(NamedTuple):
-    """`tune`'s options (`check_tune`'s keyword arguments)."""
-
-    trials: int
-    batch: int
-    sampler: Any
-    pruner: Any
-    objective: str
-    direction: str
-    storage: str | None
-    study_name: str
-    resume: bool
-    out: str | Path | None
-    reports: int
-
-
-def _tune(config: PPOConfig, search: Any, options: _Options, *, progress: bool) -> TuneResult:
+def _tune(
+    config: PPOConfig,
+    search: Any,
+    options: TuneOptions,
+    resume: bool,
+    out: str | Path | None,
+    *,
+    progress: bool,
+) -> TuneResult:
     """`tune`: check, open the study, run, write."""
-    setup = check_tune(config, search, **options._asdict())
-    out = options.out
+    setup = check_tune(config, search, options, resume=resume, out=out)
     hint = None if out is None else f"tune(..., out={str(out)!r}, resume=True)"
     with storages.disk_full_as_os_error(setup.url):
-        store, study = _open(setup, config, options)
+        store, study = _open(setup, config, resume, out)
         try:
-            _run(study, store, setup, config, options, progress=progress, hint=hint)
+            _run(study, store, setup, config, out, progress=progress, hint=hint)
         except TrainingInterrupted:
             _write(study, config, setup.space, out, hint)
             raise
@@ -313,35 +283,37 @@ def _write(
     return written, requested[0] if requested else None
 
 
-def _open(setup: TuneSetup, config: PPOConfig, options: _Options) -> tuple[Any, Any]:
+def _open(setup: TuneSetup, config: PPOConfig, resume: bool, out: Any) -> tuple[Any, Any]:
     """(storage, study): the study created or loaded, with its sampler and pruner; a
     resumed output directory's dead trials failed and re-queued (`study.fail_dead`)."""
-    if options.out is not None:
-        Path(options.out).mkdir(parents=True, exist_ok=True)
+    o = setup.options
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
     store = studies.open_storage(setup.url)
-    first = segment_updates(config.num_updates, options.reports) * config.batch_size
+    first = segment_updates(config.num_updates, o.reports) * config.batch_size
     study, created = studies.open_study(
         store,
-        options.study_name,
+        o.study_name,
         setup.request,
-        resume=options.resume,
-        sampler=studies.make_sampler(options.sampler, config.seed),
-        pruner=studies.make_pruner(options.pruner, first, config.num_updates * config.batch_size),
+        resume=resume,
+        sampler=studies.make_sampler(o.sampler, config.seed, o.n_startup_trials),
+        pruner=studies.make_pruner(o.pruner, first, config.num_updates * config.batch_size),
     )
     if not created:  # a worker that joins or resumes a study draws other samples
         seed = int(np.random.SeedSequence([config.seed, os.getpid()]).generate_state(1)[0])
-        study.sampler = studies.make_sampler(options.sampler, seed)
-    if options.out is not None and options.resume:
-        studies.fail_dead(study, options.out)
+        study.sampler = studies.make_sampler(o.sampler, seed, o.n_startup_trials)
+    if out is not None and resume:
+        studies.fail_dead(study, out)
     return store, study
 
 
 def _run(
-    study: Any, store: Any, setup: TuneSetup, config: PPOConfig, options: _Options, **kwargs: Any
+    study: Any, store: Any, setup: TuneSetup, config: PPOConfig, out: Any, **kwargs: Any
 ) -> None:
     """The ask / train / tell loop under one stop request and a progress bar (`kwargs`:
     progress, hint)."""
-    trials = options.trials
+    o = setup.options
+    trials = o.trials
     budget = studies.Budget(study, trials, setup.url, setup.space.distributions())
     done = min(studies.finished(study.get_trials(deepcopy=False)), trials)
     with contextlib.ExitStack() as stack:
@@ -359,13 +331,12 @@ def _run(
             objective=setup.objective,
             config=config,
             budget=budget,
-            batch=min(options.batch, max(trials - done, 1)),  # no lane without a trial
-            reports=options.reports,
+            options=dataclasses.replace(o, batch=min(o.batch, max(trials - done, 1))),
             bar=bar,
             requested=requested,
             heartbeat=heartbeat,
             init_params=warm.load_warm_start(config),
-            out=options.out,
+            out=out,
             hint=kwargs["hint"],
         )
         tuner.run()

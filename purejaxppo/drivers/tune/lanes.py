@@ -24,6 +24,7 @@ from jax.sharding import PartitionSpec as P
 
 from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers import warm
+from purejaxppo.drivers.segments import largest_divisor_at_most
 from purejaxppo.guards import LOSS_METRICS
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.parallel import RUNS_AXIS, make_runs_program, runs_mesh
@@ -36,8 +37,7 @@ def segment_updates(num_updates: int, reports: int) -> int:
 
     Example: 12 updates, 4 reports -> 3; 97 updates (a prime), 10 reports -> 1.
     """
-    cap = max(1, math.ceil(num_updates / max(reports, 1)))
-    return max(d for d in range(1, min(cap, num_updates) + 1) if num_updates % d == 0)
+    return largest_divisor_at_most(num_updates, math.ceil(num_updates / max(reports, 1)))
 
 
 @dataclasses.dataclass
@@ -48,6 +48,7 @@ class Lane:
     config: PPOConfig  # the base config with the trial's parameters
     seed: int  # its key: jax.random.key(seed)
     done: int = 0  # updates trained
+    shown: float = 0.0  # the share of the trial the progress bar counts
     values: list[np.ndarray] = dataclasses.field(default_factory=list)  # metric [L] each
     counts: list[np.ndarray] = dataclasses.field(default_factory=list)  # episodes [L] each
 

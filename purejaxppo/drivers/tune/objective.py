@@ -95,3 +95,27 @@ def parse_objective(text: str, direction: str = "maximize") -> Objective:
     if direction not in DIRECTIONS:
         raise ValueError(f"direction={direction!r}: must be one of {DIRECTIONS}")
     return Objective(metric=metric, window=fraction, direction=direction)
+
+
+def aggregate(values: np.ndarray, how: str = "mean") -> float:
+    """A trial's value from its seeds' values (`TuneOptions.aggregate`).
+
+    Args:
+      values: float64 `[K]`, one value per seed (NaN: no episode ended in that seed's
+        window; left out).
+      how: "mean"; "median"; "iqm", the interquartile mean: the mean after cutting
+        floor(K / 4) values from each end of the sorted values (as rliable's
+        `scipy.stats.trim_mean(values, 0.25)`, Agarwal et al. 2021).
+
+    Returns:
+      float; NaN when no value is finite. With K = 1 the value itself.
+    """
+    finite = np.sort(np.asarray(values, np.float64)[np.isfinite(values)])
+    if not finite.size:
+        return math.nan
+    if how == "median":
+        return float(np.median(finite))
+    if how == "iqm":
+        cut = int(0.25 * finite.size)
+        finite = finite[cut : finite.size - cut]
+    return float(finite.mean())

@@ -2,6 +2,11 @@
 (compiled once) per combination, run one at a time until its lanes are empty (see
 `driver` for the model).
 
+With `seeds_per_trial` K > 1 a trial takes K neighbouring lanes (a slot), trained with the
+keys of the seeds `seed + K * number + k` (k < K), and is told the `aggregate` of their
+values (`objective.aggregate`); each seed's value is its user attribute `seed_values`.
+`timeout` ends the worker as a stop request does, once its seconds are spent.
+
 A trial whose sampled config is refused (a static combination the checks before the
 start could not cover, a program that cannot be built) is told FAIL with the user
 attribute `refused` naming the reason, and the study goes on. When the budget is spent
@@ -27,7 +32,8 @@ from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.segments import compiling
 from purejaxppo.drivers.tune import study as studies
 from purejaxppo.drivers.tune.lanes import Lane, LaneGroup
-from purejaxppo.drivers.tune.objective import Objective
+from purejaxppo.drivers.tune.objective import Objective, aggregate
+from purejaxppo.drivers.tune.options import TuneOptions
 from purejaxppo.drivers.tune.space import SearchSpace, import_optuna
 from purejaxppo.guards import LOSS_METRICS
 from purejaxppo.signals import TrainingInterrupted, run_responsively
@@ -46,8 +52,7 @@ class Tuner:
     objective: Objective
     config: PPOConfig
     budget: studies.Budget
-    batch: int
-    reports: int
+    options: TuneOptions  # its `batch`: the trials trained at once (slots)
     bar: Any
     requested: list[str]  # the stop request (`stop_requests`)
     heartbeat: studies.Heartbeat
@@ -62,17 +67,27 @@ class Tuner:
     def __post_init__(self) -> None:
         self.seed = self.study.user_attrs[studies.ATTRIBUTE]["seed"]
         self.me = studies.worker_identity(self.out)
+        self.k = self.options.seeds_per_trial  # lanes per trial
+        self.started = time.monotonic()
 
     def run(self) -> None:
         """Asks, trains and tells until the budget is spent and no trial of another
-        worker runs (`wait`)."""
-        while True:
-            if not any(self.queues.values()):
-                if not self._ask(self.batch) and not self.wait():
-                    return
-                continue
-            key = max(self.queues, key=lambda k: len(self.queues[k]))
-            self._run_group(key)
+        worker runs (`wait`), or until the timeout is spent."""
+        try:
+            while True:
+                if not any(self.queues.values()):
+                    if self.expired() or (not self._ask(self.options.batch) and not self.wait()):
+                        return
+                    continue
+                key = max(self.queues, key=lambda k: len(self.queues[k]))
+                self._run_group(key)
+        except _TimeUp:
+            return
+
+    def expired(self) -> bool:
+        """Whether the `timeout` (seconds since this worker started) is spent."""
+        timeout = self.options.timeout
+        return timeout is not None and time.monotonic() - self.started >= timeout
 
     def wait(self) -> bool:
         """With the budget spent: waits while trials of other workers run (polling every
@@ -86,6 +101,16 @@ class Tuner:
             if any(t.state == states.WAITING for t in trials):
                 return True
             if not running:
+                return False
+            if self.heartbeat.storage is None:  # a journal: no heartbeat tells a dead worker
+                print(
+                    f"tune: every trial is asked; trial(s) {', '.join(map(str, running))} "
+                    "still run in other workers, and this storage keeps no heartbeats to tell "
+                    "a dead worker: done here (a dead worker's trials run again with its "
+                    "purejaxppo tune --resume OUT)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return False
             if shown != running:
                 if shown is None:
@@ -102,6 +127,8 @@ class Tuner:
             while time.monotonic() < deadline:
                 if self.requested:
                     self._stop(None)
+                if self.expired():
+                    return False
                 time.sleep(0.1)
             with self.budget.lock(), studies.quiet_optuna():
                 import_optuna().storages.fail_stale_trials(self.study)
@@ -112,8 +139,11 @@ class Tuner:
         asked = self.budget.ask(n)
         for trial in asked:
             self.heartbeat.add(trial._trial_id)
-            self.seeds[trial.number] = (self.seed + trial.number) % 2**32
+            self.seeds[trial.number] = (self.seed + self.k * trial.number) % 2**32
             trial.set_user_attr("seed", self.seeds[trial.number])
+            if self.k > 1:
+                seeds = [(self.seeds[trial.number] + i) % 2**32 for i in range(self.k)]
+                trial.set_user_attr("seeds", seeds)
             trial.set_user_attr("worker", self.me)
             try:
                 self.configs[trial.number] = self.space.config(self.config, trial.params)
@@ -142,7 +172,11 @@ class Tuner:
             try:
                 config = self.space.static_config(self.config, key)
                 group = LaneGroup(
-                    config, self.batch, self.reports, self.objective.metric, self.init_params
+                    config,
+                    self.options.batch * self.k,
+                    self.options.reports,
+                    self.objective.metric,
+                    self.init_params,
                 )
             except ValueError as err:  # the combination's program cannot be built
                 queue = self.queues.pop(key)
@@ -157,78 +191,113 @@ class Tuner:
             metrics = run_responsively(group.run_segment)
             self.bar.set_description("tune")
             self._boundary(group, metrics)
-            if self.requested:
+            if self.requested or self.expired():
                 self._stop(group)
             self._fill(group, key)
 
     def _fill(self, group: LaneGroup, key: tuple) -> None:
-        """Gives the free lanes queued trials of this combination, asking for more."""
-        free = group.free()
+        """Gives the free slots (K free neighbouring lanes) queued trials of this
+        combination, asking for more."""
+        free = [j for j in range(group.width // self.k) if not any(self._slot(group, j))]
         queue = self.queues.setdefault(key, collections.deque())
         if len(queue) < len(free):
             self._ask(len(free) - len(queue))  # trials of other combinations wait in theirs
         placed = {}
-        for index in free[: len(queue)]:
+        for j in free[: len(queue)]:
             trial = queue.popleft()
             config = self.configs.pop(trial.number)
-            placed[index] = Lane(trial=trial, config=config, seed=self.seeds[trial.number])
+            for i in range(self.k):
+                seed = (self.seeds[trial.number] + i) % 2**32
+                placed[j * self.k + i] = Lane(trial=trial, config=config, seed=seed)
         if placed:
             group.place(placed)
 
+    def _slot(self, group: LaneGroup, j: int) -> list[Lane | None]:
+        """The K lanes of slot `j` (one trial's seeds, or all None)."""
+        return group.lanes[j * self.k : (j + 1) * self.k]
+
     def _boundary(self, group: LaneGroup, metrics: Mapping[str, np.ndarray]) -> None:
-        """After a segment: each lane's report, prune, or tell."""
+        """After a segment: each trial's report (the aggregate over its seeds' lanes),
+        prune, or tell."""
         states = import_optuna().trial.TrialState
-        for index, lane in enumerate(group.lanes):
-            if lane is None:
+        for j in range(group.width // self.k):
+            lanes = self._slot(group, j)
+            if lanes[0] is None:
                 continue
-            lane.values.append(metrics[self.objective.metric][index])
-            lane.counts.append(metrics["episode_count"][index])
-            lane.done += group.segment
-            values, counts = lane.curve()
-            value = self.objective.value(values, counts, group.num_updates)
+            indices = range(j * self.k, (j + 1) * self.k)
+            for index, lane in zip(indices, lanes, strict=True):
+                lane.values.append(metrics[self.objective.metric][index])
+                lane.counts.append(metrics["episode_count"][index])
+                lane.done += group.segment
+            seeds = np.array(
+                [self.objective.value(*lane.curve(), group.num_updates) for lane in lanes]
+            )
+            value = aggregate(seeds, self.options.aggregate)
+            lane, trial = lanes[0], lanes[0].trial
             step = lane.done * group.config.batch_size
-            bad = [n for n in LOSS_METRICS if not np.isfinite(metrics[n][index]).all()]
-            trial = lane.trial
+            bad = [
+                n
+                for n in LOSS_METRICS
+                if not np.isfinite(metrics[n][indices.start : indices.stop]).all()
+            ]
             if bad:
-                first = int(np.argmin(np.isfinite(metrics[bad[0]][index]))) + 1
+                rows = metrics[bad[0]][indices.start : indices.stop]
+                first = int(np.argmin(np.isfinite(rows).all(axis=0))) + 1
                 trial.set_user_attr("diverged", lane.done - group.segment + first)
-                self._tell(group, index, state=states.FAIL)
+                self._tell(group, j, state=states.FAIL)
                 continue
             if np.isfinite(value):
                 trial.report(value, step)
             if lane.done >= group.num_updates:
+                if self.k > 1:
+                    trial.set_user_attr("seed_values", [float(v) for v in seeds])
                 if np.isfinite(value):
-                    self._tell(group, index, values=value)
+                    self._tell(group, j, values=value)
                 else:
                     trial.set_user_attr("failed", "no episode ended in the objective's window")
-                    self._tell(group, index, state=states.FAIL)
+                    self._tell(group, j, state=states.FAIL)
             elif np.isfinite(value) and trial.should_prune():
-                self._tell(group, index, state=states.PRUNED)
+                self._tell(group, j, state=states.PRUNED)
+            else:  # the bar counts the running trials' share of their updates
+                share = lane.done / group.num_updates
+                self.bar.update(share - lane.shown)
+                lane.shown = share
 
-    def _tell(self, group: LaneGroup, index: int, **outcome: Any) -> None:
-        lane = group.lanes[index]
+    def _tell(self, group: LaneGroup, j: int, **outcome: Any) -> None:
+        """Tells slot `j`'s trial `outcome` and frees its lanes."""
+        lane = group.lanes[j * self.k]
         lane.trial.set_user_attr("updates", lane.done)
         self.study.tell(lane.trial, **outcome)
         self.heartbeat.discard(lane.trial._trial_id)
-        group.lanes[index] = None
-        self.bar.update(1)
+        group.lanes[j * self.k : (j + 1) * self.k] = [None] * self.k
+        self.bar.update(1 - lane.shown)
         with contextlib.suppress(ValueError):  # no completed trial yet
             self.bar.set_postfix(best=f"{self.study.best_value:.4g}", refresh=False)
 
     def _stop(self, group: LaneGroup | None) -> None:
         """Re-queues the running (in `group`) and queued trials, then raises
-        `TrainingInterrupted`."""
-        running = [] if group is None else [lane.trial for lane in group.lanes if lane is not None]
+        `TrainingInterrupted` (a stop request) or `_TimeUp` (the timeout)."""
+        lanes = [] if group is None else group.lanes[:: self.k]
+        running = [lane.trial for lane in lanes if lane is not None]
         running += [trial for queue in self.queues.values() for trial in queue]
         studies.requeue(self.study, [trial.number for trial in running])
         for trial in running:
             self.heartbeat.discard(trial._trial_id)
         finished = studies.finished(self.study.get_trials(deepcopy=False))
+        why = f"stopped by {self.requested[0]}" if self.requested else ""
+        if not why:
+            why = f"the timeout of {self.options.timeout:g} s is spent"
         print(
-            f"\ntune: stopped by {self.requested[0]}: {finished} trial(s) of the study "
+            f"\ntune: {why}: {finished} trial(s) of the study "
             f"finished; {len(running)} running or queued trial(s) re-queued: they run again "
             "when the study continues",
             file=sys.stderr,
             flush=True,
         )
+        if not self.requested:
+            raise _TimeUp
         raise TrainingInterrupted(finished, self.requested[0], self.hint, unit="trial")
+
+
+class _TimeUp(Exception):
+    """The timeout is spent: `Tuner.run` returns (the trials were re-queued)."""

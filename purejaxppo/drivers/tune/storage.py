@@ -7,6 +7,10 @@ recorded without its password.
 * Storage URLs are written to disk (request.yaml) and shown in messages with their
   password hidden (`hidden_url`); a resumed tune gets it back from the URL given again or
   from `PASSWORD_ENV` (`with_password`).
+* `journal:PATH` (`journal:///abs/study.log`) is Optuna's `JournalStorage` in a file with
+  `JournalFileOpenLock`, which holds on NFS, where SQLite's locks do not: a study shared
+  over a cluster's file system. It has no heartbeats (a dead worker's trials are failed
+  by `--resume OUT` of that worker, not by the others).
 * `default_url` is an output directory's SQLite file, `in_memory` tells a database that
   lives in the process, and `file_lock` is the lock beside an SQLite file under which
   workers create its tables and ask for trials (`study.Budget`).
@@ -104,6 +108,20 @@ def in_memory(url: str | None) -> bool:
     return database in ("", ":memory:") or "mode=memory" in database + str(parsed.query)
 
 
+#: The scheme of Optuna's JournalStorage in a file: `journal:PATH`.
+JOURNAL = "journal:"
+
+
+def journal_file(url: str | None) -> Path | None:
+    """The file of a `journal:PATH` URL (`journal:///abs/study.log`, `journal:rel.log`),
+    absolute; None for another storage."""
+    if url is None or not str(url).startswith(JOURNAL):
+        return None
+    rest = str(url)[len(JOURNAL) :]
+    rest = rest[2:] if rest.startswith("//") else rest
+    return Path(rest).expanduser().resolve() if rest.strip() else Path()
+
+
 def sqlite_file(url: str) -> Path | None:
     """The database file of an SQLite URL (None: another database, or in memory)."""
     parsed = parse_url(url)
@@ -113,9 +131,13 @@ def sqlite_file(url: str) -> Path | None:
 
 
 def file_lock(url: str | None) -> Any:
-    """The lock beside an SQLite file (`FILE.lock`); a null context for other storages."""
+    """The lock beside an SQLite file (`FILE.lock`) or a journal (`FILE.tune-lock`); a null
+    context for other storages."""
     import filelock
 
+    journal = journal_file(url)
+    if journal is not None:  # `FILE.lock` is the journal's own lock (JournalFileOpenLock)
+        return filelock.FileLock(f"{journal}.tune-lock")
     path = None if url is None else sqlite_file(url)
     return filelock.FileLock(f"{path}.lock") if path else contextlib.nullcontext()
 
@@ -127,6 +149,13 @@ def check_storage(url: str) -> None:
     import sqlalchemy
 
     shown = shown_url(url)
+    journal = journal_file(url)
+    if journal is not None:
+        if journal == Path() or journal.is_dir():
+            raise ValueError(f"storage {shown!r}: name a file, e.g. journal:///shared/study.log")
+        if not journal.parent.is_dir():
+            raise ValueError(f"storage {shown!r}: no directory {journal.parent} for its journal")
+        return
     try:
         parsed = sqlalchemy.engine.make_url(url)
     except Exception as err:

@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from purejaxppo.drivers.tune.space import import_optuna
 from purejaxppo.drivers.tune.storage import (
     check_storage,
     file_lock,
+    journal_file,
     parse_url,
     shown_url,
     sqlite_file,
@@ -55,8 +56,6 @@ ATTRIBUTE = "purejaxppo"
 #: Seconds a worker waits for the record of a study another worker has just created
 #: (Optuna creates a study, then its creator records what it tunes).
 RECORD_WAIT_SECONDS = 10
-SAMPLERS = ("tpe", "cmaes", "random", "qmc")
-PRUNERS = ("median", "halving", "hyperband", "none")
 
 
 @contextlib.contextmanager
@@ -93,6 +92,11 @@ def open_storage(url: str | None) -> Any:
     if url is None:
         return optuna.storages.InMemoryStorage()
     check_storage(url)
+    journal = journal_file(url)
+    if journal is not None:  # a file on NFS: the open lock holds there
+        journals = optuna.storages.journal
+        lock = journals.JournalFileOpenLock(str(journal))
+        return journals.JournalStorage(journals.JournalFileBackend(str(journal), lock_obj=lock))
     sqlite = sqlite_file(url) is not None
     parameters = inspect.signature(optuna.storages.RDBStorage).parameters
     name = "heartbeat_stale_trial_callback"
@@ -141,7 +145,7 @@ def study_exists(url: str | None, name: str) -> bool:
     holds none and is not created)."""
     if url is None:
         return False
-    path = sqlite_file(url)
+    path = journal_file(url) or sqlite_file(url)
     if path is not None and not path.exists():
         return False
     optuna = import_optuna()
@@ -240,6 +244,8 @@ def open_study(
             created = False
     if created:
         study.set_user_attr(ATTRIBUTE, dict(request))
+        with quiet_optuna():  # Optuna's tools name the value (not "Objective Value")
+            study.set_metric_names([request["objective"]["metric"]])
         return study, True
     check_request(stored_request(study, where), request, where)
     stored = study.direction.name.lower()
@@ -248,31 +254,58 @@ def open_study(
     return study, False
 
 
-def make_sampler(sampler: Any, seed: int) -> Any:
-    """An Optuna sampler from its name (`SAMPLERS`), seeded; a sampler object as is.
+def _tpe(samplers: Any, seed: int, startup: int | None) -> Any:
+    start = {} if startup is None else {"n_startup_trials": startup}
+    return samplers.TPESampler(seed=seed, constant_liar=True, **start)
+
+
+def _cmaes(samplers: Any, seed: int, startup: int | None) -> Any:
+    if importlib.util.find_spec("cmaes") is None:
+        raise ImportError("sampler 'cmaes' needs the cmaes package: pip install 'purejaxppo[tune]'")
+    start = {} if startup is None else {"n_startup_trials": startup}
+    return samplers.CmaEsSampler(seed=seed, **start)
+
+
+#: Sampler name -> factory(optuna.samplers, seed, n_startup_trials or None).
+SAMPLER_FACTORIES: dict[str, Callable[[Any, int, int | None], Any]] = {
+    "tpe": _tpe,
+    "cmaes": _cmaes,
+    "random": lambda samplers, seed, _: samplers.RandomSampler(seed=seed),
+    "qmc": lambda samplers, seed, _: samplers.QMCSampler(seed=seed),
+}
+SAMPLERS = tuple(SAMPLER_FACTORIES)
+
+#: Pruner name -> factory(optuna.pruners, first_step, last_step); steps are env steps.
+PRUNER_FACTORIES: dict[str, Callable[[Any, int, int], Any]] = {
+    "median": lambda p, first, last: p.MedianPruner(n_startup_trials=5, n_warmup_steps=last // 3),
+    "halving": lambda p, first, last: p.SuccessiveHalvingPruner(min_resource=first),
+    "hyperband": lambda p, first, last: p.HyperbandPruner(
+        min_resource=first, max_resource=max(last, first)
+    ),
+    "none": lambda p, first, last: p.NopPruner(),
+}
+PRUNERS = tuple(PRUNER_FACTORIES)
+
+
+def make_sampler(sampler: Any, seed: int, n_startup_trials: int | None = None) -> Any:
+    """An Optuna sampler from its name (`SAMPLER_FACTORIES`), seeded, with
+    `n_startup_trials` random trials first (tpe, cmaes; None: Optuna's default); a
+    sampler object as is.
 
     Raises:
       ValueError: an unknown name.
       ImportError: "cmaes" without the `cmaes` package.
     """
-    samplers = import_optuna().samplers
     if not isinstance(sampler, str):
         return sampler
-    if sampler not in SAMPLERS:
+    if sampler not in SAMPLER_FACTORIES:
         raise ValueError(f"sampler={sampler!r}: must be one of {', '.join(SAMPLERS)}")
-    if sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
-        raise ImportError("sampler 'cmaes' needs the cmaes package: pip install 'purejaxppo[tune]'")
-    return {
-        "tpe": lambda: samplers.TPESampler(seed=seed, constant_liar=True),
-        "cmaes": lambda: samplers.CmaEsSampler(seed=seed),
-        "random": lambda: samplers.RandomSampler(seed=seed),
-        "qmc": lambda: samplers.QMCSampler(seed=seed),
-    }[sampler]()
+    return SAMPLER_FACTORIES[sampler](import_optuna().samplers, seed, n_startup_trials)
 
 
 def make_pruner(pruner: Any, first_step: int, last_step: int) -> Any:
-    """An Optuna pruner from its name (`PRUNERS`); a pruner object as is. Steps are env
-    steps: `first_step` the first report's, `last_step` a whole trial's.
+    """An Optuna pruner from its name (`PRUNER_FACTORIES`); a pruner object as is. Steps
+    are env steps: `first_step` the first report's, `last_step` a whole trial's.
 
     median: `MedianPruner` once 5 trials completed, past a third of a trial's steps;
     halving: `SuccessiveHalvingPruner` from the first report; hyperband:
@@ -281,19 +314,11 @@ def make_pruner(pruner: Any, first_step: int, last_step: int) -> Any:
     Raises:
       ValueError: an unknown name.
     """
-    pruners = import_optuna().pruners
     if not isinstance(pruner, str):
         return pruner
-    if pruner not in PRUNERS:
+    if pruner not in PRUNER_FACTORIES:
         raise ValueError(f"pruner={pruner!r}: must be one of {', '.join(PRUNERS)}")
-    return {
-        "median": lambda: pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=last_step // 3),
-        "halving": lambda: pruners.SuccessiveHalvingPruner(min_resource=first_step),
-        "hyperband": lambda: pruners.HyperbandPruner(
-            min_resource=first_step, max_resource=max(last_step, first_step)
-        ),
-        "none": lambda: pruners.NopPruner(),
-    }[pruner]()
+    return PRUNER_FACTORIES[pruner](import_optuna().pruners, first_step, last_step)
 
 
 def used(trials: Sequence[Any]) -> int:

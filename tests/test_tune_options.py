@@ -1,0 +1,159 @@
+"""`TuneOptions`: seeds per trial (the trial's value is the aggregate of independent runs,
+bitwise), the timeout (stops as a stop request does, and the study resumes), a finished
+study extended with more trials, Optuna's metric name, the start-up trials, and each new
+option's bad values refused in one line."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optuna
+import pytest
+import yaml
+
+import purejaxppo as pjp
+from purejaxppo.cli import main
+from purejaxppo.drivers.tune import study as studies
+from purejaxppo.drivers.tune.objective import Objective, aggregate
+from purejaxppo.drivers.tune.options import TuneOptions
+
+States = optuna.trial.TrialState
+# 12 updates of 4 envs x 8 steps; 4 reports per trial -> segments of 3 updates (96 steps).
+CONFIG = pjp.PPOConfig(num_envs=4, num_steps=8, total_timesteps=4 * 8 * 12, hidden_sizes=(16,))
+SEARCH = {"learning_rate": ("log_uniform", 1e-4, 1e-3)}
+QUIET = {"sampler": "random", "pruner": "none", "reports": 4, "progress": False}
+
+
+def test_aggregates_follow_their_definitions():
+    values = np.array([4.0, 1.0, np.nan, 3.0, 2.0, 100.0])  # NaN: no episode ended
+    assert aggregate(values, "mean") == 22.0
+    assert aggregate(values, "median") == 3.0
+    assert aggregate(values, "iqm") == 3.0  # 5 finite: cut 1 each end -> mean(2, 3, 4)
+    assert aggregate(np.array([1.0, 2.0, 3.0, 4.0]), "iqm") == 2.5  # cut 1 -> mean(2, 3)
+    assert aggregate(np.array([7.25]), "iqm") == 7.25
+    assert np.isnan(aggregate(np.array([np.nan, np.nan]), "mean"))
+
+
+@pytest.fixture(scope="module")
+def three_seeds(tmp_path_factory):
+    """2 trials of 3 seeds each, as 6 lanes of one program."""
+    out = tmp_path_factory.mktemp("seeds")
+    result = pjp.tune(
+        CONFIG, SEARCH, trials=2, batch=2, seeds_per_trial=3, aggregate="median", out=out, **QUIET
+    )
+    return result, out
+
+
+def test_seeds_per_trial_value_is_the_aggregate_of_independent_runs_bitwise(three_seeds):
+    result, out = three_seeds
+    trials = result.study.trials
+    assert [t.state for t in trials] == [States.COMPLETE] * 2
+    assert [t.user_attrs["seeds"] for t in trials] == [[0, 1, 2], [3, 4, 5]]
+    seeds = [s for t in trials for s in t.user_attrs["seeds"]]
+    keys = jnp.stack([jax.random.key(s) for s in seeds])
+    hparams = pjp.Hyperparams.stack(
+        [pjp.Hyperparams.from_config(CONFIG.replace(**t.params)) for t in trials for _ in range(3)]
+    )
+    metrics = jax.jit(jax.vmap(pjp.make_train(CONFIG)))(keys, hparams).metrics
+    values = np.asarray(metrics["episode_return"]).reshape(2, 3, 12)
+    counts = np.asarray(metrics["episode_count"]).reshape(2, 3, 12)
+    objective = Objective()
+    for n, trial in enumerate(trials):
+        runs = [objective.value(values[n, k], counts[n, k], 12) for k in range(3)]
+        assert trial.user_attrs["seed_values"] == runs  # bitwise, per seed
+        assert trial.value == aggregate(np.array(runs), "median")
+        for step, value in trial.intermediate_values.items():
+            done = step // 32
+            parts = [
+                objective.value(values[n, k, :done], counts[n, k, :done], 12) for k in range(3)
+            ]
+            assert value == aggregate(np.array(parts), "median")
+    table = (out / "trials.csv").read_text()
+    assert "user_attrs_seed_values" in table and "user_attrs_seeds" in table
+    assert yaml.safe_load((out / "best.yaml").read_text())["seed"] in (0, 3)  # its first seed
+    # Optuna's tools name the value
+    assert result.study.metric_names == ["episode_return"]
+
+
+def test_a_study_of_other_seeds_per_trial_is_refused(three_seeds):
+    _, out = three_seeds
+    with pytest.raises(ValueError, match="seeds_per_trial"):
+        pjp.tune(CONFIG, SEARCH, trials=3, batch=2, out=out, resume=True, **QUIET)
+
+
+def test_timeout_stops_as_a_stop_does_and_the_study_resumes(tmp_path, capsys):
+    # the first segment (compile included) takes longer than 0.2 s: the timeout is spent
+    # at its end, the two running trials are re-queued, and the outputs written
+    first = pjp.tune(CONFIG, SEARCH, trials=4, batch=2, timeout=0.2, out=tmp_path, **QUIET)
+    states = [t.state for t in first.study.trials]
+    assert States.COMPLETE not in states and states.count(States.WAITING) == 2, states
+    err = capsys.readouterr().err
+    assert "the timeout of 0.2 s is spent: 0 trial(s) of the study finished; 2 running" in err
+    assert (tmp_path / "trials.csv").exists()
+    again = pjp.tune(CONFIG, SEARCH, trials=4, batch=2, out=tmp_path, resume=True, **QUIET)
+    assert studies.finished(again.study.trials) == 4
+    assert sum(t.state == States.COMPLETE for t in again.study.trials) == 4
+
+
+def run_cli(args, capsys):
+    try:
+        code = main(args)
+    except SystemExit as exit_info:
+        code = exit_info.code
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def test_resume_with_more_trials_extends_a_finished_study(tmp_path, capsys):
+    out = tmp_path / "out"
+    base = ["--num-envs", "4", "--num-steps", "8", "--total-timesteps", "384"]
+    base += ["--hidden-sizes", "16", "--search", "learning_rate=log_uniform:1e-4:1e-3"]
+    base += ["--sampler", "random", "--pruner", "none", "--reports", "4", "--no-progress"]
+    code, _ = run_cli(["tune", *base, "--trials", "2", "--batch", "2", "--out", str(out)], capsys)
+    assert code == 0
+    code, lines = run_cli(["tune", "--resume", str(out), "--trials", "1"], capsys)
+    assert code == 2 and "records 2 trials, and a study's budget only grows" in lines[0], lines
+    code, _ = run_cli(["tune", "--resume", str(out), "--trials", "3"], capsys)
+    assert code == 0
+    assert yaml.safe_load((out / "request.yaml").read_text())["trials"] == 3
+    study = optuna.load_study(study_name="tune", storage=f"sqlite:///{out / 'study.db'}")
+    assert [t.state for t in study.trials] == [States.COMPLETE] * 3
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seeds-per-trial", "0"], "seeds_per_trial=0: must be an integer >= 1"),
+        (["--timeout", "0"], "timeout=0.0: must be a number of seconds > 0"),
+        (["--timeout", "-5"], "timeout=-5.0: must be a number of seconds > 0"),
+        (["--timeout", "nan"], "timeout=nan: must be a number of seconds > 0"),
+        (["--n-startup-trials", "-1"], "n_startup_trials=-1: must be an integer >= 0"),
+        (
+            ["--n-startup-trials", "3", "--sampler", "random"],
+            "n_startup_trials=3: sampler 'random' has no random start-up trials",
+        ),
+        (["--aggregate", "mode"], "argument --aggregate: invalid choice: 'mode'"),
+    ],
+)
+def test_bad_option_values_are_refused_in_one_line(args, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["tune", "--out", str(out), "--trials", "4", *args]
+    argv += ["--search", "learning_rate=log_uniform:1e-4:1e-2"]
+    code, lines = run_cli(argv, capsys)
+    assert code == 2 and message in lines[-1], lines
+    assert not out.exists()
+
+
+def test_options_record_round_trips_and_old_records_take_defaults():
+    options = TuneOptions(trials=5, seeds_per_trial=2, aggregate="iqm", timeout=60.0)
+    assert TuneOptions.from_record(options.record()) == options
+    old = {"trials": 5, "batch": 8, "objective": "episode_return", "storage": None}
+    assert TuneOptions.from_record(old) == TuneOptions(trials=5)
+    with pytest.raises(TypeError, match="unknown option"):
+        pjp.tune(CONFIG, SEARCH, trials=1, seeds=3)
+
+
+def test_start_up_trials_reach_the_sampler():
+    assert studies.make_sampler("tpe", 0, 3)._n_startup_trials == 3
+    assert studies.make_sampler("tpe", 0)._n_startup_trials == 10  # Optuna's default
+    assert studies.make_sampler("cmaes", 0, 4)._n_startup_trials == 4
