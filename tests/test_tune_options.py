@@ -133,6 +133,8 @@ def test_resume_with_more_trials_extends_a_finished_study(tmp_path, capsys):
             "n_startup_trials=3: sampler 'random' has no random start-up trials",
         ),
         (["--aggregate", "mode"], "argument --aggregate: invalid choice: 'mode'"),
+        (["--objective", "eval_return:0"], "EPISODES '0' must be an integer >= 1"),
+        (["--objective", "eval_return:x"], "EPISODES 'x' must be an integer >= 1"),
     ],
 )
 def test_bad_option_values_are_refused_in_one_line(args, message, tmp_path, capsys):
@@ -157,3 +159,45 @@ def test_start_up_trials_reach_the_sampler():
     assert studies.make_sampler("tpe", 0, 3)._n_startup_trials == 3
     assert studies.make_sampler("tpe", 0)._n_startup_trials == 10  # Optuna's default
     assert studies.make_sampler("cmaes", 0, 4)._n_startup_trials == 4
+
+
+def test_a_diverged_trial_fails_at_once_and_its_lanes_take_the_next(monkeypatch):
+    from purejaxppo.drivers.tune.lanes import LaneGroup
+
+    run_segment, lanes = LaneGroup.run_segment, []
+
+    def poisoned(group):
+        fetched = {name: np.array(value) for name, value in run_segment(group).items()}
+        lanes.append([None if lane is None else lane.trial.number for lane in group.lanes])
+        if len(lanes) == 1:
+            fetched["v_loss"][0:2, 1] = np.nan  # trial 0's two seeds, its 2nd update
+        return fetched
+
+    monkeypatch.setattr(LaneGroup, "run_segment", poisoned)
+    result = pjp.tune(CONFIG, SEARCH, trials=3, batch=2, seeds_per_trial=2, **QUIET)
+    trials = result.study.trials
+    assert trials[0].state == States.FAIL and trials[0].user_attrs["diverged"] == 2
+    assert lanes[0] == [0, 0, 1, 1]
+    assert lanes[1] == [2, 2, 1, 1]  # trial 2 took trial 0's lanes at the next boundary
+    assert [t.state for t in trials[1:]] == [States.COMPLETE] * 2
+
+
+def test_the_eval_objective_is_pjp_evaluate_of_the_trials_parameters():
+    from purejaxppo.drivers.tune.evaluation import eval_key
+
+    result = pjp.tune(CONFIG, SEARCH, trials=2, batch=2, objective="eval_return:3", **QUIET)
+    trials = result.study.trials
+    assert [t.state for t in trials] == [States.COMPLETE] * 2
+    assert result.study.metric_names == ["eval_return"]
+    keys = jnp.stack([jax.random.key(t.user_attrs["seed"]) for t in trials])
+    hparams = pjp.Hyperparams.stack(
+        [pjp.Hyperparams.from_config(CONFIG.replace(**t.params)) for t in trials]
+    )
+    output = jax.jit(jax.vmap(pjp.make_train(CONFIG)))(keys, hparams)
+    for n, trial in enumerate(trials):
+        lane = jax.tree.map(lambda x, n=n: x[n], output)
+        policy = pjp.Policy.from_train_output(lane, CONFIG.replace(**trial.params))
+        key = eval_key(trial.user_attrs["seed"], 12)
+        played = pjp.evaluate(policy, key=key, greedy=True, num_episodes=3)
+        assert trial.value == np.mean(played.returns.astype(np.float64))
+        assert len(trial.intermediate_values) == 4  # an evaluation at every report

@@ -60,6 +60,7 @@ OPERATIONS: dict[str, str] = {
     "batched_runs": "runs batched in one program (`jax.vmap(train)`, a JAX sweep)",
     "runs_on_devices": "batched runs split over several devices",
     "data_parallel": "data-parallel training (`make_data_parallel_train`: envs over devices)",
+    "processes": "one run over several processes or hosts (`purejaxppo train --num-processes`)",
     "eval": "evaluation (`pjp.evaluate`, `purejaxppo eval`)",
     "eval_freq": "evaluation during training (`eval_freq`, `eval_splits`, `best/`)",
     "video": "video (`--video`, `video_freq`)",
@@ -71,6 +72,7 @@ OPERATIONS: dict[str, str] = {
     "resume": "resume one run (`purejaxppo train --resume`)",
     "pbt": "population-based training (`purejaxppo pbt`)",
     "pbt_resume": "resume a PBT population (`purejaxppo pbt --resume`)",
+    "tune": "hyperparameter search with Optuna (`purejaxppo tune`, `pjp.tune`)",
 }
 
 
@@ -180,17 +182,19 @@ ENVPOOL = EnvKind(
             "one device (devices=1, --devices 1)"
         ),
         "data_parallel": "the pool lives on one host and one device: train on one device",
+        "processes": "the pool lives on one host and one device: train in one process",
         "reset_ratio": "the pool resets each env on the host when it ends: set reset_ratio: null",
     },
     notes={
+        "tune": "trials one at a time, compiled once; a trial's seeds share the pool",
         "resume": "restarts the pool's episodes; params, optimizer and statistics go on",
         "pbt_resume": (
             "restarts the pool's episodes; params, optimizer, statistics and hyperparameters go on"
         ),
         "eval": "Atari: whole games (every life), raw scores, as `episode_return`",
         "video": (
-            "Atari: the observations' newest frames, the whole game; MuJoCo raises naming "
-            "the env (EnvPool renders no frames)"
+            "Atari: the observations' newest frames, the whole game; MuJoCo: an episode of "
+            "its gymnasium twin `gymnasium:<id>`, rendered by MuJoCo (EnvPool renders no frames)"
         ),
     },
 )
@@ -201,6 +205,7 @@ AGENTS = EnvKind(
     loop="agents",
     refusals={
         "data_parallel": "train on one device (batched runs may still use several)",
+        "processes": "train in one process (batched runs may still use several devices)",
         "reset_ratio": "JaxMARL's step resets each env itself: set reset_ratio: null",
         "info_metrics": (
             "leave info_metrics empty: each agent's return (info/episode_return/<agent>) "
@@ -231,6 +236,7 @@ HOST = EnvKind(
             "device: use one device (devices=1, --devices 1)"
         ),
         "data_parallel": "the vector env lives on one host and one device: train on one device",
+        "processes": "the vector env lives on one host and one device: train in one process",
         "info_metrics": (
             "its info dicts stay on the host, outside the compiled update: leave "
             "info_metrics empty (episode returns and lengths are logged)"
@@ -239,6 +245,7 @@ HOST = EnvKind(
     },
     notes={
         "seeds": "R seeds x N envs in one vector env, stepped from one program",
+        "tune": "trials one at a time, compiled once; a trial's seeds share the vector env",
         "sweep": "each program's runs in one vector env of R x N copies",
         "batched_runs": "one vector env of R x N copies, one host call per step",
         "resume": "restarts the vector env's episodes; params, optimizer, statistics go on",

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -114,14 +115,18 @@ def check_tune(
     goal = parse_objective(o.objective, o.direction)
     studies.make_sampler(o.sampler, 0, o.n_startup_trials)
     studies.make_pruner(o.pruner, 1, 1)
-    # lanes beyond the trials never run
-    check_lanes_memory(config, min(o.batch, o.trials) * o.seeds_per_trial)
     from purejaxppo import kinds
 
-    kinds.check("tune", config.env_name, multi_agent=config.multi_agent)
+    kind = kinds.check("tune", config.env_name, multi_agent=config.multi_agent)
+    if kind.vmap_init_runs:  # a host env: one trial at a time (`lanes`)
+        o = dataclasses.replace(o, batch=1)
+    # lanes beyond the trials never run
+    check_lanes_memory(config, min(o.batch, o.trials) * o.seeds_per_trial)
     storage = o.storage
     url = storage if storage is not None else None if out is None else storages.default_url(out)
     objective = {"metric": goal.metric, "window": goal.window, "direction": o.direction}
+    if goal.evaluates:
+        objective["episodes"] = goal.episodes
     if o.seeds_per_trial > 1:  # (a study of one seed per trial records neither)
         objective.update(seeds_per_trial=o.seeds_per_trial, aggregate=o.aggregate)
     request = json.loads(
@@ -314,6 +319,17 @@ def _run(
     progress, hint)."""
     o = setup.options
     trials = o.trials
+    from purejaxppo import kinds
+
+    kind = kinds.kind_of_id(config.env_name, config.multi_agent)
+    if kind.vmap_init_runs:
+        print(
+            f"tune: {config.env_name} ({kind.title}): trials run one at a time, its "
+            f"{o.seeds_per_trial} seed(s) x {config.num_envs} envs in one "
+            f"{'pool' if kind.name == 'envpool' else 'vector env'}, compiled once",
+            file=sys.stderr,
+            flush=True,
+        )
     budget = studies.Budget(study, trials, setup.url, setup.space.distributions())
     done = min(studies.finished(study.get_trials(deepcopy=False)), trials)
     with contextlib.ExitStack() as stack:

@@ -8,6 +8,11 @@ parameters and optimizer state: the init program's state of that lane replaces i
 `jnp.where` lane by lane, and the other lanes' state is left untouched). A trial's numbers are those
 of `jax.vmap(make_train(config))` for its key `jax.random.key(seed)`: the lanes are
 batched runs like a sweep's (tests/test_tune.py checks it bitwise).
+
+A host env ("envpool:", "gymnasium:": `kinds.EnvKind.vmap_init_runs`) keeps every lane's
+envs in one pool / vector env on the host, on one device, which an init resets whole: its
+lanes are placed together (one trial's seeds, `Tuner` runs such trials one at a time) and
+initialised by one vmapped init, as a sweep's chunk of runs is.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ from jax.sharding import PartitionSpec as P
 from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers import warm
 from purejaxppo.drivers.segments import largest_divisor_at_most
+from purejaxppo.drivers.tune.evaluation import make_lanes_evaluator
+from purejaxppo.drivers.tune.objective import EVAL_RETURN
 from purejaxppo.guards import LOSS_METRICS
 from purejaxppo.hyperparams import Hyperparams
-from purejaxppo.parallel import RUNS_AXIS, make_runs_program, runs_mesh
+from purejaxppo.parallel import RUNS_AXIS, make_mesh, make_runs_program, runs_mesh
 from purejaxppo.train import make_train_fns
 
 
@@ -62,17 +69,30 @@ class LaneGroup:
     segments of `segment` updates (`segment_updates(config.num_updates, reports)`).
 
     `init_params`: a warm start shared by every lane (`warm.load_warm_start`), or None.
+    `eval_episodes` > 0: after each segment every lane plays that many greedy episodes
+    (`evaluation.make_lanes_evaluator`), its mean return the metric `eval_return`.
     """
 
     def __init__(
-        self, config: PPOConfig, width: int, reports: int, metric: str, init_params: Any = None
+        self,
+        config: PPOConfig,
+        width: int,
+        reports: int,
+        metric: str,
+        init_params: Any = None,
+        eval_episodes: int = 0,
     ):
         fns = make_train_fns(warm.program_config(config))
         warm.check_warm_start(fns, init_params)
+        self.host = fns.kind.vmap_init_runs  # one pool / vector env for every lane
         self.config, self.width, self.init_params = config, width, init_params
         self.num_updates = config.num_updates
         self.segment = segment_updates(self.num_updates, reports)
-        self.fetched = tuple(dict.fromkeys((metric, "episode_count", *LOSS_METRICS)))
+        trained = () if eval_episodes else (metric,)
+        self.fetched = tuple(dict.fromkeys((*trained, "episode_count", *LOSS_METRICS)))
+        self.evaluate = None
+        if eval_episodes:
+            self.evaluate = make_lanes_evaluator(config, fns.networks, eval_episodes, self.host)
         self.lanes: list[Lane | None] = [None] * width
         base = Hyperparams.from_config(config)
         self.hparams = {n: np.full(width, np.asarray(getattr(base, n))) for n in TRACED_FIELDS}
@@ -95,9 +115,10 @@ class LaneGroup:
         # The lanes split over the local devices that divide `width` (`runs_mesh`), each
         # device training its share as a sweep's chunk does; `lax.map` over the inits, as
         # `parallel.batch_runs` (XLA:CPU's batched QR).
-        self.mesh = runs_mesh(config.env_name, "auto", width)
+        self.mesh = runs_mesh(config.env_name, "auto", width) or make_mesh(1, RUNS_AXIS)
+        each = (lambda f, kd: jax.vmap(f)(kd)) if self.host else jax.lax.map
         self._init = make_runs_program(
-            lambda kd, ip: jax.lax.map(lambda k: init_one(k, ip), kd),
+            lambda kd, ip: each(lambda k: init_one(k, ip), kd),
             self.mesh,
             in_specs=(P(RUNS_AXIS), P()),
         )
@@ -115,7 +136,13 @@ class LaneGroup:
 
     def place(self, lanes: Mapping[int, Lane]) -> None:
         """Starts each given lane's trial: its hyperparameters and key, fresh parameters
-        and optimizer state (those lanes re-initialised; the others untouched)."""
+        and optimizer state (those lanes re-initialised; the others untouched). A host
+        env's lanes start together (every lane given: the init resets its pool).
+
+        Raises:
+          ValueError: a host env's lanes given in part while others train."""
+        if self.host and len(lanes) != self.width:
+            raise ValueError(f"a host env's {self.width} lanes start together, not {len(lanes)}")
         mask = np.zeros(self.width, bool)
         for index, lane in lanes.items():
             hparams = Hyperparams.from_config(lane.config)
@@ -125,7 +152,8 @@ class LaneGroup:
             self.lanes[index] = lane
             mask[index] = True
         fresh = self._init(self.key_data, self.init_params)  # every lane's: cheap
-        self.runner = fresh if self.runner is None else self._merge(mask, fresh, self.runner)
+        keep = self.runner is not None and not self.host
+        self.runner = self._merge(mask, fresh, self.runner) if keep else fresh
 
     def run_segment(self) -> dict[str, np.ndarray]:
         """Trains every lane `segment` updates; returns the metrics the driver reads
@@ -134,6 +162,12 @@ class LaneGroup:
         hparams = Hyperparams(**{n: jnp.asarray(v) for n, v in self.hparams.items()})
         self.runner, metrics = self._run(self.runner, hparams)
         fetched = jax.device_get({name: metrics[name] for name in self.fetched})
+        if self.evaluate is not None:  # every lane's greedy episodes `[B, episodes]`
+            lanes = [(0, 0) if lane is None else (lane.seed, lane.done) for lane in self.lanes]
+            seeds = [seed for seed, _ in lanes]
+            updates = [done + self.segment for _, done in lanes]
+            returns = self.evaluate(self.runner.train_state.params, seeds, updates)
+            fetched[EVAL_RETURN] = returns.astype(np.float64).mean(axis=1)
         self.compiled = True
         return fetched
 

@@ -6,6 +6,12 @@ the last 10% of a trial's updates, every episode weighing the same (as
 `approx_kl`, ...) is the plain mean of its finite per-update values over the window. The
 intermediate values of pruning are the same number over the last window of the updates
 done so far.
+
+`"eval_return[:EPISODES]"` scores greedy evaluation instead (RL Zoo's objective): at every
+report each lane plays EPISODES episodes (default 10) with argmax / mean actions, as
+`pjp.evaluate(..., greedy=True)` does, and the value is their mean return; the trial's
+value is the evaluation after its last update, every intermediate value the evaluation
+at that report.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from purejaxppo.metrics import METRICS
 #: Per-episode means, weighted by the episodes that ended in each update.
 PER_EPISODE = ("episode_return", "episode_length")
 DIRECTIONS = ("maximize", "minimize")
+#: The objective of greedy evaluation episodes at each report.
+EVAL_RETURN = "eval_return"
+#: Evaluation episodes per report by default (`eval_return`).
+EVAL_EPISODES = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,11 +45,17 @@ class Objective:
     metric: str = "episode_return"
     window: float = 0.1
     direction: str = "maximize"
+    episodes: int = 0  # eval_return: greedy evaluation episodes per report
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether the objective is greedy evaluation (`eval_return`)."""
+        return self.metric == EVAL_RETURN
 
     @property
     def text(self) -> str:
-        """`METRIC:WINDOW`, as `parse_objective` reads it."""
-        return f"{self.metric}:{self.window:g}"
+        """`METRIC:WINDOW` (or `eval_return:EPISODES`), as `parse_objective` reads it."""
+        return f"{self.metric}:{self.episodes if self.evaluates else format(self.window, 'g')}"
 
     def updates(self, num_updates: int) -> int:
         """Updates in the window of a run of `num_updates`: ceil(window x num_updates),
@@ -59,6 +75,9 @@ class Objective:
           float64 mean over the last `updates(num_updates)` updates; NaN when the window
           holds no finite value (no episode ended in it).
         """
+        if self.evaluates:  # values: one evaluation per report so far
+            last = float(np.asarray(values, np.float64)[-1]) if len(values) else math.nan
+            return last if np.isfinite(last) else math.nan
         k = self.updates(num_updates)
         window = np.asarray(values[-k:], np.float64)
         if self.metric in PER_EPISODE:
@@ -71,17 +90,29 @@ class Objective:
 
 
 def parse_objective(text: str, direction: str = "maximize") -> Objective:
-    """`"METRIC[:WINDOW]"` -> `Objective` (WINDOW default 0.1).
+    """`"METRIC[:WINDOW]"` -> `Objective` (WINDOW default 0.1); `"eval_return[:EPISODES]"`
+    (EPISODES default `EVAL_EPISODES`).
 
     Raises:
       ValueError: naming the value, for an unknown metric (listing them), a window outside
-        (0, 1], or a direction other than maximize / minimize.
+        (0, 1], EPISODES not an integer >= 1, or a direction other than maximize /
+        minimize.
     """
     metric, _, window = str(text).partition(":")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction={direction!r}: must be one of {DIRECTIONS}")
+    if metric == EVAL_RETURN:
+        episodes = int(window) if window.isdigit() else 0 if window else EVAL_EPISODES
+        if episodes < 1:
+            raise ValueError(
+                f"objective {text!r}: EPISODES {window!r} must be an integer >= 1, e.g. "
+                "eval_return:10 (greedy episodes at every report)"
+            )
+        return Objective(metric=metric, window=1.0, direction=direction, episodes=episodes)
     if metric not in METRICS:
         raise ValueError(
             f"objective {text!r}: unknown metric {metric!r}; one of {', '.join(METRICS)} "
-            "(as METRIC or METRIC:WINDOW, e.g. episode_return:0.1)"
+            "(as METRIC or METRIC:WINDOW, e.g. episode_return:0.1), or eval_return[:EPISODES]"
         )
     try:
         fraction = float(window) if window else 0.1
@@ -92,8 +123,6 @@ def parse_objective(text: str, direction: str = "maximize") -> Objective:
             f"objective {text!r}: the window {window!r} must be a fraction of the updates "
             "in (0, 1], e.g. episode_return:0.1 for the last 10%"
         )
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction={direction!r}: must be one of {DIRECTIONS}")
     return Objective(metric=metric, window=fraction, direction=direction)
 
 

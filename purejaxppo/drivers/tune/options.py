@@ -29,13 +29,16 @@ class TuneOptions:
     Attributes:
       trials: the study's total of trials (finished, running or waiting, by any worker);
         required (None is refused).
-      batch: trials trained at once, B >= 1 (the program's lanes: B x seeds_per_trial).
+      batch: trials trained at once, B >= 1 (the program's lanes: B x seeds_per_trial);
+        a host env ("envpool:", "gymnasium:") trains one trial at a time, its seeds as
+        the lanes of one pool / vector env (`lanes`).
       sampler: "tpe" (with `constant_liar`, for batches), "cmaes", "random", "qmc", or an
         Optuna sampler object (`study.SAMPLER_FACTORIES`).
       pruner: "median", "halving", "hyperband", "none", or an Optuna pruner object
         (`study.PRUNER_FACTORIES`).
       objective: "METRIC[:WINDOW]" (`objective.parse_objective`): default the mean
-        episode return over the last 10% of a trial's updates.
+        episode return over the last 10% of a trial's updates; "eval_return[:EPISODES]":
+        greedy evaluation at every report (`evaluation`).
       direction: "maximize" or "minimize".
       storage: an Optuna RDB storage URL ("sqlite:///study.db",
         "postgresql://user:password@host/db") or "journal:PATH" (Optuna's JournalStorage
@@ -65,7 +68,8 @@ class TuneOptions:
     objective: str = _field(
         "episode_return",
         "the metric averaged over the last WINDOW fraction of a trial's updates "
-        "(default episode_return:0.1)",
+        "(default episode_return:0.1), or eval_return[:EPISODES]: the mean return of "
+        "greedy evaluation episodes at each report (default 10)",
         metavar="METRIC[:WINDOW]",
     )
     direction: str = _field("maximize", "maximize (default) or minimize")

@@ -177,6 +177,7 @@ class Tuner:
                     self.options.reports,
                     self.objective.metric,
                     self.init_params,
+                    self.objective.episodes,
                 )
             except ValueError as err:  # the combination's program cannot be built
                 queue = self.queues.pop(key)
@@ -226,7 +227,7 @@ class Tuner:
                 continue
             indices = range(j * self.k, (j + 1) * self.k)
             for index, lane in zip(indices, lanes, strict=True):
-                lane.values.append(metrics[self.objective.metric][index])
+                lane.values.append(np.atleast_1d(metrics[self.objective.metric][index]))
                 lane.counts.append(metrics["episode_count"][index])
                 lane.done += group.segment
             seeds = np.array(
