@@ -201,3 +201,39 @@ def test_the_eval_objective_is_pjp_evaluate_of_the_trials_parameters():
         played = pjp.evaluate(policy, key=key, greedy=True, num_episodes=3)
         assert trial.value == np.mean(played.returns.astype(np.float64))
         assert len(trial.intermediate_values) == 4  # an evaluation at every report
+
+
+def test_ppo_default_is_rl_zoos_space_and_given_fields_replace_its_entries(tmp_path, capsys):
+    from purejaxppo.drivers.tune import check_tune
+    from purejaxppo.drivers.tune.space import PPO_DEFAULT
+
+    space = check_tune(CONFIG, "ppo-default", trials=1).space.to_lists()
+    assert set(space) == {
+        "learning_rate",
+        "ent_coef",
+        "clip_coef",
+        "max_grad_norm",
+        "gamma",
+        "gae_lambda",
+    }
+    assert space["learning_rate"] == ["log_uniform", 1e-5, 2e-3]
+    mine = {"ppo-default": None, "learning_rate": ("log_uniform", 1e-4, 1e-3)}
+    space = check_tune(CONFIG, mine, trials=1).space.to_lists()
+    assert space["learning_rate"] == ["log_uniform", 1e-4, 1e-3] and len(space) == len(PPO_DEFAULT)
+    out = tmp_path / "out"
+    argv = ["tune", "--search", "ppo-default", "--search", "learning_rate=log_uniform:1e-4:1e-3"]
+    argv += [
+        "--num-envs",
+        "4",
+        "--num-steps",
+        "8",
+        "--total-timesteps",
+        "384",
+        "--hidden-sizes",
+        "16",
+    ]
+    argv += ["--trials", "1", "--batch", "1", "--reports", "2", "--no-progress", "--out", str(out)]
+    code, _ = run_cli(argv, capsys)
+    assert code == 0
+    recorded = yaml.safe_load((out / "request.yaml").read_text())["search"]
+    assert recorded["learning_rate"] == ["log_uniform", 0.0001, 0.001] and len(recorded) == 6

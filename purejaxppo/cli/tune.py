@@ -41,7 +41,8 @@ class TuneCommand(TuneOptions):
         metavar="FIELD=DIST:A:B",
         help="a searched field: uniform:LOW:HIGH, log_uniform:LOW:HIGH, int_uniform:LOW:HIGH "
         "or choice:V1,V2 (sizes as 64-64); static fields take choice / int_uniform (repeat "
-        "for more fields)",
+        "for more fields); ppo-default: RL Zoo's PPO space over the traced fields (the "
+        "fields given beside it replace its entries)",
     )
     out: Path | None = option(
         type=Path, help="output directory (default: tune/<env>-<time>-<random>)"
@@ -217,10 +218,15 @@ def _request(o: TuneCommand, args: dict[str, Any]) -> _Request:
     if o.trials is None:
         raise ValueError("--trials N is required: the study's total of trials")
     config = load_config(o.config, args)
+    from purejaxppo.drivers.tune.space import PPO_DEFAULT_NAME, expand_default
+
+    default = PPO_DEFAULT_NAME in o.search
     try:
-        search = parse_random(o.search)
+        search = parse_random([s for s in o.search if s != PPO_DEFAULT_NAME], "--search")
     except ValueError as err:
         raise ValueError(str(err).replace("--random", "--search")) from None
+    if default:  # recorded expanded: request.yaml says what was searched
+        search = expand_default({PPO_DEFAULT_NAME: None, **search})
     out = where if where is not None else o.out
     if out is not None:
         rundir.check_fresh(out, o.overwrite, what="tune")

@@ -203,7 +203,9 @@ def tune(
       config: the base configuration; its `seed` seeds the study and the sampler.
       search: field -> distribution: `("uniform", low, high)`, `("log_uniform", low,
         high)`, `("int_uniform", low, high)` or `("choice", [values])` (static fields:
-        choice or int_uniform; sizes as "64-64" or lists).
+        choice or int_uniform; sizes as "64-64" or lists); or "ppo-default" (RL Zoo's
+        PPO space over the traced fields, `space.PPO_DEFAULT`), also as a key (value
+        None) beside fields that replace its entries.
       options: `TuneOptions` (trials, batch, sampler, pruner, objective, direction,
         storage, study_name, reports, seeds_per_trial, aggregate, n_startup_trials,
         timeout); `**fields` replace single ones: `tune(config, search, trials=32)`.

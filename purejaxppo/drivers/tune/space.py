@@ -10,6 +10,9 @@ high)` -> `FloatDistribution`, `("int_uniform", low, high)` (inclusive) ->
 the network) takes `choice` or `int_uniform`, and each of its values compiles its own
 program. Architectures are choices written as widths joined by "-" ("64-64"), which is
 also how Optuna stores them (its categorical values are scalars).
+
+`search="ppo-default"` (`--search ppo-default`) is `PPO_DEFAULT`, RL Zoo's PPO space over
+the fields that one program can vary; fields given beside it replace its entries.
 """
 
 from __future__ import annotations
@@ -35,6 +38,35 @@ MAX_STATIC_VALUES = 4096
 SHOWN_VALUES = 8
 
 _HINTS = typing.get_type_hints(PPOConfig)
+
+#: The name of the default PPO search space (`PPO_DEFAULT`).
+PPO_DEFAULT_NAME = "ppo-default"
+#: RL Zoo's `sample_ppo_params` (rl_zoo3/hyperparams_opt.py, 2.x) over the traced fields,
+#: so that one program trains every trial: its learning rate (log 1e-5..2e-3), entropy
+#: coefficient (log 1e-8..0.1), clip range (0.1, 0.2, 0.3, 0.4) and max grad norm
+#: (0.3..2) as it samples them; gamma and GAE lambda uniform over the ranges its
+#: log-uniform `1 - gamma` (1e-4..0.03) and `1 - lambda` (1e-4..0.1) cover. Left out:
+#: its static fields (n_steps, batch_size, n_epochs, net_arch, activation_fn), each of
+#: whose combinations would compile its own program; search them beside it.
+PPO_DEFAULT: dict[str, tuple] = {
+    "learning_rate": ("log_uniform", 1e-5, 2e-3),
+    "ent_coef": ("log_uniform", 1e-8, 0.1),
+    "clip_coef": ("choice", [0.1, 0.2, 0.3, 0.4]),
+    "max_grad_norm": ("uniform", 0.3, 2.0),
+    "gamma": ("uniform", 0.97, 0.9999),
+    "gae_lambda": ("uniform", 0.9, 0.9999),
+}
+
+
+def expand_default(search: Any) -> Any:
+    """`search` with "ppo-default" (the string, or a key of a mapping whose value is
+    None) replaced by `PPO_DEFAULT`'s entries, the given fields winning."""
+    if search == PPO_DEFAULT_NAME:
+        return dict(PPO_DEFAULT)
+    if isinstance(search, Mapping) and PPO_DEFAULT_NAME in search:
+        rest = {k: v for k, v in search.items() if k != PPO_DEFAULT_NAME}
+        return {**PPO_DEFAULT, **rest}
+    return search
 
 
 def import_optuna() -> Any:
@@ -159,6 +191,7 @@ def parse_space(search: Mapping[str, Sequence[Any]] | None, config: PPOConfig) -
         low >= high, a uniform / log_uniform range on a static field, a choice given twice,
         or a value (a bound, a choice, a static combination) that the config refuses.
     """
+    search = expand_default(search)
     if not search:
         raise ValueError(
             "search: tune needs at least one field to search, e.g. "
