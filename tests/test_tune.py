@@ -100,6 +100,7 @@ def tuned(tmp_path_factory):
             pruner=PruneNumbers({1}),
             out=out,
             progress=False,
+            enqueue_base=False,  # every trial sampled (the golden lanes below)
         )
     return result, segments, out
 

@@ -74,6 +74,9 @@ def test_seeds_per_trial_value_is_the_aggregate_of_independent_runs_bitwise(thre
     assert yaml.safe_load((out / "best.yaml").read_text())["seed"] in (0, 3)  # its first seed
     # Optuna's tools name the value
     assert result.study.metric_names == ["episode_return"]
+    # Optuna's listings show a short record; the request is in a system attribute
+    assert set(result.study.user_attrs["purejaxppo"]) == {"seed", "sha256"}
+    assert studies.stored_request(result.study, "here")["objective"]["seeds_per_trial"] == 3
 
 
 def test_a_study_of_other_seeds_per_trial_is_refused(three_seeds):
@@ -134,6 +137,9 @@ def test_resume_with_more_trials_extends_a_finished_study(tmp_path, capsys):
         ),
         (["--aggregate", "mode"], "argument --aggregate: invalid choice: 'mode'"),
         (["--objective", "eval_return:0"], "EPISODES '0' must be an integer >= 1"),
+        (["--enqueue", "lr=0.001"], "enqueue 'lr=0.001': 'lr' is not a searched field (searched"),
+        (["--enqueue", "learning_rate=5"], "learning_rate: 5 is outside the search's log_uniform"),
+        (["--enqueue", "learning_rate"], "'learning_rate' is not FIELD=VALUE"),
         (["--objective", "eval_return:x"], "EPISODES 'x' must be an integer >= 1"),
     ],
 )
@@ -237,3 +243,16 @@ def test_ppo_default_is_rl_zoos_space_and_given_fields_replace_its_entries(tmp_p
     assert code == 0
     recorded = yaml.safe_load((out / "request.yaml").read_text())["search"]
     assert recorded["learning_rate"] == ["log_uniform", 0.0001, 0.001] and len(recorded) == 6
+
+
+def test_the_base_config_and_enqueued_settings_are_the_first_trials():
+    search = {**SEARCH, "update_epochs": ("choice", [1, 2])}
+    queued = [{"learning_rate": 5e-4}, "learning_rate=0.0002,update_epochs=2"]
+    result = pjp.tune(CONFIG, search, trials=3, batch=1, enqueue=queued, **QUIET)
+    params = [t.params for t in result.study.trials]
+    # the base config's learning rate (2.5e-4) is in the space, its 4 update epochs are not
+    assert params[0]["learning_rate"] == CONFIG.learning_rate
+    assert params[1]["learning_rate"] == 5e-4
+    assert params[2] == {"learning_rate": 2e-4, "update_epochs": 2}
+    plain = pjp.tune(CONFIG, SEARCH, trials=1, batch=1, enqueue_base=False, **QUIET)
+    assert plain.study.trials[0].params["learning_rate"] != CONFIG.learning_rate

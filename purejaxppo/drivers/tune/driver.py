@@ -36,6 +36,7 @@ from purejaxppo.drivers import warm
 from purejaxppo.drivers.segments import progress_bar
 from purejaxppo.drivers.tune import storage as storages
 from purejaxppo.drivers.tune import study as studies
+from purejaxppo.drivers.tune.enqueue import base_params, parse_enqueued
 from purejaxppo.drivers.tune.lanes import check_lanes_memory, segment_updates
 from purejaxppo.drivers.tune.objective import Objective, parse_objective
 from purejaxppo.drivers.tune.options import TuneOptions
@@ -60,6 +61,7 @@ class TuneSetup(NamedTuple):
     url: str | None  # the storage URL (None: in memory)
     request: dict[str, Any]  # what the study records (`study.ATTRIBUTE`)
     options: TuneOptions
+    enqueued: list[dict[str, Any]]  # a new study's first trials (`enqueue`)
 
 
 class TuneResult(NamedTuple):
@@ -113,6 +115,9 @@ def check_tune(
     o.check()
     space = parse_space(search, config)
     goal = parse_objective(o.objective, o.direction)
+    enqueued = parse_enqueued(o.enqueue, space)
+    base = base_params(config, space) if o.enqueue_base else {}
+    enqueued = [base, *enqueued] if base else enqueued
     studies.make_sampler(o.sampler, 0, o.n_startup_trials)
     studies.make_pruner(o.pruner, 1, 1)
     from purejaxppo import kinds
@@ -167,7 +172,9 @@ def check_tune(
             results = [n for n in ("trials.csv", "best.yaml") if (Path(out) / n).exists()]
             if results:
                 raise ValueError(missing_study(out, o.study_name, url))
-    return TuneSetup(space=space, objective=goal, url=url, request=request, options=o)
+    return TuneSetup(
+        space=space, objective=goal, url=url, request=request, options=o, enqueued=enqueued
+    )
 
 
 def missing_study(out: str | Path, study_name: str, url: str) -> str:
@@ -306,7 +313,10 @@ def _open(setup: TuneSetup, config: PPOConfig, resume: bool, out: Any) -> tuple[
         sampler=studies.make_sampler(o.sampler, config.seed, o.n_startup_trials),
         pruner=studies.make_pruner(o.pruner, first, config.num_updates * config.batch_size),
     )
-    if not created:  # a worker that joins or resumes a study draws other samples
+    if created:  # its first trials: the base config's values, then `enqueue`
+        for params in setup.enqueued:
+            study.enqueue_trial(params)
+    else:  # a worker that joins or resumes a study draws other samples
         seed = int(np.random.SeedSequence([config.seed, os.getpid()]).generate_state(1)[0])
         study.sampler = studies.make_sampler(o.sampler, seed, o.n_startup_trials)
     if out is not None and resume:

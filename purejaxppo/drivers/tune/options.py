@@ -19,7 +19,10 @@ AGGREGATES = ("mean", "median", "iqm")
 
 def _field(default: Any, help: str, **argparse_kwargs: Any) -> Any:
     """A field whose metadata are its flag's argparse settings (`cli.options.option`)."""
-    return dataclasses.field(default=default, metadata={"help": help, **argparse_kwargs})
+    metadata = {"help": help, **argparse_kwargs}
+    if argparse_kwargs.get("action") == "append":
+        return dataclasses.field(default_factory=list, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +60,11 @@ class TuneOptions:
       timeout: seconds this worker tunes, compile included; then it stops asking for
         trials and ends as a stop does (the running trials re-queued, the outputs
         written); None: no limit.
+      enqueue: settings queued as the new study's first trials: mappings `{field:
+        value}` or "FIELD=VALUE,..." texts (`enqueue.parse_enqueued`; fields left out
+        are sampled).
+      enqueue_base: the base config's values of the searched fields (those in the
+        space) are trial 0 of a new study.
     """
 
     trials: int | None = _field(
@@ -110,6 +118,20 @@ class TuneOptions:
         metavar="SECONDS",
     )
 
+    enqueue: list = _field(
+        None,
+        "queue FIELD=VALUE,... as one of the new study's first trials (repeatable; "
+        "searched fields left out are sampled)",
+        action="append",
+        metavar="FIELD=VALUE,...",
+    )
+    enqueue_base: bool = _field(
+        True,
+        "do not run the base config's values of the searched fields as trial 0",
+        action="store_false",
+        flag="--no-enqueue-base",
+    )
+
     def check(self) -> None:
         """Refuses a bad count, aggregate, start-up count or timeout (one line naming the
         field and value); the sampler, pruner, objective and storage are checked where
@@ -137,6 +159,10 @@ class TuneOptions:
                     f"n_startup_trials={startup}: sampler {self.sampler!r} has no random "
                     "start-up trials (tpe and cmaes have)"
                 )
+        if isinstance(self.enqueue, (str, bytes)) or not isinstance(self.enqueue, (list, tuple)):
+            raise ValueError(f"enqueue={self.enqueue!r}: must be a list of settings")
+        if not isinstance(self.enqueue_base, bool):
+            raise ValueError(f"enqueue_base={self.enqueue_base!r}: must be True or False")
         timeout = self.timeout
         number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
         if timeout is not None and not (number and math.isfinite(timeout) and timeout > 0):

@@ -89,7 +89,7 @@ def _is_sizes_field(name: str) -> bool:
     return any(typing.get_origin(o) is tuple and typing.get_args(o)[0] is int for o in options)
 
 
-def _encode(name: str, value: Any) -> Any:
+def encode(name: str, value: Any) -> Any:
     """A choice as Optuna stores it: a scalar; sizes as "64-64".
 
     Raises:
@@ -205,7 +205,7 @@ def parse_space(search: Mapping[str, Sequence[Any]] | None, config: PPOConfig) -
             raise ValueError(f"search[{name!r}]={given!r}: must be (distribution, *parameters)")
         kind, *params = given
         if kind == "choice" and params and isinstance(params[0], (list, tuple)):
-            params = [[_encode(name, value) for value in params[0]]]
+            params = [[encode(name, value) for value in params[0]]]
         try:  # the distribution, its parameters and their order: the sweep's rules
             sample_random({name: (kind, *params)}, 1)
         except ValueError as err:

@@ -24,8 +24,10 @@ worker shares, the study's own checks, the trial budget, and crash safety.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import inspect
+import json
 import os
 import socket
 import threading
@@ -189,7 +191,11 @@ def stored_request(study: Any, where: str, *, wait: float = RECORD_WAIT_SECONDS)
     deadline = time.monotonic() + wait
     while True:
         stored = study.user_attrs.get(ATTRIBUTE)
-        if stored is not None:
+        if isinstance(stored, dict) and "search" not in stored:  # the short record
+            full = study._storage.get_study_system_attrs(study._study_id).get(ATTRIBUTE)
+            if full is not None:
+                return full
+        if stored is not None:  # a study recorded whole in its user attribute (older)
             return stored
         trials = len(study.get_trials(deepcopy=False))
         if trials or time.monotonic() >= deadline:
@@ -199,6 +205,14 @@ def stored_request(study: Any, where: str, *, wait: float = RECORD_WAIT_SECONDS)
                 "--study-name or --storage"
             )
         time.sleep(0.2)
+
+
+def short_record(request: Mapping[str, Any]) -> dict[str, Any]:
+    """What a study shows of its request among its user attributes, one short line in
+    Optuna's listings (`optuna studies`, optuna-dashboard): the study's seed and a hash of
+    the whole request (held in the system attribute `ATTRIBUTE`)."""
+    text = json.dumps(request, sort_keys=True, default=repr)
+    return {"seed": request["seed"], "sha256": hashlib.sha256(text.encode()).hexdigest()[:12]}
 
 
 def load_stored_request(url: str, name: str, where: str) -> dict:
@@ -242,8 +256,9 @@ def open_study(
                 study_name=name, storage=storage, sampler=sampler, pruner=pruner
             )
             created = False
-    if created:
-        study.set_user_attr(ATTRIBUTE, dict(request))
+    if created:  # the request in a system attribute, its short record last (`stored_request`)
+        storage.set_study_system_attr(study._study_id, ATTRIBUTE, dict(request))
+        study.set_user_attr(ATTRIBUTE, short_record(request))
         with quiet_optuna():  # Optuna's tools name the value (not "Objective Value")
             study.set_metric_names([request["objective"]["metric"]])
         return study, True
