@@ -11,7 +11,10 @@ each repeated with `--reps` study seeds (default 3):
   with the rep (`config.seed = rep`);
 * `tpe+median`: the same with Optuna's median pruner (`--reports` checks per trial), a
   pruned lane refilled with a new trial at the next segment;
-* `random`: `pjp.sweep(random=SEARCH, num_samples=--trials, random_seed=rep, seeds=[rep])`.
+* `random`: `pjp.sweep(random=SEARCH, num_samples=--trials, random_seed=rep, seeds=[rep])`;
+* `tpe-4seeds`: `tune` with TPE, no pruner and `seeds_per_trial=4`: a quarter of the
+  trials, each scored by the mean over 4 seeds, so the same total env steps (and the
+  same lanes: `--batch` / 4 trials at once).
 
 Each procedure picks its best trial by the same number: the mean episode return over the
 last 10 updates (`sweep`'s `final_return`; `tune --objective episode_return:W` with W =
@@ -46,11 +49,15 @@ SEARCH = {
     "gae_lambda": ("uniform", 0.8, 0.99),
     "clip_coef": ("uniform", 0.1, 0.3),
 }
-PROCEDURES = ("tpe", "tpe+median", "random")
+PROCEDURES = ("tpe", "tpe+median", "random", "tpe-4seeds")
+#: Seeds per trial of `tpe-4seeds`.
+SEEDS_PER_TRIAL = 4
 WINDOW_UPDATES = 10  # sweep's final_return window
 
 
-def run_tune(pjp, config, trials: int, batch: int, pruner: str, reports: int) -> dict:
+def run_tune(
+    pjp, config, trials: int, batch: int, pruner: str, reports: int, seeds: int = 1
+) -> dict:
     """One TPE study; its best params, best value, per-trial values and wall seconds."""
     window = WINDOW_UPDATES / config.num_updates
     started = time.perf_counter()
@@ -64,6 +71,7 @@ def run_tune(pjp, config, trials: int, batch: int, pruner: str, reports: int) ->
         objective=f"episode_return:{window:g}",
         reports=reports,
         progress=False,
+        seeds_per_trial=seeds,
     )
     seconds = time.perf_counter() - started
     study = result.study
@@ -173,7 +181,9 @@ def main(argv: list[str] | None = None) -> None:
                 found = run_random(pjp, config, args.trials, rep)
             else:
                 pruner = "median" if procedure == "tpe+median" else "none"
-                found = run_tune(pjp, config, args.trials, args.batch, pruner, args.reports)
+                k = SEEDS_PER_TRIAL if procedure == "tpe-4seeds" else 1
+                trials, batch = max(1, args.trials // k), max(1, args.batch // k)
+                found = run_tune(pjp, config, trials, batch, pruner, args.reports, k)
             finals = rerun(pjp, config, found["best_params"], args.rerun_seeds)
             row = {"procedure": procedure, "rep": rep, **found, "rerun": finals}
             row["rerun_mean"] = float(np.mean(finals))
@@ -216,7 +226,12 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"tpe": "tab:red", "tpe+median": "tab:orange", "random": "tab:blue"}
+    colors = {
+        "tpe": "tab:red",
+        "tpe+median": "tab:orange",
+        "random": "tab:blue",
+        "tpe-4seeds": "tab:green",
+    }
     fig, ax = plt.subplots(figsize=(7, 4.5))
     finite = []
     for row in rows:

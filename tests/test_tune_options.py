@@ -140,6 +140,9 @@ def test_resume_with_more_trials_extends_a_finished_study(tmp_path, capsys):
         (["--enqueue", "lr=0.001"], "enqueue 'lr=0.001': 'lr' is not a searched field (searched"),
         (["--enqueue", "learning_rate=5"], "learning_rate: 5 is outside the search's log_uniform"),
         (["--enqueue", "learning_rate"], "'learning_rate' is not FIELD=VALUE"),
+        (["--task", "CartPole-v1:500:0"], "task 'CartPole-v1:500:0': LOW 500 must be below HIGH 0"),
+        (["--task", "CartPole-v1"], "task 'CartPole-v1': must be ENV_ID:LOW:HIGH"),
+        (["--task", "CartPole-v1:0:x"], "LOW and HIGH must be finite numbers"),
         (["--objective", "eval_return:x"], "EPISODES 'x' must be an integer >= 1"),
     ],
 )
@@ -256,3 +259,24 @@ def test_the_base_config_and_enqueued_settings_are_the_first_trials():
     assert params[2] == {"learning_rate": 2e-4, "update_epochs": 2}
     plain = pjp.tune(CONFIG, SEARCH, trials=1, batch=1, enqueue_base=False, **QUIET)
     assert plain.study.trials[0].params["learning_rate"] != CONFIG.learning_rate
+
+
+def test_a_multi_task_study_scores_the_mean_normalised_score_of_every_task(tmp_path):
+    tasks = ["CartPole-v1:0:500", "Probe5-v0:-1:1"]  # Probe5: one-step episodes, +-1
+    result = pjp.tune(CONFIG, SEARCH, trials=2, batch=2, task=tasks, out=tmp_path, **QUIET)
+    trials = result.study.trials
+    assert [t.state for t in trials] == [States.COMPLETE] * 2
+    for trial in trials:
+        scores = trial.user_attrs["task_scores"]
+        assert set(scores) == {"CartPole-v1", "Probe5-v0"}
+        mean = np.mean([scores["CartPole-v1"] / 500, (scores["Probe5-v0"] + 1) / 2])
+        assert trial.value == pytest.approx(mean, rel=1e-12)
+        # each task's score is its own objective, bitwise that of a plain run
+        config = CONFIG.replace(env_name="Probe5-v0", **trial.params)
+        out = jax.jit(pjp.make_train(config))(jax.random.key(trial.user_attrs["seed"]))
+        values, counts = (np.asarray(out.metrics[n]) for n in ("episode_return", "episode_count"))
+        assert Objective().value(values, counts, 12) == pytest.approx(scores["Probe5-v0"], abs=1e-4)
+        # intermediate values: 4 reports per task, at the steps of the tasks before
+        assert sorted(trial.intermediate_values) == [96, 192, 288, 384, 480, 576, 672, 768]
+    table = (tmp_path / "trials.csv").read_text()
+    assert "user_attrs_task_scores" in table

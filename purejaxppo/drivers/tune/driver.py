@@ -43,6 +43,7 @@ from purejaxppo.drivers.tune.options import TuneOptions
 from purejaxppo.drivers.tune.outputs import best_config, write_outputs
 from purejaxppo.drivers.tune.scheduler import Tuner
 from purejaxppo.drivers.tune.space import SearchSpace, import_optuna, parse_space
+from purejaxppo.drivers.tune.tasks import Task, parse_task
 from purejaxppo.signals import TrainingInterrupted, hinted, stop_requests
 
 #: The first line of a stop request.
@@ -62,6 +63,7 @@ class TuneSetup(NamedTuple):
     request: dict[str, Any]  # what the study records (`study.ATTRIBUTE`)
     options: TuneOptions
     enqueued: list[dict[str, Any]]  # a new study's first trials (`enqueue`)
+    tasks: tuple[Task, ...]  # () : the base config's env alone
 
 
 class TuneResult(NamedTuple):
@@ -122,16 +124,22 @@ def check_tune(
     studies.make_pruner(o.pruner, 1, 1)
     from purejaxppo import kinds
 
-    kind = kinds.check("tune", config.env_name, multi_agent=config.multi_agent)
-    if kind.vmap_init_runs:  # a host env: one trial at a time (`lanes`)
-        o = dataclasses.replace(o, batch=1)
-    # lanes beyond the trials never run
-    check_lanes_memory(config, min(o.batch, o.trials) * o.seeds_per_trial)
+    tasks = tuple(parse_task(item) for item in o.task)
+    for env_id in [config.env_name] if not tasks else [t.env_id for t in tasks]:
+        kind = kinds.check("tune", env_id, multi_agent=config.multi_agent)
+        if kind.vmap_init_runs:  # a host env: one trial at a time (`lanes`)
+            o = dataclasses.replace(o, batch=1)
+    for env_id in [config.env_name] if not tasks else [t.env_id for t in tasks]:
+        task_config = config if env_id == config.env_name else config.replace(env_name=env_id)
+        # lanes beyond the trials never run
+        check_lanes_memory(task_config, min(o.batch, o.trials) * o.seeds_per_trial)
     storage = o.storage
     url = storage if storage is not None else None if out is None else storages.default_url(out)
     objective = {"metric": goal.metric, "window": goal.window, "direction": o.direction}
     if goal.evaluates:
         objective["episodes"] = goal.episodes
+    if tasks:
+        objective["tasks"] = [t.text for t in tasks]
     if o.seeds_per_trial > 1:  # (a study of one seed per trial records neither)
         objective.update(seeds_per_trial=o.seeds_per_trial, aggregate=o.aggregate)
     request = json.loads(
@@ -173,7 +181,13 @@ def check_tune(
             if results:
                 raise ValueError(missing_study(out, o.study_name, url))
     return TuneSetup(
-        space=space, objective=goal, url=url, request=request, options=o, enqueued=enqueued
+        space=space,
+        objective=goal,
+        url=url,
+        request=request,
+        options=o,
+        enqueued=enqueued,
+        tasks=tasks,
     )
 
 
@@ -366,5 +380,6 @@ def _run(
             init_params=warm.load_warm_start(config),
             out=out,
             hint=kwargs["hint"],
+            tasks=setup.tasks,
         )
         tuner.run()

@@ -55,7 +55,7 @@ class Lane:
     config: PPOConfig  # the base config with the trial's parameters
     seed: int  # its key: jax.random.key(seed)
     done: int = 0  # updates trained
-    shown: float = 0.0  # the share of the trial the progress bar counts
+    task: int = 0  # the index of its task (`tasks`)
     values: list[np.ndarray] = dataclasses.field(default_factory=list)  # metric [L] each
     counts: list[np.ndarray] = dataclasses.field(default_factory=list)  # episodes [L] each
 

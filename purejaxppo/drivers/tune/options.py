@@ -65,6 +65,9 @@ class TuneOptions:
         are sampled).
       enqueue_base: the base config's values of the searched fields (those in the
         space) are trial 0 of a new study.
+      task: "ENV_ID:LOW:HIGH" entries (`tasks.parse_task`): each trial trains on every
+        task and is told its mean normalised score (CleanRL's `target_scores`); empty:
+        the base config's env alone.
     """
 
     trials: int | None = _field(
@@ -132,6 +135,14 @@ class TuneOptions:
         flag="--no-enqueue-base",
     )
 
+    task: list = _field(
+        None,
+        "train every trial on ENV_ID too, its objective normalised to (score - LOW) / "
+        "(HIGH - LOW); the trial's value is the mean over the tasks (repeatable)",
+        action="append",
+        metavar="ENV_ID:LOW:HIGH",
+    )
+
     def check(self) -> None:
         """Refuses a bad count, aggregate, start-up count or timeout (one line naming the
         field and value); the sampler, pruner, objective and storage are checked where
@@ -161,6 +172,8 @@ class TuneOptions:
                 )
         if isinstance(self.enqueue, (str, bytes)) or not isinstance(self.enqueue, (list, tuple)):
             raise ValueError(f"enqueue={self.enqueue!r}: must be a list of settings")
+        if isinstance(self.task, (str, bytes)) or not isinstance(self.task, (list, tuple)):
+            raise ValueError(f"task={self.task!r}: must be a list of ENV_ID:LOW:HIGH")
         if not isinstance(self.enqueue_base, bool):
             raise ValueError(f"enqueue_base={self.enqueue_base!r}: must be True or False")
         timeout = self.timeout

@@ -5,7 +5,9 @@
 With `seeds_per_trial` K > 1 a trial takes K neighbouring lanes (a slot), trained with the
 keys of the seeds `seed + K * number + k` (k < K), and is told the `aggregate` of their
 values (`objective.aggregate`); each seed's value is its user attribute `seed_values`.
-`timeout` ends the worker as a stop request does, once its seconds are spent.
+`timeout` ends the worker as a stop request does, once its seconds are spent. With
+several tasks (`tasks`), a trial is a run per task, queued in the task's groups, and is
+told once every run finished (`tasks.TaskScores`).
 
 A trial whose sampled config is refused (a static combination the checks before the
 start could not cover, a program that cannot be built) is told FAIL with the user
@@ -35,6 +37,7 @@ from purejaxppo.drivers.tune.lanes import Lane, LaneGroup
 from purejaxppo.drivers.tune.objective import Objective, aggregate
 from purejaxppo.drivers.tune.options import TuneOptions
 from purejaxppo.drivers.tune.space import SearchSpace, import_optuna
+from purejaxppo.drivers.tune.tasks import Task, TaskScores
 from purejaxppo.guards import LOSS_METRICS
 from purejaxppo.signals import TrainingInterrupted, run_responsively
 
@@ -59,16 +62,21 @@ class Tuner:
     init_params: Any
     out: str | Path | None
     hint: str | None
+    tasks: tuple[Task, ...] = ()  # () : the base config's env, identity normalisation
     queues: dict[tuple, collections.deque] = dataclasses.field(default_factory=dict)
     groups: dict[tuple, LaneGroup] = dataclasses.field(default_factory=dict)
     seeds: dict[int, int] = dataclasses.field(default_factory=dict)  # trial number -> seed
-    configs: dict[int, PPOConfig] = dataclasses.field(default_factory=dict)  # number -> config
+    # (trial number, task) -> its config
+    configs: dict[tuple[int, int], PPOConfig] = dataclasses.field(default_factory=dict)
+    shown: dict[int, float] = dataclasses.field(default_factory=dict)  # the bar's share
 
     def __post_init__(self) -> None:
         self.seed = self.study.user_attrs[studies.ATTRIBUTE]["seed"]
         self.me = studies.worker_identity(self.out)
         self.k = self.options.seeds_per_trial  # lanes per trial
         self.started = time.monotonic()
+        self.tasks = self.tasks or (Task(self.config.env_name),)
+        self.scores = TaskScores(self.tasks)
 
     def run(self) -> None:
         """Asks, trains and tells until the budget is spent and no trial of another
@@ -146,13 +154,31 @@ class Tuner:
                 trial.set_user_attr("seeds", seeds)
             trial.set_user_attr("worker", self.me)
             try:
-                self.configs[trial.number] = self.space.config(self.config, trial.params)
+                for t in range(len(self.tasks)):
+                    config = self.space.config(self._task_config(t), trial.params)
+                    self.configs[trial.number, t] = config
             except ValueError as err:
                 self._refuse(trial, err)
                 continue
-            key = self.space.static_key(trial.params)
-            self.queues.setdefault(key, collections.deque()).append(trial)
+            static = self.space.static_key(trial.params)
+            for t in range(len(self.tasks)):
+                self.queues.setdefault((t, static), collections.deque()).append(trial)
         return len(asked)
+
+    def _task_config(self, t: int) -> PPOConfig:
+        """The base config of task `t` (its env id)."""
+        env_id = self.tasks[t].env_id
+        return (
+            self.config if env_id == self.config.env_name else self.config.replace(env_name=env_id)
+        )
+
+    def _drop(self, number: int) -> None:
+        """Removes trial `number`'s queued runs of other tasks (it was told)."""
+        for key, queue in self.queues.items():
+            self.queues[key] = collections.deque(t for t in queue if t.number != number)
+        for t in range(len(self.tasks)):
+            self.configs.pop((number, t), None)
+        self.scores.drop(number)
 
     def _refuse(self, trial: Any, err: Exception) -> None:
         """Tells `trial` FAIL, its user attribute `refused` saying why (the study goes on)."""
@@ -161,7 +187,7 @@ class Tuner:
         trial.set_user_attr("refused", reason)
         self.study.tell(trial, state=states.FAIL)
         self.heartbeat.discard(trial._trial_id)
-        self.configs.pop(trial.number, None)
+        self._drop(trial.number)
         self.bar.update(1)
         print(f"tune: trial {trial.number} refused: {reason}", file=sys.stderr, flush=True)
 
@@ -170,7 +196,7 @@ class Tuner:
         self.bar.set_description(compiling("tune") if group is None else "tune")
         if group is None:
             try:
-                config = self.space.static_config(self.config, key)
+                config = self.space.static_config(self._task_config(key[0]), key[1])
                 group = LaneGroup(
                     config,
                     self.options.batch * self.k,
@@ -182,7 +208,8 @@ class Tuner:
             except ValueError as err:  # the combination's program cannot be built
                 queue = self.queues.pop(key)
                 while queue:
-                    self._refuse(queue.popleft(), err)
+                    trial = queue.popleft()
+                    self._refuse(trial, err)
                 return
             self.groups[key] = group
         self._fill(group, key)
@@ -206,10 +233,11 @@ class Tuner:
         placed = {}
         for j in free[: len(queue)]:
             trial = queue.popleft()
-            config = self.configs.pop(trial.number)
+            config = self.configs.pop((trial.number, key[0]))
             for i in range(self.k):
                 seed = (self.seeds[trial.number] + i) % 2**32
-                placed[j * self.k + i] = Lane(trial=trial, config=config, seed=seed)
+                lane = Lane(trial=trial, config=config, seed=seed, task=key[0])
+                placed[j * self.k + i] = lane
         if placed:
             group.place(placed)
 
@@ -220,58 +248,72 @@ class Tuner:
     def _boundary(self, group: LaneGroup, metrics: Mapping[str, np.ndarray]) -> None:
         """After a segment: each trial's report (the aggregate over its seeds' lanes),
         prune, or tell."""
-        states = import_optuna().trial.TrialState
         for j in range(group.width // self.k):
-            lanes = self._slot(group, j)
-            if lanes[0] is None:
-                continue
-            indices = range(j * self.k, (j + 1) * self.k)
-            for index, lane in zip(indices, lanes, strict=True):
-                lane.values.append(np.atleast_1d(metrics[self.objective.metric][index]))
-                lane.counts.append(metrics["episode_count"][index])
-                lane.done += group.segment
-            seeds = np.array(
-                [self.objective.value(*lane.curve(), group.num_updates) for lane in lanes]
-            )
-            value = aggregate(seeds, self.options.aggregate)
-            lane, trial = lanes[0], lanes[0].trial
-            step = lane.done * group.config.batch_size
-            bad = [
-                n
-                for n in LOSS_METRICS
-                if not np.isfinite(metrics[n][indices.start : indices.stop]).all()
-            ]
-            if bad:
-                rows = metrics[bad[0]][indices.start : indices.stop]
-                first = int(np.argmin(np.isfinite(rows).all(axis=0))) + 1
-                trial.set_user_attr("diverged", lane.done - group.segment + first)
-                self._tell(group, j, state=states.FAIL)
-                continue
-            if np.isfinite(value):
-                trial.report(value, step)
-            if lane.done >= group.num_updates:
-                if self.k > 1:
-                    trial.set_user_attr("seed_values", [float(v) for v in seeds])
-                if np.isfinite(value):
-                    self._tell(group, j, values=value)
-                else:
-                    trial.set_user_attr("failed", "no episode ended in the objective's window")
-                    self._tell(group, j, state=states.FAIL)
-            elif np.isfinite(value) and trial.should_prune():
-                self._tell(group, j, state=states.PRUNED)
-            else:  # the bar counts the running trials' share of their updates
-                share = lane.done / group.num_updates
-                self.bar.update(share - lane.shown)
-                lane.shown = share
+            if group.lanes[j * self.k] is not None:
+                self._report(group, j, metrics)
+
+    def _report(self, group: LaneGroup, j: int, metrics: Mapping[str, np.ndarray]) -> None:
+        """Slot `j`'s segment: its seeds' values, the divergence check, the trial's
+        intermediate value (`tasks.TaskScores.partial`), then finish, prune or go on."""
+        states = import_optuna().trial.TrialState
+        lanes, indices = self._slot(group, j), slice(j * self.k, (j + 1) * self.k)
+        for index, lane in zip(range(indices.start, indices.stop), lanes, strict=True):
+            lane.values.append(np.atleast_1d(metrics[self.objective.metric][index]))
+            lane.counts.append(metrics["episode_count"][index])
+            lane.done += group.segment
+        seeds = np.array([self.objective.value(*lane.curve(), group.num_updates) for lane in lanes])
+        score = aggregate(seeds, self.options.aggregate)
+        lane, trial = lanes[0], lanes[0].trial
+        bad = [n for n in LOSS_METRICS if not np.isfinite(metrics[n][indices]).all()]
+        if bad:
+            first = int(np.argmin(np.isfinite(metrics[bad[0]][indices]).all(axis=0))) + 1
+            trial.set_user_attr("diverged", lane.done - group.segment + first)
+            self._tell(group, j, state=states.FAIL)
+            return
+        steps = group.num_updates * group.config.batch_size  # a task's whole run
+        step = lane.task * steps + lane.done * group.config.batch_size
+        value = self.scores.partial(trial.number, lane.task, score)
+        if np.isfinite(value):
+            trial.report(value, step)
+        if lane.done >= group.num_updates:
+            self._finish(group, j, seeds, score)
+        elif np.isfinite(value) and trial.should_prune():
+            self._tell(group, j, state=states.PRUNED)
+        else:  # the bar counts the running trials' share of their updates
+            share = (lane.task + lane.done / group.num_updates) / len(self.tasks)
+            self.bar.update(share - self.shown.get(trial.number, 0.0))
+            self.shown[trial.number] = share
+
+    def _finish(self, group: LaneGroup, j: int, seeds: np.ndarray, score: float) -> None:
+        """Slot `j`'s run is done: its task's score recorded; the trial told once every
+        task is (FAIL when no episode ended in the objective's window)."""
+        states = import_optuna().trial.TrialState
+        lane = group.lanes[j * self.k]
+        trial = lane.trial
+        if self.k > 1 and len(self.tasks) == 1:
+            trial.set_user_attr("seed_values", [float(v) for v in seeds])
+        if not np.isfinite(score):
+            task = f" of task {self.tasks[lane.task].env_id}" if len(self.tasks) > 1 else ""
+            trial.set_user_attr("failed", f"no episode ended in the objective's window{task}")
+            self._tell(group, j, state=states.FAIL)
+            return
+        value = self.scores.finish(trial.number, lane.task, score)
+        if len(self.tasks) > 1:
+            trial.set_user_attr("task_scores", self.scores.scores(trial.number))
+        if value is None:  # its other tasks run in their own groups
+            group.lanes[j * self.k : (j + 1) * self.k] = [None] * self.k
+            return
+        self._tell(group, j, values=value)
 
     def _tell(self, group: LaneGroup, j: int, **outcome: Any) -> None:
-        """Tells slot `j`'s trial `outcome` and frees its lanes."""
+        """Tells slot `j`'s trial `outcome`, frees its lanes and drops its other runs."""
         lane = group.lanes[j * self.k]
         lane.trial.set_user_attr("updates", lane.done)
         self.study.tell(lane.trial, **outcome)
         self.heartbeat.discard(lane.trial._trial_id)
         group.lanes[j * self.k : (j + 1) * self.k] = [None] * self.k
-        self.bar.update(1 - lane.shown)
+        self._drop(lane.trial.number)
+        self.bar.update(1 - self.shown.pop(lane.trial.number, 0.0))
         with contextlib.suppress(ValueError):  # no completed trial yet
             self.bar.set_postfix(best=f"{self.study.best_value:.4g}", refresh=False)
 
@@ -281,6 +323,7 @@ class Tuner:
         lanes = [] if group is None else group.lanes[:: self.k]
         running = [lane.trial for lane in lanes if lane is not None]
         running += [trial for queue in self.queues.values() for trial in queue]
+        running = list({trial.number: trial for trial in running}.values())
         studies.requeue(self.study, [trial.number for trial in running])
         for trial in running:
             self.heartbeat.discard(trial._trial_id)
