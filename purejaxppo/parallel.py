@@ -17,7 +17,7 @@ Two kinds of parallelism, both with `jax.shard_map` over a one-axis `Mesh` of al
   `collectives.all_gather_flat`, merged alike everywhere: one all-reduce each), so
   parameters stay identical everywhere. With one device this is the ordinary run.
   `make_data_parallel_run` is the same program in segments, for drivers that log and
-  save between them (`purejaxppo train --coordinator ...`, `drivers.distributed`).
+  save between them (`purejaxppo train --coordinator ...`, `drivers.program`).
 
 Several hosts: call `initialize_distributed` first in every process (`processes`, which
 holds what the processes of one run agree on; it wraps `jax.distributed.initialize` and
@@ -320,8 +320,9 @@ def make_data_parallel_run(
     init_params: Any = None,
 ) -> DataParallelRun:
     """The segmented form of `make_data_parallel_train` for drivers that log and save
-    between segments (`drivers.distributed`): the same per-device functions, the same
-    numbers (a run cut into segments equals the one-call run for the same key).
+    between segments (`drivers.program.data_parallel_program`): the same per-device
+    functions, the same numbers (a run cut into segments equals the one-call run for the
+    same key).
 
     Raises:
       ValueError: as `make_data_parallel_train` (a host env, D not dividing `num_envs`,

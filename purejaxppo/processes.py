@@ -3,8 +3,9 @@
 Every process runs the same program (as JAX and orbax expect): it joins the others
 (`initialize_distributed`), and where a step may go differently in different processes
 (a file only some of them can read, a lock, the arguments they were started with) they
-agree before going on (`flagged_processes`, `differing_fields`), so that no process waits
-in a collective that another never reaches. `is_lost_process_error` tells the error a
+agree before going on (`flagged_processes`, `differing_fields`, `together`), so that no
+process waits in a collective that another never reaches; what process 0 alone computes
+reaches the others bit for bit (`from_process_zero`). `is_lost_process_error` tells the error a
 collective raises when another process died. Devices and meshes are `parallel`'s.
 
 Timeouts (documented in docs/guides/multi-device.md, "Beyond one machine"):
@@ -22,8 +23,8 @@ import re
 import socket
 import sys
 import threading
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
@@ -38,11 +39,15 @@ __all__ = [
     "check_process_args",
     "differing_fields",
     "flagged_processes",
+    "from_process_zero",
     "initialize_distributed",
     "is_lost_process_error",
     "parse_address",
     "quiet_gloo",
+    "together",
 ]
+
+T = TypeVar("T")
 
 #: Seconds `initialize_distributed` waits for every process to join before this process
 #: exits with one line (exit code 2). JAX's own `initialization_timeout` is set a little
@@ -312,6 +317,36 @@ def flagged_processes(flag: bool) -> list[int]:
 
     flags = np.asarray(multihost_utils.process_allgather(np.int32(flag)))
     return [int(i) for i in np.flatnonzero(flags.reshape(-1))]
+
+
+def together(what: str, action: Callable[[], T]) -> T:
+    """Runs `action` here; when it failed (`ValueError`, `OSError`) in any process, raises
+    in every process (its own error, or one naming the processes that failed), so that no
+    process goes on to a collective the others never reach. `action` itself must take no
+    collective that a failure could skip. One process: `action()`, its error as it is."""
+    try:
+        result, error = action(), None
+    except (ValueError, OSError) as err:
+        result, error = None, err
+    failed = flagged_processes(error is not None)
+    if error is not None:
+        raise error
+    if failed:
+        raise ValueError(f"{what} failed in process {', '.join(map(str, failed))} (see its error)")
+    return result
+
+
+def from_process_zero(values: Sequence[float]) -> list[float]:
+    """Process 0's `values` in every process, bit for bit (as float64 bits); every process
+    calls it at the same point with as many values (the others' are ignored). One
+    process: `values` without communication."""
+    if jax.process_count() == 1:
+        return [float(v) for v in values]
+    from jax.experimental import multihost_utils
+
+    bits = np.asarray(values, np.float64).view(np.uint32)
+    shared = np.asarray(multihost_utils.broadcast_one_to_all(bits), np.uint32)
+    return [float(v) for v in shared.view(np.float64)]
 
 
 def differing_fields(fields: Mapping[str, Any]) -> dict[str, list[int]]:

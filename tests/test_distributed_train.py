@@ -9,7 +9,9 @@ every process) and through a SIGKILL of one process (the other exits non-zero, t
 checkpoint loads, `--resume` continues it bitwise, here on one process with 2 devices: a
 checkpoint does not depend on the topology). A checkpoint of 2 processes is also read by
 one process (`eval`, `export`, `Policy.load`) and resumed on one device (another device
-count: the state carries over bitwise, the updates after it differ).
+count: the state carries over bitwise, the updates after it differ). Evaluations, videos
+and datasets during training are process 0's, its evaluations bitwise those of one
+process with 2 devices.
 """
 
 from __future__ import annotations
@@ -336,6 +338,52 @@ def test_sigkill_of_one_process_stops_the_other_and_resume_is_bitwise(reference,
     pd.testing.assert_frame_equal(pd.read_csv(sigkill["run_dir"] / "metrics.csv"), expected)
     for a, b in zip(params_of(sigkill["run_dir"]), params_of(reference), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory) -> dict:
+    """8 updates with evaluations (and "best" checkpoints), videos and a dataset during
+    training, at once on 2 processes x 1 device and on 1 process x 2 devices."""
+    tmp = tmp_path_factory.mktemp("observed")
+    during = [*TINY, "--total-timesteps", "256", "--save-freq", "4", "--eval-freq", "4",
+              "--eval-episodes", "2", "--video-freq", "4", "--collect-freq", "8",
+              "--collect-episodes", "2"]  # fmt: skip
+    port = free_port()
+    pair = [[*during, "--run-dir", str(tmp / "pair"), *distributed(port, 2, i)] for i in (0, 1)]
+    one = [*during, "--run-dir", str(tmp / "one"), *distributed(free_port(), 1, 0, 2)]
+    launches = {"pair": Launch(tmp, pair), "one": Launch(tmp, [one])}
+    try:
+        exits = {name: launch.wait() for name, launch in launches.items()}
+    finally:
+        for launch in launches.values():
+            launch.kill_all()
+    return {**exits, "pair_dir": tmp / "pair", "one_dir": tmp / "one"}
+
+
+def test_evaluations_videos_and_datasets_during_a_run_over_two_processes(observed):
+    first, second = observed["pair"]
+    assert first.returncode == second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
+    assert "(2 processes, 2 devices)" in first.stdout
+    assert "final mean episode_return" not in second.stdout
+    run_dir = observed["pair_dir"]
+    table = pd.read_csv(run_dir / "metrics.csv")
+    evaluated = table.dropna(subset=["eval/train/return"])
+    assert list(evaluated["update"]) == [4, 8] and list(table["update"]) == list(range(1, 9))
+    # Process 0 evaluates the parameters every process holds: bitwise the evaluations of
+    # the same run on one process with 2 devices (metrics, checkpoints, "best").
+    expected = pd.read_csv(observed["one_dir"] / "metrics.csv")
+    pd.testing.assert_frame_equal(table, expected, check_exact=True)
+    history = load_checkpoint(run_dir).eval_history
+    assert history == load_checkpoint(observed["one_dir"]).eval_history
+    assert [update for update, _ in history["train"]] == [4, 8]
+    returns = [value for _, value in history["train"]]
+    assert returns == pytest.approx(list(evaluated["eval/train/return"]), rel=1e-12)
+    assert list_checkpoints(run_dir, "best") == list_checkpoints(observed["one_dir"], "best")
+    assert list_checkpoints(run_dir, "best")
+    for update in (4, 8):
+        assert (run_dir / "videos" / f"update_{update:06d}.gif").stat().st_size > 0
+    data = np.load(run_dir / "datasets" / "update_000008" / "episodes_00000.npz")
+    assert len(data["episode_ids"]) == 2
 
 
 def slurm_job(run_dir: Path, argv: list[str]) -> tuple[list[list[str]], list[dict]]:

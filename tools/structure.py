@@ -59,7 +59,7 @@ MAX_POSITIONAL = 8
 LONG_MODULES = {"purejaxppo/export/torch_modules.py"}
 #: The drivers, side by side over drivers/segments, report, plots, settings: none imports
 #: another (a package driver counts with all its modules).
-DRIVERS = ("single", "seeds", "sweeps", "population", "tune", "distributed", "check")
+DRIVERS = ("single", "seeds", "sweeps", "population", "tune", "check")
 #: The floors, bottom up: (name, the prefixes on it, each a module or a package with all
 #: its modules). A module not listed, and the package root, are on the ground floor.
 FLOORS: tuple[tuple[str, str], ...] = (

@@ -1,7 +1,7 @@
 """`purejaxppo train --coordinator HOST:PORT --num-processes N --process-id I`: one agent
-over every device of N processes (`drivers.distributed`), each started with the same
-arguments but its `--process-id` (`--num-processes auto`: JAX reads all three from the
-cluster's environment, e.g. SLURM's).
+over every device of N processes (`drivers.single.train_and_log(distributed=True)`),
+each started with the same arguments but its `--process-id` (`--num-processes auto`: JAX
+reads all three from the cluster's environment, e.g. SLURM's).
 
 Order, so that a misconfiguration fails fast in one line (exit 2) and never hangs: the
 arguments are checked before JAX starts, each process its own, so that no process waits
@@ -60,14 +60,14 @@ def check_arguments(options: TrainOptions, config: PPOConfig, run_dir: Path | No
     `--run-dir`, a `--num-processes` that is neither an integer in [1,
     `processes.MAX_PROCESSES`] nor "auto", a missing `--coordinator` or `--process-id` (or
     either with "auto"), a process id out of range, an address that is not HOST:PORT
-    (`processes.parse_address`), `--local-devices` < 1, `--init-timeout` <= 0, a config
-    the driver cannot run (`check_distributed_config`), an env kind that cannot be
-    data-parallel (`NOT_DATA_PARALLEL_PREFIXES`: EnvPool, gymnasium:, JaxMARL), and `num_envs` that the
-    devices do not divide where their count is known (`--local-devices` given). Each is
+    (`processes.parse_address`), `--local-devices` < 1, `--init-timeout` <= 0,
+    `upload_checkpoints` without the wandb logger (`check_upload`), an env kind that
+    cannot be data-parallel (`NOT_DATA_PARALLEL_PREFIXES`: EnvPool, gymnasium:, JaxMARL),
+    and `num_envs` that the devices do not divide where their count is known (`--local-devices` given). Each is
     refused at once, in the process that was given it: no process waits for the others
     to join first.
     """
-    from purejaxppo.drivers.distributed import check_distributed_config
+    from purejaxppo.drivers.record import check_upload
     from purejaxppo.processes import MAX_PROCESSES, check_process_args, parse_address
 
     if options.num_seeds != 1 or options.devices is not None:
@@ -112,7 +112,7 @@ def check_arguments(options: TrainOptions, config: PPOConfig, run_dir: Path | No
         raise ValueError(f"--init-timeout {options.init_timeout:g}: must be > 0 seconds (finite)")
     if options.heartbeat_timeout < 1:
         raise ValueError(f"--heartbeat-timeout {options.heartbeat_timeout}: must be >= 1 second")
-    check_distributed_config(config)
+    check_upload(config)
     if config.env_name.startswith(NOT_DATA_PARALLEL_PREFIXES) or config.multi_agent:
         asked = "processes from the cluster" if count is None else f"{count} processes"
         raise ValueError(
@@ -205,18 +205,19 @@ def _train(
         check_agreement(options, config, run_dir, resume)
     except ValueError as err:
         error(parser, err)
-    from purejaxppo.drivers.distributed import train_distributed
+    from purejaxppo.drivers.single import train_and_log
     from purejaxppo.guards import TrainingDiverged
     from purejaxppo.signals import TrainingInterrupted
 
     ctrl_c.training = True
     try:
-        result = train_distributed(
+        result = train_and_log(
             config,
             run_dir,
             progress=not options.no_progress,
             resume=resume,
             overwrite=options.overwrite,
+            distributed=True,
         )
     except TrainingDiverged as err:
         error(parser, err, EXIT_DIVERGED)
