@@ -20,6 +20,7 @@ from purejaxppo.networks import (
     State,
     apply_action_mask,
     multi_discrete_logits,
+    select_action,
 )
 from purejaxppo.types import Params
 
@@ -39,6 +40,19 @@ class ActionOutput(NamedTuple):
     log_prob: jax.Array  # [B] float32, log pi(action | obs)
     entropy: jax.Array  # [B] float32, of the action distribution
     value: jax.Array  # [B] float32, V(obs)
+
+
+class ActResult(NamedTuple):
+    """`Policy.act(obs, key, return_model_output=True)`'s result: the actions and the
+    model's outputs they were chosen from (a tuple: `action, output = policy.act(...)`).
+    No batch axis for one observation."""
+
+    # [B] int32 (Discrete), [B, *action_shape] int32 (MultiDiscrete, MultiBinary) or
+    # float32 (Box, within the bounds): what `env.step` takes
+    action: jax.Array
+    # `logits` (log-probabilities [B, n] / [B, K, max n], or Bernoulli logits [B, n]), or
+    # `mean` and `log_std` of the (pre-squash) Gaussian [B, A]; and `value` [B]; float32
+    model_output: dict[str, jax.Array]
 
 
 class ActionEvaluation(NamedTuple):
@@ -77,6 +91,22 @@ def mask_distribution(
     # The flat mask split like the logits; its padding (PAD_LOGIT != 0) keeps the padding.
     valid = multi_discrete_logits(jnp.asarray(mask, jnp.float32), spec.nvec)
     return distrax.Independent(distrax.Categorical(logits=apply_action_mask(logits, valid)), 1)
+
+
+def make_act(networks: Networks) -> Any:
+    """`act(params, state, obs [B], reset [B], key, temperature) -> (state, actions, outputs)`.
+
+    One policy step for B envs from `networks.step` and `select_action` (the same code the
+    rollout's networks and the export mirror): temperature 1 samples, 0 is greedy
+    (`Policy.act`).
+    """
+
+    def act(params, state, obs, reset, key, temperature):
+        state, dist, value = networks.step(params, state, obs, reset)
+        action, outputs = select_action(networks.action_spec, dist, value, key, temperature)
+        return state, action, outputs
+
+    return act
 
 
 def make_get_action(networks: Networks) -> Any:

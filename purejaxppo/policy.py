@@ -34,27 +34,14 @@ from purejaxppo.acting_checks import (
 from purejaxppo.actions import (
     ActionEvaluation,
     ActionOutput,
+    ActResult,
+    make_act,
     make_evaluate_actions,
     make_get_action,
 )
 from purejaxppo.config import PPOConfig
-from purejaxppo.networks import Networks, State, select_action, to_env_action
-from purejaxppo.types import Params, TrainOutput, TrainState
-
-
-def make_act(networks: Networks) -> Any:
-    """`act(params, state, obs [B], reset [B], key, temperature) -> (state, actions, outputs)`.
-
-    One policy step for B envs from `networks.step` and `select_action` (the same code the
-    rollout's networks and the export mirror): temperature 1 samples, 0 is greedy.
-    """
-
-    def act(params, state, obs, reset, key, temperature):
-        state, dist, value = networks.step(params, state, obs, reset)
-        action, outputs = select_action(networks.action_spec, dist, value, key, temperature)
-        return state, action, outputs
-
-    return act
+from purejaxppo.networks import Networks, State, to_env_action
+from purejaxppo.types import Env, EnvParams, Params, TrainOutput, TrainState
 
 
 class Policy:
@@ -77,9 +64,11 @@ class Policy:
     Args:
       params: flax params of the actor-critic (`TrainState.params`).
       config: the run's config (network shape, env id).
-      env, env_params: optional environment object; default `make_env(config.env_name,
-        config.env_kwargs)`. Only its spaces are used. A given `env_params` is used either
-        way.
+      env: optional environment object (`make_env`'s first result, or your own env with
+        gymnax's API); default `make_env(config.env_name, config.env_kwargs)`. Only its
+        spaces are used.
+      env_params: optional params of the env (`make_env`'s second result); default the
+        env's own. A given `env_params` is used either way.
       networks: optional `Networks` (default `make_networks(config, env, env_params)`),
         with observation normalisation added where the config asks for it
         (`kinds.resolve`).
@@ -95,8 +84,8 @@ class Policy:
         self,
         params: Params,
         config: PPOConfig,
-        env: Any = None,
-        env_params: Any = None,
+        env: Env | None = None,
+        env_params: EnvParams | None = None,
         networks: Networks | None = None,
     ):
         from purejaxppo import kinds
@@ -132,10 +121,19 @@ class Policy:
     ) -> Policy:
         """Loads the policy of a run directory's newest checkpoint (see `checkpoint.py`).
 
-        `kind="best"` loads the checkpoint with the best evaluation return instead;
-        `networks` is the run's custom `Networks`, if it trained one; `step` loads the
-        kept checkpoint of that update (`list_checkpoints(path)`; keep them all with
-        `keep_checkpoints: all`).
+        Args:
+          path: the run directory (`purejaxppo train --run-dir`, `train_and_log`'s
+            `run_dir`), or one seed's `seed_<s>/` of a `--num-seeds` run.
+          kind: "last" (default): the newest checkpoint of `checkpoints/last`; "best":
+            the one with the best evaluation return (`eval_freq`, `checkpoints/best`).
+          networks: the run's custom `Networks`, if it trained one (default: the
+            built-in actor-critic its config describes).
+          step: the kept checkpoint of that update (`list_checkpoints(path)`; 0: the
+            initial params of a run started with `save_initial` / `--save-initial`);
+            keep them all with `keep_checkpoints: all`. Default: the newest.
+
+        Returns:
+          The `Policy` with the checkpoint's params and the run's config and env.
 
         Raises:
           TypeError: `path` not a str / `os.PathLike` (e.g. None).
@@ -153,7 +151,7 @@ class Policy:
 
     @classmethod
     def from_train_output(
-        cls, source: TrainOutput | TrainState, config: PPOConfig, env: Any = None
+        cls, source: TrainOutput | TrainState, config: PPOConfig, env: Env | None = None
     ) -> Policy:
         """The policy of a `TrainOutput` or `TrainState`; `env`: the env object or gymnasium
         env factory it trained on when not `config.env_name` (see `make_train`)."""
@@ -210,7 +208,7 @@ class Policy:
         key: jax.Array | None = None,
         temperature: float | None = None,
         return_model_output: bool = False,
-    ) -> Any:
+    ) -> jax.Array | ActResult:
         """Actions for observations `[B, *obs_shape]` or one observation `[*obs_shape]`.
 
         Dict / tuple observations are passed the same way (a dict / tuple of such arrays).
@@ -226,12 +224,19 @@ class Policy:
         for `env.step`. See `networks.select_action`. A recurrent policy advances its
         kept state.
 
+        Args:
+          obs: `[B, *obs_shape]` or one observation `[*obs_shape]`.
+          key: PRNG key to sample with; None: greedy.
+          temperature: a finite number >= 0; default 1 with a `key`, else 0.
+          return_model_output: also return the model's outputs (`ActResult`).
+
         Returns:
-          actions `[B]` int32 / `[B, *action_shape]` int32 (MultiDiscrete, MultiBinary) or
-          float32 (Box) (no batch axis for one observation), and with
-          `return_model_output` also a dict of the model outputs (`logits`: log-probabilities
-          `[B, n]` / `[B, K, max n]`, or Bernoulli logits `[B, n]`; or `mean` and `log_std`
-          of the (pre-squash) Gaussian; and `value`).
+          (jax.Array | ActResult): the actions: `[B]` int32 (Discrete), `[B,
+            *action_shape]` int32 (MultiDiscrete, MultiBinary) or float32 (Box), no batch
+            axis for one observation. With `return_model_output`, `ActResult(action,
+            model_output)`: the actions and a dict of the model's outputs (`logits`:
+            log-probabilities `[B, n]` / `[B, K, max n]`, or Bernoulli logits `[B, n]`;
+            or `mean` and `log_std` of the (pre-squash) Gaussian; and `value`).
 
         Raises:
           ValueError: if obs does not end in the env's observation shape, is an empty
@@ -251,7 +256,7 @@ class Policy:
         self._kept.advance(state, next_state)
         if single:
             action, output = action[0], jax.tree.map(lambda x: x[0], output)
-        return (action, output) if return_model_output else action
+        return ActResult(action, output) if return_model_output else action
 
     def predict(
         self,

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 from flax import struct
 
 Params = Any
 PyTree = Any
+
+
+class Env(Protocol):
+    """An environment object, as the acting API takes one: what `make_env` returns (a gymnax
+    `Environment`, a suite's adapter, an EnvPool or gymnasium env, a JaxMARL env), or your
+    own env with gymnax's API: `reset(key, params) -> (obs, state)`, `step(key, state,
+    action, params) -> (obs, state, reward, terminated, truncated, info)` and the spaces
+    below. A structural type (any object with these methods is one); `Policy` reads only
+    the spaces."""
+
+    def observation_space(self, params: Any = None) -> Any:
+        """The observation space under `params` (a gymnax space)."""
+
+    def action_space(self, params: Any = None) -> Any:
+        """The action space under `params` (a gymnax space)."""
+
+
+class EnvParams(Protocol):
+    """The params an env's `reset` / `step` take (`make_env`'s second result): gymnax's
+    `EnvParams` (a flax struct: `max_steps_in_episode`, physics, ...), a suite's params,
+    or None for envs that take their settings at construction (gymnasium). A structural
+    type that any value is."""
 
 
 class Transition(NamedTuple):

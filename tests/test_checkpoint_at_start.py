@@ -1,9 +1,11 @@
-"""`train_and_log(..., save_initial=True)`: a checkpoint of update 0 that loads and resumes."""
+"""`train_and_log(..., save_initial=True)` (`purejaxppo train --save-initial`): a checkpoint of
+update 0 that loads (the initial params) and resumes."""
 
 import shutil
 
 import jax
 import numpy as np
+import pytest
 
 import purejaxppo as pjp
 from purejaxppo.drivers.single import train_and_log
@@ -42,3 +44,23 @@ def test_update_zero_checkpoint_exists_loads_and_resumes(tmp_path):
 def test_without_save_initial_there_is_no_update_zero(tmp_path):
     train_and_log(CONFIG, tmp_path / "run", progress=False, plot=False)
     assert pjp.list_checkpoints(tmp_path / "run") == [1, 2]
+
+
+def test_train_save_initial_flag_keeps_the_initial_params_as_step_zero(tmp_path, capsys):
+    from purejaxppo.cli import main
+    from purejaxppo.train import make_train_fns
+
+    run = tmp_path / "run"
+    argv = ["train", "--env-name", "Probe4-v0", "--total-timesteps", "128", "--num-envs", "4"]
+    argv += ["--num-steps", "16", "--hidden-sizes", "8", "--keep-checkpoints", "all"]
+    assert main([*argv, "--no-progress", "--save-initial", "--run-dir", str(run)]) == 0
+    assert pjp.list_checkpoints(run) == [0, 2]  # update 0 and the end
+    config = pjp.PPOConfig.from_yaml(run / "config.yaml")
+    initial = jax.jit(make_train_fns(config).init)(jax.random.key(config.seed))
+    start = pjp.Policy.load(run, step=0).get_params()
+    jax.tree.map(np.testing.assert_array_equal, start, initial.train_state.params)
+    for extra in (["--num-seeds", "2"], ["--resume", str(run)]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["train", "--save-initial", *extra])
+        assert exit_info.value.code == 2
+        assert "purejaxppo: error: --save-initial is for" in capsys.readouterr().err

@@ -173,6 +173,22 @@ def test_a_temperature_that_is_not_a_finite_number_is_refused(run_dir, tmp_path,
         Policy.load(run_dir).act(np.zeros(4), jax.random.key(0), temperature=float("inf"))
 
 
+def test_collect_max_steps_cuts_the_episodes_as_eval_max_steps_does(run_dir, tmp_path, capsys):
+    out = tmp_path / "data"
+    argv = ["collect", str(run_dir), "--episodes", "3", "--out", str(out), "--max-steps", "5"]
+    assert main(argv) == 0
+    data = load_episodes(out)
+    np.testing.assert_array_equal(data["episode_length"], [5, 5, 5])  # CartPole lasts > 5
+    assert data["truncated"].sum() == 3 and not data["terminated"].any()
+    capsys.readouterr()
+    assert main(["eval", str(run_dir), "--episodes", "3", "--max-steps", "5"]) == 0
+    assert "mean 5.00" in capsys.readouterr().out  # the same cut episodes
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv[:-1], "0"])
+    assert exit_info.value.code == 2
+    assert "collect: --max-steps 0: must be an int >= 1" in capsys.readouterr().err
+
+
 def test_sigterm_then_collect_resume_writes_the_uninterrupted_dataset(run_dir, tmp_path, capsys):
     out, whole = tmp_path / "data", tmp_path / "whole"
     argv = ["collect", str(run_dir), "--episodes", "3000", "--seed", "2"]

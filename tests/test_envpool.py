@@ -363,6 +363,41 @@ def test_inverted_pendulum_learns():
         assert np.nanmean(returns[-4:]) > 500, returns[-4:]
 
 
+def test_eval_video_of_a_mujoco_run_films_its_gymnasium_twin(tmp_path, capsys):
+    """`purejaxppo eval RUN --video` (and `video_freq`) of an EnvPool MuJoCo run: EnvPool
+    renders no frames, so the video plays gymnasium's env of the same id (said); with
+    `--env-name gymnasium:<id>` the video is episode 1 of the ones evaluated there."""
+    from PIL import Image
+
+    import purejaxppo as pjp
+    from purejaxppo.cli import main
+
+    run = tmp_path / "run"
+    argv = ["train", "--env-name", "envpool:InvertedPendulum-v4", "--num-envs", "2"]
+    argv += ["--num-steps", "16", "--total-timesteps", "32", "--num-minibatches", "1"]
+    argv += ["--hidden-sizes", "8", "--no-progress", "--run-dir", str(run), "--video-freq", "1"]
+    assert main(argv) == 0
+    with Image.open(run / "videos" / "update_000001.gif") as image:  # during training too
+        assert image.size == (480, 480)
+    capsys.readouterr()
+    gif = tmp_path / "pendulum.gif"
+    assert main(["eval", str(run), "--episodes", "2", "--video", str(gif)]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert "gymnasium twin gymnasium:InvertedPendulum-v4" in line, line
+    frames = int(line.split("(")[-1].split(" frames")[0])
+    with Image.open(gif) as image:
+        assert image.n_frames == frames and image.size == (480, 480)  # MuJoCo's frames
+    twin = "gymnasium:InvertedPendulum-v4"
+    other = tmp_path / "other.gif"
+    assert (
+        main(["eval", str(run), "--episodes", "2", "--env-name", twin, "--video", str(other)]) == 0
+    )
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert "episode 1 of the 2 above" in line, line
+    first = pjp.evaluate(pjp.Policy.load(run), twin, 2, jax.random.key(0)).returns[0]
+    assert line.endswith(f"return {first:.2f})")
+
+
 def test_reference_script_evaluates_each_seed_greedily_and_merges_the_columns(tmp_path):
     # benchmarks/reference.py --eval-episodes N: the final policy plays N greedy episodes;
     # --merge pools the parallel processes' (one seed each) greedy values in seed order.

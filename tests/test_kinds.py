@@ -54,6 +54,15 @@ def test_gymnasium_video_frames_are_gymnasiums_own(host_policy):
     assert not np.array_equal(frames[0], frames[-1])
 
 
+def test_gymnasium_video_first_of_is_the_first_episode_evaluate_plays(host_policy):
+    from purejaxppo.acting.video import record_episode
+
+    key = jax.random.key(2)
+    result = pjp.evaluate(host_policy, num_episodes=4, key=key)  # sampled
+    episode = record_episode(host_policy, key, greedy=False, first_of=4)
+    assert episode.length == result.lengths[0] == episode.episode_return == result.returns[0]
+
+
 def test_gymnasium_collect_writes_the_episodes_evaluate_plays(host_policy, tmp_path):
     result = pjp.collect(host_policy, 3, tmp_path / "data", jax.random.key(1), parallel=2)
     data = pjp.load_episodes(tmp_path / "data")
@@ -315,11 +324,43 @@ def test_envpool_atari_video_films_the_whole_game_from_the_observation_frames(tm
     assert lives_lost >= 1 and episode.length <= 300
 
 
-def test_envpool_mujoco_video_is_refused_naming_the_env():
+def test_envpool_mujoco_video_films_its_gymnasium_twin(tmp_path):
+    """EnvPool renders no frames: a MuJoCo task's video plays gymnasium's env of the same
+    id (same spaces, the task's options), rendered by MuJoCo."""
+    from purejaxppo.acting.video import make_renderer, record_episode, render_episode
+    from purejaxppo.envs.twins import gymnasium_twin
+
+    env, env_params = pjp.make_env("envpool:InvertedPendulum-v4", {"max_episode_steps": 30})
+    twin = gymnasium_twin(env)
+    assert twin.name == "gymnasium:InvertedPendulum-v4" and twin.max_steps_in_episode == 30
+    assert gymnasium_twin(env) is twin  # built once
+    config = pjp.PPOConfig(env_name="envpool:InvertedPendulum-v4", hidden_sizes=(8,))
+    networks = pjp.make_networks(config, env, env_params)
+    policy = pjp.Policy(networks.init(jax.random.key(0)), config, env, env_params)
+    renderer = make_renderer(env, env_params)
+    episode = record_episode(policy, jax.random.key(1))
+    assert 1 <= episode.length <= 30 and episode.obs.shape == (episode.length, 4)
+    frames = render_episode(episode, renderer)
+    assert frames[0].ndim == 3 and frames[0].shape[-1] == 3
+    path, _ = pjp.save_episode_video(policy, tmp_path / "pendulum.gif", jax.random.key(1))
+    assert path.stat().st_size > 0
+    # An option gymnasium's env does not take: one line naming the twin and the option.
+    env, _ = pjp.make_env("envpool:InvertedPendulum-v4", {"frame_stack": 1})
+    with pytest.raises(ValueError, match=r"twin gymnasium:InvertedPendulum-v4.*frame_stack"):
+        gymnasium_twin(env)
+
+
+def test_envpool_mujoco_video_without_gymnasiums_mujoco_names_the_extra(monkeypatch):
     from purejaxppo.acting.video import make_renderer
 
+    def missing(*args, **kwargs):
+        raise gymnasium.error.DependencyNotInstalled(
+            'MuJoCo is not installed ("gymnasium[mujoco]")'
+        )
+
     env, env_params = pjp.make_env("envpool:InvertedPendulum-v4")
-    with pytest.raises(ValueError, match=r"no renderer for envpool:InvertedPendulum-v4: Env"):
+    monkeypatch.setattr(gymnasium, "make", missing)
+    with pytest.raises(ImportError, match=r"twin gymnasium:.*pip install 'purejaxppo\[mujoco\]'"):
         make_renderer(env, env_params)
 
 

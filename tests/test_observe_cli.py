@@ -74,7 +74,15 @@ def test_eval_video_and_collect(run_dir, tmp_path, capsys):
     frames = int(out.split("(")[-1].split(" frames")[0])
     with Image.open(gif) as image:
         assert image.n_frames == frames
+    assert "episode 1 of the 3 above" in out
     eval_mean = float(out.split("mean ")[1].split()[0])
+    # The video is an evaluated episode: with one episode, its return is the mean.
+    for greedy in ([], ["--greedy"]):
+        one = tmp_path / f"one{len(greedy)}.gif"
+        assert main(["eval", str(run_dir), "--episodes", "1", "--video", str(one), *greedy]) == 0
+        out = capsys.readouterr().out
+        video_return = out.split("return ")[-1].split(")")[0]
+        assert video_return == out.split("mean ")[1].split()[0]
     data = tmp_path / "data"
     argv = ["collect", str(run_dir), "--episodes", "3", "--greedy", "--out", str(data)]
     assert main(argv) == 0

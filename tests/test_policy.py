@@ -29,7 +29,9 @@ def test_load_act_batched_and_unbatched(run_dir):
     obs = jax.random.normal(jax.random.key(0), (16, 4)) * 0.05
     greedy = policy.act(obs, jax.random.key(1), temperature=0.0)
     assert greedy.shape == (16,) and greedy.dtype == jnp.int32
-    action, out = policy.act(obs, jax.random.key(1), temperature=0.0, return_model_output=True)
+    result = policy.act(obs, jax.random.key(1), temperature=0.0, return_model_output=True)
+    assert isinstance(result, pjp.ActResult) and result.model_output is result[1]
+    action, out = result
     np.testing.assert_array_equal(greedy, jnp.argmax(out["logits"], -1))
     assert out["value"].shape == (16,)
     one = policy.act(obs[3], jax.random.key(1), temperature=0.0)

@@ -28,7 +28,7 @@ class Bar:
         self.desc = desc
 
     def set_postfix(self, **postfix):
-        pass
+        self.postfix = dict(postfix)
 
     def update(self, n):
         pass
@@ -65,6 +65,29 @@ def test_the_bar_says_compiling_while_a_new_length_compiles():
         (1, False, "Env"),
     ]
     assert bar.desc == "Env"
+
+
+def test_the_bar_keeps_the_newest_return_through_segments_where_none_ended():
+    """EnvPool MuJoCo: the envs' 1000-step episodes end together, in few segments; the
+    others report "ret=n/a", and the bar keeps the newest return instead."""
+    shown = []
+
+    class Shown(Bar):
+        def set_postfix(self, refresh=True, **postfix):
+            shown.append(dict(postfix))
+
+    rets = ["n/a", "-303.2", "n/a", "n/a", "-372.5"]
+
+    def process(done, length, fetched):
+        return {"env_steps": f"{done + length}", "ret": rets[done]}
+
+    hooks = segments.SegmentHooks(
+        length=lambda done: 1, run=lambda done, length: None, process=process
+    )
+    bar = Shown(5, unit="update", desc="Env")
+    segments.run_segments(5, 0, hooks, bar=bar, fetch=lambda x: x, stop_on_signals=False)
+    assert [p["ret"] for p in shown] == ["n/a", "-303.2", "-303.2", "-303.2", "-372.5"]
+    assert shown[3] == {"env_steps": "4", "ret": "-303.2"}
 
 
 @pytest.fixture

@@ -34,6 +34,21 @@ def test_gif_has_the_episode_length_in_frames(cartpole, tmp_path):
     assert again.length == episode.length and again.episode_return == episode.episode_return
 
 
+@pytest.mark.parametrize("greedy", [True, False])
+def test_first_of_records_the_first_episode_evaluate_plays(cartpole, greedy):
+    """`record_episode(first_of=E)` is episode 0 of `evaluate(num_episodes=E)` with the
+    same key: the same steps, so the same return (what `eval --video` reports)."""
+    key = jax.random.key(4)
+    result = pjp.evaluate(cartpole, num_episodes=5, key=key, greedy=greedy)
+    returns = result.returns
+    episode = record_episode(cartpole, key, greedy=greedy, first_of=5)
+    assert episode.length == result.lengths[0]
+    assert episode.episode_return == pytest.approx(float(returns[0]), abs=1e-4)
+    assert len(set(np.round(returns, 3))) > 1  # the other episodes differ
+    with pytest.raises(ValueError, match="first_of=0"):
+        record_episode(cartpole, key, first_of=0)
+
+
 def test_observation_renderers(tmp_path):
     policy = policy_for("Probe2-v0")  # one-step episodes: one frame
     path, episode = save_episode_video(policy, tmp_path / "episode.gif")

@@ -52,7 +52,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -77,6 +77,11 @@ from purejaxppo.dataset_files import (
 )
 from purejaxppo.envs.spaces import episode_limit
 from purejaxppo.guards import check_temperature
+from purejaxppo.networks import Networks
+from purejaxppo.types import Env, EnvParams, Params
+
+if TYPE_CHECKING:
+    from purejaxppo.policy import Policy
 
 __all__ = [
     "METADATA",
@@ -105,7 +110,9 @@ class CollectResult(NamedTuple):
     complete: bool = True  # False after a `stop`: `out` is partial (counts: what it holds)
 
 
-def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Sequence[str] = ()):
+def make_chunk_runner(
+    networks: Networks, env: Env, env_params: EnvParams, info_keys: Sequence[str] = ()
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """Jitted `(start(key, E), chunk(params, carry, keys [C], temperature))`.
 
     `start` resets E envs (keys as `evaluation.make_episode_runner`); `chunk` plays C steps of
@@ -134,14 +141,14 @@ def make_chunk_runner(networks: Any, env: Any, env_params: Any, info_keys: Seque
 
 
 def collect(
-    policy: Any,
+    policy: Policy,
     num_episodes: int,
     out: str | Path,
     key: jax.Array | None = None,
     *,
     greedy: bool = False,
     temperature: float | None = None,
-    params: Any = None,
+    params: Params | None = None,
     minari_id: str | None = None,
     info_keys: Sequence[str] = (),
     parallel: int = 64,

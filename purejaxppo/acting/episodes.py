@@ -176,13 +176,19 @@ def make_rows_episode_runner(
 
 
 def make_rows_recorder(
-    rows_env: RowsEnv, networks: Networks, episodes: Episodes, max_steps: int
+    rows_env: RowsEnv,
+    networks: Networks,
+    episodes: Episodes,
+    max_steps: int,
+    num_envs: int | None = None,
 ) -> Callable[[Any, jax.Array, Any], tuple[Any, ...]]:
     """Jitted `record(params, key, temperature) -> (states, obs, actions, rewards,
     active)` of one env's episode (`acting.video`): `[max_steps]` leaves, the state and
     what a video keeps of the observation (`Episodes.frame`; A agents: `[A, ...]`) each
     step's actions were taken in, the step's (team) reward, and `active` marking the
-    steps before the episode ended."""
+    steps before the episode ended. One env stepped with the keys as they are; with
+    `num_envs` E, the E envs of `make_rows_episode_runner` (the same keys), the first
+    one's steps kept: the first of the episodes an evaluation with that key plays."""
 
     def output(step: Step) -> tuple[Any, ...]:
         first = lambda x: x[0]  # noqa: E731
@@ -190,11 +196,12 @@ def make_rows_recorder(
         state = jax.tree.map(first, step.env_state)
         return state, obs, jax.tree.map(first, step.action), step.reward[0], step.active[0]
 
-    start, play = make_play(rows_env, networks, episodes, output, one_env=True)
+    one_env = num_envs is None
+    start, play = make_play(rows_env, networks, episodes, output, one_env=one_env)
 
     @jax.jit
     def record(params, key, temperature):
-        carry, scan_key = start(key, 1)
+        carry, scan_key = start(key, 1 if one_env else num_envs)
         _, outs = play(params, carry, jax.random.split(scan_key, max_steps), temperature)
         return outs
 

@@ -27,7 +27,7 @@ from purejaxppo.kinds import check
 from purejaxppo.memory import check_episodes
 from purejaxppo.networks import Networks
 from purejaxppo.policy import Policy, observation_shapes
-from purejaxppo.types import TrainOutput, TrainState
+from purejaxppo.types import Env, EnvParams, TrainOutput, TrainState
 
 __all__ = ["EvalResult", "evaluate", "make_episode_runner", "swapped_channels"]
 
@@ -52,7 +52,7 @@ def evaluate(
     num_episodes: int = 100,
     key: jax.Array | None = None,
     greedy: bool = False,
-    env_params: Any = None,
+    env_params: EnvParams | None = None,
     config: PPOConfig | None = None,
     max_steps: int | None = None,
     *,
@@ -74,8 +74,9 @@ def evaluate(
       num_episodes: episodes (= parallel envs), an int >= 1.
       key: PRNG key; default `jax.random.key(0)`.
       greedy: a bool: argmax / mean actions instead of sampling.
-      env_params: e.g. other physics for a validation split; default the env's own (with
-        the config's `env_kwargs` when `env_id` is the training env).
+      env_params: the env's params (`make_env`'s second result), e.g. other physics for a
+        validation split; default the env's own (with the config's `env_kwargs` when
+        `env_id` is the training env).
       max_steps: scan length, an int >= 1; default `env_params.max_steps_in_episode`.
       callback: optional `callback(episode_index, episode_return, episode_length)`,
         called on the host once per episode (index order, Python float and int) after
@@ -174,8 +175,8 @@ def swapped_channels(networks: Networks, env_shape: Any, policy_shape: Any) -> t
 
 
 def make_episode_runner(
-    policy: Policy | Networks, env: Any, env_params: Any, num_episodes: int, max_steps: int
-) -> Any:
+    policy: Policy | Networks, env: Env, env_params: EnvParams, num_episodes: int, max_steps: int
+) -> Callable[[Any, jax.Array, Any], tuple[Any, Any]]:
     """Jitted `run(params, key, temperature) -> (returns [E], lengths [E])`.
 
     `policy`: a `Policy` or its `Networks`. Build it once and call it with new params (the

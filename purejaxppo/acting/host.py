@@ -161,18 +161,22 @@ def make_host_chunk_runner(
 
 
 def make_host_recorder(
-    env: Any, networks: Networks, max_steps: int
+    env: Any, networks: Networks, max_steps: int, num_envs: int | None = None
 ) -> Callable[[Any, jax.Array, Any], tuple[Any, ...]]:
     """`record(params, key, temperature) -> (frames, obs, actions, rewards, active)`, as
     `acting.video.make_episode_recorder`'s but on one rendering copy of a host env
     (`env.make_render()`, gymnasium's `render_mode="rgb_array"`): the "state" of each
-    step is its frame, uint8 `[L, H, W, 3]`, before the action; L <= `max_steps`.
+    step is its frame, uint8 `[L, H, W, 3]`, before the action; L <= `max_steps`. With
+    `num_envs` E, the policy acts on E rows (the observation repeated) and the first
+    row's action is taken: the actions, seed and keys of the first of the E episodes
+    `make_host_episode_runner` plays.
 
     Raises:
-      ValueError: the env cannot render (`HostEnv.make_render`).
+      ValueError: the env cannot render a frame (`HostEnv.check_render`).
     """
     policy = _policy_step(networks)
-    env.make_render().close()  # fails now, not after training, if it cannot render
+    env.check_render()  # fails now, not after training, if it cannot render
+    rows = 1 if num_envs is None else num_envs
 
     def record(params: Any, key: jax.Array, temperature: Any) -> tuple[Any, ...]:
         reset_key, key = jax.random.split(key)
@@ -180,9 +184,9 @@ def make_host_recorder(
         frames, observations, actions, rewards = [], [], [], []
         try:
             obs, _ = gym_env.reset(seed=_seed(reset_key))
-            state = networks.initial_state(1)
+            state = networks.initial_state(rows)
             for step_key in jax.random.split(key, max_steps):
-                batch = jax.tree.map(lambda x: np.asarray(x)[None], obs)
+                batch = jax.tree.map(lambda x: np.repeat(np.asarray(x)[None], rows, 0), obs)
                 state, action, _, _ = policy(params, state, batch, step_key, temperature)
                 frames.append(np.asarray(gym_env.render(), np.uint8))
                 observations.append(obs)

@@ -14,7 +14,8 @@ Renderers, in order of preference:
      channel, as gymnax's MinAtar visualizer) and for the probe envs (their observation
      as bars);
   4. EnvPool Atari tasks: the newest frame of each observation (`render_atari_frame`; the
-     recorder keeps only that frame, and films the whole game, every life);
+     recorder keeps only that frame, and films the whole game, every life); EnvPool MuJoCo
+     tasks play their gymnasium twin, rendered by MuJoCo (`envs.twins`);
   5. JaxMARL MPE envs (`render_mpe`: their state's entities as discs); a multi-agent
      episode is recorded with every agent on its row, its reward the team reward.
 Anything else raises ValueError (nothing is written).
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +33,11 @@ import numpy as np
 
 from purejaxppo.acting_checks import check_count, check_flag, check_key
 from purejaxppo.envs.spaces import episode_limit
+from purejaxppo.networks import Networks
+from purejaxppo.types import Env, EnvParams, Params
+
+if TYPE_CHECKING:
+    from purejaxppo.policy import Policy
 
 Frame = np.ndarray  # [H, W, 3] uint8
 Renderer = Callable[[Any, Any], Frame]  # (one env state, one observation) -> frame
@@ -154,7 +160,7 @@ def render_vector_observation(
     return img
 
 
-def make_renderer(env: Any, env_params: Any) -> Renderer:
+def make_renderer(env: Env, env_params: EnvParams) -> Renderer:
     """`render(state, obs) -> [H, W, 3] uint8` for `env` (see the module docstring).
 
     Raises:
@@ -166,7 +172,12 @@ def make_renderer(env: Any, env_params: Any) -> Renderer:
 
 
 def _host_renderer(env: Any, env_params: Any) -> Renderer:
-    """A host env's renderer: its recorder keeps gymnasium's frames as the states."""
+    """A host env's renderer: its recorder keeps gymnasium's frames as the states.
+
+    Raises:
+      ValueError: the env cannot render a frame (`HostEnv.check_render`).
+    """
+    env.check_render()
     return lambda frame, obs: np.asarray(frame, np.uint8)
 
 
@@ -236,17 +247,17 @@ def render_atari_frame(frame: Any, scale: int = 2) -> Frame:
 
 def _envpool_renderer(env: Any, env_params: Any) -> Renderer:
     """An EnvPool env's renderer: Atari tasks' newest observation frame, which the
-    recorder keeps (`make_episode_recorder`).
+    recorder keeps (`make_episode_recorder`); MuJoCo tasks' gymnasium twin's frames
+    (EnvPool renders none: `envs.twins`).
 
     Raises:
-      ValueError: naming the env for a MuJoCo task (EnvPool renders no frames).
+      ValueError / ImportError: a MuJoCo task whose twin cannot be built or render.
     """
     if env.atari:
         return lambda state, frame: render_atari_frame(frame)
-    raise ValueError(
-        f"no renderer for {env.name}: EnvPool renders no frames and a MuJoCo task's "
-        "observations are no images; EnvPool's Atari tasks film their observation frames"
-    )
+    from purejaxppo.envs.twins import gymnasium_twin
+
+    return _host_renderer(gymnasium_twin(env), None)
 
 
 #: `EnvKind.name` -> its renderer builder (JAX envs: `_jax_renderer`).
@@ -254,12 +265,21 @@ _RENDERERS = {"host": _host_renderer, "agents": _agents_renderer, "envpool": _en
 
 
 # --------------------------------------------------------------------- recording
-def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: int) -> Callable:
+def make_episode_recorder(
+    networks: Networks,
+    env: Env,
+    env_params: EnvParams,
+    max_steps: int,
+    num_envs: int | None = None,
+) -> Callable:
     """Jitted `record(params, key, temperature) -> (states, obs, actions, rewards, active)`.
 
     One env, `max_steps` steps of the policy (temperature 0: greedy) in a
     `lax.scan`, keeping the state and observation each action was taken in (`[max_steps]`
-    leaves; `active` marks the steps before the episode ended). EnvPool Atari: the newest
+    leaves; `active` marks the steps before the episode ended). With `num_envs` E, the
+    first of the E episodes `evaluate` plays with the same key (the E envs step as there;
+    the first one's steps are kept). EnvPool MuJoCo: its gymnasium twin's episode
+    (`envs.twins.filmed_env`). EnvPool Atari: the newest
     frame of each observation (`EnvPoolEnv.newest_frame`) and the raw game rewards, until
     the game ends (all lives; `envs.episodes.atari_games`). JaxMARL: every agent acting on
     its row, the observations `[A, ...]`, the team reward. The env plays in the one
@@ -273,51 +293,67 @@ def make_episode_recorder(networks: Any, env: Any, env_params: Any, max_steps: i
     """
     from purejaxppo.acting.episodes import make_rows_recorder
     from purejaxppo.acting.host import make_host_recorder
+    from purejaxppo.envs.twins import filmed_env
     from purejaxppo.kinds import check
 
+    env, env_params = filmed_env(env, env_params)
     kind = check("video", getattr(env, "name", repr(env)), env)
     env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
     if kind.loop == "host":
-        return make_host_recorder(env, networks, max_steps)
-    return make_rows_recorder(kind.rows(env, env_params), networks, episodes, max_steps)
+        return make_host_recorder(env, networks, max_steps, num_envs)
+    rows = kind.rows(env, env_params)
+    return make_rows_recorder(rows, networks, episodes, max_steps, num_envs)
 
 
 def record_episode(
-    policy: Any,
+    policy: Policy,
     key: jax.Array | None = None,
     *,
     greedy: bool = True,
-    env: Any = None,
-    env_params: Any = None,
+    env: Env | None = None,
+    env_params: EnvParams | None = None,
     max_steps: int | None = None,
-    params: Any = None,
+    params: Params | None = None,
     recorder: Callable | None = None,
+    first_of: int | None = None,
 ) -> Episode:
-    """Plays one episode of `policy` (a `purejaxppo.Policy`) and returns it.
+    """Plays one episode of `policy` and returns it.
 
     Args:
-      policy: the policy (its env unless `env` / `env_params` are given).
+      policy: the `purejaxppo.Policy` to play.
       key: PRNG key (default `jax.random.key(0)`).
       greedy: argmax / mean actions (default), else sampled.
+      env: the env to play (same spaces as the policy's); default the policy's own. An
+        EnvPool MuJoCo task plays its gymnasium twin (`envs.twins`: EnvPool renders no
+        frames), an episode of its own.
+      env_params: `env`'s params; default the policy's (or `env`'s own for a given env:
+        pass `make_env`'s second result).
       max_steps: scan length (default the env's `max_steps_in_episode`).
       params: params to play instead of the policy's (training-time videos).
       recorder: a prebuilt `make_episode_recorder` (reused to avoid recompiling).
+      first_of: E: the episode is the first of the E that `evaluate(policy, env_id,
+        num_episodes=E, key=key, greedy=greedy, max_steps=max_steps)` plays (the same
+        keys and batch, so its return is `returns[0]`; `purejaxppo eval --video` films
+        it). None (default): one env, stepped with the keys as they are.
 
     Raises:
-      ValueError: `max_steps` not an int >= 1.
+      ValueError: `max_steps` or `first_of` not an int >= 1; no renderer for the env.
       TypeError: `greedy` not a bool, `key` not one PRNG key.
     """
+    from purejaxppo.envs.twins import filmed_env
+
     greedy = check_flag("greedy", greedy)
     if max_steps is not None:
         max_steps = check_count("max_steps", max_steps)
+    if first_of is not None:
+        first_of = check_count("first_of", first_of)
     if key is not None:
         check_key("record_episode: key", key)
-    env = policy.env if env is None else env
-    env_params = policy.env_params if env_params is None else env_params
+    env, env_params = _env_of(policy, env, env_params)
     if max_steps is None:
-        max_steps = episode_limit(env, env_params)
+        max_steps = episode_limit(*filmed_env(env, env_params))
     if recorder is None:
-        recorder = make_episode_recorder(policy.networks, env, env_params, max_steps)
+        recorder = make_episode_recorder(policy.networks, env, env_params, max_steps, first_of)
     key = jax.random.key(0) if key is None else key
     params = policy.get_params() if params is None else params
     states, obs, actions, rewards, active = jax.device_get(
@@ -334,6 +370,14 @@ def record_episode(
         length=length,
         episode_return=float(rewards.sum()),
     )
+
+
+def _env_of(policy: Policy, env: Env | None, env_params: EnvParams | None) -> tuple[Any, Any]:
+    """`(env, env_params)` a video plays: `env` (with `env_params`, default its own
+    `default_params`), or the policy's env and params."""
+    if env is None:
+        return policy.env, policy.env_params if env_params is None else env_params
+    return env, getattr(env, "default_params", None) if env_params is None else env_params
 
 
 def render_episode(episode: Episode, renderer: Renderer) -> list[Frame]:
@@ -420,7 +464,7 @@ def frame_strip(frames: Sequence[Frame], count: int = 6, gap: int = 4) -> Frame:
 
 
 def save_episode_video(
-    policy: Any,
+    policy: Policy,
     path: str | Path,
     key: jax.Array | None = None,
     *,
@@ -428,16 +472,29 @@ def save_episode_video(
     fps: int = 30,
     overwrite: bool = False,
     max_steps: int | None = None,
+    env: Env | None = None,
+    env_params: EnvParams | None = None,
+    first_of: int | None = None,
 ) -> tuple[Path, Episode]:
     """Records one episode of `policy` and writes it to `path` (.gif / .mp4), one frame
     per step (at most `max_steps`, default the env's `max_steps_in_episode`).
 
+    `key`, `greedy`, `max_steps`, `env`, `env_params` and `first_of` are
+    `record_episode`'s (an EnvPool MuJoCo task films its gymnasium twin); `fps` the
+    frames per second; `overwrite` replaces an existing file. Returns the path and the
+    recorded `Episode`.
+
     Raises:
       ValueError: no renderer for the env, a bad suffix, or an existing file (checked
         before the episode runs; nothing is overwritten).
-      ImportError: .mp4 without the `video` extra.
+      ImportError: .mp4 without the `video` extra; an EnvPool MuJoCo task without
+        gymnasium's MuJoCo envs (the `mujoco` extra).
     """
     path = check_video_path(path, overwrite)
-    renderer = make_renderer(policy.env, policy.env_params)
-    episode = record_episode(policy, key, greedy=greedy, max_steps=max_steps)
+    env, env_params = _env_of(policy, env, env_params)
+    renderer = make_renderer(env, env_params)
+    episode = record_episode(
+        policy, key, greedy=greedy, max_steps=max_steps, env=env, env_params=env_params,
+        first_of=first_of,
+    )  # fmt: skip
     return write_video(render_episode(episode, renderer), path, fps), episode

@@ -58,6 +58,11 @@ class TrainOptions:
         "config, env and seed are validated, just before training starts)"
     )
     no_progress: bool = _flag(NO_PROGRESS)
+    save_initial: bool = _flag(
+        "also save a checkpoint of update 0 (the initial params, before any update) when "
+        "a new run starts: Policy.load(RUN_DIR, step=0), eval --step 0; keep it beside the "
+        "later ones with --keep-checkpoints all"
+    )
     num_seeds: int = option(
         1,
         type=int,
@@ -131,8 +136,10 @@ class EvalOptions:
     video: Path | None = option(
         type=Path,
         metavar="FILE",
-        help="also record one episode of the policy's env (greedy with --greedy, else "
-        'sampled) as FILE.gif or FILE.mp4 (mp4: pip install "purejaxppo[video]")',
+        help="also record the first episode evaluated (the same keys; greedy with --greedy, "
+        "else sampled; on --env-name's env if given) as FILE.gif or FILE.mp4 (mp4: pip "
+        'install "purejaxppo[video]"); an EnvPool MuJoCo run films its gymnasium twin '
+        '(pip install "purejaxppo[mujoco]")',
     )
     # the run's checkpoint series (keep_checkpoints: all keeps every one)
     step: int | None = option(
@@ -160,6 +167,12 @@ class CollectOptions:
     )
     step: int | None = option(type=int, metavar="UPDATE", help="checkpoint (default: newest)")
     seed: int = option(0, type=int)
+    max_steps: int | None = option(
+        type=int,
+        metavar="N",
+        help="end every episode after N steps, written truncated (default: the env's time "
+        "limit; needed for an env registered without one)",
+    )
     minari_id: str | None = option(
         metavar="ID", help='e.g. "cartpole/ppo-v0" (pip install "purejaxppo[minari]")'
     )

@@ -44,7 +44,8 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             from purejaxppo.acting.video import check_video_path, make_renderer
 
             check_video_path(o.video)
-            make_renderer(policy.env, policy.env_params)
+            video_env = _eval_env(policy, o.env_name)
+            make_renderer(*video_env)
         result = evaluate(
             policy,
             o.env_name,
@@ -54,11 +55,7 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             max_steps=o.max_steps,
         )
         if o.video is not None:
-            from purejaxppo.acting.video import save_episode_video
-
-            _, episode = save_episode_video(
-                policy, o.video, jax.random.key(o.seed), greedy=o.greedy, max_steps=o.max_steps
-            )
+            video_line = _save_video(policy, o, video_env)
     except (ValueError, ImportError) as err:
         parser.exit(2, f"purejaxppo: error: {_flag_names(err)}\n")
     stats = result.summary()
@@ -70,8 +67,50 @@ def eval_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         f"  mean length {result.lengths.mean():.1f}"
     )
     if o.video is not None:
-        print(f"wrote {o.video} ({episode.length} frames, return {episode.episode_return:.2f})")
+        print(video_line)
     return 0
+
+
+def _eval_env(policy: Any, env_name: str | None) -> tuple[Any, Any]:
+    """`(env, env_params)` that `eval` plays: `--env-name`'s env (built as `evaluate`
+    builds it), or the policy's own."""
+    if env_name is None or env_name == policy.config.env_name:
+        return policy.env, policy.env_params
+    from purejaxppo.envs import make_env
+
+    return make_env(env_name)
+
+
+def _save_video(policy: Any, o: EvalOptions, video_env: tuple[Any, Any]) -> str:
+    """Writes `eval --video`'s episode and returns the line that says which it is: the
+    first of the episodes evaluated (the same keys: `record_episode(first_of=)`), or for
+    an EnvPool MuJoCo env an episode of its gymnasium twin (EnvPool renders no frames)."""
+    import jax
+
+    from purejaxppo.acting.video import save_episode_video
+    from purejaxppo.envs.twins import is_envpool_mujoco
+
+    env, env_params = video_env
+    twin = is_envpool_mujoco(env)
+    _, episode = save_episode_video(
+        policy,
+        o.video,
+        jax.random.key(o.seed),
+        greedy=o.greedy,
+        max_steps=o.max_steps,
+        env=env,
+        env_params=env_params,
+        first_of=None if twin else o.episodes,
+    )
+    which = (
+        f"an episode of its gymnasium twin gymnasium:{env.task_id} (EnvPool renders no "
+        "frames), not one of the episodes above"
+        if twin
+        else f"episode 1 of the {o.episodes} above"
+    )
+    return (
+        f"wrote {o.video}: {which} ({episode.length} frames, return {episode.episode_return:.2f})"
+    )
 
 
 def _eval_all_steps(parser: argparse.ArgumentParser, o: EvalOptions) -> int:
@@ -118,8 +157,8 @@ def _eval_all_steps(parser: argparse.ArgumentParser, o: EvalOptions) -> int:
 
 
 def _flag_names(err: Exception) -> str:
-    """`err`'s line with the library's argument named as eval's flag (an env without a
-    time limit asks for `max_steps=`)."""
+    """`err`'s line with the library's argument named as eval's and collect's flag (an
+    env without a time limit asks for `max_steps=`)."""
     return str(err).replace("pass max_steps=", "pass --max-steps N")
 
 
@@ -168,9 +207,10 @@ def collect_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> in
                 stop=lambda: bool(requested),
                 resume=o.resume is not None,
                 request=request,
+                max_steps=o.max_steps,
             )
     except (ValueError, ImportError) as err:
-        parser.exit(2, f"purejaxppo: error: {err}\n")
+        parser.exit(2, f"purejaxppo: error: {_flag_names(err)}\n")
     except FileExistsError:  # another writer created it since check_output
         parser.exit(2, f"purejaxppo: error: collect: {o.out} exists; nothing overwritten\n")
     if not result.complete:
@@ -198,7 +238,7 @@ def _check_seed(command: str, seed: int) -> None:
 
 #: `collect`'s arguments kept in OUT/collect.partial for `collect --resume OUT`.
 _COLLECT_REQUEST = ("run_dir", "step", "episodes", "seed", "greedy", "temperature")
-_COLLECT_REQUEST += ("minari_id", "info_keys")
+_COLLECT_REQUEST += ("minari_id", "info_keys", "max_steps")
 
 
 def _collect_request(o: CollectOptions) -> tuple[CollectOptions, dict[str, Any]]:
@@ -227,6 +267,8 @@ def _collect_request(o: CollectOptions) -> tuple[CollectOptions, dict[str, Any]]
                 f"{o.resume}/collect.partial; drop {', '.join(given)}"
             )
         request = read_request(o.resume)
+        if isinstance(request, dict):  # kept before --max-steps existed: the time limit
+            request = {"max_steps": None, **request}
         if not isinstance(request, dict) or set(request) != set(_COLLECT_REQUEST):
             raise ValueError(
                 f"collect --resume {o.resume}: its collect.partial holds no command's "
@@ -239,6 +281,8 @@ def _collect_request(o: CollectOptions) -> tuple[CollectOptions, dict[str, Any]]
     if missing:
         raise ValueError(f"collect: give {', '.join(missing)} (or --resume OUT)")
     _check_seed("collect", o.seed)
+    if o.max_steps is not None and o.max_steps < 1:
+        raise ValueError(f"collect: --max-steps {o.max_steps}: must be an int >= 1")
     run_dir = o.run_dir.absolute()
     step = o.step if o.step is not None else latest_checkpoint_step(run_dir)
     o = dataclasses.replace(o, run_dir=run_dir, step=step)

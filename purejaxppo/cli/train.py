@@ -26,6 +26,8 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     config_path, run_dir, resume, overwrite = o.config, o.run_dir, o.resume, o.overwrite
     progress, extra_loggers = not o.no_progress, o.logger_names
     num_seeds, devices = o.num_seeds, o.devices
+    if o.save_initial:
+        _check_save_initial(parser, o)
     if resume is not None and num_seeds != 1:
         error(
             parser,
@@ -79,7 +81,12 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         run_dir = created = rundir.default_run_dir(config.env_name, config.seed, name=config.name)
     try:
         result = train_and_log(
-            config, run_dir, progress=progress, resume=resume is not None, overwrite=overwrite
+            config,
+            run_dir,
+            progress=progress,
+            resume=resume is not None,
+            overwrite=overwrite,
+            save_initial=o.save_initial,
         )
     except (ValueError, ImportError) as err:
         if created is not None:
@@ -99,6 +106,17 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         print(line)
     print(f"run directory: {result.run_dir}")
     return 0
+
+
+def _check_save_initial(parser: argparse.ArgumentParser, o: TrainOptions) -> None:
+    """Exits 2 in one line unless `--save-initial` asks for a new run of one agent in one
+    process (`drivers.single.train_and_log(save_initial=True)`)."""
+    if o.resume is not None:
+        error(parser, f"--save-initial is for a new run; --resume {o.resume} continues its own")
+    if o.num_seeds != 1 or o.devices is not None:
+        error(parser, "--save-initial is for one run, not --num-seeds / --devices")
+    if wants_processes(o):
+        error(parser, "--save-initial is for one run in one process, not --num-processes")
 
 
 def _last_evaluations(metrics: Any, episodes: int) -> list[str]:

@@ -12,7 +12,9 @@ logged and checkpoints are written between compiled calls (as rejax's
    all-gather only for arrays split over several processes);
 4. `hooks.process(done, length, fetched)`: the driver's bookkeeping: the divergence
    check (`first_divergence`; a single run stops, a seed or a sweep run is marked),
-   history, logging; returns the progress bar's postfix;
+   history, logging; returns the progress bar's postfix (an "n/a" entry, such as a
+   return where no episode ended in the segment, keeps the value shown before:
+   `held_postfix`);
 5. `hooks.save(done, due)`: `due` is the save clock: a multiple of `save_freq`, at least
    `save_minutes` since the last due save, the end of the run, or a stop request.
 
@@ -140,6 +142,16 @@ def speed_postfix(env_steps: float, seconds: float) -> dict[str, str]:
     """The progress bar's `sps`: env steps per second, as every driver shows it
     (`{"sps": "12,345"}`)."""
     return {"sps": f"{env_steps / max(seconds, 1e-9):,.0f}"}
+
+
+def held_postfix(shown: dict[str, Any], postfix: Mapping[str, Any]) -> dict[str, Any]:
+    """The bar's postfix after a segment: `postfix`, except that an entry "n/a" (no
+    episode ended in the segment, so no return) keeps the value `shown` before. A run
+    whose episodes end less often than its segments do (EnvPool MuJoCo: the envs'
+    1000-step episodes end together, every ~16 updates of configs/mujoco.yaml) shows its
+    newest return, not "n/a"; "n/a" stays until the first episode ends. Updates `shown`."""
+    shown.update({k: v for k, v in postfix.items() if v != "n/a" or k not in shown})
+    return shown
 
 
 def segment_length(done: int, total: int, cap: int, *every: int) -> int:
@@ -310,6 +322,7 @@ def run_segments(
         sizer = SegmentSizer(seconds) if seconds and hooks.prepare is not None else None
         prepared: set[int] = set()  # the segment lengths whose programs are compiled
         first = True  # without `hooks.prepare`, the first segment compiles its program
+        shown: dict[str, Any] = {}  # the bar's postfix (`held_postfix`)
         while done < total:
             length = hooks.length(done)
             if sizer is not None:
@@ -335,7 +348,7 @@ def run_segments(
             if label is not None:
                 bar.set_description(label)
             if postfix:
-                bar.set_postfix(**postfix, refresh=False)
+                bar.set_postfix(**held_postfix(shown, postfix), refresh=False)
             if first and hooks.prepare is None:
                 advance_uncounted(bar, length * scale)
             else:

@@ -12,6 +12,7 @@ is one `EnvError` line.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ from flax import struct
 
 from purejaxppo.envs.episodes import space_structs
 from purejaxppo.envs.host_calls import after, batched_call
-from purejaxppo.errors import EnvError
+from purejaxppo.errors import EnvError, describe_error
 
 __all__ = [
     "HOST_SUITES",
@@ -161,6 +162,7 @@ class HostEnv:
         self.mode = mode
         self._vecs: dict[int, HostVecEnv] = {}
         self._lock = threading.Lock()
+        self._renders = False  # `check_render` passed
         obs = self.row_observation()
 
         def shapes(n: int, tree: Any = obs) -> Any:
@@ -268,6 +270,40 @@ class HostEnv:
         if self._make_render is None:
             raise ValueError(f"{self.name}: this host env has no renderer")
         return self._make_render()
+
+    def check_render(self) -> None:
+        """Renders one frame of a fresh rendering copy (`make_render`, reset with seed 0),
+        once per env object, so that a video fails before its episode runs.
+
+        Raises:
+          ValueError: the env cannot render an RGB frame, in one line (a MuJoCo env: the
+            OpenGL backends to set, `MUJOCO_GL`).
+        """
+        if self._renders:
+            return
+        env = self.make_render()
+        try:
+            env.reset(seed=0)
+            frame = np.asarray(env.render())
+        except Exception as err:
+            mujoco = "mujoco" in type(getattr(env, "unwrapped", env)).__module__
+            hint = (
+                "; MuJoCo renders with OpenGL: set MUJOCO_GL=egl (a GPU or libEGL) or "
+                "MUJOCO_GL=osmesa (software), or run with a display"
+                if mujoco
+                else ""
+            )
+            raise ValueError(
+                f"{self.name}: cannot render rgb_array frames ({describe_error(err)}){hint}"
+            ) from None
+        finally:
+            with contextlib.suppress(Exception):  # a renderer that failed may fail closing
+                env.close()
+        if frame.ndim != 3 or frame.shape[-1] != 3:
+            raise ValueError(
+                f"{self.name}: render() returned shape {frame.shape}, not an RGB frame [H, W, 3]"
+            )
+        self._renders = True
 
 
 def is_host_env(env: Any) -> bool:

@@ -41,7 +41,7 @@ Semantics:
     is the mean full-game return, whatever `episodic_life` / `reward_clip` do to the
     learning signal; `info/episode_return_clipped` the learner's episodes).
   * Video: EnvPool renders no frames; Atari videos show each observation's newest frame
-    (`newest_frame`), MuJoCo tasks have none.
+    (`newest_frame`), MuJoCo tasks play their gymnasium twin (`envs.twins`).
   * Seeding: `reset` (vmapped over N keys) rebuilds the pool with one EnvPool seed per
     env drawn from its key, so a run is reproducible from its key.
   * Runs batched in one program (`--num-seeds`, sweeps, PBT: a vmap over R runs of the

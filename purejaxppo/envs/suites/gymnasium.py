@@ -178,7 +178,8 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
     try:
         probe = factory()
     except gym.error.DependencyNotInstalled as err:  # Box2D, MuJoCo, ...
-        extra = "box2d" if "box2d" in str(err).lower() else EXTRA
+        found = [e for e in ("box2d", "mujoco") if e in str(err).lower()]
+        extra = found[0] if found else EXTRA
         raise ImportError(f"{env_id} needs: pip install 'purejaxppo[{extra}]' ({err})") from err
     except TypeError as err:
         found = re.search(r"keyword argument '(\w+)'", str(err))
@@ -330,6 +331,10 @@ def _host_env(
         # pygame (classic control, Box2D) opens an audio device it never uses; without
         # one it prints ALSA errors. Frames need no sound.
         os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            # Without a display gymnasium's MuJoCo renderer tries GLFW first, which needs
+            # one, and fails; EGL renders headless (a GPU or libEGL).
+            os.environ.setdefault("MUJOCO_GL", "egl")
         try:
             return factory(render_mode="rgb_array")
         except TypeError as err:
