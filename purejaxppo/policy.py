@@ -15,9 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purejaxppo.acting.kept_state import KeptState
-from purejaxppo.acting.predict import KeyStream, numpy_actions, predict_inputs
-from purejaxppo.acting.spaces import policy_from_spaces
 from purejaxppo.acting_checks import (
     batch_observation,
     check_count,
@@ -41,6 +38,9 @@ from purejaxppo.actions import (
 )
 from purejaxppo.config import PPOConfig
 from purejaxppo.networks import Networks, State, to_env_action
+from purejaxppo.policy_parts.kept_state import KeptState
+from purejaxppo.policy_parts.predict import KeyStream, numpy_actions, predict_inputs
+from purejaxppo.policy_parts.spaces import policy_from_spaces
 from purejaxppo.types import Env, EnvParams, Params, TrainOutput, TrainState
 
 
@@ -158,7 +158,7 @@ class Policy:
         state = source.train_state if isinstance(source, TrainOutput) else source
         return cls(state.params, config, env)
 
-    from_spaces = classmethod(policy_from_spaces)  # an untrained policy: `acting.spaces`
+    from_spaces = classmethod(policy_from_spaces)  # an untrained policy: `policy_parts.spaces`
 
     def get_params(self) -> Params:
         return self._params

@@ -37,6 +37,7 @@ __all__ = [
     "SHUTDOWN_TIMEOUT_S",
     "check_port_free",
     "check_process_args",
+    "claim_process_id",
     "differing_fields",
     "flagged_processes",
     "from_process_zero",
@@ -158,9 +159,68 @@ def initialize_distributed(
         watchdog.cancel()
 
 
+@contextlib.contextmanager
+def claim_process_id(run_dir: str | os.PathLike, process_id: int, count: int) -> Iterator[None]:
+    """Holds this process's id for the run in `run_dir` while it runs: an exclusive
+    `fcntl` lock on `.<run dir name>.process-<id>.lock` beside the run directory (on the
+    file system every process sees; the kernel drops the lock if the process dies), the
+    file removed on exit. Two processes started with the same id would otherwise reach
+    JAX's coordinator, which aborts one of them with a C++ stack trace; here the second
+    is refused in one line before it joins. Nothing is claimed where the run directory's
+    parent does not exist (the run refuses it later).
+
+    Raises:
+      ValueError: another live process of this run holds `process_id` (naming its host
+        and pid).
+    """
+    import fcntl
+    from pathlib import Path
+
+    run_dir = Path(run_dir).absolute()
+    if not run_dir.parent.is_dir():
+        yield
+        return
+    path = run_dir.parent / f".{run_dir.name}.process-{process_id}.lock"
+    handle = open(path, "a+")  # noqa: SIM115 (held for the whole run)
+    try:
+        try:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise ValueError(
+                f"--process-id {process_id}: {holder} already runs this run with that id; "
+                f"give each of the {count} processes its own --process-id in [0, {count})"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {process_id} (pid {os.getpid()} on {socket.gethostname()})")
+        handle.flush()
+        _CLAIMS.append(path)
+        try:
+            yield
+        finally:
+            release_claims()
+    finally:
+        handle.close()
+
+
+#: The id lock files this process holds (`claim_process_id`).
+_CLAIMS: list[Any] = []
+
+
+def release_claims() -> None:
+    """Removes this process's id lock files; also before an `os._exit`, which skips the
+    `claim_process_id` context's exit (the kernel drops the locks themselves)."""
+    while _CLAIMS:
+        with contextlib.suppress(OSError):
+            _CLAIMS.pop().unlink()
+
+
 def _exit_not_joined(message: str) -> None:
     sys.stderr.write(message)
     sys.stderr.flush()
+    release_claims()
     os._exit(EXIT_NOT_JOINED)
 
 

@@ -223,7 +223,10 @@ def test_second_process_zero_is_named_a_duplicate(tmp_path):
         deadline = time.monotonic() + 90
         while not processes._speaks_http2(port) and time.monotonic() < deadline:
             time.sleep(0.5)
-        [second] = Launch(tmp_path, [argv]).wait(limit=60)
+        # another run directory: the port tells the duplicate (the same directory's id
+        # lock would tell it first: test_a_duplicate_nonzero_process_id_...)
+        other = [str(tmp_path / "run2") if a == str(tmp_path / "run") else a for a in argv]
+        [second] = Launch(tmp_path, [other]).wait(limit=60)
     finally:
         first.kill_all()
     assert second.returncode == 2, second.stderr[-3000:]
@@ -276,3 +279,28 @@ def test_double_ctrl_c_stops_every_process_at_once_with_the_resume_command(tmp_p
         assert "a second SIGINT; the newest complete checkpoint is kept" in line, line
         assert f"--resume {run_dir} --coordinator 127.0.0.1:{port}" in line, line
         assert f"--process-id {process_id}" in line, line
+
+
+def test_a_duplicate_nonzero_process_id_is_one_line_and_leaves_no_file(tmp_path):
+    """Two processes started with --process-id 1: the second is refused in one line
+    before it joins (JAX's coordinator would abort one of them with a C++ stack trace);
+    the first, left waiting for a process 0 that never comes, times out in one line, and
+    neither leaves its id's lock file beside the run directory."""
+    argv = cli(tmp_path, *SHORT, "--init-timeout", "12", coordinator=f"127.0.0.1:{free_port()}")
+    argv[argv.index("--process-id") + 1] = "1"
+    command = [sys.executable, "-m", "purejaxppo.cli", "train", *argv]
+    first = subprocess.Popen(command, env=_env(), stderr=subprocess.PIPE, text=True)
+    lock = tmp_path / ".run.process-1.lock"
+    deadline = time.monotonic() + 60
+    while not lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert lock.exists(), "the first process did not claim its id"
+    second = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=120)
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert "Traceback" not in second.stderr and "Check failure" not in second.stderr
+    [line] = [x for x in second.stderr.splitlines() if x.startswith("purejaxppo: error")]
+    assert f"--process-id 1: process 1 (pid {first.pid} on" in line, line
+    assert "give each of the 2 processes its own --process-id in [0, 2)" in line
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 2 and "not all 2 processes joined" in err, err[-2000:]
+    assert not lock.exists() and not (tmp_path / "run").exists()

@@ -67,7 +67,10 @@ FLOORS: tuple[tuple[str, str], ...] = (
     ("envs", "envs"),
     ("networks", "networks"),
     ("kinds", "kinds"),
-    ("program", "actions acting_checks rollout update windows learning train_setup train"),
+    (
+        "program",
+        "actions acting_checks policy_parts rollout update windows learning train_setup train",
+    ),
     ("runs", "checkpoint policy acting export parallel"),
     ("drivers", "drivers"),
     ("cli", "cli"),

@@ -4,9 +4,8 @@
 `host` its Python twin for host envs; `evaluation` (`evaluate`), `video`
 (`record_episode`) and `datasets` (`collect`) are what they keep of the episodes; `hooks`
 builds the periodic evaluation, videos and datasets of a training run (its names are
-re-exported here). `kept_state` (the recurrent state a `Policy` keeps between steps) and
-`predict` (the inputs and numpy actions of Stable-Baselines3's `Policy.predict`) serve
-`purejaxppo.policy`.
+re-exported here). What `purejaxppo.policy` itself is built from lives below both, in
+`purejaxppo.policy_parts`.
 """
 
 from purejaxppo.acting.hooks import (

@@ -175,10 +175,16 @@ def train_distributed_command(
         count = check_arguments(options, config, run_dir)
     except ValueError as err:
         error(parser, err)
-    from purejaxppo.processes import quiet_gloo
+    from purejaxppo.processes import claim_process_id, quiet_gloo
 
-    with _ctrl_c(run_dir, resume_command(options, run_dir)) as ctrl_c, quiet_gloo():
-        return _train(parser, options, config, run_dir, resume, count, ctrl_c)
+    with contextlib.ExitStack() as stack:
+        if options.process_id is not None:  # a duplicate id: one line, before joining
+            try:
+                stack.enter_context(claim_process_id(run_dir, options.process_id, count))
+            except ValueError as err:
+                error(parser, err)
+        with _ctrl_c(run_dir, resume_command(options, run_dir)) as ctrl_c, quiet_gloo():
+            return _train(parser, options, config, run_dir, resume, count, ctrl_c)
 
 
 def _train(
@@ -260,6 +266,9 @@ def _exit_lost(err: BaseException, run_dir: Path) -> None:
         f"every process with --resume {run_dir}",
         blank=False,
     )
+    from purejaxppo.processes import release_claims
+
+    release_claims()
     os._exit(EXIT_PROCESS_LOST)
 
 
@@ -357,6 +366,9 @@ def _on_ctrl_c(state: _CtrlC, run_dir: Path, resume: str) -> None:
         left = f"nothing was saved yet; start again with: {again}"
     which = "a second SIGINT" if state.requested else "SIGINT"
     _say(f"purejaxppo: train: stopped at once by {which}; {left}")
+    from purejaxppo.processes import release_claims
+
+    release_claims()
     os._exit(exit_code("SIGINT"))
 
 
