@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from purejaxppo.config import PPOConfig
-from purejaxppo.drivers.segments import compiling
+from purejaxppo.drivers.segments import compiling, leave_out_of_rate
 from purejaxppo.drivers.tune import study as studies
 from purejaxppo.drivers.tune.lanes import Lane, LaneGroup
 from purejaxppo.drivers.tune.objective import Objective, aggregate
@@ -192,7 +192,11 @@ class Tuner:
         print(f"tune: trial {trial.number} refused: {reason}", file=sys.stderr, flush=True)
 
     def _run_group(self, key: tuple) -> None:
+        """Runs the group of `key` (built and compiled on first use) until its lanes are
+        empty; a new group's build, init and first segment (its compile) are left out of
+        the bar's rate and ETA."""
         group = self.groups.get(key)
+        since = self.bar._time() if hasattr(self.bar, "_time") else 0.0
         self.bar.set_description(compiling("tune") if group is None else "tune")
         if group is None:
             try:
@@ -216,7 +220,10 @@ class Tuner:
         while group.active():
             if not group.compiled:
                 self.bar.set_description(compiling("tune"))
+            compiling_now = not group.compiled
             metrics = run_responsively(group.run_segment)
+            if compiling_now:  # the ETA counts running, not compiling
+                leave_out_of_rate(self.bar, since)
             self.bar.set_description("tune")
             self._boundary(group, metrics)
             if self.requested or self.expired():
