@@ -333,27 +333,7 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
     from purejaxppo.train_setup import make_init
 
     where = directory / str(step)
-    try:
-        meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
-    except Exception as err:  # orbax raises several types for unreadable files
-        _check_still_there(where)
-        raise ValueError(f"checkpoint {where} is unreadable: {err}") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
-        _check_still_there(where)  # a writer removing it mid-read: not a bad config
-        raise ValueError(f"checkpoint {where}: its meta data holds no 'config' mapping")
-    if "generation" in meta and "search" in meta:  # storage.save_population's meta
-        raise _ConfigMismatch(
-            f"checkpoint {where} is a PBT population checkpoint (purejaxppo pbt, generation "
-            f"{meta['generation']}), not a single run's: continue it with `purejaxppo pbt "
-            "--resume`, or use the run in the pbt directory's best/"
-        )
-    version = meta.get("format_version", 1)
-    if version != FORMAT_VERSION:
-        raise _ConfigMismatch(
-            f"checkpoint {where} has format version {version}; this purejaxppo reads version "
-            f"{FORMAT_VERSION} (parameter names and the runner state changed in version 2: "
-            "retrain, or load it with the purejaxppo release that wrote it)"
-        )
+    meta = _read_meta(manager, step, where)
     try:
         saved = PPOConfig.from_dict(meta["config"])
     except ValueError as err:
@@ -403,6 +383,40 @@ def _restore(manager, directory, step, config, env, env_params, networks) -> Che
         update_step=step,
         eval_history=meta.get("eval_history", {}),
     )
+
+
+def _read_meta(manager: Any, step: int, where: Path) -> dict:
+    """The meta data of the checkpoint of `step` (at `where`), checked: a mapping with a
+    'config' mapping, of a single run, in this `FORMAT_VERSION`.
+
+    Raises:
+      ValueError: unreadable or without a config; `_ConfigMismatch` for a PBT
+        population checkpoint or another format version.
+    """
+    import orbax.checkpoint as ocp
+
+    try:
+        meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+    except Exception as err:  # orbax raises several types for unreadable files
+        _check_still_there(where)
+        raise ValueError(f"checkpoint {where} is unreadable: {err}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+        _check_still_there(where)  # a writer removing it mid-read: not a bad config
+        raise ValueError(f"checkpoint {where}: its meta data holds no 'config' mapping")
+    if "generation" in meta and "search" in meta:  # storage.save_population's meta
+        raise _ConfigMismatch(
+            f"checkpoint {where} is a PBT population checkpoint (purejaxppo pbt, generation "
+            f"{meta['generation']}), not a single run's: continue it with `purejaxppo pbt "
+            "--resume`, or use the run in the pbt directory's best/"
+        )
+    version = meta.get("format_version", 1)
+    if version != FORMAT_VERSION:
+        raise _ConfigMismatch(
+            f"checkpoint {where} has format version {version}; this purejaxppo reads version "
+            f"{FORMAT_VERSION} (parameter names and the runner state changed in version 2: "
+            "retrain, or load it with the purejaxppo release that wrote it)"
+        )
+    return meta
 
 
 def _check_still_there(where: Path, wait: float = 0.3) -> None:

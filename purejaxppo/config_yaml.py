@@ -30,6 +30,27 @@ def load_yaml(text: str, source: str = "<string>") -> Any:
     """
     import yaml
 
+    loader = _strict_loader(source)
+    try:
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = " ".join(str(p) for p in (err.context, err.problem) if p)
+        raise ValueError(f"{source}{where}: invalid YAML: {what}") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"{source}: invalid YAML: {err}") from None
+    except RecursionError:  # a safety net: `compose_node` stops at MAX_DEPTH levels
+        raise ValueError(
+            f"{source}: nested too deeply (more than {MAX_DEPTH} levels of lists / mappings)"
+        ) from None
+
+
+def _strict_loader(source: str) -> Any:
+    """The `yaml.SafeLoader` subclass of `load_yaml`: it refuses aliases, collections
+    nested deeper than `MAX_DEPTH` and duplicate keys, naming `source` and the line."""
+    import yaml
+
     class StrictLoader(yaml.SafeLoader):
         depth = 0
 
@@ -69,19 +90,7 @@ def load_yaml(text: str, source: str = "<string>") -> Any:
         return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    try:
-        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = " ".join(str(p) for p in (err.context, err.problem) if p)
-        raise ValueError(f"{source}{where}: invalid YAML: {what}") from None
-    except yaml.YAMLError as err:
-        raise ValueError(f"{source}: invalid YAML: {err}") from None
-    except RecursionError:  # a safety net: `compose_node` stops at MAX_DEPTH levels
-        raise ValueError(
-            f"{source}: nested too deeply (more than {MAX_DEPTH} levels of lists / mappings)"
-        ) from None
+    return StrictLoader
 
 
 def load_yaml_file(path: str | Path) -> Any:

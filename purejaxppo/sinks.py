@@ -28,7 +28,7 @@ import importlib
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -469,29 +469,24 @@ def make_sinks(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     name = name or run_dir.name
-    tag_strings = [f"{k}={v}" for k, v in (tags or {}).items()]
+    tags = tags or {}
+    build: dict[str, Callable[[], Sink]] = {  # each of `LOGGERS` (`check_sinks` checked)
+        "csv": lambda: CSVSink(csv_path or run_dir / "metrics.csv"),
+        "jsonl": lambda: JSONLSink(run_dir / "metrics.jsonl", append=append),
+        "tensorboard": lambda: TensorBoardSink(run_dir / "tensorboard"),
+        "wandb": lambda: WandbSink(
+            run_dir,
+            name=name,
+            group=group,
+            tags=[f"{k}={v}" for k, v in tags.items()],
+            upload_checkpoints=upload_checkpoints,
+        ),
+        "mlflow": lambda: MLflowSink(run_dir, name=name, tags={k: str(v) for k, v in tags.items()}),
+    }
     sinks: list[Sink] = []
     try:
         for logger in dict.fromkeys(names):
-            if logger == "csv":
-                sinks.append(CSVSink(csv_path or run_dir / "metrics.csv"))
-            elif logger == "jsonl":
-                sinks.append(JSONLSink(run_dir / "metrics.jsonl", append=append))
-            elif logger == "tensorboard":
-                sinks.append(TensorBoardSink(run_dir / "tensorboard"))
-            elif logger == "wandb":
-                sinks.append(
-                    WandbSink(
-                        run_dir,
-                        name=name,
-                        group=group,
-                        tags=tag_strings,
-                        upload_checkpoints=upload_checkpoints,
-                    )
-                )
-            elif logger == "mlflow":
-                tag_map = {k: str(v) for k, v in (tags or {}).items()}
-                sinks.append(MLflowSink(run_dir, name=name, tags=tag_map))
+            sinks.append(build[logger]())
     except BaseException:
         MultiSink(sinks).close()
         raise

@@ -176,7 +176,12 @@ def _bar_after(clock, monkeypatch, *, prepare: bool):
     (in `prepare`, or, without it, in the first `run`)."""
     import tqdm.std
 
-    from purejaxppo.drivers.segments import SegmentHooks, progress_bar, run_segments
+    from purejaxppo.drivers.segments import (
+        SegmentHooks,
+        SegmentOptions,
+        progress_bar,
+        run_segments,
+    )
 
     monkeypatch.setattr(tqdm.std, "time", clock)
     compiled = set()
@@ -196,10 +201,12 @@ def _bar_after(clock, monkeypatch, *, prepare: bool):
         run=run,
         process=lambda done, length, fetched: None,
         prepare=compile_once if prepare else None,
+        fetch=lambda x: x,
     )
     bar = progress_bar(100, unit="update", desc="train", enabled=True)
     bar.mininterval = 0  # every update prints (a segment is seconds long)
-    run_segments(10, 0, hooks, bar=bar, fetch=lambda x: x, stop_on_signals=False, seconds=0)
+    options = SegmentOptions(stop_on_signals=False, seconds=0)
+    run_segments(10, 0, hooks, bar=bar, options=options)
     return bar
 
 

@@ -479,11 +479,12 @@ def test_a_stop_request_saves_the_running_segment_and_a_second_stops_at_once():
             os.kill(os.getpid(), signal.SIGTERM)
 
     hooks = SegmentHooks(lambda done: 1, lambda done, length: None, process,
-                         lambda done, due: saves.append((done, due)))  # fmt: skip
+                         lambda done, due: saves.append((done, due)),
+                         fetch=lambda x: x, resume_hint="again")  # fmt: skip
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     bar = progress_bar(5, unit="update", desc="t", enabled=False)
     with pytest.raises(TrainingInterrupted) as info:
-        run_segments(5, 0, hooks, bar=bar, fetch=lambda x: x, resume_hint="again")
+        run_segments(5, 0, hooks, bar=bar)
     assert saves == [(1, False), (2, True)]  # the stopped segment is saved (due)
     assert (info.value.done, info.value.signal_name, info.value.resume_hint) == (
         2,
@@ -499,7 +500,7 @@ def test_a_stop_request_saves_the_running_segment_and_a_second_stops_at_once():
 
     saves.clear()
     with pytest.raises(KeyboardInterrupt) as info:
-        run_segments(5, 0, hooks._replace(process=twice), bar=bar, fetch=lambda x: x)
+        run_segments(5, 0, hooks._replace(process=twice, resume_hint=None), bar=bar)
     assert not isinstance(info.value, TrainingInterrupted) and saves == []
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 

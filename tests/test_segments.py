@@ -52,11 +52,11 @@ def test_the_bar_says_compiling_while_a_new_length_compiles():
         run=lambda done, length: None,
         process=lambda done, length, fetched: None,
         prepare=prepare,
+        fetch=lambda x: x,
     )
     # Capped at 1 update after the first segment (any time is over 2e-12 s): 3, 1, 1, 1, 1.
-    segments.run_segments(
-        7, 0, hooks, bar=bar, label="Env", fetch=lambda x: x, stop_on_signals=False, seconds=1e-12
-    )
+    options = segments.SegmentOptions(stop_on_signals=False, seconds=1e-12)
+    segments.run_segments(7, 0, hooks, bar=bar, options=options, label="Env")
     assert seen == [
         (3, True, "Env (compiling)"),
         (1, True, "Env (compiling)"),  # the capped program: compiling again
@@ -82,10 +82,11 @@ def test_the_bar_keeps_the_newest_return_through_segments_where_none_ended():
         return {"env_steps": f"{done + length}", "ret": rets[done]}
 
     hooks = segments.SegmentHooks(
-        length=lambda done: 1, run=lambda done, length: None, process=process
+        length=lambda done: 1, run=lambda done, length: None, process=process, fetch=lambda x: x
     )
     bar = Shown(5, unit="update", desc="Env")
-    segments.run_segments(5, 0, hooks, bar=bar, fetch=lambda x: x, stop_on_signals=False)
+    options = segments.SegmentOptions(stop_on_signals=False)
+    segments.run_segments(5, 0, hooks, bar=bar, options=options)
     assert [p["ret"] for p in shown] == ["n/a", "-303.2", "-303.2", "-303.2", "-372.5"]
     assert shown[3] == {"env_steps": "4", "ret": "-303.2"}
 

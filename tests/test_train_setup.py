@@ -79,6 +79,26 @@ def test_resolve_once_for_every_caller():
     assert str(info.value) == str(kinds.HOST.error("data_parallel", "gymnasium:CartPole-v1"))
 
 
+def test_resolve_acting_is_what_evaluation_videos_and_datasets_play():
+    """`kinds.resolve_acting`: the kind's check, the env as the networks read it, its
+    episodes and (outside the host loop) its rows; the host loop has no rows."""
+    from purejaxppo import kinds
+    from purejaxppo.envs import episodes
+
+    config = pjp.PPOConfig(num_envs=4, num_steps=8, total_timesteps=64, num_minibatches=2)
+    setup = kinds.resolve(config, operations=("policy",))
+    acting = kinds.resolve_acting("eval", setup.env, setup.env_params, setup.networks)
+    assert acting.kind is kinds.JAX and acting.env is setup.env
+    assert acting.episodes is episodes.STEPS and acting.rows is not None
+    assert acting.networks is setup.networks and acting.env_params is setup.env_params
+    assert setup.episodes is None  # `resolve` leaves acting's episodes to `resolve_acting`
+    host = config.replace(env_name="gymnasium:CartPole-v1")
+    host_setup = kinds.resolve(host, operations=("policy",))
+    host_env = kinds.resolve_env(host)[0]
+    played = kinds.resolve_acting("collect", host_env, None, host_setup.networks)
+    assert played.kind is kinds.HOST and played.rows is None and played.env is host_env
+
+
 def test_policy_of_custom_networks_normalizes_as_training():
     """`Policy` resolves its networks as training does (`kinds.resolve`): custom networks
     get the run's observation normalisation, so the policy's value is training's."""

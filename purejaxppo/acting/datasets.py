@@ -129,15 +129,13 @@ def make_chunk_runner(
       ValueError: a kind of env that cannot collect (`kinds`' table); `info_keys`
         that the env's info dict lacks.
     """
-    from purejaxppo.kinds import check
+    from purejaxppo.kinds import resolve_acting
 
-    kind = check("collect", getattr(env, "name", repr(env)), env)
-    env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
-    if kind.loop == "host":
-        return make_host_chunk_runner(env, networks, tuple(info_keys))
-    rows_env = kind.rows(env, env_params)
-    check_info_keys(rows_env, env, env_params, networks, tuple(info_keys))
-    return make_rows_chunk_runner(rows_env, networks, episodes, tuple(info_keys))
+    setup = resolve_acting("collect", env, env_params, networks)
+    if setup.rows is None:  # the host loop
+        return make_host_chunk_runner(setup.env, networks, tuple(info_keys))
+    check_info_keys(setup.rows, setup.env, env_params, networks, tuple(info_keys))
+    return make_rows_chunk_runner(setup.rows, networks, setup.episodes, tuple(info_keys))
 
 
 def collect(

@@ -23,7 +23,7 @@ from purejaxppo.acting_checks import check_count, check_flag, check_key
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.spaces import episode_limit
-from purejaxppo.kinds import check
+from purejaxppo.kinds import resolve_acting
 from purejaxppo.memory import check_episodes
 from purejaxppo.networks import Networks
 from purejaxppo.policy import Policy, observation_shapes
@@ -190,11 +190,9 @@ def make_episode_runner(
       ValueError: a kind of env that cannot be evaluated (`kinds`' table); more
         episodes than fit in the device's free memory (`memory.check_episodes`).
     """
-    kind = check("eval", getattr(env, "name", repr(env)), env)
     check_episodes(num_episodes, env, env_params)  # before any of them is allocated
     networks = policy.networks if isinstance(policy, Policy) else policy
-    env, env_episodes = kind.acting_env(env, networks), kind.episodes_of(env)
-    if kind.loop == "host":
-        return make_host_episode_runner(env, networks, num_episodes, max_steps)
-    rows_env = kind.rows(env, env_params)
-    return make_rows_episode_runner(rows_env, networks, env_episodes, num_episodes, max_steps)
+    setup = resolve_acting("eval", env, env_params, networks)  # no kind refuses "eval"
+    if setup.rows is None:  # the host loop
+        return make_host_episode_runner(setup.env, networks, num_episodes, max_steps)
+    return make_rows_episode_runner(setup.rows, networks, setup.episodes, num_episodes, max_steps)

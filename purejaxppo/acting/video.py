@@ -294,15 +294,12 @@ def make_episode_recorder(
     from purejaxppo.acting.episodes import make_rows_recorder
     from purejaxppo.acting.host import make_host_recorder
     from purejaxppo.envs.twins import filmed_env
-    from purejaxppo.kinds import check
+    from purejaxppo.kinds import resolve_acting
 
-    env, env_params = filmed_env(env, env_params)
-    kind = check("video", getattr(env, "name", repr(env)), env)
-    env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
-    if kind.loop == "host":
-        return make_host_recorder(env, networks, max_steps, num_envs)
-    rows = kind.rows(env, env_params)
-    return make_rows_recorder(rows, networks, episodes, max_steps, num_envs)
+    setup = resolve_acting("video", *filmed_env(env, env_params), networks)
+    if setup.rows is None:  # the host loop
+        return make_host_recorder(setup.env, networks, max_steps, num_envs)
+    return make_rows_recorder(setup.rows, networks, setup.episodes, max_steps, num_envs)
 
 
 def record_episode(
@@ -356,9 +353,12 @@ def record_episode(
         recorder = make_episode_recorder(policy.networks, env, env_params, max_steps, first_of)
     key = jax.random.key(0) if key is None else key
     params = policy.get_params() if params is None else params
-    states, obs, actions, rewards, active = jax.device_get(
-        recorder(params, key, jnp.float32(0.0 if greedy else 1.0))
-    )
+    return _episode(jax.device_get(recorder(params, key, jnp.float32(0.0 if greedy else 1.0))))
+
+
+def _episode(recorded: tuple) -> Episode:
+    """The `Episode` of a recorder's host results: its steps before the episode ended."""
+    states, obs, actions, rewards, active = recorded
     length = int(np.sum(active))
     cut = lambda x: np.asarray(x)[:length]  # noqa: E731
     rewards = cut(rewards)

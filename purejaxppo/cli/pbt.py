@@ -38,7 +38,7 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
     """`purejaxppo pbt`: validate, split the population over the devices, train, write."""
     o = pop_options(PbtOptions, args)
     # imports JAX (the population package): here, not at the top, to keep --help fast
-    from purejaxppo.drivers.population.static import STATIC_SEARCH_FIELDS, split_search
+    from purejaxppo.drivers.population.static import split_search
 
     try:
         o, config = _resumed(o, args) if isinstance(o.resume, Path) else (o, None)
@@ -49,29 +49,7 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             )
         config = config or load_config(o.config, args)
         search = parse_random(o.search, flag="--search")
-        if not search:  # checked before --out and before anything compiles
-            raise ValueError(
-                "pbt needs at least one --search FIELD=DIST:LOW:HIGH (e.g. --search "
-                "learning_rate=log_uniform:1e-5:1e-2): it explores only searched fields"
-            )
-        for name, spec in search.items():
-            if name not in TRACED_FIELDS and name not in STATIC_SEARCH_FIELDS:
-                raise ValueError(  # checked before --out, as every bad input
-                    f"--search {name}: pbt searches traced fields "
-                    f"({', '.join(TRACED_FIELDS)}) and, by choice:A,B,..., the static fields "
-                    f"{', '.join(STATIC_SEARCH_FIELDS)}"
-                )
-            kind, *_ = spec  # (kind, *arguments), as `parse_random` builds it
-            if name in STATIC_SEARCH_FIELDS and kind != "choice":
-                raise ValueError(
-                    f"--search {name}={spec}: a static field is searched by a choice, e.g. "
-                    "--search hidden_sizes=choice:64-64,256-256-256"
-                )
-            if name in TRACED_FIELDS and kind == "choice":
-                raise ValueError(
-                    f"--search {name}={spec}: pbt needs a range (uniform:LOW:HIGH or "
-                    "log_uniform:LOW:HIGH), not a choice"
-                )
+        _check_search(search)  # before --out and before anything compiles
         static = split_search(search, config)[1]
         if static.names and (o.devices or 1) > 1:
             raise ValueError(
@@ -107,6 +85,36 @@ def pbt_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             return _run_pbt(parser, o, config, search, out, devices)
     except ValueError as err:
         error(parser, err)
+
+
+def _check_search(search: dict[str, Any]) -> None:
+    """Refuses a pbt `--search` with no field, a field pbt cannot search, a static field
+    searched by a range or a traced one by a choice."""
+    from purejaxppo.drivers.population.static import STATIC_SEARCH_FIELDS
+
+    if not search:
+        raise ValueError(
+            "pbt needs at least one --search FIELD=DIST:LOW:HIGH (e.g. --search "
+            "learning_rate=log_uniform:1e-5:1e-2): it explores only searched fields"
+        )
+    for name, spec in search.items():
+        if name not in TRACED_FIELDS and name not in STATIC_SEARCH_FIELDS:
+            raise ValueError(
+                f"--search {name}: pbt searches traced fields "
+                f"({', '.join(TRACED_FIELDS)}) and, by choice:A,B,..., the static fields "
+                f"{', '.join(STATIC_SEARCH_FIELDS)}"
+            )
+        kind, *_ = spec  # (kind, *arguments), as `parse_random` builds it
+        if name in STATIC_SEARCH_FIELDS and kind != "choice":
+            raise ValueError(
+                f"--search {name}={spec}: a static field is searched by a choice, e.g. "
+                "--search hidden_sizes=choice:64-64,256-256-256"
+            )
+        if name in TRACED_FIELDS and kind == "choice":
+            raise ValueError(
+                f"--search {name}={spec}: pbt needs a range (uniform:LOW:HIGH or "
+                "log_uniform:LOW:HIGH), not a choice"
+            )
 
 
 def _resumed(o: PbtOptions, args: dict[str, Any]) -> tuple[PbtOptions, PPOConfig]:

@@ -35,37 +35,10 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
             "continues every seed a --num-seeds run started with (its seeds.yaml)",
         )
     if resume is not None:
-        if config_path is not None or run_dir is not None:
-            error(parser, "--resume takes the run's own config and dir")
-        if overwrite:
-            error(parser, "--resume and --overwrite exclude each other")
-        warm = [f"--{k.replace('_', '-')}" for k in WARM_START_FIELDS if k in args]
-        if warm:
-            error(
-                parser,
-                f"--resume continues {resume} from its own checkpoint; {', '.join(warm)} (a "
-                "warm start) is for a new run: drop it, or start a new run with --run-dir",
-            )
-        if not (resume / "config.yaml").is_file():
-            error(parser, f"--resume {resume}: no run directory there (no config.yaml)")
+        _check_resume(parser, o, args)
         num_seeds, devices = _resumed_seeds(parser, resume, devices)
         config_path, run_dir = resume / "config.yaml", resume
-    try:
-        config = load_config(config_path, args)
-        if extra_loggers:
-            loggers = [*config.loggers, *extra_loggers]
-            config = config.replace(loggers=list(dict.fromkeys(loggers)))
-    except ValueError as err:
-        error(parser, err)
-    if config.total_timesteps % config.batch_size:  # rounded once; config.yaml records it
-        rounded = config.num_updates * config.batch_size
-        print(
-            f"purejaxppo: total_timesteps={config.total_timesteps} rounded down to {rounded} "
-            f"({config.num_updates} updates of num_envs*num_steps = {config.batch_size} env "
-            "steps; config.yaml records it)",
-            file=sys.stderr,
-        )
-        config = config.replace(total_timesteps=rounded)
+    config = _train_config(parser, config_path, args, extra_loggers)
     if wants_processes(o):  # one agent over several processes (`cli.distributed`)
         return train_distributed_command(parser, o, config, run_dir, resume is not None)
     if num_seeds != 1 or devices is not None:
@@ -106,6 +79,53 @@ def train_command(parser: argparse.ArgumentParser, args: dict[str, Any]) -> int:
         print(line)
     print(f"run directory: {result.run_dir}")
     return 0
+
+
+def _check_resume(parser: argparse.ArgumentParser, o: TrainOptions, args: dict[str, Any]) -> None:
+    """Exits (`error`) for `train --resume RUN_DIR` with a config, a run dir,
+    `--overwrite` or a warm start, or RUN_DIR not a run directory."""
+    resume = o.resume
+    if o.config is not None or o.run_dir is not None:
+        error(parser, "--resume takes the run's own config and dir")
+    if o.overwrite:
+        error(parser, "--resume and --overwrite exclude each other")
+    warm = [f"--{k.replace('_', '-')}" for k in WARM_START_FIELDS if k in args]
+    if warm:
+        error(
+            parser,
+            f"--resume continues {resume} from its own checkpoint; {', '.join(warm)} (a "
+            "warm start) is for a new run: drop it, or start a new run with --run-dir",
+        )
+    if not (resume / "config.yaml").is_file():
+        error(parser, f"--resume {resume}: no run directory there (no config.yaml)")
+
+
+def _train_config(
+    parser: argparse.ArgumentParser,
+    config_path: Path | None,
+    args: dict[str, Any],
+    extra_loggers: list[str],
+) -> PPOConfig:
+    """The config a `train` runs: `load_config` with the `--logger`s added, and
+    `total_timesteps` rounded down to whole updates (said on stderr; config.yaml records
+    it). Exits (`error`) for a bad config."""
+    try:
+        config = load_config(config_path, args)
+        if extra_loggers:
+            loggers = [*config.loggers, *extra_loggers]
+            config = config.replace(loggers=list(dict.fromkeys(loggers)))
+    except ValueError as err:
+        error(parser, err)
+    if config.total_timesteps % config.batch_size:  # rounded once; config.yaml records it
+        rounded = config.num_updates * config.batch_size
+        print(
+            f"purejaxppo: total_timesteps={config.total_timesteps} rounded down to {rounded} "
+            f"({config.num_updates} updates of num_envs*num_steps = {config.batch_size} env "
+            "steps; config.yaml records it)",
+            file=sys.stderr,
+        )
+        config = config.replace(total_timesteps=rounded)
+    return config
 
 
 def _check_save_initial(parser: argparse.ArgumentParser, o: TrainOptions) -> None:
@@ -201,6 +221,21 @@ def _train_seeds_command(
         )
     except (ValueError, ImportError) as err:
         error(parser, err)
+    print(_seeds_summary(result, num_seeds))
+    if result.diverged:
+        error(
+            parser,
+            f"{len(result.diverged)} of {num_seeds} seeds diverged (NaN / Inf): seeds "
+            f"{sorted(result.diverged)}; see the 'diverged' column of "
+            f"{result.run_dir / 'summary.csv'}",
+            EXIT_DIVERGED,
+        )
+    return 0
+
+
+def _seeds_summary(result: Any, num_seeds: int) -> str:
+    """What `purejaxppo train --num-seeds N` prints of a `train_seeds` result: each
+    seed's final return, their mean ± std (IQM, min, max) and the run directory."""
     lines = ["final mean episode_return (newest 100 finished episodes) per seed:"]
     for seed, value in zip(result.seeds, result.final_returns, strict=True):
         mark = f" (diverged at update {result.diverged[seed]})" if seed in result.diverged else ""
@@ -211,13 +246,4 @@ def _train_seeds_command(
         f"(IQM {stats['iqm']:.2f}, min {stats['min']:.2f}, max {stats['max']:.2f})"
     )
     lines.append(f"run directory: {result.run_dir} (seeds in seed_<s>/)")
-    print("\n".join(lines))
-    if result.diverged:
-        error(
-            parser,
-            f"{len(result.diverged)} of {num_seeds} seeds diverged (NaN / Inf): seeds "
-            f"{sorted(result.diverged)}; see the 'diverged' column of "
-            f"{result.run_dir / 'summary.csv'}",
-            EXIT_DIVERGED,
-        )
-    return 0
+    return "\n".join(lines)

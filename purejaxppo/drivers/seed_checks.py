@@ -41,26 +41,37 @@ def check_seeds(
     if num_seeds < 1:
         raise ValueError(f"--num-seeds {num_seeds}: must be >= 1")
     if devices is not None:
-        if devices < 1:
-            raise ValueError(f"--devices {devices}: must be >= 1")
-        if num_seeds == 1:
-            raise ValueError(
-                f"--devices {devices}: splits the seeds of --num-seeds N > 1 over devices; "
-                "a single run uses one device"
-            )
-        if devices > num_seeds:
-            raise ValueError(
-                f"--devices {devices} is more than --num-seeds {num_seeds}: every device "
-                "needs at least one seed"
-            )
+        _check_devices(num_seeds, devices)
     seeds = [config.seed + k for k in range(num_seeds)]
     if seeds[-1] >= 2**32:
         raise ValueError(
             f"--num-seeds {num_seeds} with --seed {config.seed}: the seeds "
             f"{seeds[0]}..{seeds[-1]} must lie in [0, 2**32)"
         )
+    if num_seeds > 1:
+        _check_several(config, num_seeds)
+    return seeds
+
+
+def _check_devices(num_seeds: int, devices: int) -> None:
+    """`check_seeds`' refusals of `--devices`: < 1, with a single seed, more than seeds."""
+    if devices < 1:
+        raise ValueError(f"--devices {devices}: must be >= 1")
     if num_seeds == 1:
-        return seeds
+        raise ValueError(
+            f"--devices {devices}: splits the seeds of --num-seeds N > 1 over devices; "
+            "a single run uses one device"
+        )
+    if devices > num_seeds:
+        raise ValueError(
+            f"--devices {devices} is more than --num-seeds {num_seeds}: every device "
+            "needs at least one seed"
+        )
+
+
+def _check_several(config: PPOConfig, num_seeds: int) -> None:
+    """`check_seeds`' refusals of N > 1 seeds together with `eval_freq`, `video_freq`,
+    `collect_freq` or a logger other than csv."""
     flag = f"--num-seeds {num_seeds}"
     afterwards = {
         "eval_freq": ("evaluation during training", "purejaxppo eval RUN_DIR/seed_<s>"),
@@ -81,7 +92,6 @@ def check_seeds(
             f"with {flag}: only csv (metrics.csv); `purejaxppo sweep` sends one run per seed "
             "to tensorboard / wandb / mlflow / jsonl"
         )
-    return seeds
 
 
 def read_seeds_root(path: str | Path) -> dict[str, Any] | None:

@@ -79,6 +79,7 @@ from purejaxppo.drivers.seed_checks import check_seeds
 from purejaxppo.drivers.segments import (
     Divergence,
     SegmentHooks,
+    SegmentOptions,
     compiling,
     first_divergence,
     progress_bar,
@@ -276,6 +277,8 @@ class _SeedsRun(seeds_resume.ResumeSeeds):
             process=self.process,
             save=self.save,
             prepare=self.prepare,
+            # a stop at once before every seed saved promises nothing (`signals.hinted`)
+            resume_hint=self.resume_hint,
         )
 
     def train(self, progress: bool) -> None:
@@ -290,11 +293,8 @@ class _SeedsRun(seeds_resume.ResumeSeeds):
                 self.done,
                 self.hooks(),
                 bar=bar,
-                save_freq=c.save_freq,
-                save_minutes=c.save_minutes,
+                options=SegmentOptions(save_freq=c.save_freq, save_minutes=c.save_minutes),
                 label=label,
-                # a stop at once before every seed saved promises nothing (`signals.hinted`)
-                resume_hint=self.resume_hint,
             )
 
     def prepare(self, done: int, length: int) -> None:

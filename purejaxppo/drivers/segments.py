@@ -8,7 +8,7 @@ logged and checkpoints are written between compiled calls (as rejax's
    the usual case, `segment_length` caps it at the log frequency and stops it on every
    multiple of the save / eval / video / collect frequencies;
 2. `hooks.run(done, length)`: the jitted call (device arrays out);
-3. `fetch(...)`: one transfer to the host (`parallel.to_host`: `jax.device_get`, and an
+3. `hooks.fetch(...)`: one transfer to the host (`parallel.to_host`: `jax.device_get`, and an
    all-gather only for arrays split over several processes);
 4. `hooks.process(done, length, fetched)`: the driver's bookkeeping: the divergence
    check (`first_divergence`; a single run stops, a seed or a sweep run is marked),
@@ -72,6 +72,27 @@ class SegmentHooks(NamedTuple):
     # (done, length) -> None: compiles the next segment's program before `run` runs it,
     # so that the bar says "compiling" only while it compiles (None: `run` compiles).
     prepare: Callable[[int, int], None] | None = None
+    # The device-to-host transfer applied to `run`'s result (None: `parallel.to_host`).
+    fetch: Callable[[Any], Any] | None = None
+    # How to continue after a stop request, for `TrainingInterrupted` and `StopNow`: a
+    # command line, or a function that gives one (None while nothing is saved), asked
+    # when the stop happens (None: no hint).
+    resume_hint: Hint = None
+
+
+class SegmentOptions(NamedTuple):
+    """How `run_segments` saves, stops and sizes segments."""
+
+    save_freq: int = 0  # the save clock in updates (0: off); the end is always due
+    save_minutes: float = 0.0  # the save clock in minutes (0: off)
+    # Handle SIGINT / SIGTERM as stop requests (`stop_requests`). Off for a program
+    # spread over several processes, whose hosts could see a signal after different
+    # segments and wait on each other's collectives.
+    stop_on_signals: bool = True
+    # Size segments to about this many seconds (`SegmentSizer`; None: `SEGMENT_SECONDS`)
+    # where the driver compiles ahead (`hooks.prepare`, so a segment's time is its
+    # run's); 0 (or no `prepare`): the driver's lengths.
+    seconds: float | None = None
 
 
 def progress_bar(
@@ -266,48 +287,35 @@ def run_segments(
     hooks: SegmentHooks,
     *,
     bar: Any,
-    save_freq: int = 0,
-    save_minutes: float = 0.0,
+    options: SegmentOptions | None = None,
     scale: int = 1,
     label: str | None = None,
-    fetch: Callable[[Any], Any] | None = None,
-    resume_hint: Hint = None,
     unit: str = "update",
-    stop_on_signals: bool = True,
-    seconds: float | None = None,
 ) -> int:
     """Runs segments from `done` until `total` (updates or generations); returns `total`.
 
     Args:
       total: where the loop stops.
       done: where it starts (a resumed run's update step).
-      hooks: the driver's `SegmentHooks`.
+      hooks: the driver's `SegmentHooks` (with its `fetch` and `resume_hint`).
       bar: the progress bar (`progress_bar`), advanced by `length * scale` a segment.
-      save_freq, save_minutes: the save clock (0: off); the end of the run is always due.
+      options: the save clock, the stop on signals and the segments' seconds
+        (`SegmentOptions`; None: its defaults).
       scale: bar units per update (a sweep counts updates of all its runs).
       label: the bar's description once the first segment's program is compiled (after
         `hooks.prepare`, else after the first segment, which compiles it). With
         `hooks.prepare`, the bar says `compiling(label)` again while it prepares a
         segment of a length not run before (a program of its own: a `SegmentSizer` cap,
         a remainder before a frequency's boundary or the end).
-      fetch: the device-to-host transfer applied to `hooks.run`'s result (default
-        `parallel.to_host`).
-      resume_hint: how to continue after a stop request, for `TrainingInterrupted` and
-        `StopNow`: a command line, or a function that gives one (None while nothing is
-        saved), asked when the stop happens.
       unit: what `total` counts, for the stop's messages ("update", "generation").
-      stop_on_signals: handle SIGINT / SIGTERM as stop requests (`stop_requests`). Off
-        for a program spread over several processes, whose hosts could see a signal
-        after different segments and wait on each other's collectives.
-      seconds: size segments to about this many seconds (`SegmentSizer`; None:
-        `SEGMENT_SECONDS`) where the driver compiles ahead (`hooks.prepare`, so a
-        segment's time is its run's); 0 (or no `prepare`): the driver's lengths.
 
     Raises:
       TrainingInterrupted: after SIGINT / SIGTERM, once the running segment is processed
         and saved.
       Whatever the hooks raise (e.g. `guards.TrainingDiverged` from a single run).
     """
+    fetch, resume_hint = hooks.fetch, hooks.resume_hint
+    save_freq, save_minutes, stop_on_signals, seconds = options or SegmentOptions()
     if fetch is None:
         from purejaxppo.parallel import to_host as fetch
     last_save = time.monotonic()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -66,15 +67,7 @@ def evaluate_series(
         raise ValueError(f"no complete checkpoint under {Path(run_dir) / 'checkpoints/last'}")
     policy = Policy.load(run_dir, step=steps[0])
     config = policy.config
-    if env_id is None or env_id == config.env_name:  # the policy's own (configured) env
-        env, env_params = policy.env, policy.env_params
-    else:
-        env, env_params = make_env(env_id)
-    shapes = observation_shapes(env.observation_space(env_params))
-    if shapes != policy.obs_shape:
-        raise ValueError(
-            f"eval: {env_id} observations {shapes} do not match the policy's {policy.obs_shape}"
-        )
+    env, env_params = _series_env(policy, env_id)
     if max_steps is None:
         max_steps = episode_limit(env, env_params)
     run = make_episode_runner(policy, env, env_params, num_episodes, max_steps)
@@ -86,20 +79,43 @@ def evaluate_series(
         returns, lengths = run_responsively(
             lambda params=params: [np.asarray(x) for x in run(params, key, temperature)]
         )
-        row = {
-            "update": step,
-            "env_steps": step * config.batch_size,
-            "mean": float(returns.mean()),
-            "std": float(returns.std()),
-            "iqm": iqm(returns),
-            "mean_length": float(lengths.mean()),
-        }
+        row = _series_row(step, step * config.batch_size, returns, lengths)
         rows.append(row)
         if after_step is not None and after_step(row):
             break
     table = pd.DataFrame(rows, columns=list(SERIES_COLUMNS))
     table.attrs["total_steps"] = len(steps)
     return table
+
+
+def _series_env(policy: Policy, env_id: str | None) -> tuple[Any, Any]:
+    """`(env, env_params)` of `evaluate_series`: the policy's own (configured) env, or
+    `make_env(env_id)` when its observations fit the policy.
+
+    Raises:
+      ValueError: `env_id`'s observations do not match the policy's.
+    """
+    if env_id is None or env_id == policy.config.env_name:
+        return policy.env, policy.env_params
+    env, env_params = make_env(env_id)
+    shapes = observation_shapes(env.observation_space(env_params))
+    if shapes != policy.obs_shape:
+        raise ValueError(
+            f"eval: {env_id} observations {shapes} do not match the policy's {policy.obs_shape}"
+        )
+    return env, env_params
+
+
+def _series_row(step: int, env_steps: int, returns: np.ndarray, lengths: np.ndarray) -> dict:
+    """One row of `evaluate_series` (`SERIES_COLUMNS`) for the checkpoint of `step`."""
+    return {
+        "update": step,
+        "env_steps": env_steps,
+        "mean": float(returns.mean()),
+        "std": float(returns.std()),
+        "iqm": iqm(returns),
+        "mean_length": float(lengths.mean()),
+    }
 
 
 def check_series_output(run_dir: str | Path, overwrite: bool) -> None:

@@ -34,7 +34,7 @@ this same driver (as JAX and orbax expect of a multi-host program) after
   sync point that all of them reach after the same segment
   (`reached_preemption_sync_point`); the run saves there, together, and every process
   stops with `TrainingInterrupted` (exit 143). The driver takes no Ctrl-C stop requests
-  itself (`run_segments(stop_on_signals=False)`): `purejaxppo train` turns a first Ctrl-C
+  itself (`SegmentOptions(stop_on_signals=False)`): `purejaxppo train` turns a first Ctrl-C
   into that same SIGTERM notice, and a second into an exit at once with the resume
   command (`cli.distributed`).
 
@@ -76,6 +76,7 @@ from purejaxppo.drivers.report import final_return_of
 from purejaxppo.drivers.segments import (
     RESUME_KEY_STREAM,
     SegmentHooks,
+    SegmentOptions,
     compiling,
     progress_bar,
     run_segments,
@@ -228,24 +229,19 @@ def _train_claimed(
     )
     shared = program.distributed
     with bar, sinks:
-        run_segments(
-            c.num_updates,
-            run.done,
-            run.hooks(),
-            bar=bar,
+        # a stop at once before the first checkpoint promises none (`signals.hinted`)
+        command = f"purejaxppo train --resume {run_dir}"
+        hint = None if shared else lambda: None if run.saved_step is None else command
+        hooks = run.hooks()._replace(fetch=program.fetch_metrics, resume_hint=hint)
+        options = SegmentOptions(
             save_freq=c.save_freq,
             save_minutes=c.save_minutes,
-            label=program.label,
-            fetch=program.fetch_metrics,
-            # a stop at once before the first checkpoint promises none (`signals.hinted`)
-            resume_hint=None
-            if shared
-            else lambda: None if run.saved_step is None else f"purejaxppo train --resume {run_dir}",
             # over several processes SIGTERM is JAX's preemption sync point (`save`), and
             # segment lengths must not depend on a host's timing
             stop_on_signals=not shared,
             seconds=0 if shared else None,
         )
+        run_segments(c.num_updates, run.done, hooks, bar=bar, options=options, label=program.label)
         table = run.record.table()
         if plot and run.writer:
             plot_learning_curve(table, run_dir / "learning_curve.png", title=c.env_name)

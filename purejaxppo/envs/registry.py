@@ -147,27 +147,44 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[
     param_overrides = check_overrides(
         default_env.default_params, param_overrides, f"env_kwargs of {env_id}"
     )
+    env = default_env
     if ctor_kwargs:
-        signature = inspect.signature(type(default_env).__init__).parameters
-        defaults = {
-            name: p.default
-            for name, p in signature.items()
-            if name in ctor_kwargs and p.default is not inspect.Parameter.empty
-        }
-        ctor_kwargs = _check_values(defaults, ctor_kwargs, f"env_kwargs of {env_id} (constructor)")
-        try:
-            env, _ = gymnax.make(env_id, **ctor_kwargs)
-        except TypeError as err:
-            raise ValueError(
-                f"env_kwargs={short(env_kwargs)} for {env_id}: {sorted(ctor_kwargs)} are neither "
-                f"EnvParams fields ({sorted(param_fields)}) nor constructor arguments ({err})"
-            ) from None
-    else:
-        env = default_env
+        env = _constructed(env_id, type(default_env), ctor_kwargs, env_kwargs, param_fields)
     env_params = env.default_params
     if param_overrides:
         env_params = env_params.replace(**param_overrides)
     return env, env_params
+
+
+def _constructed(
+    env_id: str,
+    env_class: type,
+    ctor_kwargs: dict[str, Any],
+    env_kwargs: dict[str, Any],
+    param_fields: set[str],
+) -> Any:
+    """`make_env`'s gymnax env `env_id` built with the constructor arguments
+    `ctor_kwargs` (the `env_kwargs` that name no `EnvParams` field), their values
+    checked against the constructor's defaults.
+
+    Raises:
+      ValueError: a value of the wrong type or range; keys the constructor does not take.
+    """
+    signature = inspect.signature(env_class.__init__).parameters
+    defaults = {
+        name: p.default
+        for name, p in signature.items()
+        if name in ctor_kwargs and p.default is not inspect.Parameter.empty
+    }
+    ctor_kwargs = _check_values(defaults, ctor_kwargs, f"env_kwargs of {env_id} (constructor)")
+    try:
+        env, _ = gymnax.make(env_id, **ctor_kwargs)
+    except TypeError as err:
+        raise ValueError(
+            f"env_kwargs={short(env_kwargs)} for {env_id}: {sorted(ctor_kwargs)} are neither "
+            f"EnvParams fields ({sorted(param_fields)}) nor constructor arguments ({err})"
+        ) from None
+    return env
 
 
 def check_overrides(env_params: Any, overrides: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -124,22 +124,7 @@ def check_params(
             if len(sizes) != 1 or not -min(sizes) <= index < min(sizes):
                 raise ValueError(f"index={index} is out of range for {sorted(sizes)} agents")
             arrays = {k: v[index] for k, v in arrays.items()}
-        wrong = {k: v.shape for k, v in arrays.items() if tuple(v.shape) != expected[k]}
-        if wrong:
-            lead = {
-                s[0]
-                for k, s in wrong.items()
-                if len(s) == len(expected[k]) + 1 and tuple(s[1:]) == expected[k]
-            }
-            if index is None and len(wrong) == len(arrays) and len(lead) == 1:
-                raise ValueError(
-                    f"the params carry a leading axis of {lead.pop()} agents (trained under "
-                    "jax.vmap); pass index=i to export agent i"
-                )
-            problems.extend(
-                f"{k} has shape {tuple(s)}, expected {expected[k]}"
-                for k, s in sorted(wrong.items())
-            )
+        problems.extend(_shape_problems(arrays, expected, index))
     if problems:
         raise ValueError(
             f"param tree does not match the config and env ({len(expected)} arrays expected): "
@@ -149,6 +134,29 @@ def check_params(
         if not np.issubdtype(v.dtype, np.floating):
             raise ValueError(f"{k} has dtype {v.dtype}, expected a float array")
     return {k: v.astype(np.float32) for k, v in arrays.items()}
+
+
+def _shape_problems(
+    arrays: Mapping[str, np.ndarray], expected: Mapping[str, tuple[int, ...]], index: int | None
+) -> list[str]:
+    """`check_params`' mis-shaped entries, one line each (none: []).
+
+    Raises:
+      ValueError: every entry carries a leading agent axis and no `index` is given
+        (saying to pass it).
+    """
+    wrong = {k: v.shape for k, v in arrays.items() if tuple(v.shape) != expected[k]}
+    lead = {
+        s[0]
+        for k, s in wrong.items()
+        if len(s) == len(expected[k]) + 1 and tuple(s[1:]) == expected[k]
+    }
+    if wrong and index is None and len(wrong) == len(arrays) and len(lead) == 1:
+        raise ValueError(
+            f"the params carry a leading axis of {lead.pop()} agents (trained under "
+            "jax.vmap); pass index=i to export agent i"
+        )
+    return [f"{k} has shape {tuple(s)}, expected {expected[k]}" for k, s in sorted(wrong.items())]
 
 
 def _short(names: list[str], limit: int = 4) -> str:

@@ -5,7 +5,9 @@ built-in actor-critic), below the training program and the drivers.
 * `table`: the kinds (`EnvKind`, `JAX`, `ENVPOOL`, `AGENTS`, `HOST`), `kind_of` /
   `kind_of_id`, `check` and the capability table of the docs.
 * `resolve`: `resolve(config, env, env_params, networks, operations)`, the env-setup
-  sequence of every run written once (env, checks, configuration, networks, rows).
+  sequence of every run written once (env, checks, configuration, networks, rows), and
+  `resolve_acting(operation, env, env_params, networks)`, acting's (evaluation, videos,
+  datasets: the env as the networks read it, its episodes, its rows).
 * `agents`: multi-agent PPO (IPPO / MAPPO) with one shared policy: the env a run of
   `AGENTS` trains and its networks.
 
@@ -14,7 +16,7 @@ built-in actor-critic), below the training program and the drivers.
     setup = kinds.resolve(config, operations=("policy",))  # kind, env, networks, rows
 """
 
-from purejaxppo.kinds.resolve import Resolved, resolve, resolve_env
+from purejaxppo.kinds.resolve import Resolved, resolve, resolve_acting, resolve_env
 from purejaxppo.kinds.table import (
     AGENTS,
     ENVPOOL,
@@ -47,5 +49,6 @@ __all__ = [
     "kind_of",
     "kind_of_id",
     "resolve",
+    "resolve_acting",
     "resolve_env",
 ]

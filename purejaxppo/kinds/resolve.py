@@ -4,7 +4,8 @@ Every user of a run's env (training's setup, `Policy`, the exports, the drivers 
 `make_train_fns`) resolves it here, once: the env object (given, or made from the config),
 the operations asked of its kind checked against the table, the env configured for the
 run, the networks built, observation normalisation ensured, and the `RowsEnv` the rollout
-steps.
+steps. Acting (evaluation, videos, datasets) resolves its env with `resolve_acting`: the
+same `Resolved`, with the env as the networks read it, its episodes and its rows.
 
     from purejaxppo import kinds
     setup = kinds.resolve(config, operations=("policy",))
@@ -18,11 +19,12 @@ from typing import Any, NamedTuple
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
+from purejaxppo.envs.episodes import Episodes
 from purejaxppo.envs.rows import RowsEnv
 from purejaxppo.kinds.table import EnvKind, as_env, check, kind_of
 from purejaxppo.networks import Networks, ensure_normalization
 
-__all__ = ["Resolved", "resolve", "resolve_env"]
+__all__ = ["Resolved", "resolve", "resolve_acting", "resolve_env"]
 
 
 class Resolved(NamedTuple):
@@ -33,8 +35,12 @@ class Resolved(NamedTuple):
     env_params: Any  # the env's params (None for a host env's own)
     networks: Networks  # with normalisation where the config asks for it
     # The envs as rows of the batch, with `config.info_metrics` as info keys: what the
-    # rollout steps (None unless "train" is among the operations: acting needs none).
+    # rollout steps (None unless "train" is among the operations); for acting
+    # (`resolve_acting`), the acting env's rows (None for the host loop).
     rows: RowsEnv | None
+    # Where an episode of the env ends, what it scores and what a video keeps
+    # (`EnvKind.episodes_of`; set by `resolve_acting`, None otherwise).
+    episodes: Episodes | None = None
 
 
 def resolve_env(config: PPOConfig, env: Any = None, env_params: Any = None) -> tuple[Any, Any]:
@@ -80,7 +86,8 @@ def resolve(
 
     Returns:
       `Resolved(kind, env, env_params, networks, rows)`; `rows` None without "train"
-      (an env given for its spaces alone, e.g. to act or export, needs no `step`).
+      (an env given for its spaces alone, e.g. to act or export, needs no `step`);
+      `episodes` None (acting's: `resolve_acting`).
 
     Raises:
       ValueError: a bad `env` or env id (`resolve_env`); an operation the kind refuses
@@ -101,3 +108,24 @@ def resolve(
     if "train" in operations:
         rows = kind.rows(env, env_params, tuple(config.info_metrics), config.reset_ratio)
     return Resolved(kind=kind, env=env, env_params=env_params, networks=networks, rows=rows)
+
+
+def resolve_acting(operation: str, env: Any, env_params: Any, networks: Networks) -> Resolved:
+    """Resolves the env that evaluation, videos and datasets play: `operation` ("eval",
+    "video" or "collect") checked against the env's kind (`kinds.check`), the env as
+    `networks` read it (`EnvKind.acting_env`), its episodes (`EnvKind.episodes_of`, of
+    the env as given) and, unless the kind plays on the host (`EnvKind.loop == "host"`),
+    the acting env's `RowsEnv` (`EnvKind.rows`, no info keys).
+
+    Returns:
+      `Resolved(kind, env, env_params, networks, rows, episodes)`; `rows` None for the
+      host loop.
+
+    Raises:
+      ValueError: an operation the kind refuses (`kinds.check`); networks that read a
+        world state the env cannot give (`EnvKind.acting_env`).
+    """
+    kind = check(operation, getattr(env, "name", repr(env)), env)
+    acting_env, episodes = kind.acting_env(env, networks), kind.episodes_of(env)
+    rows = None if kind.loop == "host" else kind.rows(acting_env, env_params)
+    return Resolved(kind, acting_env, env_params, networks, rows, episodes)

@@ -318,26 +318,9 @@ def check(
     )
     with bar:
         for key, probes in groups.items():
-            probe_cfg, notes = configs[key]
             battery = key == ("battery",)
             bar.set_postfix_str("probe battery" if battery else _env_id(probes[0]))
-            if battery:
-                networks, out = _train_battery(probe_cfg, probes, seeds, seed)
-            else:
-                networks, out = _train(probe_cfg, seeds, seed)
-            width = ProbeBattery().obs_shape[0] if battery else 1
-            for i, probe in enumerate(probes):
-                lanes = (i * seeds, (i + 1) * seeds) if battery else (0, seeds)
-                trained = Trained(
-                    networks=networks,
-                    params=_lanes(out.train_state.params, *lanes),
-                    metrics={k: np.asarray(v)[lanes[0] : lanes[1]] for k, v in out.metrics.items()},
-                    config=probe_cfg,
-                    gamma=probe_cfg.gamma if probe.gamma is None else probe.gamma,
-                    obs_width=width,
-                )
-                note = "; ".join([*notes, probe.note] if probe.note else notes)
-                done[probe.row] = _row(probe, probe.measure(trained), note)
+            done.update(_group_rows(probes, *configs[key], battery, seeds, seed))
             bar.update(1)
         if invariants:
             bar.set_postfix_str(config.env_name)
@@ -345,6 +328,37 @@ def check(
             bar.update(1)
     ordered = [done[name] for name in row_names() if name in done and name in selected]
     return CheckReport(config.env_name, seeds, seed, ordered, time.perf_counter() - start)
+
+
+def _group_rows(
+    probes: Sequence[Probe],
+    probe_cfg: PPOConfig,
+    notes: list[str],
+    battery: bool,
+    seeds: int,
+    seed: int,
+) -> dict[str, CheckRow]:
+    """Trains one program of `check` (the probe battery, or one probe's env) with
+    `seeds` seeds and measures each of its probes on its lanes: `{row: CheckRow}`."""
+    if battery:
+        networks, out = _train_battery(probe_cfg, probes, seeds, seed)
+    else:
+        networks, out = _train(probe_cfg, seeds, seed)
+    width = ProbeBattery().obs_shape[0] if battery else 1
+    rows = {}
+    for i, probe in enumerate(probes):
+        lanes = (i * seeds, (i + 1) * seeds) if battery else (0, seeds)
+        trained = Trained(
+            networks=networks,
+            params=_lanes(out.train_state.params, *lanes),
+            metrics={k: np.asarray(v)[lanes[0] : lanes[1]] for k, v in out.metrics.items()},
+            config=probe_cfg,
+            gamma=probe_cfg.gamma if probe.gamma is None else probe.gamma,
+            obs_width=width,
+        )
+        note = "; ".join([*notes, probe.note] if probe.note else notes)
+        rows[probe.row] = _row(probe, probe.measure(trained), note)
+    return rows
 
 
 def _invariant_rows(config: PPOConfig, seeds: int, seed: int) -> dict[str, CheckRow]:

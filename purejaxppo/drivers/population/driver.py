@@ -79,6 +79,7 @@ from purejaxppo.drivers.population.static import check_static_options, split_sea
 from purejaxppo.drivers.segments import (
     RESUME_KEY_STREAM,
     SegmentHooks,
+    SegmentOptions,
     largest_divisor_at_most,
     progress_bar,
     run_segments,
@@ -428,21 +429,15 @@ class _PBTRun:
             desc="pbt",
             enabled=progress and jax.process_index() == 0,
         )
-        hooks = SegmentHooks(length=self.length, run=self.run, process=self.process, save=self.save)
+        hint = None if self.checkpoint_dir is None else self._resume_hint
+        hooks = SegmentHooks(self.length, self.run, self.process, self.save, resume_hint=hint)
         save_freq = self.checkpoint_every if self.checkpoint_dir is not None else 0
+        options = SegmentOptions(save_freq=save_freq, stop_on_signals=jax.process_count() == 1)
         # a stop at once before the first save promises none (`signals.hinted`)
         self.saved = self.done > 0
-        hint = None if self.checkpoint_dir is None else self._resume_hint
         with bar:
             run_segments(
-                self.num_gens,
-                self.done,
-                hooks,
-                bar=bar,
-                save_freq=save_freq,
-                resume_hint=hint,
-                unit="generation",
-                stop_on_signals=jax.process_count() == 1,
+                self.num_gens, self.done, hooks, bar=bar, options=options, unit="generation"
             )
         joined = joined_history(self.history)
         records = {k.split("/", 1)[1]: v for k, v in joined.items() if k.startswith("record/")}

@@ -59,6 +59,7 @@ from purejaxppo.drivers.population.static import StaticSpace, group_config
 from purejaxppo.drivers.segments import (
     RESUME_KEY_STREAM,
     SegmentHooks,
+    SegmentOptions,
     progress_bar,
     run_segments,
 )
@@ -164,16 +165,8 @@ class StaticPBT:
         """
         self.env, self.env_params = env, env_params
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
-        options = self.options
         if verbose and jax.process_index() == 0:
-            print(
-                f"pbt: {options.population} members x {self.num_gens} generations of "
-                f"{options.ready_every} updates, exploit={options.exploit}, "
-                f"explore={options.explore}, searching {list(self.space.names)} (traced) and "
-                f"{list(self.static.names)} (static: {len(self.combos)} combinations, one "
-                "program per group of members)",
-                file=sys.stderr,
-            )
+            self._announce()
         compiled_before = COMPILES.count
         if resume:
             if self.checkpoint_dir is None:
@@ -186,24 +179,39 @@ class StaticPBT:
             desc="pbt",
             enabled=progress and jax.process_index() == 0,
         )
-        hooks = SegmentHooks(lambda done: 1, self._run, self._process, self._save)
+        hooks = SegmentHooks(
+            lambda done: 1,
+            self._run,
+            self._process,
+            self._save,
+            fetch=lambda out: out,  # the next state and records, as `_run` gives them
+            resume_hint=None if self.checkpoint_dir is None else self._resume_hint,
+        )
+        options = SegmentOptions(
+            save_freq=checkpoint_every if self.checkpoint_dir is not None else 0,
+            stop_on_signals=jax.process_count() == 1,
+        )
         self.saved = self.done > 0  # a stop at once before the first save promises none
         with bar:
             run_segments(
-                self.num_gens,
-                self.done,
-                hooks,
-                bar=bar,
-                save_freq=checkpoint_every if self.checkpoint_dir is not None else 0,
-                fetch=lambda out: out,  # the next state and records, as `_run` gives them
-                resume_hint=None if self.checkpoint_dir is None else self._resume_hint,
-                unit="generation",
-                stop_on_signals=jax.process_count() == 1,
+                self.num_gens, self.done, hooks, bar=bar, options=options, unit="generation"
             )
         stacked = {k: np.stack(v) for k, v in self.records.items()}
         joined = {k: np.concatenate(v, axis=1) for k, v in self.metrics.items()}
         count = COMPILES.count - compiled_before
         return self._result(stacked, joined, self.runners, self.hparams, count)
+
+    def _announce(self) -> None:
+        """Says on stderr what the population trains and searches (`train(verbose=True)`)."""
+        options = self.options
+        print(
+            f"pbt: {options.population} members x {self.num_gens} generations of "
+            f"{options.ready_every} updates, exploit={options.exploit}, "
+            f"explore={options.explore}, searching {list(self.space.names)} (traced) and "
+            f"{list(self.static.names)} (static: {len(self.combos)} combinations, one "
+            "program per group of members)",
+            file=sys.stderr,
+        )
 
     def _resume_hint(self) -> str | None:
         return storage.resume_hint(self.checkpoint_dir) if self.saved else None

@@ -24,6 +24,7 @@ from purejaxppo.config import PPOConfig
 from purejaxppo.drivers import warm
 from purejaxppo.drivers.segments import (
     SegmentHooks,
+    SegmentOptions,
     largest_divisor_at_most,
     run_segments,
     speed_postfix,
@@ -97,7 +98,6 @@ def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dic
     program, init_params = warm.program_and_start(config)
     fns = make_train_fns(program, networks=plan.networks)
     warm.check_warm_start(fns, init_params)
-    num_devices = mesh.devices.size
     num_updates = config.num_updates
 
     programs = (
@@ -111,7 +111,7 @@ def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dic
     measured = []
     chunk = chunk_size(
         len(runs),
-        num_devices,
+        mesh.devices.size,
         plan.max_runs_per_chunk,
         mesh=mesh,
         fns=fns,
@@ -122,11 +122,8 @@ def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dic
         report=measured.append,
     )
     if plan.verbose and jax.process_index() == 0 and chunk < len(runs):
-        print(
-            f"sweep: group of {len(runs)} runs in chunks of {chunk}"
-            + "".join(f" ({line})" for line in measured),
-            file=sys.stderr,
-        )
+        sizes = "".join(f" ({line})" for line in measured)
+        print(f"sweep: group of {len(runs)} runs in chunks of {chunk}{sizes}", file=sys.stderr)
     tables, curves, diverged = [], [], {}
     for chunk_index, first in enumerate(range(0, len(runs), chunk)):
         real = min(chunk, len(runs) - first)
@@ -134,34 +131,42 @@ def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dic
         path = chunk_path(plan.progress_dir, group.index, chunk_index)
         runs_digest = _chunk_digest(plan, runs[first : first + real])
         if path is not None and path.exists():
-            local, local_index, all_returns, bad = load_chunk(path, run_ids, runs_digest)
+            results = load_chunk(path, run_ids, runs_digest)
             bar.update(num_updates * real)
-            tables.append(table_rows(local, local_index, runs, settings, swept, log_every))
-            curves.append(curve_rows(all_returns, first, runs, config))
-            diverged.update(zip(run_ids.tolist(), first_true(bad).tolist(), strict=True))
-            stop.chunk_finished(real, num_updates)
-            continue
-        stop.check()
-        size = chunk if len(runs) > chunk else parallel.pad_runs(real, num_devices)
-        pick = np.minimum(np.arange(first, first + size), first + real - 1)  # pad: repeat
-        inputs = parallel.to_global(
-            (key_data[pick], jax.tree.map(lambda x: x[pick], hparams)),  # noqa: B023
-            mesh,
-            P(parallel.RUNS_AXIS),
-        )
-        pieces = _run_chunk(programs, inputs, first, real, group)
-        local = {name: np.concatenate([p.local[name] for p in pieces], axis=1) for name in METRICS}
-        local_index = pieces[0].index
-        all_returns = np.concatenate([p.returns for p in pieces], axis=1)
-        bad = np.concatenate([p.bad for p in pieces], axis=1)
-        if path is not None:
-            save_chunk(path, run_ids, local, local_index, all_returns, bad, runs_digest)
+        else:
+            stop.check()
+            inputs = _chunk_inputs(key_data, hparams, first, real, chunk, mesh)
+            results = _joined(_run_chunk(programs, inputs, first, real, group))
+            if path is not None:
+                save_chunk(path, run_ids, *results, runs_digest)
+        local, local_index, all_returns, bad = results
         tables.append(table_rows(local, local_index, runs, settings, swept, log_every))
         curves.append(curve_rows(all_returns, first, runs, config))
         diverged.update(zip(run_ids.tolist(), first_true(bad).tolist(), strict=True))
         stop.chunk_finished(real, num_updates)
     tables = pd.concat(tables, ignore_index=True)
     return tables, pd.concat(curves, ignore_index=True), diverged
+
+
+def _chunk_inputs(
+    key_data: np.ndarray, hparams: Any, first: int, real: int, chunk: int, mesh: Any
+) -> Any:
+    """The (keys, hparams) of the `real` runs from `first` as global arrays over the runs
+    axis of `mesh`, padded (the last run repeated) to `chunk`, or (a group of one chunk)
+    to a multiple of the devices (`parallel.pad_runs`)."""
+    num_runs = len(key_data)
+    size = chunk if num_runs > chunk else parallel.pad_runs(real, mesh.devices.size)
+    pick = np.minimum(np.arange(first, first + size), first + real - 1)  # pad: repeat
+    picked = (key_data[pick], jax.tree.map(lambda x: x[pick], hparams))
+    return parallel.to_global(picked, mesh, P(parallel.RUNS_AXIS))
+
+
+def _joined(pieces: list) -> tuple[dict, Any, np.ndarray, np.ndarray]:
+    """A chunk's `(local, local_index, all_returns, bad)` from its segments' pieces."""
+    local = {name: np.concatenate([p.local[name] for p in pieces], axis=1) for name in METRICS}
+    all_returns = np.concatenate([p.returns for p in pieces], axis=1)
+    bad = np.concatenate([p.bad for p in pieces], axis=1)
+    return local, pieces[0].index, all_returns, bad
 
 
 def _chunk_digest(plan: Plan, runs: list[tuple[int, int, int]]) -> str:
@@ -222,14 +227,7 @@ def _run_chunk(programs, inputs, first: int, real: int, group: Group) -> list[Ch
         steps = (bar.n + length * real) * config.batch_size
         return speed_postfix(steps, time.perf_counter() - start)
 
-    hooks = SegmentHooks(length=lambda done: segment, run=run, process=process)
-    run_segments(
-        config.num_updates,
-        0,
-        hooks,
-        bar=bar,
-        scale=real,
-        fetch=lambda x: x,
-        stop_on_signals=False,
-    )
+    hooks = SegmentHooks(length=lambda done: segment, run=run, process=process, fetch=lambda x: x)
+    options = SegmentOptions(stop_on_signals=False)
+    run_segments(config.num_updates, 0, hooks, bar=bar, options=options, scale=real)
     return pieces

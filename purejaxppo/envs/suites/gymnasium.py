@@ -161,16 +161,7 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
     if name.startswith("purejaxppo/"):  # the probes (registered on import)
         import purejaxppo.envs.probes.gymnasium_probes  # noqa: F401
     if name not in gym.registry:
-        module, colon, registered = name.rpartition(":")
-        if colon:  # gymnasium's "module:EnvId" form: importing is the command line's call
-            raise ValueError(
-                f"env_name={env_id!r}: purejaxppo does not import modules named in env ids; "
-                f"import {module!r} first (the CLI: --import {module} --env-name "
-                f"gymnasium:{registered}; Python: import {module})"
-            )
-        close = difflib.get_close_matches(name, list(gym.registry), n=5, cutoff=0.5)
-        hint = f" Close matches: {', '.join(close)}." if close else ""
-        raise ValueError(f"env_name={env_id!r}: {name!r} is not a gymnasium id.{hint}")
+        raise _unknown_id(gym, name, env_id)
 
     def factory(**kwargs: Any) -> Any:
         return gym.make(name, **env_kwargs, **kwargs)
@@ -198,6 +189,21 @@ def make(name: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[HostEn
         )
 
     return _host_env(env_id, probe, make_vec, factory), None
+
+
+def _unknown_id(gym: Any, name: str, env_id: str) -> ValueError:
+    """The error of `make` for `name`, not in gymnasium's registry: a "module:EnvId"
+    (naming the module to import first), else an unknown id (with close matches)."""
+    module, colon, registered = name.rpartition(":")
+    if colon:  # gymnasium's "module:EnvId" form: importing is the command line's call
+        return ValueError(
+            f"env_name={env_id!r}: purejaxppo does not import modules named in env ids; "
+            f"import {module!r} first (the CLI: --import {module} --env-name "
+            f"gymnasium:{registered}; Python: import {module})"
+        )
+    close = difflib.get_close_matches(name, list(gym.registry), n=5, cutoff=0.5)
+    hint = f" Close matches: {', '.join(close)}." if close else ""
+    return ValueError(f"env_name={env_id!r}: {name!r} is not a gymnasium id.{hint}")
 
 
 def from_factory(factory: Callable[..., Any], name: str | None = None) -> HostEnv:
