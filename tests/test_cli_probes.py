@@ -17,9 +17,9 @@ from tools.probes.input_probe_kit import PROBES, Probe
 USAGE = "usage: purejaxppo train [-h] [--config CONFIG]\n                        [--seed SEED]\n"
 
 
-def test_the_battery_holds_231_probes_in_table_order():
-    assert len(PROBES) == 231
-    assert len({(p.group, p.name) for p in PROBES}) == 231  # no row twice
+def test_the_battery_holds_240_probes_in_table_order():
+    assert len(PROBES) == 240
+    assert len({(p.group, p.name) for p in PROBES}) == 240  # no row twice
     # the rows of input_probe_cases, then input_probe_outputs, then input_probe_values
     groups = [group for group, _ in itertools.groupby(p.group for p in PROBES)]
     assert groups == [
@@ -27,7 +27,7 @@ def test_the_battery_holds_231_probes_in_table_order():
         *("export", "collect", "sweep", "pbt"),
         "values",
     ]
-    assert (PROBES[0].name, PROBES[-1].name) == ("no subcommand", "tune --batch 10**8")
+    assert (PROBES[0].name, PROBES[-1].name) == ("no subcommand", "tune --objective eval_return:0")
     assert {p.expect for p in PROBES} == {"error", "ok", "either"}
     # a refusal must name something; a fine input names nothing
     assert [p.name for p in PROBES if p.expect == "error" and not p.names] == []

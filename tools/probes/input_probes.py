@@ -1,4 +1,4 @@
-"""Bad-input probes of the command line: 231 misuses of `train`, `eval`,
+"""Bad-input probes of the command line: 240 misuses of `train`, `eval`,
 `export`, `collect`, `sweep`, `pbt` and of config files (unknown or mistyped fields,
 wrong types, out-of-range values, bad env ids and env kwargs, bad grids and
 distributions, paths that are files, missing, under a file, in /proc, a symlink loop,
