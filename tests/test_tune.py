@@ -282,6 +282,7 @@ def test_a_study_tune_did_not_create_is_refused(trials, tmp_path, capsys, monkey
     argv = ["tune", "--search", "learning_rate=log_uniform:1e-4:1e-2", "--trials", "4"]
     code, lines = run_cli([*argv, "--storage", url, "--resume", "--out", str(out)], capsys)
     assert code == 2 and len(lines) == 1 and message in lines[0], lines
+    assert not (tmp_path / "other.db.lock").exists()  # the refusal leaves nothing beside it
     with pytest.raises(ValueError, match="was not made by purejaxppo tune"):
         pjp.tune(CONFIG, SEARCH, trials=2, storage=url, resume=True, progress=False)
     request = check_tune(CONFIG, SEARCH, trials=2, batch=1).request

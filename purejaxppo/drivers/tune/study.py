@@ -83,9 +83,11 @@ def retry_callback(max_retry: int | None = MAX_RETRY) -> Any:
     return (cls or storages.RetryFailedTrialCallback)(max_retry=max_retry)
 
 
-def open_storage(url: str | None) -> Any:
+def open_storage(url: str | None, *, reading: bool = False) -> Any:
     """An Optuna storage: in memory for None, else an `RDBStorage` with heartbeats and
-    retries of dead trials (see the module docstring).
+    retries of dead trials (see the module docstring). `reading`: the checks before
+    anything is created read an SQLite file that exists, without the lock file beside it
+    (`FILE.lock`, which a refused request must not leave behind).
 
     Raises:
       ValueError: one line naming the URL when it cannot be opened.
@@ -107,7 +109,8 @@ def open_storage(url: str | None) -> Any:
         try:
             # workers that open a new SQLite file together would race on Optuna's schema
             # creation ("UNIQUE constraint failed: alembic_version.version_num")
-            with file_lock(url), quiet_optuna():
+            lock = contextlib.nullcontext() if reading else file_lock(url)
+            with lock, quiet_optuna():
                 callback = {name: retry_callback()}
                 return optuna.storages.RDBStorage(
                     url,
@@ -152,7 +155,7 @@ def study_exists(url: str | None, name: str) -> bool:
         return False
     optuna = import_optuna()
     with quiet_optuna():
-        return name in optuna.study.get_all_study_names(open_storage(url))
+        return name in optuna.study.get_all_study_names(open_storage(url, reading=True))
 
 
 def check_request(stored: Mapping[str, Any], request: Mapping[str, Any], where: str) -> None:
@@ -219,7 +222,7 @@ def load_stored_request(url: str, name: str, where: str) -> dict:
     """`stored_request` of the study `name` in `url` (which holds it)."""
     optuna = import_optuna()
     with quiet_optuna():
-        study = optuna.load_study(study_name=name, storage=open_storage(url))
+        study = optuna.load_study(study_name=name, storage=open_storage(url, reading=True))
     return stored_request(study, where)
 
 
