@@ -173,9 +173,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "adv-norm-skipped",
         "advantages left unnormalised although norm_adv is on",
         "purejaxppo/losses.py",
-        "    if norm_adv and axis_name is None:\n"
-        "        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)\n",
-        "    if norm_adv and axis_name is None:\n        advantages = advantages\n",
+        "    if axis_name is None:\n"
+        "        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)\n",
+        "    if axis_name is None:\n        return advantages\n",
         "gate:learn:cartpole",
     ),
 )
