@@ -10,7 +10,8 @@ import jax
 from PIL import Image
 
 import purejaxppo as pjp
-from purejaxppo.acting.video import frame_strip, make_renderer, record_episode, render_episode
+from purejaxppo.acting.video import make_renderer, record_episode, render_episode
+from purejaxppo.acting.video_files import frame_strip
 
 HERE = Path(__file__).resolve().parent
 

@@ -345,9 +345,23 @@ def observed(tmp_path_factory) -> dict:
     """8 updates with evaluations (and "best" checkpoints), videos and a dataset during
     training, at once on 2 processes x 1 device and on 1 process x 2 devices."""
     tmp = tmp_path_factory.mktemp("observed")
-    during = [*TINY, "--total-timesteps", "256", "--save-freq", "4", "--eval-freq", "4",
-              "--eval-episodes", "2", "--video-freq", "4", "--collect-freq", "8",
-              "--collect-episodes", "2"]  # fmt: skip
+    during = [
+        *TINY,
+        "--total-timesteps",
+        "256",
+        "--save-freq",
+        "4",
+        "--eval-freq",
+        "4",
+        "--eval-episodes",
+        "2",
+        "--video-freq",
+        "4",
+        "--collect-freq",
+        "8",
+        "--collect-episodes",
+        "2",
+    ]
     port = free_port()
     pair = [[*during, "--run-dir", str(tmp / "pair"), *distributed(port, 2, i)] for i in (0, 1)]
     one = [*during, "--run-dir", str(tmp / "one"), *distributed(free_port(), 1, 0, 2)]

@@ -478,9 +478,14 @@ def test_a_stop_request_saves_the_running_segment_and_a_second_stops_at_once():
         if done == 1:  # during the second segment
             os.kill(os.getpid(), signal.SIGTERM)
 
-    hooks = SegmentHooks(lambda done: 1, lambda done, length: None, process,
-                         lambda done, due: saves.append((done, due)),
-                         fetch=lambda x: x, resume_hint="again")  # fmt: skip
+    hooks = SegmentHooks(
+        lambda done: 1,
+        lambda done, length: None,
+        process,
+        lambda done, due: saves.append((done, due)),
+        fetch=lambda x: x,
+        resume_hint="again",
+    )
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     bar = progress_bar(5, unit="update", desc="t", enabled=False)
     with pytest.raises(TrainingInterrupted) as info:
