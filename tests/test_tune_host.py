@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import optuna
 import pytest
+from test_tune import PruneNumbers
 
 import purejaxppo as pjp
 from purejaxppo.drivers.tune import study as studies
@@ -16,16 +17,6 @@ SEARCH = {"learning_rate": ("log_uniform", 1e-4, 1e-3)}
 # 12 updates of 4 envs x 8 steps, 4 reports; Hopper's and CartPole's untrained episodes
 # end well within the objective's window (the last 2 updates, 16 steps an env)
 QUIET = {"sampler": "random", "reports": 4, "progress": False, "seeds_per_trial": 2}
-
-
-class PruneNumbers(optuna.pruners.BasePruner):
-    """Prunes the trials whose numbers it holds, at their first check."""
-
-    def __init__(self, numbers):
-        self.numbers = set(numbers)
-
-    def prune(self, study, trial):
-        return trial.number in self.numbers
 
 
 @pytest.mark.parametrize("env_name", ["gymnasium:CartPole-v1", "envpool:Hopper-v4"])

@@ -11,9 +11,9 @@ import numpy as np
 import optuna
 import pytest
 import yaml
+from test_tune import run_cli
 
 import purejaxppo as pjp
-from purejaxppo.cli import main
 from purejaxppo.drivers.tune import study as studies
 from purejaxppo.drivers.tune.objective import Objective, aggregate
 from purejaxppo.drivers.tune.options import TuneOptions
@@ -97,14 +97,6 @@ def test_timeout_stops_as_a_stop_does_and_the_study_resumes(tmp_path, capsys):
     again = pjp.tune(CONFIG, SEARCH, trials=4, batch=2, out=tmp_path, resume=True, **QUIET)
     assert studies.finished(again.study.trials) == 4
     assert sum(t.state == States.COMPLETE for t in again.study.trials) == 4
-
-
-def run_cli(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exit_info:
-        code = exit_info.code
-    return code, capsys.readouterr().err.strip().splitlines()
 
 
 def test_resume_with_more_trials_extends_a_finished_study(tmp_path, capsys):
