@@ -68,7 +68,6 @@ def check_arguments(options: TrainOptions, config: PPOConfig, run_dir: Path | No
     to join first.
     """
     from purejaxppo.drivers.record import check_upload
-    from purejaxppo.processes import MAX_PROCESSES, check_process_args, parse_address
 
     if options.num_seeds != 1 or options.devices is not None:
         raise ValueError(
@@ -79,6 +78,36 @@ def check_arguments(options: TrainOptions, config: PPOConfig, run_dir: Path | No
         raise ValueError(
             "a run over several processes needs --run-dir (a directory every process sees)"
         )
+    count = _process_count(options)
+    if options.local_devices is not None and options.local_devices < 1:
+        raise ValueError(f"--local-devices {options.local_devices}: must be >= 1")
+    if not 0 < options.init_timeout < float("inf"):
+        raise ValueError(f"--init-timeout {options.init_timeout:g}: must be > 0 seconds (finite)")
+    if options.heartbeat_timeout < 1:
+        raise ValueError(f"--heartbeat-timeout {options.heartbeat_timeout}: must be >= 1 second")
+    check_upload(config)
+    if config.env_name.startswith(NOT_DATA_PARALLEL_PREFIXES) or config.multi_agent:
+        asked = "processes from the cluster" if count is None else f"{count} processes"
+        raise ValueError(
+            f"env_name={config.env_name!r}: data-parallel training over several processes "
+            f"is not supported for EnvPool, gymnasium: or multi-agent (JaxMARL) envs (asked "
+            f"for {asked}): train in one process, without --coordinator / --num-processes"
+        )
+    if count is not None and options.local_devices is not None:
+        devices = count * options.local_devices
+        if config.num_envs % devices:
+            raise ValueError(
+                f"num_envs={config.num_envs} does not split over {devices} devices ({count} "
+                f"processes x {options.local_devices} local devices): use a multiple of {devices}"
+            )
+    return count
+
+
+def _process_count(options: TrainOptions) -> int | None:
+    """`--num-processes` checked with `--coordinator` and `--process-id`: the count, or
+    None for "auto" (read from the cluster's environment)."""
+    from purejaxppo.processes import MAX_PROCESSES, check_process_args, parse_address
+
     value = options.num_processes
     if value is None:
         raise ValueError("--coordinator needs --num-processes N (or auto) and --process-id I")
@@ -106,27 +135,6 @@ def check_arguments(options: TrainOptions, config: PPOConfig, run_dir: Path | No
             )
         parse_address(options.coordinator, "--coordinator")
         check_process_args(options.coordinator, count, options.process_id)
-    if options.local_devices is not None and options.local_devices < 1:
-        raise ValueError(f"--local-devices {options.local_devices}: must be >= 1")
-    if not 0 < options.init_timeout < float("inf"):
-        raise ValueError(f"--init-timeout {options.init_timeout:g}: must be > 0 seconds (finite)")
-    if options.heartbeat_timeout < 1:
-        raise ValueError(f"--heartbeat-timeout {options.heartbeat_timeout}: must be >= 1 second")
-    check_upload(config)
-    if config.env_name.startswith(NOT_DATA_PARALLEL_PREFIXES) or config.multi_agent:
-        asked = "processes from the cluster" if count is None else f"{count} processes"
-        raise ValueError(
-            f"env_name={config.env_name!r}: data-parallel training over several processes "
-            f"is not supported for EnvPool, gymnasium: or multi-agent (JaxMARL) envs (asked "
-            f"for {asked}): train in one process, without --coordinator / --num-processes"
-        )
-    if count is not None and options.local_devices is not None:
-        devices = count * options.local_devices
-        if config.num_envs % devices:
-            raise ValueError(
-                f"num_envs={config.num_envs} does not split over {devices} devices ({count} "
-                f"processes x {options.local_devices} local devices): use a multiple of {devices}"
-            )
     return count
 
 
@@ -199,18 +207,7 @@ def _train(
     """`train_distributed_command` once the arguments are checked and Ctrl-C is watched."""
     from purejaxppo import processes
 
-    try:
-        processes.initialize_distributed(
-            options.coordinator,
-            count,
-            options.process_id,
-            local_device_count=options.local_devices,
-            initialization_timeout=options.init_timeout,
-            heartbeat_timeout=options.heartbeat_timeout,
-        )
-        check_agreement(options, config, run_dir, resume)
-    except ValueError as err:
-        error(parser, err)
+    _join(parser, options, config, run_dir, resume, count)
     from purejaxppo.drivers.single import train_and_log
     from purejaxppo.guards import TrainingDiverged
     from purejaxppo.signals import TrainingInterrupted
@@ -238,20 +235,52 @@ def _train(
         if isinstance(err, (ValueError, ImportError)):
             error(parser, err)
         raise
+    _report(result)
+    return 0
+
+
+def _join(
+    parser: argparse.ArgumentParser,
+    options: TrainOptions,
+    config: PPOConfig,
+    run_dir: Path,
+    resume: bool,
+    count: int | None,
+) -> None:
+    """Joins the processes (`jax.distributed`) and checks that they agree on the run; a
+    refusal ends the command in one line."""
+    from purejaxppo import processes
+
+    try:
+        processes.initialize_distributed(
+            options.coordinator,
+            count,
+            options.process_id,
+            local_device_count=options.local_devices,
+            initialization_timeout=options.init_timeout,
+            heartbeat_timeout=options.heartbeat_timeout,
+        )
+        check_agreement(options, config, run_dir, resume)
+    except ValueError as err:
+        error(parser, err)
+
+
+def _report(result) -> None:
+    """Process 0 prints the final return and where the run is."""
     import jax
 
-    if jax.process_index() == 0:
-        final = result.final_return
-        if final == final:
-            print(
-                f"final mean episode_return (newest {result.final_episodes} finished "
-                f"episodes): {final:.2f}"
-            )
-        else:
-            print("final mean episode_return: n/a (no episode ended)")
-        spread = f"{jax.process_count()} processes, {jax.device_count()} devices"
-        print(f"run directory: {result.run_dir} ({spread})")
-    return 0
+    if jax.process_index() != 0:
+        return
+    final = result.final_return
+    if final == final:
+        print(
+            f"final mean episode_return (newest {result.final_episodes} finished "
+            f"episodes): {final:.2f}"
+        )
+    else:
+        print("final mean episode_return: n/a (no episode ended)")
+    spread = f"{jax.process_count()} processes, {jax.device_count()} devices"
+    print(f"run directory: {result.run_dir} ({spread})")
 
 
 def _exit_lost(err: BaseException, run_dir: Path) -> None:
