@@ -16,6 +16,14 @@ Kinds (`KINDS`; `--kinds` picks some):
   an untrained CartPole `Policy` (100 episodes). Both are timed as whole calls (`wall_s`,
   which includes running) and split by JAX's own compile events (`jax.monitoring`), summed
   over every program the call compiles (`programs` of them).
+* `...@opt1`: the same kind with `XLA_FLAGS=--xla_backend_optimization_level=1` (XLA's
+  default is 3): LLVM's cheaper pipeline. Measured, not adopted: it cuts the CPU compile
+  but changes bits, so programs that are equal at the default level (flat and nested
+  epochs, the MetaBBO batched step and the suite's step) are no longer bitwise equal.
+* `rejax:cartpole/1`, `rejax:cartpole/vmap8`: the peer, rejax 0.1.3's PPO on the same
+  CartPole workload (`benchmarks/peers/rejax_ppo.py`), timed the same way in its own
+  virtualenv (`benchmarks/peers/setup_rejax_venv.sh`; skipped without it), at XLA's
+  default flags (plus the CPU-scheduler flag both libraries run with).
 * `cli`: `purejaxppo train --config configs/cartpole.yaml --total-timesteps 512` (one
   update), launch to exit; `import`: `python -c 'import purejaxppo, jax'`; `import_train`:
   `python -c 'from purejaxppo import make_train'` (gymnax, flax, optax).
@@ -70,6 +78,10 @@ KINDS = (
     "import_train",
     "train:cartpole/1",
     "train:cartpole/vmap8",
+    "train:cartpole/1@opt1",
+    "train:cartpole/vmap8@opt1",
+    "rejax:cartpole/1",
+    "rejax:cartpole/vmap8",
     "train:minatar_cnn/1",
     "train:minatar_cnn/vmap8",
     "train:gru/1",
@@ -79,6 +91,10 @@ KINDS = (
     "eval",
     "cli",
 )
+#: The peer's interpreter (`benchmarks/peers/setup_rejax_venv.sh`).
+PEER_PYTHON = ROOT / "benchmarks" / ".venv-rejax" / "bin" / "python"
+#: LLVM's cheaper pipeline, for the `@opt1` kinds (XLA's default level is 3).
+OPT1 = "--xla_backend_optimization_level=1"
 #: Kinds run as a plain command, timed launch to exit by this process.
 COMMANDS = {
     "import": [sys.executable, "-c", "import purejaxppo, jax"],
@@ -171,8 +187,29 @@ def _train(name: str, agents: str) -> dict:
         fn, keys = jax.jit(train), jax.random.key(0)
     else:
         fn, keys = jax.jit(jax.vmap(train)), jax.random.split(jax.random.key(0), 8)
+    return _timed(fn, keys, {"setup_s": setup_s})
+
+
+def _rejax(agents: str) -> dict:
+    """The peer's program, timed as `_train` times ours; runs in the rejax venv, without
+    importing purejaxppo (the peer's own script sets the CPU-scheduler flag)."""
+    import jax
+
+    from benchmarks.peers.rejax_ppo import make_algo, training_only
+
+    start = time.perf_counter()
+    algo = training_only(make_algo(500_000)[0])
+    setup_s = time.perf_counter() - start
+    if agents == "1":
+        fn, keys = jax.jit(algo.train), jax.random.PRNGKey(0)
+    else:
+        fn, keys = jax.jit(jax.vmap(algo.train)), jax.random.split(jax.random.PRNGKey(0), 8)
+    return _timed(fn, keys, {"setup_s": setup_s})
+
+
+def _timed(fn, keys, row: dict) -> dict:
+    """Trace, lower and compile `fn` at `keys`, each timed, into `row`."""
     totals = _listen()
-    row = {"setup_s": setup_s}
     start = time.perf_counter()
     traced = fn.trace(keys)
     row["trace_s"] = time.perf_counter() - start
@@ -216,6 +253,14 @@ def _whole_call(kind: str) -> dict:
 
 def measure(kind: str) -> dict:
     """One measurement of `kind` in this process (a fresh one: `main` starts it)."""
+    kind = kind.partition("@")[0]  # the variant is in the environment (`_child`)
+    if kind.startswith("rejax:"):
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", os.environ["PUREJAXPPO_COMPILE_CACHE"])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        return _rejax(kind.rpartition("/")[2])
     from purejaxppo.platform import enable_compile_cache
 
     if enable_compile_cache() is None:
@@ -229,6 +274,8 @@ def measure(kind: str) -> dict:
 
 
 def _skip_reason(kind: str) -> str | None:
+    if kind.startswith("rejax:") and not PEER_PYTHON.exists():
+        return f"no rejax venv at {PEER_PYTHON.relative_to(ROOT)} (setup_rejax_venv.sh)"
     if kind.startswith("train:mujoco"):
         import importlib.util
 
@@ -257,7 +304,10 @@ def _child(kind: str, work: Path, timeout: float) -> dict:
             return {"error": proc.stderr[-2000:]}
         out = {}
     else:
-        cmd = [sys.executable, "-m", "benchmarks.compile_time", "--child", kind]
+        python = PEER_PYTHON if kind.startswith("rejax:") else Path(sys.executable)
+        cmd = [str(python), "-m", "benchmarks.compile_time", "--child", kind]
+        if kind.endswith("@opt1"):
+            env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {OPT1}".strip()
         out = run_json_process(cmd, env=env, timeout=timeout)
     return {**out, "process_s": time.perf_counter() - start}
 
