@@ -38,12 +38,6 @@ SETUP = (
 LANGUAGES = {"python", "bash", "yaml", "text"}
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 CLI = "import sys; from purejaxppo.cli import main; sys.exit(main())"
-COMPILE_CACHE: list[str] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compile_cache(tmp_path_factory):
-    COMPILE_CACHE[:] = [str(tmp_path_factory.mktemp("compile-cache"))]
 
 
 def shrink(source: str) -> str:
@@ -69,7 +63,6 @@ def run_cli(args: list[str], where: str) -> None:
         args = [*args, "--total-timesteps", str(TIMESTEPS)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["PUREJAXPPO_COMPILE_CACHE"] = COMPILE_CACHE[0]  # shared by the docs' commands
     done = subprocess.run(
         [sys.executable, "-c", CLI, *args],
         env=env,

@@ -31,9 +31,10 @@ GENERATIONS = 12
 
 
 @pytest.fixture(scope="module")
-def cli_env(tmp_path_factory):
-    """The environment of the subprocesses: this checkout first, one compile cache."""
-    env = {**os.environ, "PUREJAXPPO_COMPILE_CACHE": str(tmp_path_factory.mktemp("cache"))}
+def cli_env():
+    """The environment of the subprocesses: this checkout first (and the run's compile
+    cache, see conftest.py)."""
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return env
 

@@ -168,7 +168,7 @@ def test_cli_sweep_sigterm_stops_after_a_chunk_exits_143_and_resumes(tmp_path):
         "--out",
         str(out),
     ]
-    env = {**os.environ, "PUREJAXPPO_COMPILE_CACHE": str(tmp_path / "cache")}
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(
         [EXE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env

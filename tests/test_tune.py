@@ -358,11 +358,11 @@ def test_without_optuna_tune_names_its_extra(monkeypatch, tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def cli_env(tmp_path_factory):
-    """The subprocesses' environment: this checkout, one compile cache for all."""
+def cli_env():
+    """The subprocesses' environment: this checkout (the run's compile cache, see
+    conftest.py)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["PUREJAXPPO_COMPILE_CACHE"] = str(tmp_path_factory.mktemp("compile-cache"))
     return env
 
 

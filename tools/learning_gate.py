@@ -185,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         learn = [n.split(":", 1)[1] for n in chosen if n.startswith("learn:")]
         calibrate(args.calibrate, learn)
         return 0
+    from purejaxppo.platform import enable_compile_cache
+
+    # the persistent compile cache, as `purejaxppo` commands use it: `.ci/run` points it
+    # at the directory the test suite filled, so a program the suite compiled (e.g. the
+    # check battery on configs/cartpole.yaml) is loaded here
+    enable_compile_cache()
     start = time.perf_counter()
     red = []
     for name in chosen:
