@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from purejaxppo.sinks import LOGGERS  # `PPOConfig.loggers`: the keys of `sinks.SINKS`
+
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu", "leaky_relu")
 
 #: Observation encoders (`PPOConfig.encoder`), see `purejaxppo.networks`.
@@ -52,9 +54,6 @@ ADVANTAGE_ESTIMATORS = ("gae", "n_step")
 
 #: How host envs' copies step (`PPOConfig.host_vectorization`), see `envs.host`.
 HOST_VECTORIZATIONS = ("sync", "async")
-
-#: Logging sinks (`PPOConfig.loggers`), see `purejaxppo.sinks`.
-LOGGERS = ("csv", "jsonl", "tensorboard", "wandb", "mlflow")
 
 
 def did_you_mean(word: str, choices: Sequence[str], n: int = 3) -> str:

@@ -277,3 +277,57 @@ def test_upload_checkpoints_without_wandb_is_refused_naming_the_field(tmp_path):
     assert not (tmp_path / "run" / "checkpoints").exists()
     with pytest.raises(ValueError, match="name"):
         pjp.PPOConfig(name="a/b").validate()
+
+
+def test_one_table_names_every_built_in_sink_its_package_and_extra(capsys):
+    """`SINKS` is the one list: its keys are the names the config, the command line and
+    `make_sinks` take, and an optional backend's package is in its extra."""
+    import tomllib
+
+    from purejaxppo import config_checks, sinks
+    from purejaxppo.cli.parser import build_parser
+
+    assert sinks.LOGGERS == tuple(sinks.SINKS) == config_checks.LOGGERS
+    assert sinks.LOGGERS == ("csv", "jsonl", "tensorboard", "wandb", "mlflow")
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    for name, sink in sinks.SINKS.items():
+        assert sink.name == name
+        if sink.package is not None:
+            assert any(r.startswith(sink.package) for r in extras[sink.extra]), (name, sink)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    train_help = " ".join(capsys.readouterr().out.split())
+    assert "also log to jsonl / tensorboard / wandb / mlflow (repeat" in train_help
+
+
+def test_a_new_sink_is_one_class_in_the_table(tmp_path, monkeypatch):
+    from purejaxppo import sinks
+
+    class RowsSink(sinks.Sink):
+        name = "rows"
+
+        def __init__(self, settings):
+            self.settings, self.rows = settings, []
+
+        @classmethod
+        def for_run(cls, settings):
+            return cls(settings)
+
+        def log_metrics(self, step, metrics):
+            self.rows.append((step, dict(metrics)))
+
+    monkeypatch.setitem(sinks.SINKS, "rows", RowsSink)
+    monkeypatch.setattr(sinks, "LOGGERS", (*sinks.LOGGERS, "rows"))
+    with make_sinks(["rows", "jsonl"], tmp_path / "run", tags={"seed": 1}) as sink:
+        sink.log_metrics(STEPS[0], ROWS[0])
+    rows_sink = sink.sinks[0]
+    assert rows_sink.settings.run_dir == tmp_path / "run" and rows_sink.settings.name == "run"
+    assert rows_sink.settings.tags == {"seed": 1}
+    assert rows_sink.rows[0][0] == STEPS[0] and (tmp_path / "run" / "metrics.jsonl").exists()
+    # an optional backend whose package is missing fails before anything is created
+    monkeypatch.setattr(RowsSink, "package", "no_such_package_for_rows")
+    monkeypatch.setattr(RowsSink, "extra", "rows")
+    with pytest.raises(ImportError, match=r"purejaxppo\[rows\]"):
+        make_sinks(["rows"], tmp_path / "other")
+    assert not (tmp_path / "other").exists()

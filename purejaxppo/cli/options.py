@@ -13,6 +13,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any, TypeVar
 
+from purejaxppo.sinks import LOGGERS
+
 T = TypeVar("T")
 
 
@@ -82,8 +84,8 @@ class TrainOptions:
         flag="--logger",
         action="append",
         metavar="NAME",
-        help="also log to jsonl / tensorboard / wandb / mlflow (repeat for more; adds to "
-        "the config's loggers; metrics.csv is always written)",
+        help=f"also log to {' / '.join(n for n in LOGGERS if n != 'csv')} (repeat for more; "
+        "adds to the config's loggers; metrics.csv is always written)",
     )
     # One agent over several processes (`cli.distributed`, docs/guides/multi-device.md).
     coordinator: str | None = option(
