@@ -9,11 +9,11 @@ replaced by min(N, PJP_DOCS_TIMESTEPS); `purejaxppo train | sweep | pbt` command
 blocks in order, sharing one namespace, so a run trained by one block is loaded by the next.
 """
 
+import contextlib
+import io
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from sybil import Sybil
 from sybil.parsers.markdown import CodeBlockParser
 
 import purejaxppo as pjp
+from purejaxppo.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMESTEPS = int(os.environ.get("PJP_DOCS_TIMESTEPS", "20480"))
@@ -37,7 +38,6 @@ SETUP = (
 )
 LANGUAGES = {"python", "bash", "yaml", "text"}
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-CLI = "import sys; from purejaxppo.cli import main; sys.exit(main())"
 
 
 def shrink(source: str) -> str:
@@ -59,20 +59,20 @@ def run_python(example) -> None:
 
 
 def run_cli(args: list[str], where: str) -> None:
+    """Runs one `purejaxppo ...` command in this process (`cli.main`, as the CLI's own tests
+    do): a fresh interpreter per command would spend most of its time importing JAX and
+    the env suites, and its programs are the ones this process already compiled."""
     if args[0] in ("train", "sweep", "pbt") and "--resume" not in args:
         args = [*args, "--total-timesteps", str(TIMESTEPS)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-c", CLI, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, (
-        f"{where}: purejaxppo {shlex.join(args)} exited {done.returncode}\n"
-        f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(args)
+        except SystemExit as stop:  # argparse's and the commands' parser.exit
+            code = stop.code
+    assert code in (0, None), (
+        f"{where}: purejaxppo {shlex.join(args)} exited {code}\n"
+        f"{out.getvalue()[-2000:]}\n{err.getvalue()[-3000:]}"
     )
 
 
