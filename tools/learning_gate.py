@@ -3,6 +3,7 @@
     python -m tools.learning_gate                  # every row (about 10 min, 2 CPU cores)
     python -m tools.learning_gate --only learn:cartpole check:pendulum
     python -m tools.learning_gate --calibrate 20   # the learning rows' 20-seed distributions
+    python -m tools.learning_gate --jobs 2         # rows in 2 processes at once (CI)
 
 Two kinds of row:
   * `check:NAME`: `pjp.check` (the probe battery and the invariants) on a shipped config a
@@ -22,8 +23,11 @@ first red row (`RED: ROW: ...`), 2 for an unknown `--only` name.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -78,6 +82,11 @@ LEARNING_ROWS = {
         "pendulum_normalized.yaml", 500_000, 4, -350.0, "learning-gate-cpu-20261202-043900.csv"
     ),
 }
+
+
+#: The rows `--jobs` starts first: the longest, measured after the suite on the 2-core CPU
+#: (198 s and 117 s of a 10.8-minute gate; the others take 13-54 s).
+LONGEST_ROWS = ("check:transformer-memory", "learn:minatar-breakout")
 
 
 def row_names() -> list[str]:
@@ -137,6 +146,32 @@ def run_learning(name: str) -> tuple[bool, str]:
     return median >= row.threshold, line
 
 
+def run_row(name: str) -> tuple[bool, str]:
+    """`(green, line)` of any row, with the persistent compile cache on, as `purejaxppo`
+    commands use it: `.ci/run` points it at the directory the test suite filled, so a
+    program the suite compiled (e.g. the check battery on configs/cartpole.yaml) is loaded
+    here. Runs in a worker process with `--jobs`."""
+    from purejaxppo.platform import enable_compile_cache
+
+    enable_compile_cache()
+    kind, key = name.split(":", 1)
+    return run_check(key) if kind == "check" else run_learning(key)
+
+
+def run_rows(names: list[str], jobs: int) -> Iterator[tuple[bool, str]]:
+    """Each row's `(green, line)`, in the order of `names`. With `jobs` > 1 the rows run in
+    that many fresh processes (spawned: JAX does not survive a fork), `LONGEST_ROWS`
+    first."""
+    if jobs <= 1:
+        yield from map(run_row, names)
+        return
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        longest_first = sorted(names, key=lambda name: name not in LONGEST_ROWS)
+        futures = {name: pool.submit(run_row, name) for name in longest_first}
+        for name in names:
+            yield futures[name].result()
+
+
 def calibrate(seeds: int, names: list[str]) -> None:
     """Each learning row with `seeds` seeds: the distribution, written to
     `benchmarks/results/learning-gate-cpu-<time>.csv`."""
@@ -175,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The learning gate (see the module doc).")
     parser.add_argument("--only", nargs="+", metavar="ROW", help="run only these rows")
     parser.add_argument("--calibrate", type=int, metavar="SEEDS", help="calibrate instead")
+    parser.add_argument(
+        "--jobs", type=int, default=1, metavar="N", help="run the rows in N processes at once"
+    )
     args = parser.parse_args(argv)
     names = row_names()
     chosen = names if not args.only else args.only
@@ -185,17 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         learn = [n.split(":", 1)[1] for n in chosen if n.startswith("learn:")]
         calibrate(args.calibrate, learn)
         return 0
-    from purejaxppo.platform import enable_compile_cache
-
-    # the persistent compile cache, as `purejaxppo` commands use it: `.ci/run` points it
-    # at the directory the test suite filled, so a program the suite compiled (e.g. the
-    # check battery on configs/cartpole.yaml) is loaded here
-    enable_compile_cache()
+    if args.jobs < 1:
+        parser.exit(2, f"learning_gate: --jobs must be >= 1, got {args.jobs}\n")
     start = time.perf_counter()
     red = []
-    for name in chosen:
-        kind, key = name.split(":", 1)
-        green, line = run_check(key) if kind == "check" else run_learning(key)
+    for green, line in run_rows(chosen, args.jobs):
         print(("green  " if green else "RED    ") + line, flush=True)
         if not green:
             red.append(line)
