@@ -1,11 +1,13 @@
 """The benchmarks' shared code: timing, peer processes run in the same
 invocation, atomic writes, Markdown tables and the record that goes with every result
-(machine, package versions, device, command).
+(machine, package versions, device, command). The files, Markdown and child-process
+helpers are `tools.common`'s (the tools write results files too), handed on here.
 
 Imported, never run. Every script of `benchmarks/` runs as a module from the repository
 root (`python -m benchmarks.bench_cartpole`, `python -m benchmarks.experiments.values_ab`)
 and imports it as `from benchmarks.harness import ...`. It imports only the standard
-library at module level, so a peer's own virtualenv can use it too.
+library and `tools.common` (standard library only too) at module level, so a peer's own
+virtualenv can use it too.
 """
 
 from __future__ import annotations
@@ -23,63 +25,43 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from tools.common import (
+    RESULTS,
+    ROOT,
+    atomic_write,
+    env_with_pythonpath,
+    markdown_lines,
+    markdown_table,
+    stamp,
+    write_text,
+)
+
+__all__ = [
+    "HERE",
+    "PACKAGES",
+    "RESULTS",
+    "ROOT",
+    "atomic_write",
+    "best_of",
+    "command",
+    "device_name",
+    "env_with_pythonpath",
+    "machine",
+    "markdown_lines",
+    "markdown_table",
+    "nvidia_smi",
+    "portable",
+    "run_json_process",
+    "stamp",
+    "time_call",
+    "versions",
+    "write_text",
+]
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-RESULTS = HERE / "results"
 
 #: Packages whose versions `versions()` records by default.
 PACKAGES = ("purejaxppo", "jax", "jaxlib", "flax", "optax", "chex", "gymnax", "distrax", "numpy")
-
-
-# --- files -------------------------------------------------------------------------------
-
-
-def atomic_write(path: Path, write: Callable[[str], object]) -> None:
-    """Calls `write(tmp)` on a temporary file in `path`'s folder, then renames it into
-    place: a reader sees the old file or the new one, never half of one."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_text(path: Path, text: str) -> None:
-    """`atomic_write` of a text file."""
-    atomic_write(path, lambda p: Path(p).write_text(text))
-
-
-def stamp() -> str:
-    """The time stamp in results file names: `20261124-024842`."""
-    return time.strftime("%Y%m%d-%H%M%S")
-
-
-# --- Markdown ----------------------------------------------------------------------------
-
-
-def markdown_table(rows: list[dict], cols: list[str], float_format: str = ".4g") -> list[str]:
-    """The lines of a Markdown table of `rows` (dicts) over `cols`; floats as `float_format`."""
-
-    def cell(value) -> str:
-        return format(value, float_format) if isinstance(value, float) else str(value)
-
-    return markdown_lines([cols, *([cell(r[c]) for c in cols] for r in rows)])
-
-
-def markdown_lines(cells: Sequence[Sequence[str]], align: Sequence[str] | None = None) -> list[str]:
-    """The lines of a Markdown table whose first row of `cells` is the header. `align`:
-    one separator per column (`"---"`, `"--:"`, ...; default `---`)."""
-    header, *body = cells
-    sep = align or ["---"] * len(header)
-    return [
-        "| " + " | ".join(map(str, header)) + " |",
-        "|" + "|".join(sep) + "|",
-        *("| " + " | ".join(map(str, row)) + " |" for row in body),
-    ]
 
 
 # --- timing ------------------------------------------------------------------------------
@@ -108,17 +90,6 @@ def best_of(
 
 
 # --- peer processes (same invocation) ----------------------------------------------------
-
-
-def env_with_pythonpath(pythonpath: str | None, xla_flags: str = "") -> dict:
-    """This process's environment with `pythonpath` prepended to PYTHONPATH and
-    `xla_flags` appended to XLA_FLAGS (for a cell's or a peer's own process)."""
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
-    if xla_flags:
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + xla_flags).strip()
-    return env
 
 
 def run_json_process(

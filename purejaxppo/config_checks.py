@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from purejaxppo.sinks import LOGGERS  # `PPOConfig.loggers`: the keys of `sinks.SINKS`
+from purejaxppo.sink_types import LOGGERS  # `PPOConfig.loggers`: the keys of `SINKS`
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu", "leaky_relu")
 

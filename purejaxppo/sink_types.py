@@ -1,6 +1,6 @@
 """The sink interface (`Sink`) and the built-in sinks: CSV, JSONL, TensorBoard, W&B,
-MLflow. `purejaxppo.sinks` holds their table (`SINKS`) and builds them (`make_sinks`);
-import them from there.
+MLflow, and their table (`SINKS`, name -> class; `LOGGERS`, its keys). `purejaxppo.sinks`
+builds them (`make_sinks`); import them from there.
 """
 
 from __future__ import annotations
@@ -391,3 +391,12 @@ class MLflowSink(Sink):
 
     def close(self) -> None:
         self._client.set_terminated(self.run_id)
+
+
+#: The built-in sinks: name -> class (a new one is a `Sink` subclass with its `name`,
+#: `package`, `extra` and `for_run`, added here).
+SINKS: dict[str, type[Sink]] = {
+    sink.name: sink for sink in (CSVSink, JSONLSink, TensorBoardSink, WandbSink, MLflowSink)
+}
+#: The names `PPOConfig.loggers`, `--logger` and `make_sinks` take.
+LOGGERS: tuple[str, ...] = tuple(SINKS)

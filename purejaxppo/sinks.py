@@ -7,10 +7,10 @@ PNG, `log_video` for recorded episodes). `make_sinks(["tensorboard", "wandb"], r
 uses them. The optional backends need their extras (`pip install "purejaxppo[tensorboard]"`,
 `[wandb]`, `[mlflow]`); a missing one raises `ImportError` naming it.
 
-The built-in sinks are one table, `SINKS` (name -> class): each class carries its name,
-the package and extra of an optional backend, and `for_run`, how `make_sinks` builds it
-for a run directory; `LOGGERS` (the names `PPOConfig.loggers` and `--logger` take) is its
-keys.
+The built-in sinks are one table, `SINKS` (name -> class, kept beside the classes at the
+end of `purejaxppo.sink_types`): each class carries its name, the package and extra of an
+optional backend, and `for_run`, how `make_sinks` builds it for a run directory; `LOGGERS`
+(the names `PPOConfig.loggers` and `--logger` take) is its keys.
 
 Where each writes (under `run_dir`) and how to open it:
 
@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from purejaxppo.sink_types import (
+    LOGGERS,
+    SINKS,
     CSVSink,
     JSONLSink,
     MLflowSink,
@@ -97,15 +99,6 @@ class MultiSink(Sink):
                 errors.append(err)
         if errors:
             raise errors[0]
-
-
-#: The built-in sinks: name -> class (a new one is a `Sink` subclass with its `name`,
-#: `package`, `extra` and `for_run`, added here).
-SINKS: dict[str, type[Sink]] = {
-    sink.name: sink for sink in (CSVSink, JSONLSink, TensorBoardSink, WandbSink, MLflowSink)
-}
-#: The names `PPOConfig.loggers`, `--logger` and `make_sinks` take.
-LOGGERS: tuple[str, ...] = tuple(SINKS)
 
 
 def check_loggers(names: Sequence[str]) -> tuple[str, ...]:

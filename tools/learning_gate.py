@@ -178,7 +178,7 @@ def calibrate(seeds: int, names: list[str]) -> None:
     import numpy as np
     import pandas as pd
 
-    from benchmarks.harness import stamp, write_text
+    from tools.common import stamp, write_text
 
     records = []
     for name in names:

@@ -147,12 +147,18 @@ def setting_label(row: Mapping[str, Any], swept: Sequence[str]) -> str:
 
 
 def write_atomic(path: str | Path, write: Callable[[Path], Any]) -> None:
-    """`write(temporary path)`, then renames it to `path` (readers never see half a file).
-    The temporary name keeps the suffix, for writers that infer the format from it."""
+    """`write(temporary path)`, then renames it to `path`: `path` is the whole new file or
+    as it was, never half written (readers never see half a file), also when a signal
+    (`StopNow`) or a full disk stops the write; the temporary file is removed then. Its
+    name keeps the suffix, for writers that infer the format from it (matplotlib)."""
     path = Path(path)
     partial = path.with_name(f".{path.name}.partial{path.suffix}")
-    write(partial)
-    os.replace(partial, path)
+    try:
+        write(partial)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def write_yaml(path: str | Path, data: Any) -> None:

@@ -48,7 +48,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.harness import (
+from tools.common import (
     RESULTS,
     ROOT,
     atomic_write,

@@ -11,31 +11,16 @@
 
 from __future__ import annotations
 
-import os
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from purejaxppo.config import PPOConfig
+from purejaxppo.drivers.report import write_atomic
 from purejaxppo.drivers.tune.space import SearchSpace, import_optuna
 
 #: Completed trials needed before the parameter importances are drawn.
 MIN_IMPORTANCE_TRIALS = 4
-
-
-def write_atomic(path: Path, write: Callable[[Path], Any]) -> None:
-    """`write(temporary path)`, then renames it to `path`: `path` is the whole new file or
-    as it was, never half written, also when a signal (`StopNow`) or a full disk stops
-    the write; the temporary file is removed then. Its name keeps the suffix (matplotlib
-    infers the format from it)."""
-    partial = path.with_name(f".{path.name}.partial{path.suffix}")
-    try:
-        write(partial)
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
 
 
 def _complete(study: Any) -> list[Any]:
