@@ -28,6 +28,7 @@ reads back its own rows (`local_rows`) or, for small results, everything (`to_ho
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -353,17 +354,14 @@ def make_data_parallel_run(
         )
 
     init_program = shard(lambda kd: wire(fns.init(jax.random.wrap_key_data(kd))), P(), spec)
-    programs: dict[int, Callable] = {}
 
+    @functools.cache  # one program per segment length
     def segment(length: int) -> Callable:
-        if length not in programs:
+        def per_device(runner: RunnerState, hparams: Hyperparams) -> Any:
+            runner, metrics = fns.run(unwire(runner), hparams, length)
+            return wire(runner), metrics
 
-            def per_device(runner: RunnerState, hparams: Hyperparams) -> Any:
-                runner, metrics = fns.run(unwire(runner), hparams, length)
-                return wire(runner), metrics
-
-            programs[length] = shard(per_device, (spec, P()), (spec, P()))
-        return programs[length]
+        return shard(per_device, (spec, P()), (spec, P()))
 
     def init(key: jax.Array) -> RunnerState:
         return init_program(to_global(np.asarray(jax.random.key_data(key)), mesh, P()))

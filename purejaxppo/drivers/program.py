@@ -12,6 +12,7 @@ run directory (`check_run_dir`, `claim_run_dir`), the others learning whether it
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -70,12 +71,10 @@ class Program(NamedTuple):
 def local_program(config: PPOConfig, init_params: Any = None) -> Program:
     """The run in this process: `jit` of `make_train_fns(config)`'s functions."""
     fns = make_train_fns(config, init_params=init_params)
-    segments: dict[int, Callable] = {}
 
+    @functools.cache  # one program per segment length
     def segment(length: int) -> Callable:
-        if length not in segments:
-            segments[length] = jax.jit(lambda runner, hparams: fns.run(runner, hparams, length))
-        return segments[length]
+        return jax.jit(lambda runner, hparams: fns.run(runner, hparams, length))
 
     def same(runner: Any) -> Any:
         return runner

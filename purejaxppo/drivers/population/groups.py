@@ -34,6 +34,7 @@ go on across generations.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import sys
 import warnings
@@ -79,18 +80,19 @@ class _Group:
         self.init = jax.jit(self.fns.init)
         self.init_batch = jax.jit(jax.vmap(self.fns.init))  # one reset of B x N host envs
         self.restarts = self.fns.kind.episodes_restart_on_resume
-        self.programs: dict[tuple[int, int], Any] = {}
+        # One program per generation length (jit retraces for each group size).
+        self.program = functools.cache(self._program)
+
+    def _program(self, length: int) -> Any:
+        run = self.fns.run
+
+        def pbt_generations_group(runner, hparams):
+            return jax.vmap(lambda r, h: run(r, h, length))(runner, hparams)
+
+        return jax.jit(pbt_generations_group)
 
     def run(self, runner: Any, hparams: Any, length: int) -> tuple[Any, Any]:
-        size = jax.tree.leaves(hparams)[0].shape[0]
-        if (size, length) not in self.programs:
-            run = self.fns.run
-
-            def pbt_generations_group(runner, hparams):
-                return jax.vmap(lambda r, h: run(r, h, length))(runner, hparams)
-
-            self.programs[size, length] = jax.jit(pbt_generations_group)
-        return self.programs[size, length](runner, hparams)
+        return self.program(length)(runner, hparams)
 
     def abstract_runner(self, key: jax.Array) -> Any:
         """A member's runner as host zeros of its shapes and dtypes (the key as key data):

@@ -5,6 +5,7 @@ step (fitness, exploit, explore), in one `lax.scan`; with a small cache of built
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -153,11 +154,9 @@ def make_generation_program(
 def make_member_trainer(fns: Any, options: PBTOptions, mesh: Any) -> Callable:
     """`train_members(length) -> program (runner [P], hparams [P]) -> (runner, metrics)`,
     one compiled program per generation length, split over the mesh."""
-    train_programs: dict[int, Callable] = {}
 
+    @functools.cache  # one program per generation length
     def train_members(length: int) -> Callable:
-        if length in train_programs:
-            return train_programs[length]
         if options.population == mesh.devices.size:
             # One member per device: no vmap, so that the member's numbers are those of
             # the plain run bit for bit (a vmapped batch may change XLA's last bits).
@@ -167,8 +166,7 @@ def make_member_trainer(fns: Any, options: PBTOptions, mesh: Any) -> Callable:
                 return jax.tree.map(lambda x: x[None], out)
         else:
             batched = jax.vmap(lambda runner, hp: fns.run(runner, hp, length))
-        train_programs[length] = parallel.make_runs_program(batched, mesh)
-        return train_programs[length]
+        return parallel.make_runs_program(batched, mesh)
 
     return train_members
 
