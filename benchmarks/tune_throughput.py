@@ -16,10 +16,13 @@ start to its exit:
 
 Best value: CleanRL's tuner averages the last 50 episodic returns of a trial; `purejaxppo
 tune` the returns of the episodes ended in its last 10% of updates. The CleanRL arms need
-a virtualenv with cleanrl (Python < 3.11):
+a virtualenv with cleanrl (Python < 3.11) at the repository root (git ignores it); its gym
+0.23 needs numpy < 2, and its tuner imports wandb (which needs setuptools' pkg_resources)
+and rich:
 
     python3.10 -m venv cleanrl-venv
-    cleanrl-venv/bin/pip install cleanrl==1.2.0 optuna torch gymnasium==0.28.1 tensorboard
+    cleanrl-venv/bin/pip install cleanrl==1.2.0 optuna torch gymnasium==0.28.1 tensorboard \
+        "numpy<2" "setuptools<70" rich
     python -m benchmarks.tune_throughput --cleanrl-python cleanrl-venv/bin/python \
         --trials 64 --json benchmarks/results/tune-throughput-cpu-YYYYMMDD.json
     python -m benchmarks.tune_throughput --arms ours cleanrl-train --trials 4 \
@@ -101,10 +104,13 @@ def cleanrl_command(args: argparse.Namespace, arm: str, workdir: Path) -> list[s
 
 
 def best_of_trials(trials_csv: Path) -> tuple[float, int]:
-    """(best value, completed trials) of a `purejaxppo tune` trials.csv (maximize)."""
+    """(best value, completed trials) of a `purejaxppo tune` trials.csv (maximize). The
+    value's column is `value`, or `value_<metric>` where the study names its metric (Optuna's
+    `set_metric_names`, as `tune` does)."""
     with open(trials_csv, newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["state"] == "COMPLETE"]
-    values = [float(r["value"]) for r in rows if r["value"] and math.isfinite(float(r["value"]))]
+    column = next((c for c in (rows[0] if rows else {}) if c.startswith("value")), "value")
+    values = [float(r[column]) for r in rows if r[column] and math.isfinite(float(r[column]))]
     return (max(values) if values else float("nan")), len(rows)
 
 
