@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.harness import RESULTS, ROOT, machine, markdown_table, write_text
@@ -121,30 +122,58 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_arm(args: argparse.Namespace, arm: str, scratch: Path) -> dict:
-    """Runs one arm as a subprocess; returns its row (wall_s, cpu_s, best, trials, error,
-    and the 1-minute load average at its start and end: the machine may be shared)."""
+def time_arm(
+    arm: str, command: list[str], scratch: Path, trials: int, read: Callable[[str], dict]
+) -> dict:
+    """Runs one arm's `command` as a subprocess (a compile cache of its own, empty at the
+    start); returns its row: wall_s, cpu_s (its processes' and theirs, once they exit), the
+    1-minute load average at its start and end (the machine may be shared), error, and
+    `read(stdout)`'s best and completed (NaN and 0 for a failed arm)."""
     env = dict(os.environ, PUREJAXPPO_COMPILE_CACHE=str(scratch / f"{arm}-jax-cache"))
     env.pop("PUREJAXPPO_NO_COMPILE_CACHE", None)
-    out = scratch / arm
-    command = ours_command(args, out) if arm == "ours" else cleanrl_command(args, arm, out)
     load_start, cpu_start = os.getloadavg()[0], children_cpu_s()
     start = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
     wall = time.perf_counter() - start
-    row = {"arm": arm, "wall_s": wall, "trials": args.trials, "error": ""}
+    row = {"arm": arm, "wall_s": wall, "trials": trials, "error": ""}
     row.update(cpu_s=children_cpu_s() - cpu_start, load_start=load_start)
     row["load_end"] = os.getloadavg()[0]
     if proc.returncode != 0:
         row.update(best=float("nan"), completed=0, error=proc.stderr[-1500:])
-    elif arm == "ours":
-        row["best"], row["completed"] = best_of_trials(out / "trials.csv")
     else:
-        record = json.loads(proc.stdout.strip().splitlines()[-1])
-        row.update(best=record["best_value"], completed=len(record["values"]))
-    row["s_per_trial"] = wall / args.trials
+        row.update(read(proc.stdout))
+    row["s_per_trial"] = wall / trials
     print(f"{arm}: {wall:.1f} s, best {row['best']:.4g} {row['error'][-300:]}", flush=True)
     return row
+
+
+def last_json_line(stdout: str) -> dict:
+    """The JSON object a peer driver prints as its last line of output."""
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def ours_reader(out: Path) -> Callable[[str], dict]:
+    """`time_arm`'s reader for `purejaxppo tune --out out`: its trials.csv's best value and
+    completed trials."""
+
+    def read(stdout: str) -> dict:
+        best, completed = best_of_trials(out / "trials.csv")
+        return {"best": best, "completed": completed}
+
+    return read
+
+
+def run_arm(args: argparse.Namespace, arm: str, scratch: Path) -> dict:
+    """Runs one arm (`time_arm`), writing to `scratch / arm`."""
+    out = scratch / arm
+    if arm == "ours":
+        return time_arm(arm, ours_command(args, out), scratch, args.trials, ours_reader(out))
+
+    def read(stdout: str) -> dict:
+        record = last_json_line(stdout)
+        return {"best": record["best_value"], "completed": len(record["values"])}
+
+    return time_arm(arm, cleanrl_command(args, arm, out), scratch, args.trials, read)
 
 
 def peer_versions(python: Path | None) -> dict:

@@ -1,5 +1,5 @@
-"""`benchmarks/tune_throughput.py` and its peers' own logic, without CleanRL: the three arms
-search the same distributions, and the trial adapter turns the tuner's flags into a
+"""`benchmarks/tune_throughput.py`, `benchmarks/tune_host_throughput.py` and their peers' own
+logic, without CleanRL or RL Zoo: the arms search the same distributions, and the trial adapter turns the tuner's flags into a
 `purejaxppo train` command and its metrics.csv into the tensorboard scalars the tuner
 reads (here with a stand-in for `purejaxppo train`)."""
 
@@ -12,12 +12,12 @@ import optuna
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
 
-from benchmarks import tune_throughput
+from benchmarks import tune_host_throughput, tune_throughput
 from benchmarks.harness import ROOT
-from benchmarks.peers import cleanrl_tuner, purejaxppo_trial
+from benchmarks.peers import cleanrl_tuner, purejaxppo_trial, rlzoo_tuner
 from purejaxppo.cli.values import parse_random
 from purejaxppo.config import PPOConfig
-from purejaxppo.drivers.tune.space import parse_space
+from purejaxppo.drivers.tune.space import PPO_DEFAULT, PPO_DEFAULT_NAME, expand_default, parse_space
 
 ADAPTER = ROOT / "benchmarks" / "peers" / "purejaxppo_trial.py"
 
@@ -166,3 +166,48 @@ def test_children_cpu_seconds_count_a_finished_subprocess():
     code = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
     tune_throughput.subprocess.run([sys.executable, "-c", code], check=True)
     assert tune_throughput.children_cpu_s() - before >= 0.25
+
+
+def test_the_rlzoo_arm_samples_the_space_of_ppo_default():
+    """RL Zoo's swapped-in sampler draws from the distributions `--search ppo-default`
+    gives ours, under our field names."""
+    config = PPOConfig.from_yaml(ROOT / "configs" / "mujoco.yaml")
+    ours = parse_space(expand_default(PPO_DEFAULT_NAME), config).distributions()
+    trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
+    sampled = rlzoo_tuner.sample_traced(trial)
+    assert trial.distributions == ours
+    assert set(sampled) == set(PPO_DEFAULT)
+    assert ours["clip_coef"] == optuna.distributions.CategoricalDistribution([0.1, 0.2, 0.3, 0.4])
+
+
+def test_host_arms_run_the_same_study():
+    args = tune_host_throughput.argparse.Namespace(
+        trials=32,
+        total_timesteps=20480,
+        reports=2,
+        eval_episodes=5,
+        rlzoo_python=ROOT / "rlzoo-venv" / "bin" / "python",
+    )
+    ours = " ".join(tune_host_throughput.ours_command(args, ROOT / "out")[1:])
+    for flags in ("--env-name envpool:Hopper-v4", "--search ppo-default", "--trials 32"):
+        assert flags in ours
+    assert "--total-timesteps 20480" in ours and "--sampler tpe --pruner none" in ours
+    assert "--objective eval_return:5 --reports 2" in ours
+    theirs = tune_host_throughput.rlzoo_command(args, ROOT / "out")
+    assert theirs[1:4] == ["-m", "benchmarks.peers.rlzoo_tuner", "--env"]
+    text = " ".join(theirs)
+    assert "Hopper-v4 --trials 32 --n-timesteps 20480" in text
+    assert "--n-evaluations 2 --eval-episodes 5" in text
+
+
+def test_time_arm_times_a_command_and_keeps_a_failures_message(tmp_path):
+    def read(stdout):
+        return {"best": tune_throughput.last_json_line(stdout)["best_value"], "completed": 2}
+
+    code = "print('log line'); print('{\"best_value\": 2.5}')"
+    ok = tune_throughput.time_arm("peer", [sys.executable, "-c", code], tmp_path, 2, read)
+    assert (ok["best"], ok["completed"], ok["error"]) == (2.5, 2, "")
+    assert ok["wall_s"] > 0 and ok["s_per_trial"] == ok["wall_s"] / 2
+    failing = [sys.executable, "-c", "import sys; sys.exit('boom')"]
+    bad = tune_throughput.time_arm("peer", failing, tmp_path, 2, read)
+    assert bad["best"] != bad["best"] and bad["completed"] == 0 and "boom" in bad["error"]
