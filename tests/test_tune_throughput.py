@@ -5,6 +5,7 @@ reads (here with a stand-in for `purejaxppo train`)."""
 
 import json
 import runpy
+import shlex
 import sys
 import textwrap
 
@@ -12,7 +13,7 @@ import optuna
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
 
-from benchmarks import tune_host_throughput, tune_throughput
+from benchmarks import tune_host_throughput, tune_mujoco_study, tune_throughput
 from benchmarks.harness import ROOT
 from benchmarks.peers import cleanrl_tuner, purejaxppo_trial, rlzoo_tuner
 from purejaxppo.cli.values import parse_random
@@ -211,3 +212,36 @@ def test_time_arm_times_a_command_and_keeps_a_failures_message(tmp_path):
     failing = [sys.executable, "-c", "import sys; sys.exit('boom')"]
     bad = tune_throughput.time_arm("peer", failing, tmp_path, 2, read)
     assert bad["best"] != bad["best"] and bad["completed"] == 0 and "boom" in bad["error"]
+
+
+def test_the_worked_mujoco_study_runs_the_guides_command():
+    args = tune_mujoco_study.argparse.Namespace(
+        trials=16, total_timesteps=200_000, seeds_per_trial=2, n_startup_trials=5
+    )
+    guide = (ROOT / "docs" / "guides" / "tuning.md").read_text()
+    line = next(
+        x for x in guide.splitlines() if x.startswith("purejaxppo tune --config configs/mujoco")
+    )
+    command = tune_mujoco_study.tune_command(args, "tune/hopper")
+    assert command[1:] == shlex.split(line)[1:]
+
+
+def test_the_worked_study_reads_trials_and_reruns(tmp_path):
+    (tmp_path / "trials.csv").write_text(
+        "number,value_episode_return,params_ent_coef,params_learning_rate,user_attrs_seed,state\n"
+        "0,812.5,0.0,0.0003,0,COMPLETE\n"
+        "1,,0.004,0.0009,1,PRUNED\n"
+    )
+    trials = tune_mujoco_study.read_trials(tmp_path / "trials.csv")
+    assert trials[0] == {
+        "number": 0,
+        "state": "COMPLETE",
+        "value": 812.5,
+        "ent_coef": 0.0,
+        "learning_rate": 0.0003,
+    }
+    assert trials[1]["state"] == "PRUNED" and trials[1]["value"] != trials[1]["value"]
+    (tmp_path / "summary.csv").write_text(
+        "seed,final_return,diverged\n100,1500.0,0\n101,900.5,0\nmean,1200.25,\n"
+    )
+    assert tune_mujoco_study.rerun_returns(tmp_path) == [1500.0, 900.5]
