@@ -35,7 +35,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness import RESULTS, ROOT, atomic_write, machine, markdown_table, write_text
+from benchmarks.harness import (
+    RESULTS,
+    ROOT,
+    atomic_write,
+    machine,
+    markdown_table,
+    time_call,
+    write_text,
+)
 
 ENV = "envpool:Hopper-v4"
 SEARCH = ["learning_rate=log_uniform:1e-4:1e-3", "ent_coef=uniform:0:0.01"]
@@ -65,14 +73,15 @@ def rerun_command(args: argparse.Namespace, config: Path, run_dir: Path) -> list
 
 
 def timed(command: list[str]) -> float:
-    """Runs `command` from the repository root; its wall seconds. Raises
-    `subprocess.CalledProcessError` (with its stderr's end printed) on failure."""
-    start = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    """Runs `command` from the repository root; its wall seconds (`harness.time_call`).
+    Raises `subprocess.CalledProcessError` (with its stderr's end printed) on failure."""
+    seconds, proc = time_call(
+        lambda: subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    )
     if proc.returncode != 0:
         print(proc.stderr[-3000:], file=sys.stderr)
         proc.check_returncode()
-    return time.perf_counter() - start
+    return seconds
 
 
 def read_trials(trials_csv: Path) -> list[dict]:
