@@ -77,6 +77,7 @@ from purejaxppo.drivers.report import (
 )
 from purejaxppo.drivers.seed_checks import check_seeds
 from purejaxppo.drivers.segments import (
+    CompiledSegments,
     Divergence,
     SegmentHooks,
     SegmentOptions,
@@ -259,7 +260,7 @@ class _SeedsRun(seeds_resume.ResumeSeeds):
             (key_data[pick], hparams), mesh, P(parallel.RUNS_AXIS)
         )
         self.init_params = init_params  # the warm start (host arrays) or None
-        self.programs: dict[int, Callable] = {}  # segment length -> compiled program
+        self.programs = CompiledSegments(self._run_program)
         self.history: list[dict[str, np.ndarray]] = []  # per segment: name -> [S, length]
         self.diverged: dict[int, Divergence] = {}  # seed index -> where it diverged
         self.saved_step = [0] * num_seeds  # newest "last" checkpoint of each seed (0: none)
@@ -346,18 +347,20 @@ class _SeedsRun(seeds_resume.ResumeSeeds):
         init = warm.init_runs(self.fns.init, lambda runner: runner, vmap_init=vmap_init)
         return parallel.make_runs_program(init, self.mesh, warm.runs_specs(0))
 
-    def run_program(self, length: int) -> Callable:
+    def _run_program(self, length: int) -> Callable:
         """`(runner [R], hparams [R]) -> (runner, metrics [R, length], params finite [R])`,
-        compiled for the runner's shapes and shardings (once per length)."""
+        split over the devices."""
 
         def run(runner: Any, hp: Hyperparams) -> Any:
             runner, metrics = self.fns.run(runner, hp, length)
             return runner, metrics, all_finite(runner.train_state.params)
 
-        if length not in self.programs:
-            program = parallel.make_runs_program(jax.vmap(run), self.mesh)
-            self.programs[length] = program.lower(self.runner, self.hparams).compile()
-        return self.programs[length]
+        return parallel.make_runs_program(jax.vmap(run), self.mesh)
+
+    def run_program(self, length: int) -> Callable:
+        """`_run_program(length)` compiled for the runner's shapes and shardings (once per
+        length)."""
+        return self.programs.prepare(length, self.runner, self.hparams)
 
     def run(self, done: int, length: int) -> Any:
         self.previous = self.runner  # a diverged seed keeps its last finite state

@@ -188,6 +188,31 @@ def segment_length(done: int, total: int, cap: int, *every: int) -> int:
     return length
 
 
+class CompiledSegments:
+    """Each segment length's program, compiled ahead once for the run's arguments.
+
+    `build(length)` returns the jitted program of a segment of `length` updates;
+    `prepare(length, *args)` lowers it for `args` (the runner and hyperparameters, whose
+    shapes and shardings do not change over a run) and compiles it, once per length;
+    `program(length)` is the compiled one, or the jitted one where none was compiled
+    (it compiles on its first call).
+    """
+
+    def __init__(self, build: Callable[[int], Any]):
+        self.build = build
+        self.compiled: dict[int, Any] = {}  # segment length -> compiled program
+
+    def prepare(self, length: int, *args: Any) -> Any:
+        """The compiled program of `length` (lowered for `args` and compiled if new)."""
+        if length not in self.compiled:
+            self.compiled[length] = self.build(length).lower(*args).compile()
+        return self.compiled[length]
+
+    def program(self, length: int) -> Any:
+        compiled = self.compiled.get(length)
+        return self.build(length) if compiled is None else compiled
+
+
 class SegmentSizer:
     """Caps segment lengths so that a segment runs about `seconds` (a bar update).
 

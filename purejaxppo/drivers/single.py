@@ -75,6 +75,7 @@ from purejaxppo.drivers.record import RunRecord, return_postfix, run_loggers
 from purejaxppo.drivers.report import final_return_of
 from purejaxppo.drivers.segments import (
     RESUME_KEY_STREAM,
+    CompiledSegments,
     SegmentHooks,
     SegmentOptions,
     compiling,
@@ -268,7 +269,7 @@ class _SingleRun:
         self.saved_step: int | None = None  # newest "last" checkpoint on disk
         self.improved = False
         self.previous = self.runner = None
-        self.programs: dict[int, Any] = {}  # segment length -> compiled program
+        self.programs = CompiledSegments(program.segment)
         self.start_time, self.start_updates = time.perf_counter(), 0
 
     def _agree(self, what: str, action: Callable[[], T]) -> T:
@@ -288,9 +289,7 @@ class _SingleRun:
 
     def prepare(self, done: int, length: int) -> None:
         """Compiles the program of a segment of `length` updates (once per length)."""
-        if length not in self.programs:
-            lowered = self.program.segment(length).lower(self.runner, self.hparams)
-            self.programs[length] = lowered.compile()
+        self.programs.prepare(length, self.runner, self.hparams)
 
     def start(self, key: jax.Array, *, save_initial: bool = False) -> None:
         """Initialises the run and writes its config (`save_initial`: and the "last"
@@ -352,9 +351,7 @@ class _SingleRun:
 
     def run(self, done: int, length: int) -> Any:
         self.previous = self.runner
-        program = self.programs.get(length)
-        if program is None:
-            program = self.program.segment(length)
+        program = self.programs.program(length)
         self.runner, metrics = program(self.runner, self.hparams)
         return metrics
 
