@@ -4,7 +4,8 @@ repository root with the interpreter of a virtualenv that has cleanrl, optuna, t
 tensorboard:
 
     cleanrl-venv/bin/python -m benchmarks.peers.cleanrl_tuner --space SPACE_JSON \
-        --trials 8 --fixed total-timesteps=100000 [--script PATH] [--workdir DIR]
+        --trials 8 --fixed total-timesteps=100000 [--script PATH] [--workdir DIR] \
+        [--timeout SECONDS]
 
 `--space`: a JSON list of `[flag, low, high, log]`, one per searched field
 (`["learning-rate", 0.0001, 0.01, true]`), sampled with `trial.suggest_float`; `--fixed
@@ -12,7 +13,8 @@ KEY=VALUE` (repeatable): flags passed unchanged to every trial. `--script`: the 
 script (default: the installed `cleanrl/ppo.py`). The Tuner runs each trial's script in
 this process with `runpy` and reads `charts/episodic_return` from `runs/<run_name>` under
 `--workdir` (made the working directory). Optuna's TPE sampler, no pruner, one seed per
-trial. The last stdout line is a JSON object: `best_value`, `best_params`, `values`
+trial. `--timeout`: start no trial after that many seconds (Optuna's `timeout`, through
+`benchmarks.peers.optuna_budget`; the running trial finishes). The last stdout line is a JSON object: `best_value`, `best_params`, `values`
 (every trial's, in trial order) and `wall_s`.
 
 Imports neither purejaxppo nor JAX.
@@ -58,12 +60,17 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=50, help="metric_last_n_average_window")
     parser.add_argument("--sampler-seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=Path.cwd())
+    parser.add_argument("--timeout", type=float, default=None, help="seconds (Optuna's)")
     args = parser.parse_args()
 
     start = time.perf_counter()
     import optuna
     from cleanrl_utils.tuner import Tuner
 
+    if args.timeout is not None:
+        from benchmarks.peers.optuna_budget import limit_optimize
+
+        limit_optimize(args.timeout)
     script = args.script
     if script is None:
         script = Path(importlib.util.find_spec("cleanrl").submodule_search_locations[0]) / "ppo.py"
@@ -86,7 +93,7 @@ def main() -> None:
     )
     best = tuner.tune(num_trials=args.trials, num_seeds=1)
     study = optuna.load_study(study_name="throughput", storage=storage)
-    values = [t.value for t in study.trials]
+    values = [t.value for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     record = {
         "best_value": best.value,
         "best_params": best.params,

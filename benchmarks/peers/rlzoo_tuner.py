@@ -19,8 +19,17 @@ sampler with its `--n-startup-trials`, its trial loop (one model built per trial
     rlzoo-venv/bin/python -m benchmarks.peers.rlzoo_tuner --env Hopper-v4 --trials 32 \
         --n-timesteps 20480 --n-evaluations 2 --eval-episodes 5 --workdir W
 
-Prints, as its last line, one JSON object: trials, completed, best_value, values,
-versions. Run by `benchmarks.tune_host_throughput`.
+`--space acrobot` is the quality study's (`benchmarks.tune_peers_quality`): the four fields
+of `benchmarks.tune_quality.SEARCH` (`sample_quality`) over `configs/acrobot.yaml`'s other
+settings (16 envs x 128 steps, 4 epochs of 4 minibatches, lr annealed, gamma 0.99, 64-64
+tanh; pass `--hyperparams normalize:False` to drop the VecNormalize RL Zoo's Acrobot entry
+adds). `--pruner` (default none; RL Zoo's own default is median), `--seed` (the study's
+and the models') and `--timeout` (start no trial after that many seconds: Optuna's
+`timeout` through `benchmarks.peers.optuna_budget`) are passed on.
+
+Prints, as its last line, one JSON object: trials, completed, best_value, best_params,
+values, versions. Run by `benchmarks.tune_host_throughput` and
+`benchmarks.tune_peers_quality`.
 """
 
 from __future__ import annotations
@@ -70,6 +79,46 @@ def traced_sampler(trial, n_actions, n_envs, additional_args) -> dict:
     }
 
 
+def sample_quality(trial) -> dict:
+    """`benchmarks.tune_quality.SEARCH`'s fields and distributions (purejaxppo's names)."""
+    return {
+        "learning_rate": trial.suggest_float("learning_rate", 1e-5, 1e-1, log=True),
+        "ent_coef": trial.suggest_float("ent_coef", 0.0, 0.05),
+        "gae_lambda": trial.suggest_float("gae_lambda", 0.8, 0.99),
+        "clip_coef": trial.suggest_float("clip_coef", 0.1, 0.3),
+    }
+
+
+def acrobot_sampler(trial, n_actions, n_envs, additional_args) -> dict:
+    """RL Zoo's sampler signature: `sample_quality`'s fields as SB3 PPO arguments and
+    `configs/acrobot.yaml`'s other settings (the env count is RL Zoo's Acrobot entry's 16)."""
+    from rl_zoo3.utils import linear_schedule
+    from torch import nn
+
+    sampled = sample_quality(trial)
+    return {
+        "learning_rate": linear_schedule(sampled["learning_rate"]),
+        "ent_coef": sampled["ent_coef"],
+        "gae_lambda": sampled["gae_lambda"],
+        "clip_range": sampled["clip_coef"],
+        "gamma": 0.99,
+        "n_steps": 128,
+        "batch_size": 128 * n_envs // 4,
+        "n_epochs": 4,
+        "vf_coef": 0.5,
+        "max_grad_norm": 0.5,
+        "policy_kwargs": {
+            "net_arch": {"pi": [64, 64], "vf": [64, 64]},
+            "activation_fn": nn.Tanh,
+            "ortho_init": True,
+        },
+    }
+
+
+#: `--space` -> RL Zoo sampler.
+SAMPLERS = {"ppo-default": traced_sampler, "acrobot": acrobot_sampler}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="Hopper-v4", help="gymnasium MuJoCo id")
@@ -79,12 +128,21 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--n-startup-trials", type=int, default=10)
     parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--space", choices=SAMPLERS, default="ppo-default")
+    parser.add_argument("--pruner", choices=("none", "median", "halving"), default="none")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=None, help="seconds (Optuna's)")
+    parser.add_argument("--hyperparams", nargs="*", default=[], help="RL Zoo's, passed on")
     args = parser.parse_args()
     import optuna
     from rl_zoo3 import hyperparams_opt
     from rl_zoo3.train import train
 
-    hyperparams_opt.HYPERPARAMS_SAMPLER["ppo"] = traced_sampler  # exp_manager's dict too
+    hyperparams_opt.HYPERPARAMS_SAMPLER["ppo"] = SAMPLERS[args.space]  # exp_manager's too
+    if args.timeout is not None:
+        from benchmarks.peers.optuna_budget import limit_optimize
+
+        limit_optimize(args.timeout)
     args.workdir.mkdir(parents=True, exist_ok=True)
     storage = f"sqlite:///{args.workdir / 'study.db'}"
     sys.argv = [
@@ -92,14 +150,17 @@ def main() -> None:
         *["--algo", "ppo", "--env", args.env, "--optimize", "--device", "cpu"],
         *["--n-trials", str(args.trials), "--n-timesteps", str(args.n_timesteps)],
         *["--n-evaluations", str(args.n_evaluations), "--eval-episodes", str(args.eval_episodes)],
-        *["--sampler", "tpe", "--pruner", "none", "--n-jobs", "1", "--seed", "0"],
+        *["--sampler", "tpe", "--pruner", args.pruner, "--n-jobs", "1"],
+        *["--seed", str(args.seed)],
         *["--n-startup-trials", str(args.n_startup_trials), "--log-folder", str(args.workdir)],
         *["--storage", storage, "--study-name", "rlzoo", "--verbose", "0"],
+        *(["--hyperparams", *args.hyperparams] if args.hyperparams else []),
     ]
     train()
     study = optuna.load_study(study_name="rlzoo", storage=storage)
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     values = [t.value for t in complete]
+    best = max(complete, key=lambda t: t.value) if complete else None
     versions = {
         p: importlib.metadata.version(p)
         for p in ("rl_zoo3", "stable_baselines3", "torch", "gymnasium", "mujoco", "optuna")
@@ -108,6 +169,8 @@ def main() -> None:
         "trials": args.trials,
         "completed": len(complete),
         "best_value": max(values) if values else float("nan"),
+        "best_params": best.params if best else {},
+        "pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials),
         "values": values,
         "versions": versions,
     }

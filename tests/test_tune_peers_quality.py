@@ -1,0 +1,174 @@
+"""The tuner quality study against RL Zoo's and CleanRL's tuners
+(`benchmarks/tune_peers_quality.py`): the three arms search one space with one budget and
+the same settings, and every library's rerun is scored alike. The study itself needs the
+peers' virtualenvs and about an hour, so it is a benchmark; these tests check its parts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import optuna
+import pytest
+
+from benchmarks import tune_peers_quality as study
+from benchmarks.harness import ROOT
+from benchmarks.peers import optuna_budget, rlzoo_tuner, sb3_rerun
+from benchmarks.tune_quality import SEARCH
+from benchmarks.tune_throughput import search_flags
+from purejaxppo.cli.values import parse_random
+from purejaxppo.config import PPOConfig
+from purejaxppo.drivers.tune.space import parse_space
+
+ARGS = argparse.Namespace(
+    budget=180.0,
+    updates=25,
+    objective="eval_return:10",
+    rlzoo_python=ROOT / "rlzoo-venv" / "bin" / "python",
+    cleanrl_python=ROOT / "cleanrl-venv" / "bin" / "python",
+)
+
+
+def test_rlzoo_samples_the_quality_studys_distributions():
+    config = PPOConfig.from_yaml(study.CONFIG)
+    ours = parse_space(parse_random(search_flags(SEARCH)[1::2]), config).distributions()
+    trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
+    assert set(rlzoo_tuner.sample_quality(trial)) == set(SEARCH)
+    assert trial.distributions == ours
+
+
+def test_rlzoo_and_sb3_train_with_the_configs_settings(monkeypatch):
+    """RL Zoo's sampler (and so SB3's rerun) fixes what `configs/acrobot.yaml` fixes. RL
+    Zoo lives in its own virtualenv: its `linear_schedule` is stood in for here."""
+    import sys
+    import types
+
+    from torch import nn
+
+    utils = types.ModuleType("rl_zoo3.utils")
+    utils.linear_schedule = lambda value: ("linear", value)
+    monkeypatch.setitem(sys.modules, "rl_zoo3", types.ModuleType("rl_zoo3"))
+    monkeypatch.setitem(sys.modules, "rl_zoo3.utils", utils)
+    params = {"learning_rate": 0.003, "ent_coef": 0.02, "gae_lambda": 0.9, "clip_coef": 0.15}
+    kwargs = rlzoo_tuner.acrobot_sampler(optuna.trial.FixedTrial(params), None, 16, None)
+    config = PPOConfig.from_yaml(study.CONFIG)
+    assert kwargs["learning_rate"] == ("linear", 0.003) and config.anneal_lr
+    assert (kwargs["ent_coef"], kwargs["gae_lambda"], kwargs["clip_range"]) == (0.02, 0.9, 0.15)
+    assert kwargs["n_steps"] == config.num_steps and kwargs["n_epochs"] == config.update_epochs
+    assert kwargs["batch_size"] == config.num_envs * config.num_steps // config.num_minibatches
+    assert (kwargs["gamma"], kwargs["vf_coef"], kwargs["max_grad_norm"]) == (
+        config.gamma,
+        config.vf_coef,
+        config.max_grad_norm,
+    )
+    assert kwargs["policy_kwargs"]["net_arch"] == {"pi": [64, 64], "vf": [64, 64]}
+    assert kwargs["policy_kwargs"]["activation_fn"] is nn.Tanh
+
+
+def test_every_arm_gets_the_same_budget_steps_and_seed():
+    out = ROOT / "out"
+    ours = " ".join(study.ours_command(ARGS, out, 2))
+    rlzoo = " ".join(study.rlzoo_command(ARGS, out, 2))
+    cleanrl = " ".join(study.cleanrl_command(ARGS, out, 2))
+    for text in (ours, rlzoo, cleanrl):
+        assert "--timeout 180.0" in text
+    assert "--total-timesteps 51200" in ours and "--seed 2" in ours
+    assert "--seeds-per-trial 2 --objective eval_return:10" in ours
+    assert "--no-enqueue-base" in ours and "--pruner median" in ours
+    assert "--n-timesteps 51200" in rlzoo and "--seed 2" in rlzoo
+    assert "--space acrobot --hyperparams normalize:False --pruner median" in rlzoo
+    assert "--fixed total-timesteps=51200" in cleanrl and "--sampler-seed 2" in cleanrl
+    assert "--fixed num-envs=16" in cleanrl and "--fixed env-id=Acrobot-v1" in cleanrl
+    config = PPOConfig.from_yaml(study.CONFIG)
+    assert config.num_envs * config.num_steps == study.STEPS_PER_UPDATE
+    assert (config.num_envs, config.update_epochs, config.num_minibatches) == (16, 4, 4)
+
+
+def test_ours_study_reads_the_best_completed_trial(tmp_path):
+    (tmp_path / "trials.csv").write_text(
+        "number,value_eval_return,params_clip_coef,params_learning_rate,state\n"
+        "0,-120.5,0.2,0.001,COMPLETE\n"
+        "1,-80.0,0.25,0.003,COMPLETE\n"
+        "2,,0.1,0.05,PRUNED\n"
+        "3,,0.3,0.00001,FAIL\n"
+    )
+    found = study.ours_study(tmp_path)
+    assert found == {
+        "best_value": -80.0,
+        "best_params": {"clip_coef": 0.25, "learning_rate": 0.003},
+        "completed": 2,
+        "pruned": 1,
+    }
+
+
+def test_peer_study_maps_cleanrls_flag_names():
+    line = {"best_value": -90.0, "values": [-200.0, -90.0], "pruned": 1}
+    line["best_params"] = {"learning-rate": 0.002, "ent-coef": 0.01, "exp-name": "ppo"}
+    found = study.peer_study("log line\n" + json.dumps(line))
+    assert found["best_params"] == {"learning_rate": 0.002, "ent_coef": 0.01}
+    assert (found["best_value"], found["completed"], found["pruned"]) == (-90.0, 2, 1)
+
+
+def test_every_library_scores_the_last_fraction_of_its_episodes():
+    stdout = "\n".join(
+        [
+            "global_step=1000, episodic_return=[-500.]",
+            "global_step=45000, episodic_return=[-100.]",
+            "global_step=50000, episodic_return=-80.0",
+            "SPS: 1500",
+        ]
+    )
+    assert study.cleanrl_final_return(stdout, 51200, 0.4) == pytest.approx(-90.0)
+    assert study.cleanrl_final_return("SPS: 1", 51200, 0.4) != study.cleanrl_final_return(
+        "SPS: 1", 51200, 0.4
+    )  # NaN: no episode
+    episodes = [(1000, -500.0), (45000, -100.0), (50000, -80.0)]
+    assert sb3_rerun.final_return(episodes, 51200, 0.4) == pytest.approx(-90.0)
+
+
+def test_summary_is_over_studies():
+    rows = [
+        {"arm": "ours", "rerun": [1.0], "rerun_mean": -80.0, "completed": 90, "pruned": 40},
+        {"arm": "ours", "rerun": [1.0], "rerun_mean": -90.0, "completed": 70, "pruned": 20},
+        {"arm": "cleanrl", "rerun": [], "rerun_mean": float("nan"), "completed": 0, "pruned": 0},
+    ]
+    for row in rows:
+        row["wall_s"] = 180.0
+    (ours,) = study.summarize(rows)  # a study that found nothing has no rerun row
+    assert (ours["tuner"], ours["studies"], ours["rerun_mean"]) == ("ours", 2, -85.0)
+    assert (ours["rerun_std"], ours["rerun_worst"], ours["completed"]) == (5.0, -90.0, 80.0)
+
+
+def test_the_budget_reaches_optunas_optimize(monkeypatch):
+    real = optuna.study.Study.optimize
+    monkeypatch.setattr(optuna.study.Study, "optimize", real)
+    with pytest.raises(ValueError, match="seconds must be > 0, got 0"):
+        optuna_budget.limit_optimize(0)
+    optuna_budget.limit_optimize(0.3)
+    optuna_budget.limit_optimize(0.2)  # a second call replaces the first budget
+    assert optuna.study.Study.optimize.__wrapped__ is real
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    budgeted = optuna.create_study()
+
+    def slow(trial):
+        import time
+
+        time.sleep(0.05)
+        return trial.suggest_float("x", 0, 1)
+
+    budgeted.optimize(slow, n_trials=1000)
+    assert 2 <= len(budgeted.trials) < 20  # stopped by the 0.2 s budget, not n_trials
+
+
+def test_the_figure_is_drawn_from_a_results_file(tmp_path):
+    studies = [
+        {"arm": arm, "rep": rep, "rerun": [-100.0 - rep, -90.0]}
+        for arm in study.ARMS
+        for rep in range(2)
+    ]
+    record = {"task": "Acrobot-v1", "rerun_seeds": [100, 101], "budget_s": 180.0}
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({**record, "studies": studies}))
+    figure = tmp_path / "figure.png"
+    study.main(["--plot", str(results), str(results), "--figure", str(figure)])
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and figure.stat().st_size > 10_000
