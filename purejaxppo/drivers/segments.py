@@ -208,6 +208,10 @@ class CompiledSegments:
             self.compiled[length] = self.build(length).lower(*args).compile()
         return self.compiled[length]
 
+    def __contains__(self, length: int) -> bool:
+        """Whether the program of `length` is compiled."""
+        return length in self.compiled
+
     def program(self, length: int) -> Any:
         compiled = self.compiled.get(length)
         return self.build(length) if compiled is None else compiled
