@@ -2,13 +2,16 @@
 same wall time? Three tuners, one search space, one budget per study, each winner rerun
 with fresh seeds in its own library.
 
-Task: Acrobot-v1 with `configs/acrobot.yaml`'s settings in every library (16 envs x 128
-steps, 4 epochs of 4 minibatches, the learning rate annealed, gamma 0.99, 64-64 tanh actor
-and critic, no normalisation), `--updates` updates per trial (default 25: 51,200 env
-steps), searching `benchmarks.tune_quality.SEARCH` (learning_rate log-uniform over four
-decades, ent_coef, gae_lambda and clip_coef uniform). Each study gets `--budget` seconds
-of wall time (default 180), in a fresh process with a cold start; `--reps` studies per
-tuner (default 3), study r seeded with r. The arms, each with its own objective:
+Tasks (`--task`, `TASKS`): Acrobot-v1 with `configs/acrobot.yaml`'s settings in every
+library (16 envs x 128 steps, 4 epochs of 4 minibatches, the learning rate annealed, gamma
+0.99, 64-64 tanh actor and critic, no normalisation), and Pendulum-v1 with
+`configs/pendulum_normalized.yaml`'s (32 envs x 64 steps, 4 epochs of 8 minibatches, gamma
+0.9, observations and rewards normalised, as CleanRL's `ppo_continuous_action.py` always
+does); `--updates` updates per trial (default 25: 51,200 env steps), searching
+`benchmarks.tune_quality.SEARCH` (learning_rate log-uniform over four decades, ent_coef,
+gae_lambda and clip_coef uniform). Each study gets `--budget` seconds of wall time
+(default 180), in a fresh process with a cold start; `--reps` studies per tuner (default
+3), study r seeded with r. The arms, each with its own objective:
 
 * `ours`: `purejaxppo tune --timeout BUDGET --seeds-per-trial 2 --objective eval_return:10
   --pruner median --no-enqueue-base` (TPE; each trial's value the mean over its 2 seeds of
@@ -18,9 +21,11 @@ tuner (default 3), study r seeded with r. The arms, each with its own objective:
 * `rlzoo`: RL Zoo's `train.py --optimize` (rl-zoo3 2.9.2, SB3 PPO, TPE with 10 start-up
   trials and its default median pruner, 10 deterministic evaluation episodes at each of 5
   evaluations), its sampler swapped for the same space and settings
-  (`benchmarks.peers.rlzoo_tuner --space acrobot`, VecNormalize off);
-* `cleanrl`: CleanRL's `Tuner` running CleanRL's `ppo.py` (TPE, one seed per trial, the
-  mean of its last 50 training episode returns; `benchmarks.peers.cleanrl_tuner`).
+  (`benchmarks.peers.rlzoo_tuner --space TASK`; VecNormalize off on Acrobot, on for
+  Pendulum);
+* `cleanrl`: CleanRL's `Tuner` running CleanRL's `ppo.py` (`ppo_continuous_action.py` on
+  Pendulum; TPE, one seed per trial, the mean of its last 50 training episode returns;
+  `benchmarks.peers.cleanrl_tuner`), the config's settings passed as its flags.
 
 The peers' tuners have no time budget of their own: Optuna's `timeout` is passed to their
 `optimize` (`benchmarks.peers.optuna_budget`), which starts no trial after the budget and
@@ -40,11 +45,13 @@ The peers need their virtualenvs at the repository root (recipes in
 
     python -m benchmarks.tune_peers_quality --rlzoo-python rlzoo-venv/bin/python \
         --cleanrl-python cleanrl-venv/bin/python          # about 50 min on 2 CPU cores
+    python -m benchmarks.tune_peers_quality --task pendulum --rlzoo-python ... \
+        --cleanrl-python ...
     python -m benchmarks.tune_peers_quality --rlzoo-python ... --cleanrl-python ... \
         --budget 60 --reps 1 --rerun-seeds 100 --json /tmp/s.json --figure /tmp/s.png  # ~6 min
 
-Prints the table and writes `benchmarks/results/tune-peers-quality-cpu-<date>.json` (or
-`--json`) and the guide's figure `docs/figures/tune-peers-quality.png` (or `--figure`;
+Prints the table and writes `benchmarks/results/tune-peers-quality[-TASK]-cpu-<date>.json`
+(or `--json`) and the guide's figure `docs/figures/tune-peers-quality[-TASK].png` (or `--figure`;
 `--plot RESULTS...` redraws it from results files, a column per tuner of each). Not a
 test: nothing is asserted.
 """
@@ -61,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -68,12 +76,63 @@ import numpy as np
 from benchmarks.harness import RESULTS, ROOT, machine, markdown_table, write_text
 from benchmarks.tune_quality import SEARCH
 from benchmarks.tune_throughput import cleanrl_space, last_json_line, search_flags, time_arm
+from purejaxppo.config import PPOConfig
 
 ARMS = ("ours", "rlzoo", "cleanrl")
-CONFIG = ROOT / "configs" / "acrobot.yaml"
-ENV_ID = "Acrobot-v1"
-#: Steps per update of `configs/acrobot.yaml` (16 envs x 128 steps), in every library.
-STEPS_PER_UPDATE = 16 * 128
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of the study: its gymnasium id, the config whose settings every library
+    uses, RL Zoo's sampler (`rlzoo_tuner --space`) and extra `--hyperparams`, and the CleanRL
+    script (a file of the installed `cleanrl` package) that trains it."""
+
+    env_id: str
+    config: str  # repo-relative
+    space: str
+    rlzoo_hyperparams: tuple[str, ...]
+    cleanrl_script: str
+
+    def settings(self) -> PPOConfig:
+        return PPOConfig.from_yaml(ROOT / self.config)
+
+    @property
+    def steps_per_update(self) -> int:
+        config = self.settings()
+        return config.num_envs * config.num_steps
+
+    def cleanrl_flags(self) -> dict:
+        """The config's fixed settings as CleanRL's flags (its scripts' own defaults for
+        Acrobot: `ppo.py`'s 128 steps, 4 minibatches, 4 epochs, gamma 0.99)."""
+        c = self.settings()
+        return {
+            "num-envs": c.num_envs,
+            "num-steps": c.num_steps,
+            "num-minibatches": c.num_minibatches,
+            "update-epochs": c.update_epochs,
+            "gamma": c.gamma,
+            "vf-coef": c.vf_coef,
+            "max-grad-norm": c.max_grad_norm,
+            "clip-vloss": c.clip_vloss,
+            "anneal-lr": c.anneal_lr,
+        }
+
+
+#: `--task` -> Task. CleanRL's `ppo_continuous_action.py` always normalises observations
+#: and rewards (gymnasium wrappers, clipped at 10), so Pendulum's config normalises in
+#: every library (`configs/pendulum_normalized.yaml`, RL Zoo's VecNormalize).
+TASKS = {
+    "acrobot": Task(
+        "Acrobot-v1", "configs/acrobot.yaml", "acrobot", ("normalize:False",), "ppo.py"
+    ),
+    "pendulum": Task(
+        "Pendulum-v1",
+        "configs/pendulum_normalized.yaml",
+        "pendulum",
+        ("n_envs:32", "normalize:True"),
+        "ppo_continuous_action.py",
+    ),
+}
 #: Updates whose episodes score a run (`pjp.sweep`'s `final_return` window).
 WINDOW_UPDATES = 10
 REPORTS = 5  # ours' reports and RL Zoo's evaluations per trial
@@ -82,11 +141,17 @@ MAX_TRIALS = 5000  # the trial budget every arm is given: the time budget ends a
 FIGURE = ROOT / "docs" / "figures" / "tune-peers-quality.png"
 
 
+def total_steps(args: argparse.Namespace) -> int:
+    """Env steps per trial (and per rerun seed): `--updates` of the task's batch."""
+    return args.updates * TASKS[args.task].steps_per_update
+
+
 def ours_command(args: argparse.Namespace, out: Path, rep: int) -> list[str]:
     """The `purejaxppo tune` command line of study `rep`, writing to `out`."""
+    config = ROOT / TASKS[args.task].config
     return [
-        *[str(Path(sys.executable).with_name("purejaxppo")), "tune", "--config", str(CONFIG)],
-        *["--total-timesteps", str(args.updates * STEPS_PER_UPDATE), *search_flags(SEARCH)],
+        *[str(Path(sys.executable).with_name("purejaxppo")), "tune", "--config", str(config)],
+        *["--total-timesteps", str(total_steps(args)), *search_flags(SEARCH)],
         *["--trials", str(MAX_TRIALS), "--timeout", str(args.budget), "--seed", str(rep)],
         *["--seeds-per-trial", "2", "--objective", args.objective],
         *["--reports", str(REPORTS), "--pruner", "median", "--no-enqueue-base"],
@@ -96,10 +161,11 @@ def ours_command(args: argparse.Namespace, out: Path, rep: int) -> list[str]:
 
 def rlzoo_command(args: argparse.Namespace, out: Path, rep: int) -> list[str]:
     """RL Zoo's tuner (`benchmarks.peers.rlzoo_tuner`) for study `rep`."""
+    task = TASKS[args.task]
     return [
-        *[str(args.rlzoo_python), "-m", "benchmarks.peers.rlzoo_tuner", "--env", ENV_ID],
-        *["--space", "acrobot", "--hyperparams", "normalize:False", "--pruner", "median"],
-        *["--trials", str(MAX_TRIALS), "--n-timesteps", str(args.updates * STEPS_PER_UPDATE)],
+        *[str(args.rlzoo_python), "-m", "benchmarks.peers.rlzoo_tuner", "--env", task.env_id],
+        *["--space", task.space, "--hyperparams", *task.rlzoo_hyperparams, "--pruner", "median"],
+        *["--trials", str(MAX_TRIALS), "--n-timesteps", str(total_steps(args))],
         *["--n-evaluations", str(REPORTS), "--eval-episodes", str(EVAL_EPISODES)],
         *["--timeout", str(args.budget), "--seed", str(rep), "--workdir", str(out)],
     ]
@@ -107,17 +173,19 @@ def rlzoo_command(args: argparse.Namespace, out: Path, rep: int) -> list[str]:
 
 def cleanrl_command(args: argparse.Namespace, out: Path, rep: int) -> list[str]:
     """CleanRL's tuner (`benchmarks.peers.cleanrl_tuner`) for study `rep`."""
+    task = TASKS[args.task]
     fixed = {
-        "env-id": ENV_ID,
-        "num-envs": 16,
-        "total-timesteps": args.updates * STEPS_PER_UPDATE,
+        "env-id": task.env_id,
+        **task.cleanrl_flags(),
+        "total-timesteps": total_steps(args),
         "cuda": False,
     }
     command = [str(args.cleanrl_python), "-m", "benchmarks.peers.cleanrl_tuner"]
     command += ["--space", json.dumps(cleanrl_space(SEARCH)), "--trials", str(MAX_TRIALS)]
+    command += ["--script", task.cleanrl_script]
     for key, value in fixed.items():
         command += ["--fixed", f"{key}={value}"]
-    command += ["--env-id", ENV_ID, "--sampler-seed", str(rep), "--timeout", str(args.budget)]
+    command += ["--env-id", task.env_id, "--sampler-seed", str(rep), "--timeout", str(args.budget)]
     return [*command, "--workdir", str(out)]
 
 
@@ -159,7 +227,9 @@ def run_study(args: argparse.Namespace, arm: str, rep: int, scratch: Path) -> di
         found = ours_study(out) if arm == "ours" else peer_study(stdout)
         return {**found, "best": found["best_value"]}
 
-    row = time_arm(arm, command(args, out, rep), scratch, MAX_TRIALS, read)
+    cache_home = scratch / f"cache-{rep}"  # each study's compile cache empty at its start
+    cache_home.mkdir(exist_ok=True)
+    row = time_arm(arm, command(args, out, rep), cache_home, MAX_TRIALS, read)
     row.pop("s_per_trial")
     row.pop("trials")
     if row["error"]:  # a failed study: nothing found
@@ -178,26 +248,28 @@ def cleanrl_final_return(stdout: str, total: int, window: float) -> float:
 
 def rerun(args: argparse.Namespace, arm: str, params: dict, scratch: Path) -> list[float]:
     """`final_return` of `params` trained with each rerun seed in `arm`'s own library."""
-    total = args.updates * STEPS_PER_UPDATE
+    task, total = TASKS[args.task], total_steps(args)
     window = WINDOW_UPDATES / args.updates
     if arm == "ours":
         import purejaxppo as pjp
 
-        config = pjp.PPOConfig.from_yaml(CONFIG).replace(total_timesteps=total)
+        config = task.settings().replace(total_timesteps=total)
         grid = {field: [value] for field, value in params.items()}
         sweep = pjp.sweep(config, seeds=args.rerun_seeds, grid=grid, verbose=False)
         return [float(v) for v in sweep.runs["final_return"]]
     if arm == "rlzoo":
-        command = [str(args.rlzoo_python), "-m", "benchmarks.peers.sb3_rerun", "--env", ENV_ID]
-        command += ["--params", json.dumps(params), "--total-timesteps", str(total)]
-        command += ["--window", str(window), "--seeds", *map(str, args.rerun_seeds)]
+        command = [str(args.rlzoo_python), "-m", "benchmarks.peers.sb3_rerun"]
+        command += ["--env", task.env_id, "--space", task.space, "--params", json.dumps(params)]
+        command += ["--total-timesteps", str(total), "--window", str(window)]
+        command += ["--seeds", *map(str, args.rerun_seeds)]
         done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True)
         return [float(v) for v in last_json_line(done.stdout)["final_returns"]]
     finals = []
+    module = "cleanrl." + Path(task.cleanrl_script).stem
     for seed in args.rerun_seeds:
-        command = [str(args.cleanrl_python), "-m", "cleanrl.ppo", "--env-id", ENV_ID]
-        command += ["--num-envs", "16", "--total-timesteps", str(total), "--cuda", "False"]
-        command += ["--seed", str(seed)]
+        command = [str(args.cleanrl_python), "-m", module, "--env-id", task.env_id]
+        flags = {**task.cleanrl_flags(), "total-timesteps": total, "cuda": False, "seed": seed}
+        command += [f"--{flag}={value}" for flag, value in flags.items()]
         for field, value in params.items():
             command += [f"--{field.replace('_', '-')}", repr(value)]
         done = subprocess.run(command, capture_output=True, text=True, cwd=scratch, check=True)
@@ -275,6 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rlzoo-python", type=Path, help="the RL Zoo virtualenv's python")
     parser.add_argument("--cleanrl-python", type=Path, help="the CleanRL virtualenv's python")
+    parser.add_argument("--task", choices=TASKS, default="acrobot")
     parser.add_argument("--budget", type=float, default=180.0, help="wall seconds per study")
     parser.add_argument("--reps", type=int, default=3, help="studies per tuner")
     parser.add_argument("--updates", type=int, default=25, help="updates per trial")
@@ -286,12 +359,15 @@ def main(argv: list[str] | None = None) -> None:
         help="ours' tune --objective (episode_return:0.4: the reruns' own score)",
     )
     parser.add_argument("--json", type=Path, help="results file (default: results/...)")
-    parser.add_argument("--figure", type=Path, default=FIGURE, help="the guide's figure")
+    parser.add_argument("--figure", type=Path, help="the guide's figure (default: per task)")
     parser.add_argument(
         "--plot", type=Path, nargs="+", help="draw the figure of these results files, exit"
     )
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    if args.figure is None:
+        suffix = "" if args.task == "acrobot" else f"-{args.task}"
+        args.figure = FIGURE.with_name(f"tune-peers-quality{suffix}.png")
     if args.plot:
         plot([json.loads(path.read_text()) for path in args.plot], args.figure)
         return
@@ -318,9 +394,9 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(markdown_table(table, list(table[0]) if table else [], ".1f")))
     record = {
         "command": "python -m benchmarks.tune_peers_quality " + " ".join(argv),
-        "task": ENV_ID,
-        "config": "configs/acrobot.yaml",
-        "env_steps_per_trial": args.updates * STEPS_PER_UPDATE,
+        "task": TASKS[args.task].env_id,
+        "config": TASKS[args.task].config,
+        "env_steps_per_trial": total_steps(args),
         "budget_s": args.budget,
         "ours_objective": args.objective,
         "search": {k: list(v) for k, v in SEARCH.items()},
@@ -329,7 +405,8 @@ def main(argv: list[str] | None = None) -> None:
         "studies": rows,
         "machine": machine(("purejaxppo", "jax", "jaxlib", "optuna")),
     }
-    path = args.json or RESULTS / f"tune-peers-quality-cpu-{time.strftime('%Y%m%d')}.json"
+    stem = "tune-peers-quality" + ("" if args.task == "acrobot" else f"-{args.task}")
+    path = args.json or RESULTS / f"{stem}-cpu-{time.strftime('%Y%m%d')}.json"
     write_text(path, json.dumps(record, indent=1, default=float) + "\n")
     plot([record], args.figure)
     print(f"wrote {path} and {args.figure}")

@@ -17,10 +17,10 @@ from benchmarks.peers import optuna_budget, rlzoo_tuner, sb3_rerun
 from benchmarks.tune_quality import SEARCH
 from benchmarks.tune_throughput import search_flags
 from purejaxppo.cli.values import parse_random
-from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.tune.space import parse_space
 
 ARGS = argparse.Namespace(
+    task="acrobot",
     budget=180.0,
     updates=25,
     objective="eval_return:10",
@@ -30,16 +30,17 @@ ARGS = argparse.Namespace(
 
 
 def test_rlzoo_samples_the_quality_studys_distributions():
-    config = PPOConfig.from_yaml(study.CONFIG)
+    config = study.TASKS["acrobot"].settings()
     ours = parse_space(parse_random(search_flags(SEARCH)[1::2]), config).distributions()
     trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
     assert set(rlzoo_tuner.sample_quality(trial)) == set(SEARCH)
     assert trial.distributions == ours
 
 
-def test_rlzoo_and_sb3_train_with_the_configs_settings(monkeypatch):
-    """RL Zoo's sampler (and so SB3's rerun) fixes what `configs/acrobot.yaml` fixes. RL
-    Zoo lives in its own virtualenv: its `linear_schedule` is stood in for here."""
+@pytest.mark.parametrize("task", sorted(study.TASKS))
+def test_rlzoo_and_sb3_train_with_the_configs_settings(monkeypatch, task):
+    """RL Zoo's sampler (and so SB3's rerun) fixes what the task's config fixes. RL Zoo
+    lives in its own virtualenv: its `linear_schedule` is stood in for here."""
     import sys
     import types
 
@@ -50,8 +51,12 @@ def test_rlzoo_and_sb3_train_with_the_configs_settings(monkeypatch):
     monkeypatch.setitem(sys.modules, "rl_zoo3", types.ModuleType("rl_zoo3"))
     monkeypatch.setitem(sys.modules, "rl_zoo3.utils", utils)
     params = {"learning_rate": 0.003, "ent_coef": 0.02, "gae_lambda": 0.9, "clip_coef": 0.15}
-    kwargs = rlzoo_tuner.acrobot_sampler(optuna.trial.FixedTrial(params), None, 16, None)
-    config = PPOConfig.from_yaml(study.CONFIG)
+    config = study.TASKS[task].settings()
+    n_envs, normalize = rlzoo_tuner.QUALITY_ENVS[task]
+    assert n_envs == config.num_envs
+    assert normalize == config.normalize_observations == config.normalize_rewards
+    sampler = rlzoo_tuner.SAMPLERS[study.TASKS[task].space]
+    kwargs = sampler(optuna.trial.FixedTrial(params), None, n_envs, None)
     assert kwargs["learning_rate"] == ("linear", 0.003) and config.anneal_lr
     assert (kwargs["ent_coef"], kwargs["gae_lambda"], kwargs["clip_range"]) == (0.02, 0.9, 0.15)
     assert kwargs["n_steps"] == config.num_steps and kwargs["n_epochs"] == config.update_epochs
@@ -63,6 +68,28 @@ def test_rlzoo_and_sb3_train_with_the_configs_settings(monkeypatch):
     )
     assert kwargs["policy_kwargs"]["net_arch"] == {"pi": [64, 64], "vf": [64, 64]}
     assert kwargs["policy_kwargs"]["activation_fn"] is nn.Tanh
+    assert config.hidden_sizes == (64, 64) and config.activation == "tanh"
+    assert kwargs.get("use_sde", False) is False  # RL Zoo's Pendulum entry turns gSDE on
+    if normalize:  # RL Zoo's VecNormalize: on through --hyperparams, as in the rerun
+        assert "normalize:True" in study.TASKS[task].rlzoo_hyperparams
+
+
+def test_cleanrl_gets_the_configs_settings_as_flags():
+    """CleanRL's scripts read the task config's fixed settings as flags (their own defaults
+    differ: `ppo_continuous_action.py` steps 1 env x 2048, 32 minibatches, gamma 0.99)."""
+    args = argparse.Namespace(**{**vars(ARGS), "task": "pendulum", "updates": 50})
+    command = study.cleanrl_command(args, ROOT / "out", 1)
+    text = " ".join(command)
+    assert "--script ppo_continuous_action.py" in text
+    for flag in ("num-envs=32", "num-steps=64", "num-minibatches=8", "update-epochs=4"):
+        assert f"--fixed {flag}" in text
+    assert "--fixed gamma=0.9" in text and "--fixed clip-vloss=False" in text
+    assert "--fixed total-timesteps=102400" in text and "--fixed env-id=Pendulum-v1" in text
+    rlzoo = " ".join(study.rlzoo_command(args, ROOT / "out", 1))
+    assert "--space pendulum --hyperparams n_envs:32 normalize:True" in rlzoo
+    ours = study.ours_command(args, ROOT / "out", 1)
+    assert ours[ours.index("--config") + 1] == str(ROOT / "configs/pendulum_normalized.yaml")
+    assert study.total_steps(args) == 50 * 32 * 64
 
 
 def test_every_arm_gets_the_same_budget_steps_and_seed():
@@ -79,8 +106,8 @@ def test_every_arm_gets_the_same_budget_steps_and_seed():
     assert "--space acrobot --hyperparams normalize:False --pruner median" in rlzoo
     assert "--fixed total-timesteps=51200" in cleanrl and "--sampler-seed 2" in cleanrl
     assert "--fixed num-envs=16" in cleanrl and "--fixed env-id=Acrobot-v1" in cleanrl
-    config = PPOConfig.from_yaml(study.CONFIG)
-    assert config.num_envs * config.num_steps == study.STEPS_PER_UPDATE
+    config = study.TASKS["acrobot"].settings()
+    assert config.num_envs * config.num_steps == study.TASKS["acrobot"].steps_per_update
     assert (config.num_envs, config.update_epochs, config.num_minibatches) == (16, 4, 4)
 
 

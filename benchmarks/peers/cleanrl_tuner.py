@@ -10,7 +10,8 @@ tensorboard:
 `--space`: a JSON list of `[flag, low, high, log]`, one per searched field
 (`["learning-rate", 0.0001, 0.01, true]`), sampled with `trial.suggest_float`; `--fixed
 KEY=VALUE` (repeatable): flags passed unchanged to every trial. `--script`: the trained
-script (default: the installed `cleanrl/ppo.py`). The Tuner runs each trial's script in
+script, a path or a file name in the installed `cleanrl` package (default `ppo.py`;
+`ppo_continuous_action.py` for a continuous task). The Tuner runs each trial's script in
 this process with `runpy` and reads `charts/episodic_return` from `runs/<run_name>` under
 `--workdir` (made the working directory). Optuna's TPE sampler, no pruner, one seed per
 trial. `--timeout`: start no trial after that many seconds (Optuna's `timeout`, through
@@ -55,7 +56,7 @@ def main() -> None:
     parser.add_argument("--space", required=True, help="JSON list of [flag, low, high, log]")
     parser.add_argument("--trials", type=int, required=True)
     parser.add_argument("--fixed", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--script", type=Path, default=None)
+    parser.add_argument("--script", default="ppo.py", help="path, or file in cleanrl/")
     parser.add_argument("--env-id", default="CartPole-v1")
     parser.add_argument("--window", type=int, default=50, help="metric_last_n_average_window")
     parser.add_argument("--sampler-seed", type=int, default=0)
@@ -71,9 +72,9 @@ def main() -> None:
         from benchmarks.peers.optuna_budget import limit_optimize
 
         limit_optimize(args.timeout)
-    script = args.script
-    if script is None:
-        script = Path(importlib.util.find_spec("cleanrl").submodule_search_locations[0]) / "ppo.py"
+    script = Path(args.script)
+    if script.parent == Path("."):  # a file of the installed cleanrl package
+        script = Path(importlib.util.find_spec("cleanrl").submodule_search_locations[0]) / script
     fixed = dict(item.split("=", 1) for item in args.fixed)
     args.workdir.mkdir(parents=True, exist_ok=True)
     os.chdir(args.workdir)

@@ -19,11 +19,14 @@ sampler with its `--n-startup-trials`, its trial loop (one model built per trial
     rlzoo-venv/bin/python -m benchmarks.peers.rlzoo_tuner --env Hopper-v4 --trials 32 \
         --n-timesteps 20480 --n-evaluations 2 --eval-episodes 5 --workdir W
 
-`--space acrobot` is the quality study's (`benchmarks.tune_peers_quality`): the four fields
-of `benchmarks.tune_quality.SEARCH` (`sample_quality`) over `configs/acrobot.yaml`'s other
-settings (16 envs x 128 steps, 4 epochs of 4 minibatches, lr annealed, gamma 0.99, 64-64
-tanh; pass `--hyperparams normalize:False` to drop the VecNormalize RL Zoo's Acrobot entry
-adds). `--pruner` (default none; RL Zoo's own default is median), `--seed` (the study's
+`--space acrobot` and `--space pendulum` are the quality study's
+(`benchmarks.tune_peers_quality`): the four fields of `benchmarks.tune_quality.SEARCH`
+(`sample_quality`) over the task's config's other settings (`QUALITY_SETTINGS`: Acrobot's
+16 envs x 128 steps, 4 epochs of 4 minibatches, gamma 0.99, with `--hyperparams
+normalize:False` to drop the VecNormalize RL Zoo's Acrobot entry adds; Pendulum's 32 envs
+x 64 steps, 4 epochs of 8 minibatches, gamma 0.9, gSDE off, with `--hyperparams n_envs:32
+normalize:True` for VecNormalize; both lr annealed and 64-64 tanh).
+`--pruner` (default none; RL Zoo's own default is median), `--seed` (the study's
 and the models') and `--timeout` (start no trial after that many seconds: Optuna's
 `timeout` through `benchmarks.peers.optuna_budget`) are passed on.
 
@@ -89,34 +92,61 @@ def sample_quality(trial) -> dict:
     }
 
 
-def acrobot_sampler(trial, n_actions, n_envs, additional_args) -> dict:
-    """RL Zoo's sampler signature: `sample_quality`'s fields as SB3 PPO arguments and
-    `configs/acrobot.yaml`'s other settings (the env count is RL Zoo's Acrobot entry's 16)."""
+#: The quality study's fixed PPO settings per task (`configs/acrobot.yaml`,
+#: `configs/pendulum_normalized.yaml`) in SB3's names; the env count is RL Zoo's
+#: `n_envs` (its Acrobot entry's 16; Pendulum's is set with `--hyperparams n_envs:32`).
+QUALITY_SETTINGS = {
+    "acrobot": {"n_steps": 128, "minibatches": 4, "n_epochs": 4, "gamma": 0.99},
+    "pendulum": {"n_steps": 64, "minibatches": 8, "n_epochs": 4, "gamma": 0.9},
+}
+#: Envs per task, and whether observations and rewards are normalised (VecNormalize).
+QUALITY_ENVS = {"acrobot": (16, False), "pendulum": (32, True)}
+
+
+def quality_kwargs(sampled: dict, n_envs: int, task: str) -> dict:
+    """SB3 PPO keyword arguments: `sample_quality`'s fields (`clip_coef` is SB3's
+    `clip_range`, the learning rate annealed linearly) and `QUALITY_SETTINGS[task]` (64-64
+    tanh actor and critic, orthogonal init, vf_coef and max_grad_norm 0.5; a Gaussian policy
+    with a state-independent log-std starting at 0 and no gSDE, which RL Zoo's Pendulum
+    entry would switch on)."""
     from rl_zoo3.utils import linear_schedule
     from torch import nn
 
-    sampled = sample_quality(trial)
+    settings = dict(QUALITY_SETTINGS[task])
+    minibatches = settings.pop("minibatches")
+    policy = {"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": nn.Tanh}
     return {
         "learning_rate": linear_schedule(sampled["learning_rate"]),
         "ent_coef": sampled["ent_coef"],
         "gae_lambda": sampled["gae_lambda"],
         "clip_range": sampled["clip_coef"],
-        "gamma": 0.99,
-        "n_steps": 128,
-        "batch_size": 128 * n_envs // 4,
-        "n_epochs": 4,
+        **settings,
+        "batch_size": settings["n_steps"] * n_envs // minibatches,
         "vf_coef": 0.5,
         "max_grad_norm": 0.5,
-        "policy_kwargs": {
-            "net_arch": {"pi": [64, 64], "vf": [64, 64]},
-            "activation_fn": nn.Tanh,
-            "ortho_init": True,
-        },
+        **({"use_sde": False} if task == "pendulum" else {}),
+        "policy_kwargs": {**policy, "ortho_init": True},
     }
 
 
+def acrobot_sampler(trial, n_actions, n_envs, additional_args) -> dict:
+    """RL Zoo's sampler signature: `sample_quality` with `configs/acrobot.yaml`'s settings."""
+    return quality_kwargs(sample_quality(trial), n_envs, "acrobot")
+
+
+def pendulum_sampler(trial, n_actions, n_envs, additional_args) -> dict:
+    """RL Zoo's sampler signature: `sample_quality` with
+    `configs/pendulum_normalized.yaml`'s settings (RL Zoo's VecNormalize normalises, with
+    `--hyperparams normalize:True`)."""
+    return quality_kwargs(sample_quality(trial), n_envs, "pendulum")
+
+
 #: `--space` -> RL Zoo sampler.
-SAMPLERS = {"ppo-default": traced_sampler, "acrobot": acrobot_sampler}
+SAMPLERS = {
+    "ppo-default": traced_sampler,
+    "acrobot": acrobot_sampler,
+    "pendulum": pendulum_sampler,
+}
 
 
 def main() -> None:

@@ -1,9 +1,12 @@
 """Rerun a tuned setting in Stable-Baselines3 (RL Zoo's library): SB3 PPO on a gymnasium
-id with `configs/acrobot.yaml`'s settings (`rlzoo_tuner.acrobot_sampler`: 16 envs x 128
-steps, 4 epochs of 4 minibatches, the learning rate annealed linearly, gamma 0.99, 64-64
-tanh actor and critic, no normalisation) and the tuned fields, one run per seed:
+id with the quality study's settings of `--space` (`rlzoo_tuner.quality_kwargs`; acrobot:
+`configs/acrobot.yaml`'s 16 envs x 128 steps, 4 epochs of 4 minibatches, gamma 0.99, no
+normalisation; pendulum: `configs/pendulum_normalized.yaml`'s 32 envs x 64 steps, 4 epochs
+of 8 minibatches, gamma 0.9, VecNormalize of observations and rewards; both with the
+learning rate annealed linearly and 64-64 tanh actor and critic) and the tuned fields, one
+run per seed:
 
-    rlzoo-venv/bin/python -m benchmarks.peers.sb3_rerun --env Acrobot-v1 \
+    rlzoo-venv/bin/python -m benchmarks.peers.sb3_rerun --env Acrobot-v1 --space acrobot \
         --params '{"learning_rate": 0.001, ...}' --total-timesteps 102400 --seeds 100 101
 
 Each run's score is `final_return`: the mean return of the training episodes that end in
@@ -28,14 +31,16 @@ def final_return(episodes: list[tuple[int, float]], total: int, window: float) -
     return sum(tail) / len(tail) if tail else float("nan")
 
 
-def run(env_id: str, params: dict, seed: int, total: int) -> list[tuple[int, float]]:
-    """One SB3 PPO run; the `(env step at its end, return)` of every finished episode."""
+def run(env_id: str, space: str, params: dict, seed: int, total: int) -> list[tuple[int, float]]:
+    """One SB3 PPO run; the `(env step at its end, return)` of every finished episode
+    (its raw return: Monitor records it beneath VecNormalize)."""
     import optuna
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
 
-    from benchmarks.peers.rlzoo_tuner import acrobot_sampler
+    from benchmarks.peers.rlzoo_tuner import QUALITY_ENVS, quality_kwargs, sample_quality
 
     class Episodes(BaseCallback):
         def __init__(self):
@@ -48,9 +53,12 @@ def run(env_id: str, params: dict, seed: int, total: int) -> list[tuple[int, flo
                     self.done.append((self.num_timesteps, float(info["episode"]["r"])))
             return True
 
-    env = make_vec_env(env_id, n_envs=16, seed=seed)
-    fixed = optuna.trial.FixedTrial(params)
-    kwargs = acrobot_sampler(fixed, None, 16, None)  # the learning rate annealed linearly
+    n_envs, normalize = QUALITY_ENVS[space]
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    sampled = sample_quality(optuna.trial.FixedTrial(params))
+    kwargs = quality_kwargs(sampled, n_envs, space)  # the learning rate annealed linearly
+    if normalize:  # RL Zoo's `normalize: True`, its discount the task's gamma
+        env = VecNormalize(env, gamma=kwargs["gamma"])
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
     episodes = Episodes()
     model.learn(total_timesteps=total, callback=episodes)
@@ -60,6 +68,7 @@ def run(env_id: str, params: dict, seed: int, total: int) -> list[tuple[int, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="Acrobot-v1")
+    parser.add_argument("--space", choices=("acrobot", "pendulum"), default="acrobot")
     parser.add_argument("--params", required=True, help="JSON object of the tuned fields")
     parser.add_argument("--total-timesteps", type=int, required=True)
     parser.add_argument("--seeds", type=int, nargs="+", required=True)
@@ -69,7 +78,7 @@ def main() -> None:
     params = json.loads(args.params)
     finals, counts = [], []
     for seed in args.seeds:
-        episodes = run(args.env, params, seed, args.total_timesteps)
+        episodes = run(args.env, args.space, params, seed, args.total_timesteps)
         finals.append(final_return(episodes, args.total_timesteps, args.window))
         counts.append(sum(step > (1 - args.window) * args.total_timesteps for step, _ in episodes))
     record = {"final_returns": finals, "episodes": counts, "seconds": time.perf_counter() - start}
