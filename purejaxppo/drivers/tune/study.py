@@ -180,10 +180,10 @@ def check_request(stored: Mapping[str, Any], request: Mapping[str, Any], where: 
             )
 
 
-def stored_request(study: Any, where: str, *, wait: float = RECORD_WAIT_SECONDS) -> dict:
+def stored_request(study: Any, where: str, *, wait: float | None = None) -> dict:
     """What an existing `study` tunes (its `ATTRIBUTE` record). A study without trials
     may have just been created by another worker that records it next: it is read again
-    for up to `wait` seconds.
+    for up to `wait` seconds (default `RECORD_WAIT_SECONDS`, read at the call).
 
     Raises:
       ValueError: one line naming `where`: the study has no record (another tool made
@@ -191,7 +191,7 @@ def stored_request(study: Any, where: str, *, wait: float = RECORD_WAIT_SECONDS)
     """
     import time
 
-    deadline = time.monotonic() + wait
+    deadline = time.monotonic() + (RECORD_WAIT_SECONDS if wait is None else wait)
     while True:
         stored = study.user_attrs.get(ATTRIBUTE)
         if isinstance(stored, dict) and "search" not in stored:  # the short record
