@@ -7,7 +7,10 @@ library (16 envs x 128 steps, 4 epochs of 4 minibatches, the learning rate annea
 0.99, 64-64 tanh actor and critic, no normalisation), and Pendulum-v1 with
 `configs/pendulum_normalized.yaml`'s (32 envs x 64 steps, 4 epochs of 8 minibatches, gamma
 0.9, observations and rewards normalised, as CleanRL's `ppo_continuous_action.py` always
-does); `--updates` updates per trial (default 25: 51,200 env steps), searching
+does), and Hopper-v4 with `configs/mujoco.yaml`'s (32 envs x 64 steps, 10 epochs of 32
+minibatches, gamma 0.99, normalised; EnvPool's `envpool:Hopper-v4` for purejaxppo,
+gymnasium's MuJoCo Hopper-v4 for SB3 and CleanRL); `--updates` updates per trial (default
+25: 51,200 env steps), searching
 `benchmarks.tune_quality.SEARCH` (learning_rate log-uniform over four decades, ent_coef,
 gae_lambda and clip_coef uniform). Each study gets `--budget` seconds of wall time
 (default 180), in a fresh process with a cold start; `--reps` studies per tuner (default
@@ -41,12 +44,16 @@ fraction of the run, `benchmarks.peers.sb3_rerun`, ppo.py's own printed returns)
 trials' own values are of three kinds and are not compared across tuners.
 
 The peers need their virtualenvs at the repository root (recipes in
-`benchmarks.tune_throughput` and `benchmarks.tune_host_throughput`):
+`benchmarks.tune_throughput` and `benchmarks.tune_host_throughput`; the Hopper task also
+needs MuJoCo in CleanRL's, the version its own `mujoco` extra pins for gymnasium 0.28.1:
+`cleanrl-venv/bin/pip install mujoco==2.3.3`):
 
     python -m benchmarks.tune_peers_quality --rlzoo-python rlzoo-venv/bin/python \
         --cleanrl-python cleanrl-venv/bin/python          # about 50 min on 2 CPU cores
     python -m benchmarks.tune_peers_quality --task pendulum --rlzoo-python ... \
         --cleanrl-python ...
+    python -m benchmarks.tune_peers_quality --task hopper --rlzoo-python ... \
+        --cleanrl-python ...                              # about 45 min on 2 CPU cores
     python -m benchmarks.tune_peers_quality --rlzoo-python ... --cleanrl-python ... \
         --budget 60 --reps 1 --rerun-seeds 100 --json /tmp/s.json --figure /tmp/s.png  # ~6 min
 
@@ -84,17 +91,20 @@ ARMS = ("ours", "rlzoo", "cleanrl")
 @dataclass(frozen=True)
 class Task:
     """One task of the study: its gymnasium id, the config whose settings every library
-    uses, RL Zoo's sampler (`rlzoo_tuner --space`) and extra `--hyperparams`, and the CleanRL
-    script (a file of the installed `cleanrl` package) that trains it."""
+    uses, RL Zoo's sampler (`rlzoo_tuner --space`) and extra `--hyperparams`, the CleanRL
+    script (a file of the installed `cleanrl` package) that trains it, and the env name
+    purejaxppo trains when it is not the config's own (EnvPool's copy of a MuJoCo task)."""
 
     env_id: str
     config: str  # repo-relative
     space: str
     rlzoo_hyperparams: tuple[str, ...]
     cleanrl_script: str
+    ours_env: str | None = None
 
     def settings(self) -> PPOConfig:
-        return PPOConfig.from_yaml(ROOT / self.config)
+        config = PPOConfig.from_yaml(ROOT / self.config)
+        return config.replace(env_name=self.ours_env) if self.ours_env else config
 
     @property
     def steps_per_update(self) -> int:
@@ -132,6 +142,14 @@ TASKS = {
         ("n_envs:32", "normalize:True"),
         "ppo_continuous_action.py",
     ),
+    "hopper": Task(
+        "Hopper-v4",
+        "configs/mujoco.yaml",
+        "hopper",
+        ("n_envs:32", "normalize:True", "gamma:0.99"),
+        "ppo_continuous_action.py",
+        ours_env="envpool:Hopper-v4",
+    ),
 }
 #: Updates whose episodes score a run (`pjp.sweep`'s `final_return` window).
 WINDOW_UPDATES = 10
@@ -148,9 +166,11 @@ def total_steps(args: argparse.Namespace) -> int:
 
 def ours_command(args: argparse.Namespace, out: Path, rep: int) -> list[str]:
     """The `purejaxppo tune` command line of study `rep`, writing to `out`."""
-    config = ROOT / TASKS[args.task].config
+    task = TASKS[args.task]
+    env = ["--env-name", task.ours_env] if task.ours_env else []
     return [
-        *[str(Path(sys.executable).with_name("purejaxppo")), "tune", "--config", str(config)],
+        *[str(Path(sys.executable).with_name("purejaxppo")), "tune"],
+        *["--config", str(ROOT / task.config), *env],
         *["--total-timesteps", str(total_steps(args)), *search_flags(SEARCH)],
         *["--trials", str(MAX_TRIALS), "--timeout", str(args.budget), "--seed", str(rep)],
         *["--seeds-per-trial", "2", "--objective", args.objective],

@@ -92,6 +92,27 @@ def test_cleanrl_gets_the_configs_settings_as_flags():
     assert study.total_steps(args) == 50 * 32 * 64
 
 
+def test_hopper_trains_envpools_hopper_in_ours_and_gymnasiums_in_the_peers():
+    """The MuJoCo task: `configs/mujoco.yaml` on EnvPool's Hopper-v4 for `tune` and its
+    rerun, gymnasium's Hopper-v4 with the same settings for SB3 and CleanRL; RL Zoo's
+    VecNormalize discounts with the config's gamma, not its Hopper entry's 0.999."""
+    args = argparse.Namespace(**{**vars(ARGS), "task": "hopper"})
+    ours = study.ours_command(args, ROOT / "out", 0)
+    assert ours[ours.index("--env-name") + 1] == "envpool:Hopper-v4"
+    assert ours[ours.index("--config") + 1] == str(ROOT / "configs/mujoco.yaml")
+    config = study.TASKS["hopper"].settings()
+    assert config.env_name == "envpool:Hopper-v4" and config.gamma == 0.99
+    rlzoo = " ".join(study.rlzoo_command(args, ROOT / "out", 0))
+    assert "--env Hopper-v4 --space hopper" in rlzoo
+    assert "--hyperparams n_envs:32 normalize:True gamma:0.99 " in rlzoo
+    cleanrl = " ".join(study.cleanrl_command(args, ROOT / "out", 0))
+    assert "--script ppo_continuous_action.py" in cleanrl
+    for flag in ("env-id=Hopper-v4", "num-envs=32", "num-steps=64", "num-minibatches=32"):
+        assert f"--fixed {flag}" in cleanrl
+    assert "--fixed update-epochs=10" in cleanrl and "--fixed total-timesteps=51200" in cleanrl
+    assert "--env-name" not in " ".join(study.ours_command(ARGS, ROOT / "out", 0))
+
+
 def test_every_arm_gets_the_same_budget_steps_and_seed():
     out = ROOT / "out"
     ours = " ".join(study.ours_command(ARGS, out, 2))

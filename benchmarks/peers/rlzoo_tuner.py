@@ -19,13 +19,15 @@ sampler with its `--n-startup-trials`, its trial loop (one model built per trial
     rlzoo-venv/bin/python -m benchmarks.peers.rlzoo_tuner --env Hopper-v4 --trials 32 \
         --n-timesteps 20480 --n-evaluations 2 --eval-episodes 5 --workdir W
 
-`--space acrobot` and `--space pendulum` are the quality study's
+`--space acrobot`, `pendulum` and `hopper` are the quality study's
 (`benchmarks.tune_peers_quality`): the four fields of `benchmarks.tune_quality.SEARCH`
 (`sample_quality`) over the task's config's other settings (`QUALITY_SETTINGS`: Acrobot's
 16 envs x 128 steps, 4 epochs of 4 minibatches, gamma 0.99, with `--hyperparams
 normalize:False` to drop the VecNormalize RL Zoo's Acrobot entry adds; Pendulum's 32 envs
 x 64 steps, 4 epochs of 8 minibatches, gamma 0.9, gSDE off, with `--hyperparams n_envs:32
-normalize:True` for VecNormalize; both lr annealed and 64-64 tanh).
+normalize:True` for VecNormalize; Hopper's `configs/mujoco.yaml` 32 envs x 64 steps, 10
+epochs of 32 minibatches, gamma 0.99, with `--hyperparams n_envs:32 normalize:True
+gamma:0.99`; all lr annealed and 64-64 tanh).
 `--pruner` (default none; RL Zoo's own default is median), `--seed` (the study's
 and the models') and `--timeout` (start no trial after that many seconds: Optuna's
 `timeout` through `benchmarks.peers.optuna_budget`) are passed on.
@@ -98,9 +100,10 @@ def sample_quality(trial) -> dict:
 QUALITY_SETTINGS = {
     "acrobot": {"n_steps": 128, "minibatches": 4, "n_epochs": 4, "gamma": 0.99},
     "pendulum": {"n_steps": 64, "minibatches": 8, "n_epochs": 4, "gamma": 0.9},
+    "hopper": {"n_steps": 64, "minibatches": 32, "n_epochs": 10, "gamma": 0.99},
 }
 #: Envs per task, and whether observations and rewards are normalised (VecNormalize).
-QUALITY_ENVS = {"acrobot": (16, False), "pendulum": (32, True)}
+QUALITY_ENVS = {"acrobot": (16, False), "pendulum": (32, True), "hopper": (32, True)}
 
 
 def quality_kwargs(sampled: dict, n_envs: int, task: str) -> dict:
@@ -124,7 +127,7 @@ def quality_kwargs(sampled: dict, n_envs: int, task: str) -> dict:
         "batch_size": settings["n_steps"] * n_envs // minibatches,
         "vf_coef": 0.5,
         "max_grad_norm": 0.5,
-        **({"use_sde": False} if task == "pendulum" else {}),
+        **({"use_sde": False} if task != "acrobot" else {}),
         "policy_kwargs": {**policy, "ortho_init": True},
     }
 
@@ -141,11 +144,19 @@ def pendulum_sampler(trial, n_actions, n_envs, additional_args) -> dict:
     return quality_kwargs(sample_quality(trial), n_envs, "pendulum")
 
 
+def hopper_sampler(trial, n_actions, n_envs, additional_args) -> dict:
+    """RL Zoo's sampler signature: `sample_quality` with `configs/mujoco.yaml`'s settings
+    (VecNormalize, with `--hyperparams n_envs:32 normalize:True gamma:0.99`: RL Zoo's
+    Hopper-v4 entry says 1 env and gamma 0.999, and VecNormalize takes the entry's gamma)."""
+    return quality_kwargs(sample_quality(trial), n_envs, "hopper")
+
+
 #: `--space` -> RL Zoo sampler.
 SAMPLERS = {
     "ppo-default": traced_sampler,
     "acrobot": acrobot_sampler,
     "pendulum": pendulum_sampler,
+    "hopper": hopper_sampler,
 }
 
 

@@ -2,9 +2,10 @@
 id with the quality study's settings of `--space` (`rlzoo_tuner.quality_kwargs`; acrobot:
 `configs/acrobot.yaml`'s 16 envs x 128 steps, 4 epochs of 4 minibatches, gamma 0.99, no
 normalisation; pendulum: `configs/pendulum_normalized.yaml`'s 32 envs x 64 steps, 4 epochs
-of 8 minibatches, gamma 0.9, VecNormalize of observations and rewards; both with the
-learning rate annealed linearly and 64-64 tanh actor and critic) and the tuned fields, one
-run per seed:
+of 8 minibatches, gamma 0.9, VecNormalize of observations and rewards; hopper:
+`configs/mujoco.yaml`'s 32 envs x 64 steps, 10 epochs of 32 minibatches, gamma 0.99,
+VecNormalize; all with the learning rate annealed linearly and 64-64 tanh actor and critic)
+and the tuned fields, one run per seed:
 
     rlzoo-venv/bin/python -m benchmarks.peers.sb3_rerun --env Acrobot-v1 --space acrobot \
         --params '{"learning_rate": 0.001, ...}' --total-timesteps 102400 --seeds 100 101
@@ -68,7 +69,7 @@ def run(env_id: str, space: str, params: dict, seed: int, total: int) -> list[tu
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="Acrobot-v1")
-    parser.add_argument("--space", choices=("acrobot", "pendulum"), default="acrobot")
+    parser.add_argument("--space", choices=("acrobot", "pendulum", "hopper"), default="acrobot")
     parser.add_argument("--params", required=True, help="JSON object of the tuned fields")
     parser.add_argument("--total-timesteps", type=int, required=True)
     parser.add_argument("--seeds", type=int, nargs="+", required=True)
