@@ -24,6 +24,8 @@ import argparse
 import json
 import time
 
+from benchmarks.peers.rlzoo_tuner import QUALITY_ENVS  # standard library imports only
+
 
 def final_return(episodes: list[tuple[int, float]], total: int, window: float) -> float:
     """Mean return of the `(end step, return)` episodes ending after `(1 - window) *
@@ -41,7 +43,7 @@ def run(env_id: str, space: str, params: dict, seed: int, total: int) -> list[tu
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from benchmarks.peers.rlzoo_tuner import QUALITY_ENVS, quality_kwargs, sample_quality
+    from benchmarks.peers.rlzoo_tuner import quality_kwargs, sample_quality
 
     class Episodes(BaseCallback):
         def __init__(self):
@@ -69,7 +71,7 @@ def run(env_id: str, space: str, params: dict, seed: int, total: int) -> list[tu
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="Acrobot-v1")
-    parser.add_argument("--space", choices=("acrobot", "pendulum", "hopper"), default="acrobot")
+    parser.add_argument("--space", choices=sorted(QUALITY_ENVS), default="acrobot")
     parser.add_argument("--params", required=True, help="JSON object of the tuned fields")
     parser.add_argument("--total-timesteps", type=int, required=True)
     parser.add_argument("--seeds", type=int, nargs="+", required=True)
