@@ -48,3 +48,49 @@ def test_a_recorded_episode_is_the_env_stepped_with_the_keys_as_they_are(cartpol
     np.testing.assert_array_equal(episode.rewards, np.asarray(rewards, np.float32))
     # it ended where the env said so, or ran the whole scan (30 steps)
     assert bool(terminated or truncated) or episode.length == 30
+
+
+def test_an_evaluation_stops_when_its_last_episode_ends_with_the_scans_returns(cartpole):
+    """`make_play(..., until_ended=True)` (the evaluation's loop) steps the envs until the
+    last of their episodes ends: as many policy steps as the longest episode, where the
+    scan steps all of `max_steps`, and the same returns and lengths to the bit."""
+    from purejaxppo.acting.episodes import make_play
+    from purejaxppo.kinds import resolve_acting
+
+    steps = {"count": 0}
+
+    def count(_):
+        steps["count"] += 1
+
+    networks = cartpole.networks
+
+    def counted_step(params, state, obs, reset):
+        jax.debug.callback(count, reset)
+        return networks.step(params, state, obs, reset)
+
+    counted = networks._replace(step=counted_step)
+    setup = resolve_acting("eval", cartpole.env, cartpole.env_params, counted)
+    key, max_steps = jax.random.key(7), 300  # a random policy's CartPole: ~10-60 steps
+    played = {}
+    for until_ended in (False, True):
+        start, play = make_play(
+            setup.rows, counted, setup.episodes, lambda s: None, until_ended=until_ended
+        )
+
+        @jax.jit
+        def run(params, key, start=start, play=play):
+            carry, scan_key = start(key, 6)
+            return play(params, carry, jax.random.split(scan_key, max_steps), 1.0)[0]
+
+        steps["count"] = 0
+        carry = jax.block_until_ready(run(cartpole.get_params(), key))
+        played[until_ended] = (np.asarray(carry.returns), np.asarray(carry.lengths), steps["count"])
+    (scan_returns, scan_lengths, scan_steps), (returns, lengths, loop_steps) = (
+        played[False],
+        played[True],
+    )
+    assert scan_steps == max_steps
+    assert 0 < lengths.max() < max_steps and not np.asarray(carry.active).any()
+    assert loop_steps == lengths.max()
+    np.testing.assert_array_equal(returns, scan_returns)
+    np.testing.assert_array_equal(lengths, scan_lengths)

@@ -6,7 +6,8 @@ the `RowsEnv` the rollout steps (`kinds.EnvKind.rows`). `make_play` steps it in 
 Stoix's `evaluator_setup` do: each of the N envs plays ONE episode, `active` marks its
 steps before the episode's end, and the return and length count those steps only. What
 an operation keeps of each step is its `output`: nothing (`make_rows_episode_runner`:
-the returns and lengths of the carry), one env's states and observations
+the returns and lengths of the carry, in a `lax.while_loop` that stops when the last
+episode ends), one env's states and observations
 (`make_rows_recorder`, videos), or the records of a dataset (`make_rows_chunk_runner`).
 Host envs, stepped from Python, play the same episodes in `acting.host`.
 
@@ -83,6 +84,7 @@ def make_play(
     episodes: Episodes,
     output: Output,
     one_env: bool = False,
+    until_ended: bool = False,
 ) -> tuple[Callable[..., tuple[Playing, jax.Array]], Callable[..., tuple[Playing, Any]]]:
     """`(start(key, N) -> (Playing, scan_key), play(params, carry, keys [C], temperature)
     -> (Playing, outputs [C, ...]))`: the episode loop (module docstring), unjitted.
@@ -90,6 +92,10 @@ def make_play(
     `play` steps all N envs C times (`networks.step`, `networks.select_action`: temperature
     0 greedy, 1 the policy's own distribution) and stacks `output(step)` of each step.
     `one_env`: N = 1, the env stepped with the keys as they are (`envs.rows.env_keys`).
+    `until_ended` (no outputs: None): a `lax.while_loop` that stops once every env's
+    episode has ended, at most C steps. The steps it skips are inactive ones, which add
+    nothing to a return or a length, so the carry's returns and lengths are the scan's;
+    short episodes (a greedy policy's early falls) then cost their own length, not C.
     """
     as_keys = (lambda key: key[None]) if one_env else (lambda key: key)
 
@@ -153,7 +159,18 @@ def make_play(
         return next_carry, output(seen)
 
     def play(params, carry: Playing, keys: jax.Array, temperature) -> tuple[Playing, Any]:
-        return jax.lax.scan(lambda c, k: step(params, temperature, c, k), carry, keys)
+        if not until_ended:
+            return jax.lax.scan(lambda c, k: step(params, temperature, c, k), carry, keys)
+
+        def more(state: tuple[jax.Array, Playing]) -> jax.Array:
+            index, playing = state
+            return jnp.logical_and(index < keys.shape[0], jnp.any(playing.active))
+
+        def advance(state: tuple[jax.Array, Playing]) -> tuple[jax.Array, Playing]:
+            index, playing = state
+            return index + 1, step(params, temperature, playing, keys[index])[0]
+
+        return jax.lax.while_loop(more, advance, (jnp.int32(0), carry))[1], None
 
     return start, play
 
@@ -162,9 +179,10 @@ def make_rows_episode_runner(
     rows_env: RowsEnv, networks: Networks, episodes: Episodes, num_episodes: int, max_steps: int
 ) -> Callable[[Any, jax.Array, Any], tuple[jax.Array, jax.Array]]:
     """Jitted `run(params, key, temperature) -> (returns float32 [E], lengths int32 [E])`:
-    E envs play one episode each in `max_steps` steps (`acting.evaluation`); a return is
-    undiscounted (A agents: the team reward of the agents' returns)."""
-    start, play = make_play(rows_env, networks, episodes, lambda step: None)
+    E envs play one episode each in at most `max_steps` steps, stopping when the last one
+    ends (`acting.evaluation`); a return is undiscounted (A agents: the team reward of the
+    agents' returns)."""
+    start, play = make_play(rows_env, networks, episodes, lambda step: None, until_ended=True)
 
     @jax.jit
     def run(params, key, temperature):

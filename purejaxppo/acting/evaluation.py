@@ -4,7 +4,7 @@
 them as an `EvalResult`; `make_episode_runner` is the compiled runner that the periodic
 evaluation during training (`acting.make_evaluators`) and `eval --all-steps`
 (`drivers.series`) reuse. The envs the program steps play in the one episode loop
-(`acting.episodes`, one `lax.scan`); host envs in a Python loop around the same jitted
+(`acting.episodes`, a `lax.while_loop` that ends with the last episode); host envs in a Python loop around the same jitted
 policy step (`acting.host`).
 """
 
@@ -59,7 +59,8 @@ def evaluate(
     callback: Callable[[int, float, int], Any] | None = None,
     swap_channels: bool = False,
 ) -> EvalResult:
-    """Runs `num_episodes` episodes in parallel (`vmap` over envs, `lax.scan` over time).
+    """Runs `num_episodes` episodes in parallel (`vmap` over envs, a `lax.while_loop`
+    over time that stops once every episode has ended, at most `max_steps` steps).
 
     Each env plays exactly one episode (steps after its end are masked out). An EnvPool
     Atari episode is the whole game (every life), its return the raw score, whatever
@@ -181,8 +182,8 @@ def make_episode_runner(
 
     `policy`: a `Policy` or its `Networks`. Build it once and call it with new params (the
     training loop's periodic evaluation does) to compile once. The env plays in the one
-    episode loop (`acting.episodes.make_rows_episode_runner`: E envs vmapped in one `lax.scan`
-    of `max_steps` steps; EnvPool Atari: an episode is the game, scored raw; JaxMARL: the
+    episode loop (`acting.episodes.make_rows_episode_runner`: E envs vmapped in one
+    `lax.while_loop` of at most `max_steps` steps, ending with the last episode; EnvPool Atari: an episode is the game, scored raw; JaxMARL: the
     team return, every agent acting on its row); a host env in a Python loop around the
     jitted policy step (`acting.host.make_host_episode_runner`; numpy results).
 
