@@ -324,23 +324,30 @@ def summarize(rows: list[dict]) -> list[dict]:
 LABELS = {"ours": "purejaxppo tune", "rlzoo": "RL Zoo's tuner", "cleanrl": "CleanRL's tuner"}
 
 
-def plot(records: list[dict], path: Path) -> None:
-    """Every rerun seed's final return, per tuner and study, with each study's mean; one
-    column per tuner of each results file (ours labelled with its objective when a file
-    sets one other than the default)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    columns = []
+def figure_columns(records: list[dict]) -> list[tuple[str, str, list[dict]]]:
+    """The figure's `(arm, label, studies)` columns: one per tuner (ours: per objective,
+    labelled with it), in the order first met, each from the last of `records` that ran
+    it (a later file of ours' arm alone replaces an earlier file's column)."""
+    found = {}
     for record in records:
         objective = record.get("ours_objective", f"eval_return:{EVAL_EPISODES}")
         for arm in ARMS:
             studies = [r for r in record["studies"] if r["arm"] == arm and r["rerun"]]
             if studies:
                 label = LABELS[arm] + (f"\n({objective})" if arm == "ours" else "")
-                columns.append((arm, label, studies))
+                found[label] = (arm, label, studies)
+    return list(found.values())
+
+
+def plot(records: list[dict], path: Path) -> None:
+    """Every rerun seed's final return, per tuner and study, with each study's mean, in
+    the columns of `figure_columns(records)`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = figure_columns(records)
     colors = {"ours": "tab:red", "rlzoo": "tab:blue", "cleanrl": "tab:green"}
     fig, ax = plt.subplots(figsize=(2.2 * max(len(columns), 3), 4))
     for i, (arm, _, studies) in enumerate(columns):

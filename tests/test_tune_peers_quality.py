@@ -220,3 +220,19 @@ def test_the_figure_is_drawn_from_a_results_file(tmp_path):
     figure = tmp_path / "figure.png"
     study.main(["--plot", str(results), str(results), "--figure", str(figure)])
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and figure.stat().st_size > 10_000
+
+
+def test_a_later_file_of_ours_alone_replaces_ours_column_in_the_figure():
+    def record(arms, rerun, objective="eval_return:10"):
+        studies = [{"arm": arm, "rep": 0, "rerun": rerun} for arm in arms]
+        return {"ours_objective": objective, "studies": studies}
+
+    first = record(study.ARMS, [1.0])
+    other_objective = record(["ours"], [2.0], "episode_return:0.4")
+    rerun = record(["ours"], [3.0])
+    columns = study.figure_columns([first, other_objective, rerun])
+    assert [(arm, s[0]["rerun"]) for arm, _, s in columns] == [
+        ("ours", [3.0]),  # the rerun's, in the first file's place
+        *[(arm, [1.0]) for arm in study.ARMS if arm != "ours"],
+        ("ours", [2.0]),  # another objective: a column of its own
+    ]
