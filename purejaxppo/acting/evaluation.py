@@ -4,8 +4,8 @@
 them as an `EvalResult`; `make_episode_runner` is the compiled runner that the periodic
 evaluation during training (`acting.make_evaluators`) and `eval --all-steps`
 (`drivers.series`) reuse. The envs the program steps play in the one episode loop
-(`acting.episodes`, a `lax.while_loop` that ends with the last episode); host envs in a Python loop around the same jitted
-policy step (`acting.host`).
+(`acting.episodes`, a `lax.while_loop` that ends with the last episode); host envs in a
+Python loop around the same jitted policy step (`acting.host`).
 """
 
 from __future__ import annotations
@@ -183,9 +183,10 @@ def make_episode_runner(
     `policy`: a `Policy` or its `Networks`. Build it once and call it with new params (the
     training loop's periodic evaluation does) to compile once. The env plays in the one
     episode loop (`acting.episodes.make_rows_episode_runner`: E envs vmapped in one
-    `lax.while_loop` of at most `max_steps` steps, ending with the last episode; EnvPool Atari: an episode is the game, scored raw; JaxMARL: the
-    team return, every agent acting on its row); a host env in a Python loop around the
-    jitted policy step (`acting.host.make_host_episode_runner`; numpy results).
+    `lax.while_loop` of at most `max_steps` steps, ending with the last episode; EnvPool
+    Atari: an episode is the game, scored raw; JaxMARL: the team return, every agent
+    acting on its row); a host env in a Python loop around the jitted policy step
+    (`acting.host.make_host_episode_runner`; numpy results).
 
     Raises:
       ValueError: a kind of env that cannot be evaluated (`kinds`' table); more
