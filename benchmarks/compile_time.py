@@ -27,6 +27,10 @@ Kinds (`KINDS`; `--kinds` picks some):
 * `cli`: `purejaxppo train --config configs/cartpole.yaml --total-timesteps 512` (one
   update), launch to exit; `import`: `python -c 'import purejaxppo, jax'`; `import_train`:
   `python -c 'from purejaxppo import make_train'` (gymnax, flax, optax).
+* `first_update`: `purejaxppo train --config configs/cartpole.yaml --total-timesteps 20480`
+  (40 updates): `first_update_s`, launch to the first update's row in the run's
+  `metrics.csv` (read every 5 ms while the command runs: what a user watching the run sees
+  first), and `process_s`, launch to exit.
 
 Every kind runs twice per round, in two fresh processes sharing a fresh persistent
 compile cache (`PUREJAXPPO_COMPILE_CACHE=<tmp>`, `purejaxppo.platform.enable_compile_cache`):
@@ -90,6 +94,7 @@ KINDS = (
     "check",
     "eval",
     "cli",
+    "first_update",
 )
 #: The peer's interpreter (`benchmarks/peers/setup_rejax_venv.sh`).
 PEER_PYTHON = ROOT / "benchmarks" / ".venv-rejax" / "bin" / "python"
@@ -110,7 +115,20 @@ COMMANDS = {
         "512",
         "--no-progress",
     ],
+    "first_update": [
+        sys.executable,
+        "-m",
+        "purejaxppo.cli",
+        "train",
+        "--config",
+        "configs/cartpole.yaml",
+        "--total-timesteps",
+        "20480",
+        "--no-progress",
+    ],
 }
+#: How often `first_update` reads the run's metrics.csv (seconds).
+POLL_S = 0.005
 #: JAX's compile events (`jax._src.dispatch`): the trace, lower and XLA compile (or cache
 #: load) of one program each.
 EVENTS = {
@@ -136,6 +154,8 @@ COLUMNS = (
     ("warm.wall_s", "call s (warm)"),
     ("cold.process_s", "process s (cold)"),
     ("warm.process_s", "process s (warm)"),
+    ("cold.first_update_s", "first update s (cold)"),
+    ("warm.first_update_s", "first update s (warm)"),
 )
 
 
@@ -290,6 +310,8 @@ def _child(kind: str, work: Path, timeout: float) -> dict:
     env["PUREJAXPPO_COMPILE_CACHE"] = str(work / "cache")
     env.pop("JAX_ENABLE_COMPILATION_CACHE", None)
     start = time.perf_counter()
+    if kind == "first_update":
+        return _first_update(work, env, timeout)
     if kind in COMMANDS:
         cmd = list(COMMANDS[kind])
         if kind == "cli":
@@ -310,6 +332,38 @@ def _child(kind: str, work: Path, timeout: float) -> dict:
             env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {OPT1}".strip()
         out = run_json_process(cmd, env=env, timeout=timeout)
     return {**out, "process_s": time.perf_counter() - start}
+
+
+def _first_update(work: Path, env: dict, timeout: float) -> dict:
+    """The `first_update` command once: launch to its first metrics row, and to exit."""
+    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=work)) / "run"
+    metrics = run_dir / "metrics.csv"
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [*COMMANDS["first_update"], "--run-dir", str(run_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    first = None
+    while proc.poll() is None:
+        now = time.perf_counter() - start
+        if now > timeout:
+            proc.kill()
+            proc.communicate()
+            return {"error": f"timeout after {timeout} s"}
+        if first is None and metrics.exists() and metrics.read_text().count("\n") >= 2:
+            first = now  # the header and the first update's row
+        time.sleep(POLL_S)
+    process_s = time.perf_counter() - start
+    stderr = proc.communicate()[1]
+    if proc.returncode != 0:
+        return {"error": stderr[-2000:]}
+    if first is None:
+        return {"error": "the run exited before its first metrics row was read"}
+    return {"first_update_s": first, "process_s": process_s}
 
 
 def run_round(kinds: list[str], round_index: int, timeout: float) -> list[dict]:
@@ -338,7 +392,8 @@ def run_round(kinds: list[str], round_index: int, timeout: float) -> list[dict]:
 
 def _summary(run: dict) -> str:
     compile_s = f"{run['compile_s']:.2f} s compile, " if "compile_s" in run else ""
-    return f"{compile_s}{run['process_s']:.2f} s process"
+    first = f"{run['first_update_s']:.2f} s first update, " if "first_update_s" in run else ""
+    return f"{compile_s}{first}{run['process_s']:.2f} s process"
 
 
 def _get(row: dict, path: str):
@@ -427,6 +482,7 @@ def markdown(record: dict) -> str:
         f"end. Seconds, each cell the minimum over {record['rounds']} round(s); cold: a "
         "fresh process and an empty compile cache, warm: a fresh process and the cache the "
         "cold one filled.",
+        *([f"Measured on: {record['note']}."] if record.get("note") else []),
         "",
         *table(record["rows"]),
     ]

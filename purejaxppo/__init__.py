@@ -11,6 +11,12 @@ from purejaxppo import _xla_flag
 
 _xla_flag.apply()
 
+# gymnax's plotting imports (seaborn, matplotlib.pyplot: most of `import gymnax`) wait for
+# their first use, a `render` call (`_deferred_imports`).
+from purejaxppo import _deferred_imports  # noqa: E402
+
+_deferred_imports.install()
+
 # The public names, loaded on first use (PEP 562): `import purejaxppo` imports neither
 # gymnax nor flax, and gymnax's import starts JAX's backend, after which
 # `jax.distributed.initialize` (see `parallel.initialize_distributed`) and CPU device
