@@ -100,32 +100,15 @@ KINDS = (
 PEER_PYTHON = ROOT / "benchmarks" / ".venv-rejax" / "bin" / "python"
 #: LLVM's cheaper pipeline, for the `@opt1` kinds (XLA's default level is 3).
 OPT1 = "--xla_backend_optimization_level=1"
+#: `purejaxppo train` of CartPole for the `cli` and `first_update` kinds (the run directory
+#: is added per run).
+TRAIN_CLI = [sys.executable, "-m", "purejaxppo.cli", "train", "--config", "configs/cartpole.yaml"]
 #: Kinds run as a plain command, timed launch to exit by this process.
 COMMANDS = {
     "import": [sys.executable, "-c", "import purejaxppo, jax"],
     "import_train": [sys.executable, "-c", "from purejaxppo import make_train"],
-    "cli": [
-        sys.executable,
-        "-m",
-        "purejaxppo.cli",
-        "train",
-        "--config",
-        "configs/cartpole.yaml",
-        "--total-timesteps",
-        "512",
-        "--no-progress",
-    ],
-    "first_update": [
-        sys.executable,
-        "-m",
-        "purejaxppo.cli",
-        "train",
-        "--config",
-        "configs/cartpole.yaml",
-        "--total-timesteps",
-        "20480",
-        "--no-progress",
-    ],
+    "cli": [*TRAIN_CLI, "--total-timesteps", "512", "--no-progress"],
+    "first_update": [*TRAIN_CLI, "--total-timesteps", "20480", "--no-progress"],
 }
 #: How often `first_update` reads the run's metrics.csv (seconds).
 POLL_S = 0.005
