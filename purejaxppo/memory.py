@@ -92,7 +92,7 @@ def _growth(config: Any, name: str) -> float:
 def _param_parts(config: Any, networks: Any) -> list[Part]:
     """Parameters x 24 bytes (params, gradients, Adam's moments, a temporary): a recurrent
     core's charged to `recurrent_size` / `transformer_dim`, the rest to `hidden_sizes`."""
-    shapes = jax.eval_shape(networks.init, jax.random.key(0))
+    shapes = jax.eval_shape(lambda: networks.init(jax.random.key(0)))  # no eager key
     core = dense = 0
     for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
         size = math.prod(leaf.shape)
@@ -339,7 +339,7 @@ def check_episodes(num_episodes: int, env: Any, env_params: Any) -> int:
       ValueError: one line naming `num_episodes`, the estimate and the free memory.
     """
     try:
-        obs, state = jax.eval_shape(env.reset, jax.random.key(0), env_params)
+        obs, state = jax.eval_shape(lambda: env.reset(jax.random.key(0), env_params))
     except Exception:  # host envs, envs without a traceable reset
         obs, state = (), ()
     leaves = jax.tree.leaves((obs, obs, state))
@@ -352,7 +352,7 @@ def check_episodes(num_episodes: int, env: Any, env_params: Any) -> int:
 def observation_size(env: Any, env_params: Any) -> int:
     """Float entries of one observation of a gymnax-style env (0 when it cannot tell)."""
     try:
-        obs, _ = jax.eval_shape(env.reset, jax.random.key(0), env_params)
+        obs, _ = jax.eval_shape(lambda: env.reset(jax.random.key(0), env_params))  # no eager key
     except Exception:  # host envs, envs without a traceable reset
         return 0
     return int(sum(np.prod(leaf.shape) for leaf in jax.tree.leaves(obs)))

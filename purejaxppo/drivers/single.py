@@ -260,8 +260,9 @@ class _SingleRun:
         self.names = program.fns.metric_names  # METRICS, then action_frac/<i>, info/<key>
         self.evaluators, self.media = evaluators, media
         self.hparams = program.hparams
-        # Evaluation episodes draw from their own stream of the caller's key.
-        self.eval_base_key = jax.random.fold_in(key, EVAL_KEY_STREAM)
+        # Evaluation episodes draw from their own stream of the caller's key, folded in
+        # when an evaluation is due (an eager fold_in is a compile before the first update).
+        self.key = key
         eval_columns = [f"eval/{name}/return" for name in evaluators]
         self.eval_history: dict[str, list] = {name: [] for name in evaluators}
         self.record = RunRecord(run_dir, self.names, eval_columns, writer=writer)
@@ -394,7 +395,7 @@ class _SingleRun:
         if not (self.config.eval_freq and self.done % self.config.eval_freq == 0):
             return False
         params = self.program.local(self.runner).train_state.params
-        eval_key = jax.random.fold_in(self.eval_base_key, self.done)
+        eval_key = jax.random.fold_in(jax.random.fold_in(self.key, EVAL_KEY_STREAM), self.done)
 
         def evaluate() -> list[float]:
             if not self.writer:
