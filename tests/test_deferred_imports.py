@@ -1,4 +1,5 @@
-"""gymnax's plotting imports wait for their first use (`purejaxppo/_deferred_imports.py`).
+"""gymnax's plotting imports and tfp's scipy imports (under distrax) wait for their first use
+(`purejaxppo/_deferred_imports.py`).
 
 Each case runs in a fresh interpreter: what a module import loads is process state.
 """
@@ -6,6 +7,7 @@ Each case runs in a fresh interpreter: what a module import loads is process sta
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -35,7 +37,8 @@ def test_gymnax_through_purejaxppo_loads_neither_seaborn_nor_pyplot_until_a_rend
         import gymnax
         from gymnax.environments.bsuite import catch
         from gymnax.environments.misc import pong
-        before = {n: n in sys.modules for n in ("seaborn", "scipy.stats", "matplotlib.pyplot")}
+        names = ("seaborn", "scipy.stats", "matplotlib", "matplotlib.pyplot", "scipy")
+        before = {n: n in sys.modules for n in names}
         loader = type(gymnax.__spec__.loader).__name__, type(gymnax.__loader__).__name__
         # a render: the stand-ins import the real modules
         import jax
@@ -56,7 +59,7 @@ def test_gymnax_through_purejaxppo_loads_neither_seaborn_nor_pyplot_until_a_rend
         }))
         """
     )
-    assert out["before"] == {"seaborn": False, "scipy.stats": False, "matplotlib.pyplot": False}
+    assert not any(out["before"].values()), out["before"]
     assert out["loader"] == ["SourceFileLoader", "SourceFileLoader"]
     assert out["after"] == {"seaborn": True, "matplotlib.pyplot": True}
     assert out["fig"] == "Figure" and out["palette"] == 3
@@ -78,3 +81,35 @@ def test_a_library_imported_before_gymnax_is_the_one_gymnax_gets():
     )
     # seaborn imports matplotlib.pyplot, so neither needs a stand-in
     assert out == {"same": True, "pyplot": "module"}
+
+
+def test_distrax_through_purejaxppo_loads_scipy_at_its_first_use():
+    out = _run(
+        """
+        import json, sys
+        import jax
+        import purejaxppo as pjp
+        from purejaxppo import PPOConfig, make_train
+        env, params = pjp.make_env("CartPole-v1")
+        make_train(PPOConfig(num_envs=2, num_steps=4, total_timesteps=8))  # the networks
+        import distrax
+        loaded = {n: n in sys.modules for n in ("scipy", "scipy.special", "scipy.linalg")}
+        log_prob = float(distrax.Normal(0.0, 1.0).log_prob(0.5))
+        # tfp's numpy backend keeps its stand-in, which imports scipy at its first use
+        from tensorflow_probability.python.internal.backend.numpy import numpy_math
+        erf = float(numpy_math.scipy_special.erf(0.5))
+        import scipy.special
+        print(json.dumps({
+            "loaded": loaded,
+            "log_prob": log_prob,
+            "erf": erf,
+            "stand_in": type(numpy_math.scipy_special).__name__,
+            "real": type(scipy.special).__name__,
+            "ndtri": float(scipy.special.ndtri(0.5)),
+        }))
+        """
+    )
+    assert out["loaded"] == {"scipy": False, "scipy.special": False, "scipy.linalg": False}
+    assert abs(out["log_prob"] - (-0.5 * 0.25 - 0.5 * math.log(2 * math.pi))) < 1e-6
+    assert abs(out["erf"] - math.erf(0.5)) < 1e-12
+    assert out["stand_in"] == "_StandIn" and out["real"] == "module" and out["ndtri"] == 0.0
