@@ -7,9 +7,11 @@ library. On Hopper-v4 its first study's winner was the same setting for ours and
 settings are the same in both libraries but for what each library's PPO does on its own,
 for example the value loss: ours clips it (`clip_vloss`, CleanRL's default), SB3 does not
 (`clip_range_vf=None`), and SB3's value loss is the mean squared error without CleanRL's
-factor 1/2 (so `vf_coef` 0.5 in SB3 weighs it as `vf_coef` 1.0 does here).
+factor 1/2 (so `vf_coef` 0.5 in SB3 weighs it as `vf_coef` 1.0 does here). The env too:
+SB3 steps gymnasium's MuJoCo Hopper-v4, ours EnvPool's (`gymnasium:` ids run here as
+host envs, `purejaxppo.envs.suites.gymnasium`).
 
-    python -m benchmarks.experiments.quality_settings_ab                 # ~2 min, 2-core CPU
+    python -m benchmarks.experiments.quality_settings_ab                 # ~4 min, 2-core CPU
     python -m benchmarks.experiments.quality_settings_ab --json out.json
 
 Each variant trains the task's config (`tune_peers_quality.TASKS[task]`, the trial's env
@@ -39,6 +41,8 @@ VARIANTS = {
     "config (clip_vloss on, vf_coef 0.5)": {},
     "clip_vloss off": {"clip_vloss": False},
     "clip_vloss off, vf_coef 1.0 (SB3's value weight)": {"clip_vloss": False, "vf_coef": 1.0},
+    # SB3 steps gymnasium's MuJoCo Hopper-v4, ours EnvPool's: is the env the difference?
+    "gymnasium:Hopper-v4 (SB3's env)": {"env_name": "gymnasium:Hopper-v4"},
 }
 
 
