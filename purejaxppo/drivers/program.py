@@ -42,7 +42,7 @@ T = TypeVar("T")
 #: optimizer state, env reset): LLVM's level-1 pipeline instead of XLA's default level 3.
 #: On a 2-core CPU it compiles CartPole's init in 0.9-1.0 s instead of 1.2-1.4 s (a
 #: MinAtar CNN, GRU, transformer, MAPPO, Navix and Craftax init 13-35% faster), and the
-#: init's output is bitwise the same (`tests/test_program_size.py`); running it once,
+#: init's output is bitwise the same (`tests/test_jit_once.py`); running it once,
 #: its run time does not count.
 ONCE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 
