@@ -82,7 +82,20 @@ def jit_once(fn: Callable) -> Callable:
     """`jax.jit(fn)` for a program called once or twice per process (a run's init): on
     the CPU compiled with `ONCE_COMPILER_OPTIONS` (a cheaper compile, the same output),
     once per argument signature (pytree structure, shapes, dtypes, shardings); on other
-    backends `jax.jit(fn)` itself. Every compile passes the persistent compile cache."""
+    backends `jax.jit(fn)` itself. Every compile passes the persistent compile cache.
+
+    Args:
+      fn: a traceable function whose arguments are pytrees of JAX arrays (e.g. the run's
+        init, `key -> RunnerState`, a typed PRNG key `[]`).
+
+    Returns:
+      A function with `fn`'s signature and outputs (bitwise `jax.jit(fn)`'s on the CPU:
+      `tests/test_jit_once.py`).
+
+    Raises:
+      What `jax.jit(fn)` raises when it traces or compiles; `AttributeError` for an
+      argument leaf that is not an array (no `shape` / `dtype`).
+    """
     jitted = jax.jit(fn)
     compiled: dict[Any, Any] = {}
 
