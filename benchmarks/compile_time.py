@@ -16,6 +16,13 @@ Kinds (`KINDS`; `--kinds` picks some):
   an untrained CartPole `Policy` (100 episodes). Both are timed as whole calls (`wall_s`,
   which includes running) and split by JAX's own compile events (`jax.monitoring`), summed
   over every program the call compiles (`programs` of them).
+* `seeds`, `sweep`, `tune`, `pbt`: the drivers of many runs on `configs/cartpole.yaml`
+  cut to `MANY_RUNS_UPDATES` updates, timed as whole calls as `check` is:
+  `pjp.train_seeds` of 4 seeds (no plots), `pjp.sweep` of 2 learning rates x 2 seeds with
+  progress (an init program, then segments: what `purejaxppo sweep` runs), `pjp.tune` of
+  4 trials in lanes of 2 (in memory, one report) and `pjp.pbt` of 4 members, 2
+  generations. Each compiles its runs' init (`parallel.make_runs_program(..., once=True)`)
+  and its segment programs.
 * `...@opt1`: the same kind with `XLA_FLAGS=--xla_backend_optimization_level=1` (XLA's
   default is 3): LLVM's cheaper pipeline. Measured, not adopted: it cuts the CPU compile
   but changes bits, so programs that are equal at the default level (flat and nested
@@ -93,9 +100,16 @@ KINDS = (
     "train:mujoco/1",
     "check",
     "eval",
+    "seeds",
+    "sweep",
+    "tune",
+    "pbt",
     "cli",
     "first_update",
 )
+#: The drivers of many runs (timed as whole calls) and their runs' updates.
+MANY_RUNS = ("seeds", "sweep", "tune", "pbt")
+MANY_RUNS_UPDATES = 4
 #: The peer's interpreter (`benchmarks/peers/setup_rejax_venv.sh`).
 PEER_PYTHON = ROOT / "benchmarks" / ".venv-rejax" / "bin" / "python"
 #: LLVM's cheaper pipeline, for the `@opt1` kinds (XLA's default level is 3).
@@ -227,6 +241,29 @@ def _timed(fn, keys, row: dict) -> dict:
     return {**row, **program_size(lowered.as_text())}
 
 
+def _many_runs_call(kind: str, config):
+    """The `seeds`, `sweep`, `tune` and `pbt` kinds' call (the module docstring)."""
+    import purejaxppo as pjp
+
+    config = config.replace(total_timesteps=MANY_RUNS_UPDATES * config.num_envs * config.num_steps)
+    if kind == "seeds":
+        work = Path(os.environ["PUREJAXPPO_COMPILE_CACHE"]).parent  # `_child`'s
+        run_dir = Path(tempfile.mkdtemp(prefix="seeds-", dir=work)) / "run"
+        return lambda: pjp.train_seeds(
+            config, run_dir, 4, progress=False, plot=False, verbose=False
+        )
+    if kind == "sweep":
+        grid = {"learning_rate": [2.5e-4, 1e-3]}
+        return lambda: pjp.sweep(config, seeds=2, grid=grid, progress=True, verbose=False)
+    search = {"learning_rate": ("log_uniform", 1e-4, 1e-3)}
+    if kind == "tune":
+        options = pjp.TuneOptions(trials=4, batch=2, reports=1)
+        return lambda: pjp.tune(config, search, options, progress=False)
+    return lambda: pjp.pbt(
+        config, population=4, ready_every=MANY_RUNS_UPDATES // 2, search=search, verbose=False
+    )
+
+
 def _whole_call(kind: str) -> dict:
     import jax
     import numpy as np
@@ -235,7 +272,9 @@ def _whole_call(kind: str) -> dict:
     from purejaxppo.drivers.check.probes import PROBES
 
     config = pjp.PPOConfig.from_yaml(ROOT / CONFIGS["cartpole"])
-    if kind == "check":
+    if kind in MANY_RUNS:
+        call = _many_runs_call(kind, config)
+    elif kind == "check":
         rows = [probe.row for probe in PROBES if probe.in_battery]
 
         def call():
