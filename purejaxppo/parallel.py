@@ -49,6 +49,59 @@ RUNS_AXIS = "runs"
 DATA_AXIS = "data"
 
 
+#: XLA options for a program that runs once per run, its init (network parameters,
+#: optimizer state, env reset; of one run or of `[R]` runs, `make_runs_program(...,
+#: once=True)`): LLVM's level-1 pipeline instead of XLA's default level 3.
+#: On a 2-core CPU it compiles CartPole's init in 0.9-1.0 s instead of 1.2-1.4 s (a
+#: MinAtar CNN, GRU, transformer, MAPPO, Navix and Craftax init 13-35% faster), and the
+#: init's output is bitwise the same (`tests/test_jit_once.py`); running it once,
+#: its run time does not count.
+ONCE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
+
+
+def jit_once(fn: Callable) -> Callable:
+    """`jax.jit(fn)` for a program called once or twice per process (a run's init): on
+    the CPU compiled with `ONCE_COMPILER_OPTIONS` (a cheaper compile, the same output),
+    once per argument signature (pytree structure, shapes, dtypes, weak types,
+    shardings); on other backends, and under a transformation (`jax.eval_shape`, an
+    enclosing `jit`), `jax.jit(fn)` itself. Every compile passes the persistent compile
+    cache.
+
+    Args:
+      fn: a traceable function whose arguments are pytrees of JAX arrays (e.g. the run's
+        init, `key -> RunnerState`, a typed PRNG key `[]`; the runs' init of
+        `make_runs_program`, `(key data [R, 2], warm start) -> RunnerState [R]`).
+
+    Returns:
+      A function with `fn`'s signature and outputs (bitwise `jax.jit(fn)`'s on the CPU:
+      `tests/test_jit_once.py`).
+
+    Raises:
+      What `jax.jit(fn)` raises when it traces or compiles; `AttributeError` for an
+      argument leaf that is not an array (no `shape` / `dtype`).
+    """
+    jitted = jax.jit(fn)
+    compiled: dict[Any, Any] = {}
+
+    def call(*args: Any) -> Any:
+        leaves, tree = jax.tree.flatten(args)
+        traced = any(isinstance(x, jax.core.Tracer) for x in leaves)  # e.g. `eval_shape`
+        if traced or jax.default_backend() != "cpu":
+            return jitted(*args)
+        signature = (tree, *(_signature(x) for x in leaves))
+        if signature not in compiled:
+            lowered = jitted.lower(*args)
+            compiled[signature] = lowered.compile(compiler_options=ONCE_COMPILER_OPTIONS)
+        return compiled[signature](*args)
+
+    return call
+
+
+def _signature(x: Any) -> tuple:
+    """What decides `x`'s part of a compiled program's input."""
+    return (x.shape, x.dtype, getattr(x, "weak_type", False), getattr(x, "sharding", None))
+
+
 def make_mesh(devices: Sequence[jax.Device] | int | None, axis_name: str) -> Mesh:
     """A one-axis mesh over `devices`: None for all devices (of all processes), an int
     for the first n local devices, or an explicit list.
@@ -176,19 +229,22 @@ def local_rows(x: jax.Array) -> tuple[np.ndarray, np.ndarray]:
     return index, rows
 
 
-def make_runs_program(batched_fn: Callable, mesh: Mesh, in_specs: Any = None) -> Callable:
+def make_runs_program(
+    batched_fn: Callable, mesh: Mesh, in_specs: Any = None, *, once: bool = False
+) -> Callable:
     """`jit(shard_map(batched_fn))` over `RUNS_AXIS`: `batched_fn` maps a device's share
     of `[R]` runs (leading axis `[R / D]` on every argument and output) and is called on
     every device; R must be a multiple of the device count. Runs do not communicate.
     Build `batched_fn` with `batch_runs` (or `jax.vmap`). `in_specs` (default: every
     argument split along `RUNS_AXIS`) may give `P()` to an argument every run shares
-    (e.g. a warm start's params, replicated on every device)."""
+    (e.g. a warm start's params, replicated on every device). `once`: a program called
+    once or twice per process (the runs' init), compiled by `jit_once` instead of
+    `jax.jit` (the same output)."""
     in_specs = P(RUNS_AXIS) if in_specs is None else in_specs
-    return jax.jit(
-        jax.shard_map(
-            batched_fn, mesh=mesh, in_specs=in_specs, out_specs=P(RUNS_AXIS), check_vma=False
-        )
+    mapped = jax.shard_map(
+        batched_fn, mesh=mesh, in_specs=in_specs, out_specs=P(RUNS_AXIS), check_vma=False
     )
+    return jit_once(mapped) if once else jax.jit(mapped)
 
 
 def batch_runs(init: Callable, run: Callable, *, vmap_init: bool = False) -> Callable:
@@ -410,9 +466,11 @@ def device_bytes_limit(mesh: Mesh) -> int | None:
 __all__ = [
     "DATA_AXIS",
     "DataParallelRun",
+    "ONCE_COMPILER_OPTIONS",
     "RUNS_AXIS",
     "device_bytes_limit",
     "initialize_distributed",
+    "jit_once",
     "local_rows",
     "make_data_parallel_run",
     "make_data_parallel_train",

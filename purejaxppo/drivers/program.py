@@ -26,25 +26,15 @@ from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState
 
 __all__ = [
-    "ONCE_COMPILER_OPTIONS",
     "Program",
     "agree",
     "check_run_dir",
     "claim_run_dir",
     "data_parallel_program",
-    "jit_once",
     "local_program",
 ]
 
 T = TypeVar("T")
-
-#: XLA options for a program that runs once per run, its init (network parameters,
-#: optimizer state, env reset): LLVM's level-1 pipeline instead of XLA's default level 3.
-#: On a 2-core CPU it compiles CartPole's init in 0.9-1.0 s instead of 1.2-1.4 s (a
-#: MinAtar CNN, GRU, transformer, MAPPO, Navix and Craftax init 13-35% faster), and the
-#: init's output is bitwise the same (`tests/test_jit_once.py`); running it once,
-#: its run time does not count.
-ONCE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
 class Program(NamedTuple):
@@ -78,40 +68,6 @@ class Program(NamedTuple):
     distributed: bool
 
 
-def jit_once(fn: Callable) -> Callable:
-    """`jax.jit(fn)` for a program called once or twice per process (a run's init): on
-    the CPU compiled with `ONCE_COMPILER_OPTIONS` (a cheaper compile, the same output),
-    once per argument signature (pytree structure, shapes, dtypes, shardings); on other
-    backends `jax.jit(fn)` itself. Every compile passes the persistent compile cache.
-
-    Args:
-      fn: a traceable function whose arguments are pytrees of JAX arrays (e.g. the run's
-        init, `key -> RunnerState`, a typed PRNG key `[]`).
-
-    Returns:
-      A function with `fn`'s signature and outputs (bitwise `jax.jit(fn)`'s on the CPU:
-      `tests/test_jit_once.py`).
-
-    Raises:
-      What `jax.jit(fn)` raises when it traces or compiles; `AttributeError` for an
-      argument leaf that is not an array (no `shape` / `dtype`).
-    """
-    jitted = jax.jit(fn)
-    compiled: dict[Any, Any] = {}
-
-    def call(*args: Any) -> Any:
-        if jax.default_backend() != "cpu":
-            return jitted(*args)
-        leaves, tree = jax.tree.flatten(args)
-        signature = (tree, *((x.shape, x.dtype, getattr(x, "sharding", None)) for x in leaves))
-        if signature not in compiled:
-            lowered = jitted.lower(*args)
-            compiled[signature] = lowered.compile(compiler_options=ONCE_COMPILER_OPTIONS)
-        return compiled[signature](*args)
-
-    return call
-
-
 def local_program(config: PPOConfig, init_params: Any = None) -> Program:
     """The run in this process: `jit` of `make_train_fns(config)`'s functions."""
     fns = make_train_fns(config, init_params=init_params)
@@ -125,7 +81,7 @@ def local_program(config: PPOConfig, init_params: Any = None) -> Program:
 
     return Program(
         fns=fns,
-        init=jit_once(fns.init),
+        init=parallel.jit_once(fns.init),
         segment=segment,
         hparams=fns.hparams,  # the config's (`Hyperparams.from_config`)
         place=same,

@@ -345,7 +345,7 @@ class _SeedsRun(seeds_resume.ResumeSeeds):
         """`(key data [R, 2], warm start) -> runner [R]`, split over the devices."""
         vmap_init = self.fns.kind.vmap_init_runs
         init = warm.init_runs(self.fns.init, lambda runner: runner, vmap_init=vmap_init)
-        return parallel.make_runs_program(init, self.mesh, warm.runs_specs(0))
+        return parallel.make_runs_program(init, self.mesh, warm.runs_specs(0), once=True)
 
     def _run_program(self, length: int) -> Callable:
         """`(runner [R], hparams [R]) -> (runner, metrics [R, length], params finite [R])`,

@@ -80,7 +80,7 @@ def make_generation_program(
     # lax.map, not vmap (batched QR deadlock on CPU), but for envpool ids (one pool of all
     # members' envs, on one device): see `parallel.batch_runs`.
     init = warm.init_runs(fns.init, lambda r: r, vmap_init=fns.kind.vmap_init_runs)
-    init = parallel.make_runs_program(init, mesh, warm.runs_specs(0))
+    init = parallel.make_runs_program(init, mesh, warm.runs_specs(0), once=True)
     train_members = make_member_trainer(fns, options, mesh)
 
     def constrain(tree):

@@ -195,6 +195,7 @@ def _group_programs(
         warm.init_runs(fns.init, lambda runner: runner, vmap_init=vmap_init),
         mesh,
         warm.runs_specs(0),
+        once=True,
     )
     run_program = parallel.make_runs_program(
         jax.vmap(lambda runner, hp: fns.run(runner, hp, segment)), mesh
