@@ -11,6 +11,11 @@ Kinds (`KINDS`; `--kinds` picks some):
   `.lower()`, `.compile()` (nothing is run); `setup_s`: `make_train` (env construction);
   `lines`, `ops`: the lowered StableHLO text's size (`program_size`, the measure
   `tests/test_program_size.py` pins).
+* `runs_init:cartpole/once`, `runs_init:cartpole/default`: the init program of 4 runs
+  that the drivers of many runs compile (`parallel.make_runs_program(..., once=True)`,
+  on one device), timed as `train:` is, compiled with `parallel.ONCE_COMPILER_OPTIONS`
+  (XLA's backend optimisation level 1, what the drivers do: bitwise the default's
+  output, `tests/test_jit_once.py`) and with XLA's defaults.
 * `check`: `pjp.check(cartpole, rows=<the probe battery's rows>, invariants=False)`, the
   battery program (`drivers/check/battery.py` `_train_battery`); `eval`: `pjp.evaluate` of
   an untrained CartPole `Policy` (100 episodes). Both are timed as whole calls (`wall_s`,
@@ -98,6 +103,8 @@ KINDS = (
     "train:gru/1",
     "train:gru/vmap8",
     "train:mujoco/1",
+    "runs_init:cartpole/once",
+    "runs_init:cartpole/default",
     "check",
     "eval",
     "seeds",
@@ -110,6 +117,8 @@ KINDS = (
 #: The drivers of many runs (timed as whole calls) and their runs' updates.
 MANY_RUNS = ("seeds", "sweep", "tune", "pbt")
 MANY_RUNS_UPDATES = 4
+#: Runs of the `runs_init:` kinds.
+RUNS_INIT_RUNS = 4
 #: The peer's interpreter (`benchmarks/peers/setup_rejax_venv.sh`).
 PEER_PYTHON = ROOT / "benchmarks" / ".venv-rejax" / "bin" / "python"
 #: LLVM's cheaper pipeline, for the `@opt1` kinds (XLA's default level is 3).
@@ -207,6 +216,29 @@ def _train(name: str, agents: str) -> dict:
     return _timed(fn, keys, {"setup_s": setup_s})
 
 
+def _runs_init(name: str, options: str) -> dict:
+    """The init program of `RUNS_INIT_RUNS` runs that the seeds, sweep, tune and PBT
+    drivers compile (`parallel.make_runs_program(warm.init_runs(fns.init, ...), mesh,
+    warm.runs_specs(0))` on one device), compiled with `parallel.ONCE_COMPILER_OPTIONS`
+    (`once`, what the drivers do) or XLA's defaults (`default`)."""
+    import jax
+    import numpy as np
+
+    import purejaxppo as pjp
+    from purejaxppo import parallel
+    from purejaxppo.drivers import warm
+
+    start = time.perf_counter()
+    fns = pjp.make_train_fns(pjp.PPOConfig.from_yaml(ROOT / CONFIGS[name]))
+    mesh = parallel.make_mesh(1, parallel.RUNS_AXIS)
+    init = warm.init_runs(fns.init, lambda runner: runner)
+    fn = parallel.make_runs_program(init, mesh, warm.runs_specs(0))  # a `jax.jit`
+    keys = np.stack([jax.random.key_data(jax.random.key(s)) for s in range(RUNS_INIT_RUNS)])
+    compiler_options = parallel.ONCE_COMPILER_OPTIONS if options == "once" else None
+    row = {"setup_s": time.perf_counter() - start}
+    return _timed(fn, (keys, None), row, compiler_options)
+
+
 def _rejax(agents: str) -> dict:
     """The peer's program, timed as `_train` times ours; runs in the rejax venv, without
     importing purejaxppo (the peer's own script sets the CPU-scheduler flag)."""
@@ -224,17 +256,18 @@ def _rejax(agents: str) -> dict:
     return _timed(fn, keys, {"setup_s": setup_s})
 
 
-def _timed(fn, keys, row: dict) -> dict:
-    """Trace, lower and compile `fn` at `keys`, each timed, into `row`."""
+def _timed(fn, keys, row: dict, compiler_options: dict | None = None) -> dict:
+    """Trace, lower and compile `fn` at `keys` (a tuple: the arguments), each timed,
+    into `row`."""
     totals = _listen()
     start = time.perf_counter()
-    traced = fn.trace(keys)
+    traced = fn.trace(*keys) if isinstance(keys, tuple) else fn.trace(keys)
     row["trace_s"] = time.perf_counter() - start
     start = time.perf_counter()
     lowered = traced.lower()
     row["lower_s"] = time.perf_counter() - start
     start = time.perf_counter()
-    lowered.compile()
+    lowered.compile(compiler_options=compiler_options)
     row["compile_s"] = time.perf_counter() - start
     row["wall_s"] = row["trace_s"] + row["lower_s"] + row["compile_s"]
     row["cache_hits"] = totals["cache_hits"]
@@ -307,6 +340,8 @@ def measure(kind: str) -> dict:
 
     if enable_compile_cache() is None:
         raise RuntimeError("the persistent compile cache is off in the child")
+    if kind.startswith("runs_init:"):
+        return _runs_init(*kind.removeprefix("runs_init:").split("/"))
     if kind.startswith("train:"):
         return _train(*kind.removeprefix("train:").split("/"))
     return _whole_call(kind)
