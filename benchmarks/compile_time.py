@@ -9,8 +9,8 @@ Kinds (`KINDS`; `--kinds` picks some):
   (`configs/memory_chain_gru.yaml`) and EnvPool MuJoCo (`configs/mujoco.yaml`, one agent;
   skipped without envpool). `trace_s`, `lower_s`, `compile_s`: `jit(...).trace(keys)`,
   `.lower()`, `.compile()` (nothing is run); `setup_s`: `make_train` (env construction);
-  `lines`, `ops`: the lowered StableHLO text's size (`program_size`, the measure
-  `tests/test_program_size.py` pins).
+  `lines`, `ops`: the lowered StableHLO text's size (`compile_child.program_size`,
+  the measure `tests/test_program_size.py` pins).
 * `runs_init:cartpole/once`, `runs_init:cartpole/default`: the init program of 4 runs
   that the drivers of many runs compile (`parallel.make_runs_program(..., once=True)`,
   on one device), timed as `train:` is, compiled with `parallel.ONCE_COMPILER_OPTIONS`
@@ -22,7 +22,7 @@ Kinds (`KINDS`; `--kinds` picks some):
   which includes running) and split by JAX's own compile events (`jax.monitoring`), summed
   over every program the call compiles (`programs` of them).
 * `seeds`, `sweep`, `tune`, `pbt`: the drivers of many runs on `configs/cartpole.yaml`
-  cut to `MANY_RUNS_UPDATES` updates, timed as whole calls as `check` is:
+  cut to `compile_child.MANY_RUNS_UPDATES` updates, timed as whole calls as `check` is:
   `pjp.train_seeds` of 4 seeds (no plots), `pjp.sweep` of 2 learning rates x 2 seeds with
   progress (an init program, then segments: what `purejaxppo sweep` runs), `pjp.tune` of
   4 trials in lanes of 2 (in memory, one report) and `pjp.pbt` of 4 members, 2
@@ -65,13 +65,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.compile_child import measure
 from benchmarks.harness import (
     RESULTS,
     ROOT,
@@ -82,13 +82,6 @@ from benchmarks.harness import (
     write_text,
 )
 
-#: Configs of the `train:NAME/AGENTS` kinds.
-CONFIGS = {
-    "cartpole": "configs/cartpole.yaml",
-    "minatar_cnn": "configs/breakout_minatar_cnn.yaml",
-    "gru": "configs/memory_chain_gru.yaml",
-    "mujoco": "configs/mujoco.yaml",
-}
 KINDS = (
     "import",
     "import_train",
@@ -114,11 +107,6 @@ KINDS = (
     "cli",
     "first_update",
 )
-#: The drivers of many runs (timed as whole calls) and their runs' updates.
-MANY_RUNS = ("seeds", "sweep", "tune", "pbt")
-MANY_RUNS_UPDATES = 4
-#: Runs of the `runs_init:` kinds.
-RUNS_INIT_RUNS = 4
 #: The peer's interpreter (`benchmarks/peers/setup_rejax_venv.sh`).
 PEER_PYTHON = ROOT / "benchmarks" / ".venv-rejax" / "bin" / "python"
 #: LLVM's cheaper pipeline, for the `@opt1` kinds (XLA's default level is 3).
@@ -135,18 +123,6 @@ COMMANDS = {
 }
 #: How often `first_update` reads the run's metrics.csv (seconds).
 POLL_S = 0.005
-#: JAX's compile events (`jax._src.dispatch`): the trace, lower and XLA compile (or cache
-#: load) of one program each.
-EVENTS = {
-    "/jax/core/compile/jaxpr_trace_duration": "trace_s",
-    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
-    "/jax/core/compile/backend_compile_duration": "compile_s",
-}
-CACHE_HIT = "/jax/compilation_cache/cache_hits"
-#: The first line of an MLIR operation in pretty-printed StableHLO text: after the
-#: indentation and an optional `%results =`, a dotted op name (`stablehlo.add`,
-#: `func.call`, the generic `"stablehlo.case"`) or func's short `call` / `return`.
-OP_LINE = re.compile(r'^\s*(?:%[^=]*=\s*)?"?(?:[a-z_]+\.[a-z_][\w.]*|call|return)\b')
 COLUMNS = (
     ("kind", "kind"),
     ("lines", "StableHLO lines"),
@@ -165,186 +141,10 @@ COLUMNS = (
 )
 
 
-def program_size(text: str) -> dict[str, int]:
-    """`{"lines": n, "ops": n}` of a lowered program's StableHLO text (`as_text()`): its
-    lines, and those that begin an operation (`OP_LINE`; not the lines that only open or
-    close a region, `}`, `} do {`, `cond {`, nor the `module` line)."""
-    lines = text.splitlines()
-    return {"lines": len(lines), "ops": sum(1 for line in lines if OP_LINE.match(line))}
-
-
 def check_kind(kind: str) -> None:
     """Raises ValueError unless `kind` is one of `KINDS` (nothing imported)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; the kinds: {', '.join(KINDS)}")
-
-
-# --- the child process -------------------------------------------------------------------
-
-
-def _listen() -> dict:
-    """Sums JAX's compile events from now on into the returned dict."""
-    import jax
-
-    totals = {"trace_s": 0.0, "lower_s": 0.0, "compile_s": 0.0, "programs": 0, "cache_hits": 0}
-
-    def duration(event: str, seconds: float, **_) -> None:
-        if event in EVENTS:
-            totals[EVENTS[event]] += seconds
-            totals["programs"] += event.endswith("backend_compile_duration")
-
-    def count(event: str, **_) -> None:
-        totals["cache_hits"] += event == CACHE_HIT
-
-    jax.monitoring.register_event_duration_secs_listener(duration)
-    jax.monitoring.register_event_listener(count)
-    return totals
-
-
-def _train(name: str, agents: str) -> dict:
-    import jax
-
-    import purejaxppo as pjp
-
-    start = time.perf_counter()
-    train = pjp.make_train(pjp.PPOConfig.from_yaml(ROOT / CONFIGS[name]))
-    setup_s = time.perf_counter() - start
-    if agents == "1":
-        fn, keys = jax.jit(train), jax.random.key(0)
-    else:
-        fn, keys = jax.jit(jax.vmap(train)), jax.random.split(jax.random.key(0), 8)
-    return _timed(fn, keys, {"setup_s": setup_s})
-
-
-def _runs_init(name: str, options: str) -> dict:
-    """The init program of `RUNS_INIT_RUNS` runs that the seeds, sweep, tune and PBT
-    drivers compile (`parallel.make_runs_program(warm.init_runs(fns.init, ...), mesh,
-    warm.runs_specs(0))` on one device), compiled with `parallel.ONCE_COMPILER_OPTIONS`
-    (`once`, what the drivers do) or XLA's defaults (`default`)."""
-    import jax
-    import numpy as np
-
-    import purejaxppo as pjp
-    from purejaxppo import parallel
-    from purejaxppo.drivers import warm
-
-    start = time.perf_counter()
-    fns = pjp.make_train_fns(pjp.PPOConfig.from_yaml(ROOT / CONFIGS[name]))
-    mesh = parallel.make_mesh(1, parallel.RUNS_AXIS)
-    init = warm.init_runs(fns.init, lambda runner: runner)
-    fn = parallel.make_runs_program(init, mesh, warm.runs_specs(0))  # a `jax.jit`
-    keys = np.stack([jax.random.key_data(jax.random.key(s)) for s in range(RUNS_INIT_RUNS)])
-    compiler_options = parallel.ONCE_COMPILER_OPTIONS if options == "once" else None
-    row = {"setup_s": time.perf_counter() - start}
-    return _timed(fn, (keys, None), row, compiler_options)
-
-
-def _rejax(agents: str) -> dict:
-    """The peer's program, timed as `_train` times ours; runs in the rejax venv, without
-    importing purejaxppo (the peer's own script sets the CPU-scheduler flag)."""
-    import jax
-
-    from benchmarks.peers.rejax_ppo import make_algo, training_only
-
-    start = time.perf_counter()
-    algo = training_only(make_algo(500_000)[0])
-    setup_s = time.perf_counter() - start
-    if agents == "1":
-        fn, keys = jax.jit(algo.train), jax.random.PRNGKey(0)
-    else:
-        fn, keys = jax.jit(jax.vmap(algo.train)), jax.random.split(jax.random.PRNGKey(0), 8)
-    return _timed(fn, keys, {"setup_s": setup_s})
-
-
-def _timed(fn, keys, row: dict, compiler_options: dict | None = None) -> dict:
-    """Trace, lower and compile `fn` at `keys` (a tuple: the arguments), each timed,
-    into `row`."""
-    totals = _listen()
-    start = time.perf_counter()
-    traced = fn.trace(*keys) if isinstance(keys, tuple) else fn.trace(keys)
-    row["trace_s"] = time.perf_counter() - start
-    start = time.perf_counter()
-    lowered = traced.lower()
-    row["lower_s"] = time.perf_counter() - start
-    start = time.perf_counter()
-    lowered.compile(compiler_options=compiler_options)
-    row["compile_s"] = time.perf_counter() - start
-    row["wall_s"] = row["trace_s"] + row["lower_s"] + row["compile_s"]
-    row["cache_hits"] = totals["cache_hits"]
-    return {**row, **program_size(lowered.as_text())}
-
-
-def _many_runs_call(kind: str, config):
-    """The `seeds`, `sweep`, `tune` and `pbt` kinds' call (the module docstring)."""
-    import purejaxppo as pjp
-
-    config = config.replace(total_timesteps=MANY_RUNS_UPDATES * config.num_envs * config.num_steps)
-    if kind == "seeds":
-        work = Path(os.environ["PUREJAXPPO_COMPILE_CACHE"]).parent  # `_child`'s
-        run_dir = Path(tempfile.mkdtemp(prefix="seeds-", dir=work)) / "run"
-        return lambda: pjp.train_seeds(
-            config, run_dir, 4, progress=False, plot=False, verbose=False
-        )
-    if kind == "sweep":
-        grid = {"learning_rate": [2.5e-4, 1e-3]}
-        return lambda: pjp.sweep(config, seeds=2, grid=grid, progress=True, verbose=False)
-    search = {"learning_rate": ("log_uniform", 1e-4, 1e-3)}
-    if kind == "tune":
-        options = pjp.TuneOptions(trials=4, batch=2, reports=1)
-        return lambda: pjp.tune(config, search, options, progress=False)
-    return lambda: pjp.pbt(
-        config, population=4, ready_every=MANY_RUNS_UPDATES // 2, search=search, verbose=False
-    )
-
-
-def _whole_call(kind: str) -> dict:
-    import jax
-    import numpy as np
-
-    import purejaxppo as pjp
-    from purejaxppo.drivers.check.probes import PROBES
-
-    config = pjp.PPOConfig.from_yaml(ROOT / CONFIGS["cartpole"])
-    if kind in MANY_RUNS:
-        call = _many_runs_call(kind, config)
-    elif kind == "check":
-        rows = [probe.row for probe in PROBES if probe.in_battery]
-
-        def call():
-            return pjp.check(config, rows=rows, invariants=False, progress=False)
-    else:
-        env, env_params = pjp.make_env(config.env_name)
-        params = pjp.make_networks(config, env, env_params).init(jax.random.key(0))
-        policy = pjp.Policy(params, config)
-
-        def call():
-            return np.asarray(pjp.evaluate(policy).returns)
-
-    totals = _listen()
-    start = time.perf_counter()
-    call()
-    return {"wall_s": time.perf_counter() - start, **totals}
-
-
-def measure(kind: str) -> dict:
-    """One measurement of `kind` in this process (a fresh one: `main` starts it)."""
-    kind = kind.partition("@")[0]  # the variant is in the environment (`_child`)
-    if kind.startswith("rejax:"):
-        import jax
-
-        jax.config.update("jax_compilation_cache_dir", os.environ["PUREJAXPPO_COMPILE_CACHE"])
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-        return _rejax(kind.rpartition("/")[2])
-    from purejaxppo.platform import enable_compile_cache
-
-    if enable_compile_cache() is None:
-        raise RuntimeError("the persistent compile cache is off in the child")
-    if kind.startswith("runs_init:"):
-        return _runs_init(*kind.removeprefix("runs_init:").split("/"))
-    if kind.startswith("train:"):
-        return _train(*kind.removeprefix("train:").split("/"))
-    return _whole_call(kind)
 
 
 # --- the parent --------------------------------------------------------------------------

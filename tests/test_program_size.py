@@ -4,7 +4,7 @@ Compile time grows with the program XLA is given, and that program is fixed befo
 compile: `jax.jit(train).lower(key)` of `configs/cartpole.yaml` at 1 agent, and
 `jax.jit(jax.vmap(train)).lower(keys)` at 8 agents. This module lowers each once (no XLA
 compile, ~1-2 s) and counts its StableHLO text (`lowered.as_text()`) with
-`benchmarks.compile_time.program_size`, which the compile-time benchmark reports too:
+`benchmarks.compile_child.program_size`, which the compile-time benchmark reports too:
 
 * `lines`: the text's lines;
 * `ops`: the lines that begin an MLIR operation: after the indentation and an optional
@@ -28,7 +28,7 @@ import jax
 import pytest
 
 import purejaxppo as pjp
-from benchmarks.compile_time import program_size
+from benchmarks.compile_child import program_size
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "cartpole.yaml"
