@@ -51,7 +51,7 @@ does) and `warm` (the cache filled: `compile_s` is the load; trace and lower are
 cached). `process_s`: the child's launch to exit, imports included. A program with a host
 callback (EnvPool) is not cached by JAX, so its warm compile is a full one.
 
-    python -m benchmarks.compile_time                  # every kind, one round (~11 min, busy 2-core CPU)
+    python -m benchmarks.compile_time                  # every kind, one round (~13 min, busy 2-core CPU)
     python -m benchmarks.compile_time --rounds 3       # interleaved rounds; the table keeps each cell's best
     python -m benchmarks.compile_time --kinds train:cartpole/1 cli
 
