@@ -81,7 +81,7 @@ def _train(name: str, agents: str) -> dict:
         fn, keys = jax.jit(train), jax.random.key(0)
     else:
         fn, keys = jax.jit(jax.vmap(train)), jax.random.split(jax.random.key(0), 8)
-    return _timed(fn, keys, {"setup_s": setup_s})
+    return _timed(fn, (keys,), {"setup_s": setup_s})
 
 
 def _runs_init(name: str, options: str) -> dict:
@@ -121,15 +121,14 @@ def _rejax(agents: str) -> dict:
         fn, keys = jax.jit(algo.train), jax.random.PRNGKey(0)
     else:
         fn, keys = jax.jit(jax.vmap(algo.train)), jax.random.split(jax.random.PRNGKey(0), 8)
-    return _timed(fn, keys, {"setup_s": setup_s})
+    return _timed(fn, (keys,), {"setup_s": setup_s})
 
 
-def _timed(fn, keys, row: dict, compiler_options: dict | None = None) -> dict:
-    """Trace, lower and compile `fn` at `keys` (a tuple: the arguments), each timed,
-    into `row`."""
+def _timed(fn, args: tuple, row: dict, compiler_options: dict | None = None) -> dict:
+    """Trace, lower and compile `fn` at `args` (its arguments), each timed, into `row`."""
     totals = _listen()
     start = time.perf_counter()
-    traced = fn.trace(*keys) if isinstance(keys, tuple) else fn.trace(keys)
+    traced = fn.trace(*args)
     row["trace_s"] = time.perf_counter() - start
     start = time.perf_counter()
     lowered = traced.lower()

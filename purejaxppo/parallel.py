@@ -19,6 +19,10 @@ Two kinds of parallelism, both with `jax.shard_map` over a one-axis `Mesh` of al
   `make_data_parallel_run` is the same program in segments, for drivers that log and
   save between them (`purejaxppo train --coordinator ...`, `drivers.program`).
 
+Programs that run once per run (a run's init, the `[R]` runs' init: `jit_once`,
+`make_runs_program(..., once=True)`) compile with XLA's cheaper CPU pipeline
+(`ONCE_COMPILER_OPTIONS`), bitwise the same output.
+
 Several hosts: call `initialize_distributed` first in every process (`processes`, which
 holds what the processes of one run agree on; it wraps `jax.distributed.initialize` and
 picks gloo collectives on CPU); the same calls then span all processes' devices. Inputs

@@ -34,7 +34,7 @@ from purejaxppo.drivers.tune.evaluation import make_lanes_evaluator
 from purejaxppo.drivers.tune.objective import EVAL_RETURN
 from purejaxppo.guards import LOSS_METRICS
 from purejaxppo.hyperparams import Hyperparams
-from purejaxppo.parallel import RUNS_AXIS, jit_once, make_mesh, make_runs_program, runs_mesh
+from purejaxppo.parallel import RUNS_AXIS, make_mesh, make_runs_program, runs_mesh
 from purejaxppo.train import make_train_fns
 
 
@@ -123,7 +123,7 @@ class LaneGroup:
             in_specs=(P(RUNS_AXIS), P()),
             once=True,
         )
-        self._merge = jit_once(merge)  # a select: its run time does not count
+        self._merge = jax.jit(merge)
         self._run = make_runs_program(
             jax.vmap(lambda runner, hp: fns.run(runner, hp, length)), self.mesh
         )
