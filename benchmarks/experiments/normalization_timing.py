@@ -167,16 +167,18 @@ def wrapped(env: Any, per_run: int, obs: bool, reward: bool, gamma: float) -> tu
     return new, made
 
 
-def final_returns(episodes: list[tuple[int, int, float]], runs: int, num_steps: int) -> list[float]:
-    """Per run: the mean of the last `LAST_UPDATES` updates' mean episode returns."""
+def final_returns(
+    episodes: list[tuple[int, int, float]], runs: int, num_steps: int, updates: int
+) -> list[float]:
+    """Per run: the mean of the last `LAST_UPDATES` updates' mean episode returns (an
+    update in which no episode ended is left out, as `final_return_of` drops NaNs)."""
     finals = []
     for run in range(runs):
         per_update: dict[int, list[float]] = {}
         for step, owner, value in episodes:
-            if owner == run:
+            if owner == run and step // num_steps >= updates - LAST_UPDATES:
                 per_update.setdefault(step // num_steps, []).append(value)
-        last = sorted(per_update)[-LAST_UPDATES:]
-        finals.append(float(np.mean([np.mean(per_update[u]) for u in last])))
+        finals.append(float(np.mean([np.mean(values) for values in per_update.values()])))
     return finals
 
 
@@ -203,7 +205,7 @@ def run(updates: int, seeds: list[int]) -> list[dict]:
         host, made = wrapped(env, config.num_envs, gamma=config.gamma, **per_step)
         out = jax.block_until_ready(jax.jit(jax.vmap(pjp.make_train(config, env=host)))(keys))
         (pool,) = [vec for vec in made if vec.num_envs == config.num_envs * len(seeds)]
-        finals = final_returns(pool.episodes, len(seeds), config.num_steps)
+        finals = final_returns(pool.episodes, len(seeds), config.num_steps, updates)
         if not per_step["reward"]:  # the rewards the run saw are raw: its metrics agree
             own = [
                 final_return_of(np.asarray(r), None, last=LAST_UPDATES)[0]
