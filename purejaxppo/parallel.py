@@ -19,9 +19,9 @@ Two kinds of parallelism, both with `jax.shard_map` over a one-axis `Mesh` of al
   `make_data_parallel_run` is the same program in segments, for drivers that log and
   save between them (`purejaxppo train --coordinator ...`, `drivers.program`).
 
-Programs that run once per run (a run's init, the `[R]` runs' init: `jit_once`,
-`make_runs_program(..., once=True)`) compile with XLA's cheaper CPU pipeline
-(`ONCE_COMPILER_OPTIONS`), bitwise the same output.
+Programs that run once per run (a run's init, the `[R]` runs' init, the data-parallel
+run's init: `jit_once`, `make_runs_program(..., once=True)`) compile with XLA's cheaper
+CPU pipeline (`ONCE_COMPILER_OPTIONS`), bitwise the same output.
 
 Several hosts: call `initialize_distributed` first in every process (`processes`, which
 holds what the processes of one run agree on; it wraps `jax.distributed.initialize` and
@@ -58,7 +58,8 @@ DATA_AXIS = "data"
 #: once=True)`): LLVM's level-1 pipeline instead of XLA's default level 3.
 #: On a 2-core CPU it compiles CartPole's init in 0.9-1.0 s instead of 1.2-1.4 s (a
 #: MinAtar CNN, GRU, transformer, MAPPO, Navix and Craftax init 13-35% faster), and the
-#: init's output is bitwise the same (`tests/test_jit_once.py`); running it once,
+#: init's output is bitwise the same (`tests/test_jit_once.py`; the data-parallel init on
+#: 4 devices: `tests/test_parallel.py`); running it once,
 #: its run time does not count.
 ONCE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 
@@ -408,12 +409,16 @@ def make_data_parallel_run(
     def unwire(runner: RunnerState) -> RunnerState:
         return runner.replace(key=jax.random.wrap_key_data(runner.key))
 
-    def shard(fn: Callable, in_specs: Any, out_specs: Any) -> Callable:
-        return jax.jit(
-            jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+    def shard(fn: Callable, in_specs: Any, out_specs: Any, once: bool = False) -> Callable:
+        mapped = jax.shard_map(
+            fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False
         )
+        return jit_once(mapped) if once else jax.jit(mapped)
 
-    init_program = shard(lambda kd: wire(fns.init(jax.random.wrap_key_data(kd))), P(), spec)
+    def init_per_device(key_data: jax.Array) -> RunnerState:
+        return wire(fns.init(jax.random.wrap_key_data(key_data)))
+
+    init_program = shard(init_per_device, P(), spec, once=True)  # called once per run
 
     @functools.cache  # one program per segment length
     def segment(length: int) -> Callable:

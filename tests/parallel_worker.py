@@ -166,6 +166,27 @@ def statistics_results(mesh, keys) -> dict[str, np.ndarray]:
     return results
 
 
+def init_once_results(config) -> dict[str, np.ndarray]:
+    """The segmented data-parallel run's init (`make_data_parallel_run`) on 4 devices,
+    compiled by `parallel.jit_once` and, with it swapped for `jax.jit`, at XLA's defaults."""
+    import jax
+
+    from purejaxppo import parallel
+
+    results, real = {}, parallel.jit_once
+    try:
+        for name, jit in (("once", real), ("default", jax.jit)):
+            parallel.jit_once = jit
+            run = parallel.make_data_parallel_run(config, devices=4)
+            runner = run.init(jax.random.key(7))
+            results[f"dp4_init_{name}"] = np.concatenate(
+                [np.ravel(x).view(np.uint8) for x in leaves(runner)]
+            )
+    finally:
+        parallel.jit_once = real
+    return results
+
+
 def allreduces_per_update(config, num_devices: int) -> int:
     """The arrays all-reduced in one data-parallel update on `num_devices` devices (each
     a gloo round trip): the operands of every `psum` of its jaxpr, times the trip count
@@ -261,6 +282,7 @@ def devices_mode(out: Path) -> None:
     )
     results["dp4_norm_var"] = np.asarray(stats["obs_norm"]["var"]["obs"])
 
+    results.update(init_once_results(norm))
     results.update(gradient_results(short))
     cartpole = pjp.PPOConfig()  # the defaults: 4 envs x 128 steps, 4 epochs x 4 minibatches
     normalized = cartpole.replace(normalize_observations=True, normalize_rewards=True)

@@ -105,6 +105,14 @@ def test_data_parallel_normalisation_merges_every_device(devices):
     assert var.shape == (3,) and np.all(var > 0) and not np.allclose(var, 1.0)
 
 
+def test_data_parallel_init_compiled_once_is_bitwise_the_default(devices):
+    """The segmented data-parallel run's init on 4 devices (Pendulum, both normalisations)
+    compiled at XLA's cheaper options (`parallel.jit_once`) is its init at the defaults."""
+    once, default = devices["dp4_init_once"], devices["dp4_init_default"]
+    assert once.dtype == np.uint8 and once.size > 1000
+    np.testing.assert_array_equal(once, default)
+
+
 def test_data_parallel_gradient_equals_single_device_gradient(devices):
     single, sharded = devices["grad_single"], devices["grad_sharded"]
     assert np.abs(single).max() > 1e-3  # a real gradient, not zeros
