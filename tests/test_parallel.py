@@ -109,6 +109,7 @@ def test_data_parallel_init_compiled_once_is_bitwise_the_default(devices):
     """The segmented data-parallel run's init on 4 devices (Pendulum, both normalisations)
     compiled at XLA's cheaper options (`parallel.jit_once`) is its init at the defaults."""
     once, default = devices["dp4_init_once"], devices["dp4_init_default"]
+    assert int(devices["dp4_init_default_compiles"]) == 1  # the default side was compiled
     assert once.dtype == np.uint8 and once.size > 1000
     np.testing.assert_array_equal(once, default)
 
