@@ -1,5 +1,5 @@
 """What one fresh process of `benchmarks.compile_time` measures (`--child KIND`): the
-trace, lower and compile of one program (`train:`, `runs_init:`, `rejax:`), or a whole
+trace, lower and compile of one program (`train:`, `runs_init:`, `dp_init:`, `rejax:`), or a whole
 call split by JAX's own compile events (`check`, `eval`, `seeds`, `sweep`, `tune`,
 `pbt`); `program_size`, the StableHLO measure `tests/test_program_size.py` pins. The kinds
 are defined in `benchmarks/compile_time.py`'s docstring. Imports neither purejaxppo nor
@@ -28,6 +28,8 @@ MANY_RUNS = ("seeds", "sweep", "tune", "pbt")
 MANY_RUNS_UPDATES = 4
 #: Runs of the `runs_init:` kinds.
 RUNS_INIT_RUNS = 4
+#: CPU devices of the `dp_init:` kinds (`jax_num_cpu_devices`, set in the child).
+DATA_PARALLEL_DEVICES = 2
 #: JAX's compile events (`jax._src.dispatch`): the trace, lower and XLA compile (or cache
 #: load) of one program each.
 EVENTS = {
@@ -105,6 +107,34 @@ def _runs_init(name: str, options: str) -> dict:
     compiler_options = parallel.ONCE_COMPILER_OPTIONS if options == "once" else None
     row = {"setup_s": time.perf_counter() - start}
     return _timed(fn, (keys, None), row, compiler_options)
+
+
+def _dp_init(name: str, options: str) -> dict:
+    """The init program of one run data-parallel over `DATA_PARALLEL_DEVICES` CPU devices
+    (`parallel.make_data_parallel_run`: what `purejaxppo train --coordinator` compiles), taken from the library as it hands it to `parallel.jit_once`, compiled with
+    `parallel.ONCE_COMPILER_OPTIONS` (`once`, what the run does) or XLA's defaults."""
+    import jax
+
+    jax.config.update("jax_num_cpu_devices", DATA_PARALLEL_DEVICES)
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    import purejaxppo as pjp
+    from purejaxppo import parallel
+
+    start = time.perf_counter()
+    config = pjp.PPOConfig.from_yaml(ROOT / CONFIGS[name])
+    handed, once = [], parallel.jit_once
+    parallel.jit_once = lambda fn: handed.append(fn) or once(fn)
+    try:
+        run = parallel.make_data_parallel_run(config, DATA_PARALLEL_DEVICES)
+    finally:
+        parallel.jit_once = once
+    (init,) = handed  # the shard_map of the init over the data axis
+    key = np.asarray(jax.random.key_data(jax.random.key(0)))
+    compiler_options = parallel.ONCE_COMPILER_OPTIONS if options == "once" else None
+    row = {"setup_s": time.perf_counter() - start}
+    return _timed(jax.jit(init), (parallel.to_global(key, run.mesh, P()),), row, compiler_options)
 
 
 def _rejax(agents: str) -> dict:
@@ -209,6 +239,8 @@ def measure(kind: str) -> dict:
         raise RuntimeError("the persistent compile cache is off in the child")
     if kind.startswith("runs_init:"):
         return _runs_init(*kind.removeprefix("runs_init:").split("/"))
+    if kind.startswith("dp_init:"):
+        return _dp_init(*kind.removeprefix("dp_init:").split("/"))
     if kind.startswith("train:"):
         return _train(*kind.removeprefix("train:").split("/"))
     return _whole_call(kind)

@@ -16,6 +16,10 @@ Kinds (`KINDS`; `--kinds` picks some):
   on one device), timed as `train:` is, compiled with `parallel.ONCE_COMPILER_OPTIONS`
   (XLA's backend optimisation level 1, what the drivers do: bitwise the default's
   output, `tests/test_jit_once.py`) and with XLA's defaults.
+* `dp_init:cartpole/once`, `dp_init:cartpole/default`: the init program of one CartPole
+  run data-parallel over 2 CPU devices (`parallel.make_data_parallel_run`, what `train
+  --coordinator` compiles), timed and compiled both ways as `runs_init:` is
+  (bitwise the same output: `tests/test_parallel.py`).
 * `check`: `pjp.check(cartpole, rows=<the probe battery's rows>, invariants=False)`, the
   battery program (`drivers/check/battery.py` `_train_battery`); `eval`: `pjp.evaluate` of
   an untrained CartPole `Policy` (100 episodes). Both are timed as whole calls (`wall_s`,
@@ -98,6 +102,8 @@ KINDS = (
     "train:mujoco/1",
     "runs_init:cartpole/once",
     "runs_init:cartpole/default",
+    "dp_init:cartpole/once",
+    "dp_init:cartpole/default",
     "check",
     "eval",
     "seeds",
