@@ -1,9 +1,9 @@
 """What one fresh process of `benchmarks.compile_time` measures (`--child KIND`): the
-trace, lower and compile of one program (`train:`, `runs_init:`, `dp_init:`, `rejax:`), or a whole
-call split by JAX's own compile events (`check`, `eval`, `seeds`, `sweep`, `tune`,
-`pbt`); `program_size`, the StableHLO measure `tests/test_program_size.py` pins. The kinds
-are defined in `benchmarks/compile_time.py`'s docstring. Imports neither purejaxppo nor
-JAX at module level: the `rejax:` kinds run in the peer's venv.
+trace, lower and compile of one program (`train:`, `runs_init:`, `dp_init:`, `rejax:`),
+or a whole call split by JAX's own compile events (`check`, `eval`, `seeds`, `sweep`,
+`tune`, `pbt`); `program_size`, the StableHLO measure `tests/test_program_size.py` pins.
+The kinds are defined in `benchmarks/compile_time.py`'s docstring. Imports neither
+purejaxppo nor JAX at module level: the `rejax:` kinds run in the peer's venv.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def _runs_init(name: str, options: str) -> dict:
 
 def _dp_init(name: str, options: str) -> dict:
     """The init program of one run data-parallel over `DATA_PARALLEL_DEVICES` CPU devices
-    (`parallel.make_data_parallel_run`: what `purejaxppo train --coordinator` compiles), taken from the library as it hands it to `parallel.jit_once`, compiled with
+    (`parallel.make_data_parallel_run`: what `purejaxppo train --coordinator` compiles),
+    taken from the library as it hands it to `parallel.jit_once`, compiled with
     `parallel.ONCE_COMPILER_OPTIONS` (`once`, what the run does) or XLA's defaults."""
     import jax
 
