@@ -69,8 +69,10 @@ LAST_UPDATES = 10
 
 
 class _Moments:
-    """Running mean and variance per run (rows), merged as `purejaxppo.normalize` does;
-    the prior is SB3's `RunningMeanStd` (mean 0, variance 1, count 1e-4)."""
+    """Running mean and variance per run (rows), merged as `purejaxppo.normalize.merge`
+    does; the prior is SB3's `RunningMeanStd` (mean 0, variance 1, count 1e-4). NumPy, not
+    `normalize.merge`: it runs inside the training program's host callback, where a JAX
+    computation could wait on the program that is waiting on it."""
 
     def __init__(self, runs: int, size: int):
         self.mean, self.var = np.zeros((runs, size)), np.ones((runs, size))
