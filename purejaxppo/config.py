@@ -233,6 +233,10 @@ class PPOConfig:
         gymnasium / CleanRL `NormalizeReward`), then clip to +-`reward_clip`; the
         statistics are the params' `reward_norm` collection. Episode returns are logged raw.
       obs_clip, reward_clip: clip bounds (> 0; `inf` turns clipping off).
+      normalize_timing: when the statistics move. "update": once per update from its
+        whole rollout (above). "step": at every env step, as SB3's `VecNormalize`; the
+        rollout stores the normalised observations and the update learns on them
+        (`rollout.make_normalizing_rollout`). Not with data-parallel training.
       log_freq: updates per jitted segment in `purejaxppo train` (how often progress and
         metrics are reported); the numbers do not depend on it.
       save_freq: updates between checkpoints in `purejaxppo train` (orbax, atomic, under
@@ -352,6 +356,7 @@ class PPOConfig:
     normalize_rewards: bool = static(False, "normalize")
     obs_clip: float = static(10.0, "normalize")
     reward_clip: float = static(10.0, "normalize")
+    normalize_timing: str = static("update", "normalize")
     log_freq: int = static(10, "driver")
     save_freq: int = static(0, "driver")
     save_minutes: float = static(10.0, "driver")

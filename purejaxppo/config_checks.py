@@ -362,10 +362,15 @@ def check_recurrent(c: Any) -> None:
 
 
 def check_normalize(c: Any) -> None:
-    """Observation / reward normalisation clip bounds."""
+    """Observation / reward normalisation clip bounds and timing."""
     for name in ("obs_clip", "reward_clip"):
         if not getattr(c, name) > 0:
             raise bad(name, getattr(c, name), "must be > 0 (inf: no clipping)")
+    _one_of("normalize_timing", c.normalize_timing, NORMALIZE_TIMINGS)
+
+
+#: When the normalisation statistics move (`PPOConfig.normalize_timing`).
+NORMALIZE_TIMINGS = ("update", "step")
 
 
 def check_metrics(c: Any) -> None:

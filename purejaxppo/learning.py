@@ -22,7 +22,7 @@ from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.loops import LoopPlan, loop_plan
 from purejaxppo.metrics import LOOP_METRICS, UpdateMetrics, rollout_statistics
 from purejaxppo.networks import Networks
-from purejaxppo.normalize import normalize_rewards, update_obs_stats
+from purejaxppo.normalize import normalize_rewards, normalized_inputs, update_obs_stats
 from purejaxppo.rollout import next_values
 from purejaxppo.sequences import Batch, make_sequences, trajectory_minibatches
 from purejaxppo.types import TrainState, Transition
@@ -108,6 +108,19 @@ def _training_batch(
     return batch, key
 
 
+def _advantage_estimator(config: PPOConfig, plan: LoopPlan, hparams: Hyperparams) -> Callable:
+    """`estimate(reward, value, next_value, terminated, truncated) -> (advantages,
+    returns)` of one env's `[T]` steps: GAE laid out by `plan`, or n-step returns."""
+    if config.advantage_estimator == "n_step":
+        return partial(n_step_advantages, gamma=hparams.gamma, n_step=config.n_step)
+    return partial(
+        gae_advantages,
+        gamma=hparams.gamma,
+        gae_lambda=hparams.gae_lambda,
+        method="associative" if plan.gae == "associative" else "scan",
+    )
+
+
 def make_learn(
     config: PPOConfig,
     networks: Networks,
@@ -124,7 +137,9 @@ def make_learn(
     discounted return before the rollout (`EnvCarry.discounted_return`) and the returned
     one its value after; the rewards are scaled before GAE (`normalize.normalize_rewards`).
     With `config.normalize_observations`, `networks` normalise (`ensure_normalization`)
-    and the statistics in the params are merged with `traj.obs` after the epochs.
+    and the statistics in the params are merged with `traj.obs` after the epochs; with
+    `normalize_timing: "step"` the rollout moved them and stored normalised observations
+    (`rollout.make_normalizing_rollout`), on which the update learns as they are.
 
     `plan` (the run's `loops.loop_plan`: `TrainSetup.plan`) lays out the GAE scan and
     the epochs.
@@ -139,6 +154,11 @@ def make_learn(
     """
     seq_len = config.seq_len if networks.stateful else 1
     windows = config.sequence_sampling == "windows" and networks.stateful
+    per_step = config.normalize_timing == "step"
+    if per_step and config.normalize_observations:
+        # The rollout stored normalised observations (`rollout.make_normalizing_rollout`)
+        # and already moved the statistics in the params.
+        networks = normalized_inputs(networks)
     update_epochs = make_update_epochs(config, networks, axis_name, plan)
 
     def learn_fn(
@@ -164,16 +184,9 @@ def make_learn(
                 hparams.gamma,
                 config.reward_clip,
                 axis_name,
+                per_step=per_step,
             )
-        if config.advantage_estimator == "n_step":
-            estimate = partial(n_step_advantages, gamma=hparams.gamma, n_step=config.n_step)
-        else:
-            estimate = partial(
-                gae_advantages,
-                gamma=hparams.gamma,
-                gae_lambda=hparams.gae_lambda,
-                method="associative" if plan.gae == "associative" else "scan",
-            )
+        estimate = _advantage_estimator(config, plan, hparams)
         advantages, returns = jax.vmap(estimate, in_axes=1, out_axes=1)(
             reward, traj.value, next_value, traj.terminated, traj.truncated
         )
@@ -183,7 +196,7 @@ def make_learn(
         rates = learning_rates(config, update_step, hparams)
         actor_coef = (update_step >= config.critic_pretrain_steps).astype(jnp.float32)
         train_state, losses = update_epochs(train_state, batch, key, hparams, rates, actor_coef)
-        if config.normalize_observations:
+        if config.normalize_observations and not per_step:
             # After the epochs: this update's rollout, bootstrap and epochs all used the
             # statistics it started with (the optimizer left them unchanged).
             new_stats["obs_norm"] = update_obs_stats(
@@ -207,6 +220,20 @@ def make_learn(
         return train_state, {**ordered, **metrics}, discounted_return
 
     return learn_fn
+
+
+def _refuse_statistics_of_the_rollout(config: PPOConfig) -> None:
+    """`learn`'s refusals: the statistics `make_train`'s rollout keeps across calls."""
+    if config.normalize_rewards:
+        raise ValueError(
+            "learn: normalize_rewards=True needs each env's discounted return across calls; "
+            "train with make_train, or scale the rewards in your loop"
+        )
+    if config.normalize_observations and config.normalize_timing == "step":
+        raise ValueError(
+            "learn: normalize_timing='step' moves the observation statistics inside the "
+            "rollout (make_train's); with your own transitions use normalize_timing='update'"
+        )
 
 
 def learn(
@@ -267,7 +294,8 @@ def learn(
         T = config.num_steps, a recurrent policy without `last_state`, or
         `normalize_rewards` (the running discounted return spans calls; with
         `normalize_observations`, pass networks from `make_networks(config, ...)`: their
-        statistics in the params are updated from `transitions.obs`).
+        statistics in the params are updated from `transitions.obs`), or
+        `normalize_observations` with `normalize_timing: "step"` (moved in the rollout).
     """
     if hparams is None:
         hparams = Hyperparams.from_config(config)
@@ -298,11 +326,7 @@ def learn(
             final_obs=final_obs,
             terminated=jnp.logical_or(transitions.terminated, transitions.truncated),
         )
-    if config.normalize_rewards:
-        raise ValueError(
-            "learn: normalize_rewards=True needs each env's discounted return across calls; "
-            "train with make_train, or scale the rewards in your loop"
-        )
+    _refuse_statistics_of_the_rollout(config)
     learn_fn = make_learn(config, networks, loop_plan(config.loop_layout))
     train_state, metrics, _ = learn_fn(
         train_state, transitions, last_state, key, hparams, jnp.asarray(update_step)

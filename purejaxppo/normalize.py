@@ -15,7 +15,10 @@ The statistics are non-trainable collections of the params tree, next to flax's
 `stop_gradient`: the optimizer sees zero gradients for the statistics, so Adam leaves
 them bitwise unchanged). The training update refreshes the statistics after its epochs
 from the rollout's observations (`update_obs_stats`), so the rollout, the bootstrap
-values and every epoch of an update see the same normalisation.
+values and every epoch of an update see the same normalisation. With
+`normalize_timing: "step"` (SB3's `VecNormalize` timing) the rollout moves them at every
+step and stores the normalised observations (`rollout.make_normalizing_rollout`), and
+the update learns on those through `normalized_inputs(networks)`.
 
 Running moments: Welford's update in the pairwise form of Chan, Golub & LeVeque (1979):
 merging (n_a, mean_a, var_a) with a batch (n_b, mean_b, var_b) gives
@@ -196,6 +199,7 @@ def normalize_rewards(
     gamma: jax.Array,
     clip: float,
     axis_name: str | None = None,
+    per_step: bool = False,
 ) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
     """Scales a rollout's rewards by the running std of the discounted return.
 
@@ -203,7 +207,9 @@ def normalize_rewards(
     G_t = gamma G_{t-1} + r_t (restarting after an episode ends, `done`), its running
     variance over all G_t, and r_t / sqrt(var + 1e-8) clipped to +-clip. Here the
     variance is updated once per rollout with all its T*N returns (over all devices of
-    `axis_name`), and that updated variance scales the whole rollout.
+    `axis_name`), and that updated variance scales the whole rollout. With `per_step`
+    (`normalize_timing: "step"`, as SB3's `VecNormalize`), it is updated at every step
+    with that step's N returns, and the variance after step t scales r_t.
 
     Args:
       stats: the `reward_norm` collection.
@@ -215,16 +221,29 @@ def normalize_rewards(
       `(new stats, G after the rollout [N], scaled rewards [T, N] float32)`.
     """
 
+    prior_moments = Moments(stats["count"], stats["mean"], stats["var"])
+    if per_step:
+
+        def step(carry, inputs):
+            g, moments = carry
+            r, d = inputs
+            g = gamma * g + r
+            moments = merge(moments, batch_moments(g, axis_name))
+            scaled = jnp.clip(r * scale(moments.var), -clip, clip)
+            return (jnp.where(d, 0.0, g), moments), scaled
+
+        (last, merged), scaled = jax.lax.scan(
+            step, (discounted_return, prior_moments), (reward, done)
+        )
+        return {"count": merged.count, "mean": merged.mean, "var": merged.var}, last, scaled
+
     def body(g, inputs):
         r, d = inputs
         g = gamma * g + r
         return jnp.where(d, 0.0, g), g
 
     last, returns = jax.lax.scan(body, discounted_return, (reward, done))
-    merged = merge(
-        Moments(stats["count"], stats["mean"], stats["var"]),
-        batch_moments(returns.reshape(-1), axis_name),
-    )
+    merged = merge(prior_moments, batch_moments(returns.reshape(-1), axis_name))
     new_stats = {"count": merged.count, "mean": merged.mean, "var": merged.var}
     scaled = jnp.clip(reward * scale(merged.var), -clip, clip)
     return new_stats, last, scaled
@@ -299,7 +318,7 @@ def with_normalization(
         own, obs = prepare(params, obs)
         return inner.apply(own, obs)
 
-    settings = NormSettings(observations, rewards, float(obs_clip), leaves)
+    settings = NormSettings(observations, rewards, float(obs_clip), leaves, inner)
     return networks._replace(
         init=init, step=step, unroll=unroll, apply=apply, normalization=settings
     )
@@ -312,6 +331,30 @@ class NormSettings(NamedTuple):
     rewards: bool
     obs_clip: float
     leaves: dict[str, Any]  # normalised observation leaf name -> key (None: the array)
+    inner: Any = None  # the wrapped `Networks`, which take normalised observations
+
+
+def normalized_inputs(networks: Any) -> Any:
+    """`networks` (wrapped by `with_normalization`) taking observations that are already
+    normalised: step / unroll / apply hand the inner networks their own params and the
+    observations as they come (`normalize_timing: "step"` stores the normalised
+    observations in the rollout, and the update learns on them). `networks` itself when
+    it does not normalise observations."""
+    settings = networks.normalization
+    if settings is None or not settings.observations:
+        return networks
+    inner = settings.inner
+
+    def step(params, state, obs, reset):
+        return inner.step(split_params(params)[0], state, obs, reset)
+
+    def unroll(params, state, obs, resets):
+        return inner.unroll(split_params(params)[0], state, obs, resets)
+
+    def apply(params, obs):
+        return inner.apply(split_params(params)[0], obs)
+
+    return networks._replace(step=step, unroll=unroll, apply=apply)
 
 
 def numpy_stats(params: Params) -> dict[str, Any] | None:

@@ -16,9 +16,17 @@ import jax.numpy as jnp
 from purejaxppo.envs.rows import RowsEnv
 from purejaxppo.metrics import EpisodeStats
 from purejaxppo.networks import Networks, to_env_action
+from purejaxppo.normalize import normalize_obs, normalized_inputs, update_obs_stats
 from purejaxppo.types import EnvCarry, Params, Transition
 
-__all__ = ["critic_apart", "make_env_step", "make_rollout", "next_values", "step_values"]
+__all__ = [
+    "critic_apart",
+    "make_env_step",
+    "make_normalizing_rollout",
+    "make_rollout",
+    "next_values",
+    "step_values",
+]
 
 
 def make_env_step(
@@ -104,6 +112,58 @@ def make_rollout(
         if batched_values:
             transitions = transitions._replace(value=step_values(networks, params, transitions))
         return carry, transitions, stats
+
+    return rollout
+
+
+def make_normalizing_rollout(
+    envs: RowsEnv,
+    networks: Networks,
+    num_steps: int,
+    unroll: int = 1,
+    batched_values: bool = False,
+) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats, Any]]:
+    """Builds `rollout(params, carry, key) -> (carry, transitions [T, R], stats, obs_norm)`
+    for `normalize_timing: "step"`: `make_rollout` whose observation statistics move at
+    every step, as SB3's `VecNormalize` moves them.
+
+    At step t the statistics (from `params["obs_norm"]` at t = 0) are merged with the R
+    observations the policy is about to see (`normalize.update_obs_stats`), and those
+    observations and the step's `final_obs` are normalised with the merged statistics.
+    `transitions.obs` / `final_obs` hold the NORMALISED observations (the update learns
+    on them through `normalize.normalized_inputs(networks)`); `obs_norm` is the
+    statistics after the last step, which the update writes into the params. `networks`
+    must normalise observations (`normalize.with_normalization`); `carry.obs` stays raw.
+    """
+    settings = networks.normalization
+    acting = normalized_inputs(networks)
+    env_step = make_env_step(envs, acting, with_value=not batched_values)
+
+    def rollout(
+        params: Params, carry: EnvCarry, key: jax.Array
+    ) -> tuple[EnvCarry, Transition, EpisodeStats, Any]:
+        def body(state, step_key):
+            env_carry, stats, obs_norm = state
+            obs_norm = update_obs_stats(obs_norm, env_carry.obs, settings.leaves)
+
+            def normalize(obs):
+                return normalize_obs(obs_norm, obs, settings.leaves, settings.obs_clip)
+
+            env_carry = env_carry.replace(obs=normalize(env_carry.obs))
+            env_carry, transition, ended = env_step(params, env_carry, step_key)
+            transition = transition._replace(final_obs=normalize(transition.final_obs))
+            stats = jax.tree.map(jnp.add, stats, ended)
+            return (env_carry, stats, obs_norm), transition
+
+        (carry, stats, obs_norm), transitions = jax.lax.scan(
+            body,
+            (carry, EpisodeStats.zeros(envs.info_keys), params["obs_norm"]),
+            jax.random.split(key, num_steps),
+            unroll=unroll,
+        )
+        if batched_values:
+            transitions = transitions._replace(value=step_values(acting, params, transitions))
+        return carry, transitions, stats, obs_norm
 
     return rollout
 

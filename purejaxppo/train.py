@@ -17,7 +17,7 @@ from purejaxppo.kinds import resolve_env
 from purejaxppo.learning import LEARN_METRICS, explained_variance, make_learn
 from purejaxppo.metrics import METRICS, UpdateMetrics
 from purejaxppo.networks import Networks
-from purejaxppo.rollout import critic_apart, make_rollout
+from purejaxppo.rollout import critic_apart, make_normalizing_rollout, make_rollout
 from purejaxppo.train_setup import TrainFns, TrainSetup, make_init, prepare
 from purejaxppo.types import RunnerState, TrainOutput
 from purejaxppo.update import initial_learning_rates
@@ -66,8 +66,16 @@ def make_train_fns(
       ValueError: if `num_shards` does not divide `num_envs`, or the per-device batch
         does not split into `num_minibatches` minibatches; for an `info_metrics` key the
         env's info does not have, `action_histogram` with non-Discrete actions, or
-        `callback_every < 1` (`train_setup.prepare`).
+        `callback_every < 1` (`train_setup.prepare`); for data-parallel training with
+        `normalize_timing: "step"` and `normalize_observations`.
     """
+    if axis_name is not None and config.normalize_timing == "step":
+        if config.normalize_observations:
+            raise ValueError(
+                "normalize_timing='step' with normalize_observations: the statistics move "
+                "inside each device's rollout, which data-parallel training does not merge; "
+                "use normalize_timing='update' or train on one device"
+            )
     setup = prepare(
         config,
         env,
@@ -155,12 +163,18 @@ def _make_train_fn(
 def plan_rollout(
     config: PPOConfig, setup: TrainSetup
 ) -> Callable[[Any, Any, jax.Array], tuple[Any, Any, Any]]:
-    """The rollout `make_update` runs: `rollout.make_rollout` over the setup's rows (every
-    kind of env), laid out by the setup's loop plan (`TrainSetup.plan`): its unroll, and
-    its values after the scan where the critic stands apart (`rollout.critic_apart`)."""
+    """The rollout `make_update` runs, `rollout(params, carry, key) -> (carry, traj, stats,
+    obs_norm)`: `rollout.make_rollout` over the setup's rows (every kind of env), laid out
+    by the setup's loop plan (`TrainSetup.plan`): its unroll, and its values after the scan
+    where the critic stands apart (`rollout.critic_apart`). `obs_norm` is None, or with
+    `normalize_timing: "step"` the statistics the rollout moved (`make_normalizing_rollout`)."""
     plan = setup.plan
     batched = plan.batched_values and critic_apart(setup.networks)
-    return make_rollout(setup.rows, setup.networks, setup.num_steps, plan.rollout_unroll, batched)
+    args = (setup.rows, setup.networks, setup.num_steps, plan.rollout_unroll, batched)
+    if config.normalize_timing == "step" and config.normalize_observations:
+        return make_normalizing_rollout(*args)
+    rollout = make_rollout(*args)
+    return lambda params, carry, key: (*rollout(params, carry, key), None)
 
 
 def make_update(
@@ -182,12 +196,15 @@ def make_update(
     ) -> tuple[RunnerState, dict[str, jax.Array]]:
         key, rollout_key, epochs_key = jax.random.split(runner.key, 3)
         params = runner.train_state.params
-        env_carry, traj, stats = rollout(params, runner.env, shard_key(rollout_key))
+        env_carry, traj, stats, obs_norm = rollout(params, runner.env, shard_key(rollout_key))
         if axis_name is not None:
             stats = psum_flat(stats, axis_name)  # one all-reduce
+        train_state = runner.train_state
+        if obs_norm is not None:  # moved at every step: the update keeps them
+            train_state = train_state.replace(params={**params, "obs_norm": obs_norm})
 
         train_state, learned, discounted = learn_fn(
-            runner.train_state,
+            train_state,
             traj,
             env_carry.policy_state,
             shard_key(epochs_key),
