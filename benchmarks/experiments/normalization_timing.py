@@ -18,15 +18,18 @@ Here the SB3 timing is a wrapper around the host env's vector env (`VecNormalize
 it normalises the observations (and the final observations GAE bootstraps from) and the
 rewards at every step, with statistics per run (each run's block of `num_envs` copies,
 so the runs of one program stay independent), clip 10 and epsilon 1e-8 as SB3; the run
-then trains with its own normalisation off for what the wrapper does. The wrapper also
+then trains with its own normalisation off for what the wrapper does. The last two
+variants are the library's own per-step timing (`normalize_timing: "step"`,
+`rollout.make_normalizing_rollout`), which should reproduce the wrapper's. The wrapper also
 records each episode's raw return, so every variant is scored on raw returns, as the
 study scores reruns: the mean of the last 10 updates' mean episode returns (the sweep's
 `final_return` without episode counts, `drivers.report.final_return_of`). For variants
 whose rewards reach the run unscaled, the recorded score is checked against the run's own
 metrics.
 
-    python -m benchmarks.experiments.normalization_timing              # ~16 min, 2-core CPU
+    python -m benchmarks.experiments.normalization_timing              # ~22 min, 2-core CPU
     python -m benchmarks.experiments.normalization_timing --json out.json
+    python -m benchmarks.experiments.normalization_timing --only 0 5 6  # the library's, ~8 min
 
 Each variant trains gymnasium's Hopper-v4 (SB3's env) with the task's config and the
 setting's four fields, 20 seeds under one `jax.vmap` (one vector env of 20 x 32 copies).
@@ -62,6 +65,11 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, bool]]] = {
     "observations and rewards per step (SB3), clip_vloss off": (
         {"normalize_observations": False, "normalize_rewards": False, "clip_vloss": False},
         {"obs": True, "reward": True},
+    ),
+    "ours, normalize_timing: step": ({"normalize_timing": "step"}, {"obs": False, "reward": False}),
+    "ours, normalize_timing: step, clip_vloss off": (
+        {"normalize_timing": "step", "clip_vloss": False},
+        {"obs": False, "reward": False},
     ),
 }
 CLIP, EPS = 10.0, 1e-8  # VecNormalize's clip_obs / clip_reward and epsilon
@@ -184,8 +192,9 @@ def final_returns(
     return finals
 
 
-def run(updates: int, seeds: list[int]) -> list[dict]:
-    """One row per variant: its seeds' final returns (raw rewards)."""
+def run(updates: int, seeds: list[int], only: list[int] | None = None) -> list[dict]:
+    """One row per variant (those at the indices `only` into `VARIANTS`, default all): its
+    seeds' final returns (raw rewards)."""
     import jax
     import jax.numpy as jnp
 
@@ -201,7 +210,9 @@ def run(updates: int, seeds: list[int]) -> list[dict]:
     env, _ = pjp.make_env(base.env_name)
     keys = jax.vmap(jax.random.key)(jnp.asarray(seeds))
     rows = []
-    for name, (change, per_step) in VARIANTS.items():
+    chosen = list(VARIANTS.items())
+    chosen = chosen if only is None else [chosen[i] for i in only]
+    for name, (change, per_step) in chosen:
         start = time.perf_counter()
         config = base.replace(**change)
         host, made = wrapped(env, config.num_envs, gamma=config.gamma, **per_step)
@@ -237,8 +248,19 @@ def main() -> int:
     parser.add_argument("--updates", type=int, default=25, help="the study's updates per trial")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(100, 120)))
     parser.add_argument("--json", type=Path, default=None, help="write the rows here")
+    parser.add_argument(
+        "--only",
+        type=int,
+        nargs="+",
+        default=None,
+        choices=range(len(VARIANTS)),
+        help="run only these variants (indices into VARIANTS, in its order; the first one "
+        "given is the base the others are paired with)",
+    )
     args = parser.parse_args()
-    rows = run(args.updates, args.seeds)
+    if args.only is not None and len(set(args.only)) != len(args.only):
+        parser.error(f"--only: each variant once, got {args.only}")
+    rows = run(args.updates, args.seeds, args.only)
     print("\n".join(table(rows)))
     if args.json is not None:
         record = machine()
