@@ -79,6 +79,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from benchmarks.harness import RESULTS, ROOT, machine, markdown_table, write_text
 from benchmarks.tune_quality import SEARCH
@@ -176,7 +177,21 @@ def ours_command(args: argparse.Namespace, out: Path, rep: int) -> list[str]:
         *["--seeds-per-trial", "2", "--objective", args.objective],
         *["--reports", str(REPORTS), "--pruner", "median", "--no-enqueue-base"],
         *["--out", str(out), "--no-progress"],
+        *[flag for field, value in args.ours_set.items() for flag in _flag(field, value)],
     ]
+
+
+def _flag(field: str, value: str) -> list[str]:
+    """`--ours-set FIELD=VALUE` as the command's config flag."""
+    return ["--" + field.replace("_", "-"), value]
+
+
+def _ours_set(text: str) -> tuple[str, str]:
+    """`FIELD=VALUE` of `--ours-set` (a `PPOConfig` field)."""
+    field, sep, value = text.partition("=")
+    if not sep or field not in PPOConfig.__dataclass_fields__:
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE with a PPOConfig field: {text!r}")
+    return field, value
 
 
 def rlzoo_command(args: argparse.Namespace, out: Path, rep: int) -> list[str]:
@@ -274,6 +289,10 @@ def rerun(args: argparse.Namespace, arm: str, params: dict, scratch: Path) -> li
         import purejaxppo as pjp
 
         config = task.settings().replace(total_timesteps=total)
+        if args.ours_set:  # the values as the command's flags parse them
+            config = PPOConfig.from_dict(
+                {**config.to_dict(), **{k: yaml.safe_load(v) for k, v in args.ours_set.items()}}
+            )
         grid = {field: [value] for field, value in params.items()}
         sweep = pjp.sweep(config, seeds=args.rerun_seeds, grid=grid, verbose=False)
         return [float(v) for v in sweep.runs["final_return"]]
@@ -331,10 +350,11 @@ def figure_columns(records: list[dict]) -> list[tuple[str, str, list[dict]]]:
     found = {}
     for record in records:
         objective = record.get("ours_objective", f"eval_return:{EVAL_EPISODES}")
+        changes = "".join(f"\n{k}: {v}" for k, v in record.get("ours_set", {}).items())
         for arm in ARMS:
             studies = [r for r in record["studies"] if r["arm"] == arm and r["rerun"]]
             if studies:
-                label = LABELS[arm] + (f"\n({objective})" if arm == "ours" else "")
+                label = LABELS[arm] + (f"\n({objective}){changes}" if arm == "ours" else "")
                 found[label] = (arm, label, studies)
     return list(found.values())
 
@@ -385,6 +405,15 @@ def main(argv: list[str] | None = None) -> None:
         default=f"eval_return:{EVAL_EPISODES}",
         help="ours' tune --objective (episode_return:0.4: the reruns' own score)",
     )
+    parser.add_argument(
+        "--ours-set",
+        type=_ours_set,
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a config field of ours' arm, in its studies and its reruns (repeatable; e.g. "
+        "normalize_timing=step)",
+    )
     parser.add_argument("--json", type=Path, help="results file (default: results/...)")
     parser.add_argument("--figure", type=Path, help="the guide's figure (default: per task)")
     parser.add_argument(
@@ -392,6 +421,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    args.ours_set = dict(args.ours_set)
     if args.figure is None:
         suffix = "" if args.task == "acrobot" else f"-{args.task}"
         args.figure = FIGURE.with_name(f"tune-peers-quality{suffix}.png")
@@ -426,6 +456,7 @@ def main(argv: list[str] | None = None) -> None:
         "env_steps_per_trial": total_steps(args),
         "budget_s": args.budget,
         "ours_objective": args.objective,
+        "ours_set": args.ours_set,
         "search": {k: list(v) for k, v in SEARCH.items()},
         "rerun_seeds": args.rerun_seeds,
         "rows": table,
