@@ -136,7 +136,7 @@ def make_phases(config: pjp.PPOConfig) -> tuple[dict[str, Callable], Callable, C
 
     def rollout_body(r, hp):
         key, sub = jax.random.split(r.key)
-        env_carry, _, _ = rollout(r.train_state.params, r.env, sub)
+        env_carry, *_ = rollout(r.train_state.params, r.env, sub)
         return r.replace(env=env_carry, key=key)
 
     def bootstrap_body(c, hp):
@@ -200,7 +200,7 @@ def make_phases(config: pjp.PPOConfig) -> tuple[dict[str, Callable], Callable, C
         def first(key):
             r = fns.init(key)
             k1, k2 = jax.random.split(r.key)
-            carry, traj, _ = rollout(r.train_state.params, r.env, k1)
+            carry, traj, *_ = rollout(r.train_state.params, r.env, k1)
             next_value = next_values(networks, r.train_state.params, traj, carry)
             adv, ret = advantages(traj, next_value, hp)
             batch = make_sequences(traj, adv, ret, seq_len)

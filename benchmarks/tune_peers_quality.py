@@ -181,6 +181,14 @@ def ours_command(args: argparse.Namespace, out: Path, rep: int) -> list[str]:
     ]
 
 
+def ours_settings(args: argparse.Namespace) -> PPOConfig:
+    """The task's config with `--ours-set`'s fields (YAML values, as the command's flags
+    parse them): what ours' reruns train."""
+    config = TASKS[args.task].settings()
+    changes = {field: yaml.safe_load(value) for field, value in args.ours_set.items()}
+    return PPOConfig.from_dict({**config.to_dict(), **changes}) if changes else config
+
+
 def _flag(field: str, value: str) -> list[str]:
     """`--ours-set FIELD=VALUE` as the command's config flag."""
     return ["--" + field.replace("_", "-"), value]
@@ -288,11 +296,7 @@ def rerun(args: argparse.Namespace, arm: str, params: dict, scratch: Path) -> li
     if arm == "ours":
         import purejaxppo as pjp
 
-        config = task.settings().replace(total_timesteps=total)
-        if args.ours_set:  # the values as the command's flags parse them
-            config = PPOConfig.from_dict(
-                {**config.to_dict(), **{k: yaml.safe_load(v) for k, v in args.ours_set.items()}}
-            )
+        config = ours_settings(args).replace(total_timesteps=total)
         grid = {field: [value] for field, value in params.items()}
         sweep = pjp.sweep(config, seeds=args.rerun_seeds, grid=grid, verbose=False)
         return [float(v) for v in sweep.runs["final_return"]]

@@ -158,7 +158,7 @@ def test_the_setup_decides_the_loop_plan_once():
     fns = pjp.make_train_fns(compact)
     runner = fns.init(jax.random.key(0))
     rollout = plan_rollout(compact, setup)
-    _, traj, _ = jax.eval_shape(lambda r: rollout(r.train_state.params, r.env, r.key), runner)
+    _, traj, *_ = jax.eval_shape(lambda r: rollout(r.train_state.params, r.env, r.key), runner)
     traj = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), traj)
 
     def jaxpr_text(plan):

@@ -24,6 +24,7 @@ ARGS = argparse.Namespace(
     budget=180.0,
     updates=25,
     objective="eval_return:10",
+    ours_set={},
     rlzoo_python=ROOT / "rlzoo-venv" / "bin" / "python",
     cleanrl_python=ROOT / "cleanrl-venv" / "bin" / "python",
 )
@@ -111,6 +112,21 @@ def test_hopper_trains_envpools_hopper_in_ours_and_gymnasiums_in_the_peers():
         assert f"--fixed {flag}" in cleanrl
     assert "--fixed update-epochs=10" in cleanrl and "--fixed total-timesteps=51200" in cleanrl
     assert "--env-name" not in " ".join(study.ours_command(ARGS, ROOT / "out", 0))
+
+
+def test_ours_set_changes_ours_studies_and_reruns_only():
+    args = argparse.Namespace(**{**vars(ARGS), "task": "hopper"})
+    args.ours_set = dict([study._ours_set("normalize_timing=step")])
+    ours = study.ours_command(args, ROOT / "out", 0)
+    assert ours[-2:] == ["--normalize-timing", "step"]
+    assert study.ours_settings(args).normalize_timing == "step"
+    assert study.ours_settings(ARGS).normalize_timing == "update"
+    assert study.rlzoo_command(args, ROOT / "out", 0) == study.rlzoo_command(
+        argparse.Namespace(**{**vars(ARGS), "task": "hopper"}), ROOT / "out", 0
+    )
+    for bad in ("normalize_timing", "bogus=1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="FIELD=VALUE"):
+            study._ours_set(bad)
 
 
 def test_every_arm_gets_the_same_budget_steps_and_seed():
