@@ -165,8 +165,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "lambda-ignored",
         "GAE's lambda ignored: the update always uses lambda = 1 (Monte-Carlo returns)",
         "purejaxppo/learning.py",
-        "                gae_lambda=hparams.gae_lambda,\n",
-        "                gae_lambda=1.0,\n",
+        "        gae_lambda=hparams.gae_lambda,\n",
+        "        gae_lambda=1.0,\n",
         "configs/cartpole.yaml",
     ),
     Mutant(
