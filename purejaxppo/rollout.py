@@ -134,8 +134,16 @@ def make_normalizing_rollout(
     on them through `normalize.normalized_inputs(networks)`); `obs_norm` is the
     statistics after the last step, which the update writes into the params. `networks`
     must normalise observations (`normalize.with_normalization`); `carry.obs` stays raw.
+
+    Raises:
+      ValueError: `networks` that do not normalise observations.
     """
     settings = networks.normalization
+    if settings is None or not settings.observations:
+        raise ValueError(
+            "make_normalizing_rollout: the networks do not normalise observations; build "
+            "them with normalize_observations=True (make_networks / make_train_fns)"
+        )
     acting = normalized_inputs(networks)
     env_step = make_env_step(envs, acting, with_value=not batched_values)
 

@@ -149,6 +149,9 @@ def test_bad_timing_and_unsupported_uses_get_one_line(fns):
         CONFIG.replace(normalize_timing="sometimes")
     with pytest.raises(ValueError, match="normalize_timing='step'.*data-parallel"):
         make_train_fns(CONFIG, ProbeScaledObs(), axis_name="data", num_shards=1)
+    plain = make_train_fns(CONFIG.replace(normalize_observations=False), ProbeScaledObs())
+    with pytest.raises(ValueError, match="do not normalise observations"):
+        make_normalizing_rollout(plain.setup.rows, plain.setup.networks, CONFIG.num_steps)
     runner = jax.jit(fns.init)(jax.random.key(0))
     rollout = make_rollout(fns.setup.rows, fns.setup.networks, CONFIG.num_steps)
     _, traj, _ = jax.jit(rollout)(runner.train_state.params, runner.env, jax.random.key(1))
