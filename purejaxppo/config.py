@@ -236,7 +236,8 @@ class PPOConfig:
       normalize_timing: when the statistics move. "update": once per update from its
         whole rollout (above). "step": at every env step, as SB3's `VecNormalize`; the
         rollout stores the normalised observations and the update learns on them
-        (`rollout.make_normalizing_rollout`). Not with data-parallel training.
+        (`rollout.make_normalizing_rollout`; data-parallel: merged over the devices at
+        every step). Not with `learn` on your own transitions.
       log_freq: updates per jitted segment in `purejaxppo train` (how often progress and
         metrics are reported); the numbers do not depend on it.
       save_freq: updates between checkpoints in `purejaxppo train` (orbax, atomic, under

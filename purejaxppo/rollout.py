@@ -122,6 +122,7 @@ def make_normalizing_rollout(
     num_steps: int,
     unroll: int = 1,
     batched_values: bool = False,
+    axis_name: str | None = None,
 ) -> Callable[[Params, EnvCarry, jax.Array], tuple[EnvCarry, Transition, EpisodeStats, Any]]:
     """Builds `rollout(params, carry, key) -> (carry, transitions [T, R], stats, obs_norm)`
     for `normalize_timing: "step"`: `make_rollout` whose observation statistics move at
@@ -134,6 +135,12 @@ def make_normalizing_rollout(
     on them through `normalize.normalized_inputs(networks)`); `obs_norm` is the
     statistics after the last step, which the update writes into the params. `networks`
     must normalise observations (`normalize.with_normalization`); `carry.obs` stays raw.
+
+    With `axis_name` (data-parallel training inside `shard_map`, each device stepping R
+    of the agent's envs), every step merges the observations of all devices' envs
+    (`normalize.batch_moments` over the axis: one all-reduce of the step's moments per
+    env step): the statistics are those of all the agent's envs together, as one device
+    stepping them all would merge them (up to float rounding), identical on every device.
 
     Raises:
       ValueError: `networks` that do not normalise observations.
@@ -152,7 +159,7 @@ def make_normalizing_rollout(
     ) -> tuple[EnvCarry, Transition, EpisodeStats, Any]:
         def body(state, step_key):
             env_carry, stats, obs_norm = state
-            obs_norm = update_obs_stats(obs_norm, env_carry.obs, settings.leaves)
+            obs_norm = update_obs_stats(obs_norm, env_carry.obs, settings.leaves, axis_name)
 
             def normalize(obs):
                 return normalize_obs(obs_norm, obs, settings.leaves, settings.obs_clip)

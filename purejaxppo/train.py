@@ -66,16 +66,8 @@ def make_train_fns(
       ValueError: if `num_shards` does not divide `num_envs`, or the per-device batch
         does not split into `num_minibatches` minibatches; for an `info_metrics` key the
         env's info does not have, `action_histogram` with non-Discrete actions, or
-        `callback_every < 1` (`train_setup.prepare`); for data-parallel training with
-        `normalize_timing: "step"` and `normalize_observations`.
+        `callback_every < 1` (`train_setup.prepare`).
     """
-    if axis_name is not None and config.normalize_timing == "step":
-        if config.normalize_observations:
-            raise ValueError(
-                "normalize_timing='step' with normalize_observations: the statistics move "
-                "inside each device's rollout, which data-parallel training does not merge; "
-                "use normalize_timing='update' or train on one device"
-            )
     setup = prepare(
         config,
         env,
@@ -161,18 +153,19 @@ def _make_train_fn(
 
 
 def plan_rollout(
-    config: PPOConfig, setup: TrainSetup
+    config: PPOConfig, setup: TrainSetup, axis_name: str | None = None
 ) -> Callable[[Any, Any, jax.Array], tuple[Any, Any, Any]]:
     """The rollout `make_update` runs, `rollout(params, carry, key) -> (carry, traj, stats,
     obs_norm)`: `rollout.make_rollout` over the setup's rows (every kind of env), laid out
     by the setup's loop plan (`TrainSetup.plan`): its unroll, and its values after the scan
     where the critic stands apart (`rollout.critic_apart`). `obs_norm` is None, or with
-    `normalize_timing: "step"` the statistics the rollout moved (`make_normalizing_rollout`)."""
+    `normalize_timing: "step"` the statistics the rollout moved (`make_normalizing_rollout`,
+    merged over the devices of `axis_name` at every step in data-parallel training)."""
     plan = setup.plan
     batched = plan.batched_values and critic_apart(setup.networks)
     args = (setup.rows, setup.networks, setup.num_steps, plan.rollout_unroll, batched)
     if config.normalize_timing == "step" and config.normalize_observations:
-        return make_normalizing_rollout(*args)
+        return make_normalizing_rollout(*args, axis_name=axis_name)
     rollout = make_rollout(*args)
     return lambda params, carry, key: (*rollout(params, carry, key), None)
 
@@ -186,7 +179,7 @@ def make_update(
     """`update(runner, hparams) -> (runner, metrics)`: one rollout of `num_steps` steps of
     the vmapped envs, then `learning.make_learn`'s epochs of minibatch steps."""
     networks, num_steps = setup.networks, setup.num_steps
-    rollout = plan_rollout(config, setup)
+    rollout = plan_rollout(config, setup, axis_name)
     learn_fn = make_learn(
         config, networks, setup.plan, axis_name=axis_name, num_actions=setup.num_actions
     )

@@ -3,7 +3,8 @@
     python tests/parallel_worker.py devices OUT.npz
         one process, 4 fake CPU devices: the sweep on 1 and on 4 devices, data-parallel
         CartPole on 4 devices (learning), data-parallel on 1 device vs the ordinary run,
-        and the 4-device gradient vs the 1-device gradient on one minibatch.
+        the 4-device gradient vs the 1-device gradient on one minibatch, and the
+        normalisation statistics over 4 devices (both timings).
     python tests/parallel_worker.py distributed OUT_DIR PROCESS_ID PORT
         one of 2 processes (2 fake CPU devices each) joined by `jax.distributed`: the same
         sweep through the command line (`purejaxppo sweep --coordinator ...`, each process
@@ -193,6 +194,86 @@ def init_once_results(config) -> dict[str, np.ndarray]:
     return results
 
 
+def normalization_results(prefix: str, output) -> dict[str, np.ndarray]:
+    """`{prefix}_counts`: the observation and reward statistics' sample counts after a
+    data-parallel run; `{prefix}_replicas_equal`: both the same on every device."""
+    import jax
+
+    stats = {k: output.train_state.params[k] for k in ("obs_norm", "reward_norm")}
+    shards_equal = (
+        np.array_equal(np.asarray(leaf.addressable_shards[0].data), np.asarray(s.data))
+        for leaf in jax.tree.leaves(stats)
+        for s in leaf.addressable_shards
+    )
+    return {
+        f"{prefix}_counts": np.asarray([float(stats[k]["count"]) for k in stats]),
+        f"{prefix}_replicas_equal": np.array(all(shards_equal)),
+    }
+
+
+def step_timing_results(norm) -> dict[str, np.ndarray]:
+    """`normalize_timing: "step"` over 4 devices: one rollout of 8 envs (2 per device) of
+    `ProbeScaledObs` (observations that do not depend on the actions) both raw and with
+    the per-step statistics merged over the devices, and a whole data-parallel run."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    import purejaxppo as pjp
+    from purejaxppo import parallel
+    from purejaxppo.envs.probes import ProbeScaledObs
+    from purejaxppo.rollout import make_normalizing_rollout, make_rollout
+    from purejaxppo.train import make_train_fns
+
+    axis, steps = parallel.DATA_AXIS, 8
+    config = pjp.PPOConfig(
+        env_name="ProbeScaledObs-v0",
+        num_envs=8,
+        num_steps=steps,
+        total_timesteps=8 * steps,
+        num_minibatches=1,
+        normalize_observations=True,
+        normalize_timing="step",
+    )
+    fns = make_train_fns(config, ProbeScaledObs())
+    runner = jax.jit(fns.init)(jax.random.key(7))
+    rows, networks = fns.setup.rows, fns.setup.networks
+    raw = make_rollout(rows, networks, steps)
+    stepped = make_normalizing_rollout(rows, networks, steps, axis_name=axis)
+
+    def per_device(params, carry, key_data):
+        index = jax.lax.axis_index(axis)
+        key = jax.random.fold_in(jax.random.wrap_key_data(key_data), index)
+        _, raw_traj, _ = raw(params, carry, key)
+        _, traj, _, obs_norm = stepped(params, carry, key)
+        per_copy = jax.tree.map(lambda x: x[None], obs_norm)  # [1, ...]: each device's own
+        return raw_traj.obs, raw_traj.final_obs, traj.obs, traj.final_obs, per_copy
+
+    mesh = parallel.make_mesh(4, axis)
+    rollout = jax.jit(
+        jax.shard_map(
+            per_device,
+            mesh=mesh,
+            in_specs=(P(), P(axis), P()),
+            out_specs=(*(P(None, axis),) * 4, P(axis)),
+            check_vma=False,
+        )
+    )
+    key_data = jax.random.key_data(jax.random.key(11))
+    out = rollout(runner.train_state.params, runner.env, key_data)
+    results = {
+        f"step_{name}": np.asarray(value)
+        for name, value in zip(("raw_obs", "raw_final", "obs", "final"), out[:4], strict=True)
+    }
+    for name in ("count", "mean", "var"):
+        results[f"step_norm_{name}"] = np.asarray(jax.tree.leaves(out[4][name])[0])
+
+    # The whole data-parallel run: the rollout's statistics reach the params, the same on
+    # every device.
+    trained = parallel.make_data_parallel_train(norm.replace(normalize_timing="step"), devices=4)
+    results.update(normalization_results("step_dp4", trained(jax.random.key(1))))
+    return results
+
+
 def allreduces_per_update(config, num_devices: int) -> int:
     """The arrays all-reduced in one data-parallel update on `num_devices` devices (each
     a gloo round trip): the operands of every `psum` of its jaxpr, times the trip count
@@ -275,20 +356,11 @@ def devices_mode(out: Path) -> None:
     norm = short.replace(env_name="Pendulum-v1", normalize_observations=True,
                          normalize_rewards=True)  # fmt: skip
     normed = parallel.make_data_parallel_train(norm, devices=4)(jax.random.key(1))
-    stats = {k: normed.train_state.params[k] for k in ("obs_norm", "reward_norm")}
-    results["dp4_norm_counts"] = np.asarray(
-        [float(stats["obs_norm"]["count"]), float(stats["reward_norm"]["count"])]
-    )
-    results["dp4_norm_replicas_equal"] = np.array(
-        all(
-            np.array_equal(np.asarray(leaf.addressable_shards[0].data), np.asarray(s.data))
-            for leaf in jax.tree.leaves(stats)
-            for s in leaf.addressable_shards
-        )
-    )
-    results["dp4_norm_var"] = np.asarray(stats["obs_norm"]["var"]["obs"])
+    results.update(normalization_results("dp4_norm", normed))
+    results["dp4_norm_var"] = np.asarray(normed.train_state.params["obs_norm"]["var"]["obs"])
 
     results.update(init_once_results(norm))
+    results.update(step_timing_results(norm))
     results.update(gradient_results(short))
     cartpole = pjp.PPOConfig()  # the defaults: 4 envs x 128 steps, 4 epochs x 4 minibatches
     normalized = cartpole.replace(normalize_observations=True, normalize_rewards=True)

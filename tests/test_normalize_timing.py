@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from running_moments import PRIOR, chan_merge
 
 import purejaxppo as pjp
 from purejaxppo import learning, normalize
@@ -47,26 +48,13 @@ def rollouts(fns):
     return runner, raw(params, runner.env, key), stepped(params, runner.env, key)
 
 
-def _merge(stats, batch):
-    """Chan et al.'s merge in float64: what SB3's `RunningMeanStd.update` does."""
-    count, mean, var = stats
-    n, m, v = batch.shape[0], batch.mean(0), batch.var(0)
-    total = count + n
-    delta = m - mean
-    return (
-        total,
-        mean + delta * n / total,
-        (var * count + v * n + delta**2 * count * n / total) / total,
-    )
-
-
 def test_each_step_is_normalised_with_the_statistics_up_to_it(rollouts):
     _, (_, raw, _), (_, traj, _, obs_norm) = rollouts
     obs, final = np.asarray(raw.obs, np.float64), np.asarray(raw.final_obs, np.float64)
     assert np.ptp(obs) == pytest.approx(200.0)  # both cues seen
-    stats = (1e-4, np.zeros(1), np.ones(1))  # the prior
+    stats = PRIOR
     for t in range(CONFIG.num_steps):
-        stats = _merge(stats, obs[t])
+        stats = chan_merge(stats, obs[t])
         std = np.sqrt(stats[2] + 1e-8)
         np.testing.assert_allclose(traj.obs[t], (obs[t] - stats[1]) / std, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(
@@ -114,7 +102,7 @@ def test_per_step_rewards_follow_sb3s_vecnormalize():
     g, moments, want = start.astype(np.float64), (1e-4, np.zeros(()), np.ones(())), []
     for t in range(steps):
         g = gamma * g + reward[t]
-        moments = _merge(moments, g)
+        moments = chan_merge(moments, g)
         want.append(np.clip(reward[t] / np.sqrt(moments[2] + 1e-8), -1.0, 1.0))
         g = np.where(done[t], 0.0, g)
     np.testing.assert_allclose(scaled, np.stack(want), rtol=1e-5, atol=1e-6)
@@ -147,8 +135,6 @@ def test_the_checks_scaled_observation_probe_judges_step_timing(planted, monkeyp
 def test_bad_timing_and_unsupported_uses_get_one_line(fns):
     with pytest.raises(ValueError, match="normalize_timing.*sometimes"):
         CONFIG.replace(normalize_timing="sometimes")
-    with pytest.raises(ValueError, match="normalize_timing='step'.*data-parallel"):
-        make_train_fns(CONFIG, ProbeScaledObs(), axis_name="data", num_shards=1)
     plain = make_train_fns(CONFIG.replace(normalize_observations=False), ProbeScaledObs())
     with pytest.raises(ValueError, match="do not normalise observations"):
         make_normalizing_rollout(plain.setup.rows, plain.setup.networks, CONFIG.num_steps)

@@ -19,6 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from parallel_worker import SWEEP_SEEDS, sweep_metrics  # noqa: E402
+from running_moments import PRIOR, chan_merge  # noqa: E402
 
 WORKER = Path(__file__).resolve().parent / "parallel_worker.py"
 
@@ -103,6 +104,35 @@ def test_data_parallel_normalisation_merges_every_device(devices):
     assert bool(devices["dp4_norm_replicas_equal"])
     var = devices["dp4_norm_var"]
     assert var.shape == (3,) and np.all(var > 0) and not np.allclose(var, 1.0)
+
+
+def test_step_timing_merges_every_devices_envs_at_every_step(devices):
+    """`normalize_timing: "step"` on 4 devices (2 envs each): step t is normalised with
+    the statistics of all 8 envs' observations up to t, as one device stepping the 8 envs
+    would (the NumPy replay), and every device holds the same statistics."""
+    raw, final = (devices[k].astype(np.float64) for k in ("step_raw_obs", "step_raw_final"))
+    assert raw.shape == (8, 8, 1) and np.ptp(raw) == pytest.approx(200.0)
+    stats = PRIOR
+    for t in range(raw.shape[0]):
+        stats = chan_merge(stats, raw[t])
+        std = np.sqrt(stats[2] + 1e-8)
+        for name, seen in (("step_obs", raw), ("step_final", final)):
+            np.testing.assert_allclose(
+                devices[name][t], (seen[t] - stats[1]) / std, rtol=1e-4, atol=1e-4
+            )
+    counts, means, variances = (devices[f"step_norm_{k}"] for k in ("count", "mean", "var"))
+    assert counts.shape == (4,) and np.all(counts == counts[0])
+    assert np.all(means == means[0]) and np.all(variances == variances[0])
+    assert float(counts[0]) == pytest.approx(stats[0])
+    np.testing.assert_allclose(means[0], stats[1], rtol=1e-6)
+    np.testing.assert_allclose(variances[0], stats[2], rtol=1e-4)
+
+
+def test_step_timing_data_parallel_run_keeps_the_statistics_on_every_device(devices):
+    # Pendulum, 8 envs x 16 steps x 6 updates over 4 devices: every step's 8 observations
+    # and returns merged on top of the prior's 1e-4, the same on every device.
+    np.testing.assert_allclose(devices["step_dp4_counts"], 8 * 16 * 6 + 1e-4)
+    assert bool(devices["step_dp4_replicas_equal"])
 
 
 def test_data_parallel_init_compiled_once_is_bitwise_the_default(devices):
