@@ -7,10 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax.numpy as jnp
 import pytest
 
 import purejaxppo as pjp
-from purejaxppo import learning
+from purejaxppo import learning, losses
 from purejaxppo.cli import main
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -32,7 +33,7 @@ def test_a_clean_config_passes_every_row(cartpole_report):
         "invariant: normalisation statistics move"
     }
     ran = [row for row in report.rows if row.passed is not None]
-    assert len(ran) == 12
+    assert len(ran) == 14
     (info,) = [row for row in report.rows if row.status == "info"]
     assert info.row == "invariant: explained variance" and len(info.values) == 4
     for row in ran:
@@ -49,7 +50,7 @@ def test_the_report_reads_as_a_table_and_as_json(cartpole_report):
     assert [row["row"] for row in data["rows"]] == [row.row for row in cartpole_report.rows]
     assert data["rows"][0]["measured"] == pytest.approx(1.0, abs=0.15)
     frame = cartpole_report.table()
-    assert list(frame["status"]).count("pass") == 12
+    assert list(frame["status"]).count("pass") == 14
 
 
 def _undiscounted_gae(*args, **kwargs):
@@ -86,6 +87,29 @@ def test_a_time_limit_treated_as_an_end_fails_the_truncation_row(monkeypatch):
     assert row.passed is False and "truncation bootstrapping" in row.points_to
     # V([0, 0]) falls from 5 towards the mean truncated sum (~2): a relative error ~0.5
     assert row.measured > 0.3
+
+
+class _MinForMax:
+    """`jax.numpy` with `maximum` swapped for `minimum`: in `losses`, the surrogate takes
+    the optimistic bound and the value loss the smaller of its two losses (a planted
+    bug; both clips stop binding)."""
+
+    def __getattr__(self, name):
+        return getattr(jnp, "minimum" if name == "maximum" else name)
+
+
+def test_clips_that_do_not_bind_fail_the_trust_region_rows(monkeypatch):
+    rows = ["policy clip", "value clip"]
+    clean = pjp.check(CARTPOLE, seeds=2, invariants=False, rows=rows, progress=False)
+    assert clean.passed, str(clean)
+    monkeypatch.setattr(losses, "jnp", _MinForMax())
+    report = pjp.check(CARTPOLE, seeds=2, invariants=False, rows=rows, progress=False)
+    policy, value = report.rows
+    # Measured: clean 2.1 (policy) and 1.0 (value) clips; unclipped about 4.9 and 4.5
+    # (P(paid action) near 1, V near its target 1).
+    assert policy.passed is False and policy.measured > 4.0, str(report)
+    assert value.passed is False and value.measured > 3.0, str(report)
+    assert "pessimistic bound" in policy.points_to and "V_old" in value.points_to
 
 
 def test_bad_arguments_are_one_line_errors():

@@ -24,6 +24,7 @@ from purejaxppo.envs.probes import (
     Probe6Params,
     Probe7,
     Probe7Params,
+    ProbeTrustRegion,
 )
 
 N_KEYS = 1000
@@ -195,6 +196,14 @@ def test_probe3() -> None:
 @pytest.mark.parametrize(("action", "reward"), [(0, -1.0), (1, 1.0)])
 def test_probe4(action: int, reward: float) -> None:
     obs, rew, term, _ = run(ENVS["Probe4-v0"], [action])
+    np.testing.assert_array_equal(obs, [[0.0]])
+    np.testing.assert_array_equal(rew, [reward])
+    np.testing.assert_array_equal(term, [True])
+
+
+@pytest.mark.parametrize(("action", "reward"), [(0, 0.0), (1, ProbeTrustRegion.PAY)])
+def test_trust_region_probe_pays_action_one(action: int, reward: float) -> None:
+    obs, rew, term, _ = run(ProbeTrustRegion(), [action])
     np.testing.assert_array_equal(obs, [[0.0]])
     np.testing.assert_array_equal(rew, [reward])
     np.testing.assert_array_equal(term, [True])

@@ -118,7 +118,8 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
     }
     if probe.gamma is not None:  # in the battery, each lane's discount is traced instead
         values["gamma"] = probe.gamma
-    minibatches = config.num_minibatches
+    asked = probe.overrides.get("num_minibatches", config.num_minibatches)
+    minibatches = asked
     while True:
         try:
             probe_cfg = PPOConfig.from_dict({**values, "num_minibatches": minibatches})
@@ -127,7 +128,7 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
                 raise
             minibatches //= 2
             continue
-        if minibatches != config.num_minibatches:
+        if minibatches != asked:
             notes.append(f"num_minibatches {minibatches} (the probe's batch is {steps})")
         return probe_cfg, notes
 

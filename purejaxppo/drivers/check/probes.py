@@ -32,6 +32,7 @@ from purejaxppo.envs.probes import (
     ProbeMaskedAction,
     ProbeScaledObs,
     ProbeTruncation,
+    ProbeTrustRegion,
 )
 from purejaxppo.envs.probes.parts import ProbeBattery
 
@@ -197,6 +198,18 @@ def _worst_update_return(trained: Trained) -> jax.Array:
         return jnp.asarray(np.nanmin(np.asarray(trained.metrics["episode_return"]), axis=1))
 
 
+def _policy_rise(trained: Trained) -> jax.Array:
+    """How far one update raised P(paid action) over the first policy's 0.5, in clips."""
+    prob = _probs(trained, jnp.zeros((1, 1)))[:, 0, 1]
+    return (prob / 0.5 - 1.0) / trained.config.clip_coef
+
+
+def _value_move(trained: Trained) -> jax.Array:
+    """How far one update moved V([0]) from the rollout's values, in clips."""
+    before = jnp.asarray(np.asarray(trained.metrics["value_mean"])[:, 0])
+    return (_value_of_constant(trained) - before) / trained.config.clip_coef
+
+
 def _memory_applies(config: Any, spaces: Any) -> str | None:
     if config.recurrent is None:
         return "feed-forward policy (recurrent: null): the memory probe needs a core"
@@ -220,6 +233,24 @@ def _normalisation_applies(config: Any, spaces: Any) -> str | None:
         return "normalize_observations is off"
     return None
 
+
+def _value_clip_applies(config: Any, spaces: Any) -> str | None:
+    if not config.clip_vloss:
+        return "clip_vloss is off: the value loss is not clipped"
+    return None
+
+
+#: One update of 64 minibatch steps at a learning rate that, unclipped, carries the
+#: policy and the value well past one clip (`ProbeTrustRegion`).
+TRUST_REGION = {
+    "normalize_rewards": False,
+    "anneal_lr": False,
+    "learning_rate": 0.001,
+    "update_epochs": 16,
+    "num_minibatches": 4,
+    "critic_pretrain_steps": 0,
+}
+_TRUST_NOTE = "one update: 16 epochs x 4 minibatches at learning rate 0.001, not annealed"
 
 _NO_REWARD_NORM = "reward normalisation off here (values are read in reward units)"
 
@@ -348,6 +379,35 @@ PROBES: tuple[Probe, ...] = (
         low=0.8,
         high=math.inf,
         applies=_continuous_applies,
+    ),
+    Probe(
+        row="policy clip",
+        env=ProbeTrustRegion,
+        isolates="rise of P(paid action) over the first policy's 0.5 in one long update, "
+        "in clips: (P / 0.5 - 1) / clip_coef",
+        points_to="the clipped surrogate: the pessimistic bound (the min of the clipped and "
+        "unclipped objectives) and the ratio's clip range",
+        measure=_policy_rise,
+        low=0.5,
+        high=3.0,
+        updates=1,
+        overrides=TRUST_REGION,
+        note=_TRUST_NOTE,
+    ),
+    Probe(
+        row="value clip",
+        env=ProbeTrustRegion,
+        isolates="move of V([0]) from the rollout's values in one long update, in clips "
+        "(its target is about 1)",
+        points_to="the clipped value loss: clipped around the rollout's V_old, the larger "
+        "of the two losses",
+        measure=_value_move,
+        low=0.5,
+        high=2.0,
+        updates=1,
+        overrides=TRUST_REGION,
+        applies=_value_clip_applies,
+        note=_TRUST_NOTE,
     ),
     Probe(
         row="scaled observations",

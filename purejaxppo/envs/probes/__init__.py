@@ -43,6 +43,7 @@ from purejaxppo.envs.probes.parts import (
     ProbeEqualReward,
     ProbeScaledObs,
     ProbeTruncation,
+    ProbeTrustRegion,
     TruncationParams,
 )
 from purejaxppo.envs.probes.variants import (
@@ -79,6 +80,7 @@ __all__ = [
     "ProbeEqualReward",
     "ProbeScaledObs",
     "ProbeTruncation",
+    "ProbeTrustRegion",
     "TruncationParams",
 ]
 
@@ -107,8 +109,10 @@ PROBE_PART_ENVS: dict[str, type[_ProbeEnv]] = {
     "ProbeEqualReward-v0": ProbeEqualReward,
     "ProbeScaledObs-v0": ProbeScaledObs,
     "ProbeContinuousBound-v0": ProbeContinuousBound,
+    "ProbeTrustRegion-v0": ProbeTrustRegion,
     "ProbeBattery-v0": ProbeBattery,
 }
 """Probes of the parts probes 1-7 leave out (truncation, entropy, normalisation, the
-continuous log-prob at a bound) and the battery that plays several probes as the lanes of
-one program (`purejaxppo.check` runs them); registered likewise."""
+continuous log-prob at a bound, the clip's trust region) and the battery that plays
+several probes as the lanes of one program (`purejaxppo.check` runs them); registered
+likewise."""

@@ -26,6 +26,7 @@ __all__ = [
     "ProbeEqualReward",
     "ProbeScaledObs",
     "ProbeTruncation",
+    "ProbeTrustRegion",
     "TruncationParams",
 ]
 
@@ -133,6 +134,41 @@ class ProbeEqualReward(_ProbeEnv):
     ) -> tuple[jax.Array, jax.Array]:
         """Reward +1; terminated."""
         return jnp.asarray(1.0), jnp.asarray(True)
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """Terminal after one step."""
+        return state.time >= 1
+
+
+class ProbeTrustRegion(_ProbeEnv):
+    """Trust-region probe: one update of a bandit, to see PPO's clip bind.
+
+    Dynamics: observation ``[0.0]``, two actions, one step; reward ``PAY`` (2) for action
+    1 and 0 for action 0, then terminated.
+
+    Learned in ONE update of many minibatch steps (Schulman et al. 2017, eq. 7 and the
+    clipped value loss of the PPO2 baselines): from the first policy (nearly uniform:
+    the actor head starts at 0.01 scale) the clipped surrogate lets the probability of
+    action 1 rise by at most the clip, ``P <= P_0 (1 + clip_coef)``, and the clipped value
+    loss lets ``V([0])`` move at most ``clip_coef`` from the rollout's values towards its
+    target (the mean reward, about 1). A surrogate that takes the optimistic bound, or a
+    value clip around the current prediction, lets both run to their targets.
+    """
+
+    PAY = 2.0
+    _n_actions = 2
+
+    def get_obs(
+        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """Always ``[0.0]``."""
+        return jnp.zeros((1,), jnp.float32)
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Reward ``PAY`` for action 1, 0 for action 0; terminated."""
+        return jnp.where(action == 1, self.PAY, 0.0), jnp.asarray(True)
 
     def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
         """Terminal after one step."""
