@@ -201,7 +201,7 @@ def test_probe4(action: int, reward: float) -> None:
     np.testing.assert_array_equal(term, [True])
 
 
-@pytest.mark.parametrize(("action", "reward"), [(0, 0.0), (1, ProbeTrustRegion.PAY)])
+@pytest.mark.parametrize(("action", "reward"), [(0, 50.0), (1, 52.0)])
 def test_trust_region_probe_pays_action_one(action: int, reward: float) -> None:
     obs, rew, term, _ = run(ProbeTrustRegion(), [action])
     np.testing.assert_array_equal(obs, [[0.0]])

@@ -176,6 +176,6 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if axis_name is None:\n"
         "        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)\n",
         "    if axis_name is None:\n        return advantages\n",
-        "gate:learn:cartpole",
+        "configs/cartpole.yaml",
     ),
 )

@@ -87,8 +87,9 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
     `probe.updates` updates, then `probe.overrides` and the probe's discount.
 
     Returns `(probe's config, notes)`: the notes say what was adapted (an encoder the
-    probe's 1-d observation can't take becomes the MLP; a `num_minibatches` that does not
-    split the probe's batch becomes the largest one that does).
+    probe's 1-d observation can't take becomes the MLP; a `num_minibatches`, the config's
+    or the one `probe.overrides` asks for, that does not split the probe's batch becomes
+    the largest one that does).
 
     Raises:
       ValueError: the adapted config is still refused (names the field).

@@ -234,6 +234,15 @@ def _normalisation_applies(config: Any, spaces: Any) -> str | None:
     return None
 
 
+def _adv_norm_applies(config: Any, spaces: Any) -> str | None:
+    if not config.norm_adv:
+        return (
+            "norm_adv is off: the probe's advantages share an offset of about 50 that only "
+            "normalisation removes"
+        )
+    return None
+
+
 def _value_clip_applies(config: Any, spaces: Any) -> str | None:
     if not config.clip_vloss:
         return "clip_vloss is off: the value loss is not clipped"
@@ -384,26 +393,28 @@ PROBES: tuple[Probe, ...] = (
         row="policy clip",
         env=ProbeTrustRegion,
         isolates="rise of P(paid action) over the first policy's 0.5 in one long update, "
-        "in clips: (P / 0.5 - 1) / clip_coef",
-        points_to="the clipped surrogate: the pessimistic bound (the min of the clipped and "
-        "unclipped objectives) and the ratio's clip range",
+        "in clips: (P / 0.5 - 1) / clip_coef (rewards 50 and 52)",
+        points_to="the clipped surrogate (the pessimistic bound: the min of the clipped and "
+        "unclipped objectives; the ratio's clip range) and advantage normalisation (about "
+        "0 when the advantages keep their common offset)",
         measure=_policy_rise,
         low=0.5,
         high=3.0,
         updates=1,
         overrides=TRUST_REGION,
+        applies=_adv_norm_applies,
         note=_TRUST_NOTE,
     ),
     Probe(
         row="value clip",
         env=ProbeTrustRegion,
         isolates="move of V([0]) from the rollout's values in one long update, in clips "
-        "(its target is about 1)",
+        "(its target is about 51)",
         points_to="the clipped value loss: clipped around the rollout's V_old, the larger "
         "of the two losses",
         measure=_value_move,
         low=0.5,
-        high=2.0,
+        high=8.0,
         updates=1,
         overrides=TRUST_REGION,
         applies=_value_clip_applies,

@@ -143,19 +143,27 @@ class ProbeEqualReward(_ProbeEnv):
 class ProbeTrustRegion(_ProbeEnv):
     """Trust-region probe: one update of a bandit, to see PPO's clip bind.
 
-    Dynamics: observation ``[0.0]``, two actions, one step; reward ``PAY`` (2) for action
-    1 and 0 for action 0, then terminated.
+    Dynamics: observation ``[0.0]``, two actions, one step; reward ``OFFSET + PAY`` (52)
+    for action 1 and ``OFFSET`` (50) for action 0, then terminated.
 
     Learned in ONE update of many minibatch steps (Schulman et al. 2017, eq. 7 and the
     clipped value loss of the PPO2 baselines): from the first policy (nearly uniform:
     the actor head starts at 0.01 scale) the clipped surrogate lets the probability of
     action 1 rise by at most the clip, ``P <= P_0 (1 + clip_coef)``, and the clipped value
     loss lets ``V([0])`` move at most ``clip_coef`` from the rollout's values towards its
-    target (the mean reward, about 1). A surrogate that takes the optimistic bound, or a
+    target (the mean reward, about 51). A surrogate that takes the optimistic bound, or a
     value clip around the current prediction, lets both run to their targets.
+
+    The offset is for advantage normalisation (Huang et al. 2022, detail 7): the critic
+    starts near 0, so every advantage is about 50 and only 2 separates the actions.
+    Normalised per minibatch they are about -1 and +1 and the clip binds as without the
+    offset. Left unnormalised, the common 50 pulls ``P`` towards the rollout's sampled
+    frequency of action 1 (about 0.5) and the 2 moves it by about 0.5 / 50 beyond that:
+    ``P`` barely rises.
     """
 
     PAY = 2.0
+    OFFSET = 50.0
     _n_actions = 2
 
     def get_obs(
@@ -167,8 +175,8 @@ class ProbeTrustRegion(_ProbeEnv):
     def _transition(
         self, state: EnvState, action: jax.Array, params: EnvParams
     ) -> tuple[jax.Array, jax.Array]:
-        """Reward ``PAY`` for action 1, 0 for action 0; terminated."""
-        return jnp.where(action == 1, self.PAY, 0.0), jnp.asarray(True)
+        """Reward ``OFFSET + PAY`` for action 1, ``OFFSET`` for action 0; terminated."""
+        return self.OFFSET + jnp.where(action == 1, self.PAY, 0.0), jnp.asarray(True)
 
     def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
         """Terminal after one step."""
