@@ -33,7 +33,7 @@ def test_a_clean_config_passes_every_row(cartpole_report):
         "invariant: normalisation statistics move"
     }
     ran = [row for row in report.rows if row.passed is not None]
-    assert len(ran) == 14
+    assert len(ran) == 15
     (info,) = [row for row in report.rows if row.status == "info"]
     assert info.row == "invariant: explained variance" and len(info.values) == 4
     for row in ran:
@@ -50,7 +50,7 @@ def test_the_report_reads_as_a_table_and_as_json(cartpole_report):
     assert [row["row"] for row in data["rows"]] == [row.row for row in cartpole_report.rows]
     assert data["rows"][0]["measured"] == pytest.approx(1.0, abs=0.15)
     frame = cartpole_report.table()
-    assert list(frame["status"]).count("pass") == 14
+    assert list(frame["status"]).count("pass") == 15
 
 
 def _undiscounted_gae(*args, **kwargs):
@@ -87,6 +87,24 @@ def test_a_time_limit_treated_as_an_end_fails_the_truncation_row(monkeypatch):
     assert row.passed is False and "truncation bootstrapping" in row.points_to
     # V([0, 0]) falls from 5 towards the mean truncated sum (~2): a relative error ~0.5
     assert row.measured > 0.3
+
+
+def _monte_carlo_gae(*args, **kwargs):
+    """GAE with lambda forced to 1: Monte-Carlo returns whatever the config says (a
+    planted bug)."""
+    kwargs["gae_lambda"] = 1.0
+    return pjp.gae_advantages(*args, **kwargs)
+
+
+def test_an_ignored_lambda_fails_the_lambda_row(monkeypatch):
+    clean = pjp.check(CARTPOLE, seeds=2, rows=["GAE lambda"], invariants=False, progress=False)
+    assert clean.passed and abs(clean.rows[0].measured) < 1e-4, str(clean)
+    monkeypatch.setattr(learning, "gae_advantages", _monte_carlo_gae)
+    report = pjp.check(CARTPOLE, seeds=2, rows=["GAE lambda"], invariants=False, progress=False)
+    (row,) = report.rows
+    # the advantages imply lambda 1 against the config's 0.95
+    assert row.passed is False and row.measured == pytest.approx(0.05, abs=1e-4), str(report)
+    assert "lambda in the advantage recursion" in row.points_to
 
 
 class _MinForMax:

@@ -24,6 +24,7 @@ from purejaxppo.envs.probes import (
     Probe6Params,
     Probe7,
     Probe7Params,
+    ProbeLambda,
     ProbeTrustRegion,
 )
 
@@ -207,6 +208,13 @@ def test_trust_region_probe_pays_action_one(action: int, reward: float) -> None:
     np.testing.assert_array_equal(obs, [[0.0]])
     np.testing.assert_array_equal(rew, [reward])
     np.testing.assert_array_equal(term, [True])
+
+
+def test_lambda_probe_pays_one_at_the_end_of_eight_steps() -> None:
+    obs, rew, term, _ = run(ProbeLambda(), [0] * ProbeLambda.LENGTH)
+    np.testing.assert_array_equal(obs, np.zeros((8, 1)))
+    np.testing.assert_array_equal(rew, [0.0] * 7 + [1.0])
+    np.testing.assert_array_equal(term, [False] * 7 + [True])
 
 
 def test_probe5() -> None:

@@ -29,6 +29,7 @@ from purejaxppo.envs.probes import (
     Probe7,
     ProbeContinuousBound,
     ProbeEqualReward,
+    ProbeLambda,
     ProbeMaskedAction,
     ProbeScaledObs,
     ProbeTruncation,
@@ -210,6 +211,33 @@ def _value_move(trained: Trained) -> jax.Array:
     return (_value_of_constant(trained) - before) / trained.config.clip_coef
 
 
+def _implied_lambda(mean_advantage: np.ndarray, length: int) -> np.ndarray:
+    """The lambda whose `(1 - lambda^L) / (L (1 - lambda))` equals each ratio (bisection on
+    [0, 2]; the map increases with lambda)."""
+    low, high = np.zeros_like(mean_advantage), np.full_like(mean_advantage, 2.0)
+    powers = np.arange(length)
+    for _ in range(60):
+        mid = (low + high) / 2
+        below = (mid[:, None] ** powers).mean(axis=1) < mean_advantage
+        low, high = np.where(below, mid, low), np.where(below, high, mid)
+    return (low + high) / 2
+
+
+def _lambda_error(trained: Trained) -> jax.Array:
+    """The lambda the first update's advantages imply minus the config's `gae_lambda`."""
+    advantage = np.asarray(trained.metrics["advantage_mean"], np.float64)[:, 0]
+    value = np.asarray(trained.metrics["value_mean"], np.float64)[:, 0]
+    with np.errstate(all="ignore"):
+        implied = _implied_lambda(advantage / (1.0 - value), ProbeLambda.LENGTH)
+    return jnp.asarray(implied - trained.config.gae_lambda)
+
+
+def _gae_applies(config: Any, spaces: Any) -> str | None:
+    if config.advantage_estimator != "gae":
+        return f"advantage_estimator is {config.advantage_estimator!r}: no lambda"
+    return None
+
+
 def _memory_applies(config: Any, spaces: Any) -> str | None:
     if config.recurrent is None:
         return "feed-forward policy (recurrent: null): the memory probe needs a core"
@@ -297,6 +325,20 @@ PROBES: tuple[Probe, ...] = (
         gamma=0.5,
         overrides={"normalize_rewards": False},
         note="gamma 0.5 (a missing discount is then 0.5 off)",
+    ),
+    Probe(
+        row="GAE lambda",
+        env=ProbeLambda,
+        isolates="lambda the first update's advantages imply minus gae_lambda: reward 1 "
+        f"at the end of {ProbeLambda.LENGTH} steps, one observation, gamma 1",
+        points_to="GAE: lambda in the advantage recursion (A_t = delta_t + gamma lambda A_t+1)",
+        measure=_lambda_error,
+        low=-0.005,
+        high=0.005,
+        gamma=1.0,
+        overrides={"normalize_rewards": False},
+        applies=_gae_applies,
+        note="gamma 1 (the advantages are then powers of lambda)",
     ),
     Probe(
         row="advantage sign",

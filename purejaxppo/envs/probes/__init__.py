@@ -41,6 +41,7 @@ from purejaxppo.envs.probes.parts import (
     ProbeBattery,
     ProbeContinuousBound,
     ProbeEqualReward,
+    ProbeLambda,
     ProbeScaledObs,
     ProbeTruncation,
     ProbeTrustRegion,
@@ -80,6 +81,7 @@ __all__ = [
     "ProbeEqualReward",
     "ProbeScaledObs",
     "ProbeTruncation",
+    "ProbeLambda",
     "ProbeTrustRegion",
     "TruncationParams",
 ]
@@ -110,9 +112,10 @@ PROBE_PART_ENVS: dict[str, type[_ProbeEnv]] = {
     "ProbeScaledObs-v0": ProbeScaledObs,
     "ProbeContinuousBound-v0": ProbeContinuousBound,
     "ProbeTrustRegion-v0": ProbeTrustRegion,
+    "ProbeLambda-v0": ProbeLambda,
     "ProbeBattery-v0": ProbeBattery,
 }
 """Probes of the parts probes 1-7 leave out (truncation, entropy, normalisation, the
-continuous log-prob at a bound, the clip's trust region) and the battery that plays
+continuous log-prob at a bound, the clip's trust region, GAE's lambda) and the battery that plays
 several probes as the lanes of one program (`purejaxppo.check` runs them); registered
 likewise."""

@@ -183,6 +183,42 @@ class ProbeTrustRegion(_ProbeEnv):
         return state.time >= 1
 
 
+class ProbeLambda(_ProbeEnv):
+    """GAE-lambda probe: a fixed-length episode whose only reward comes at its end.
+
+    Dynamics: one action (ignored); the observation is always ``[0.0]``; every episode is
+    ``LENGTH`` (8) steps long, and its last step gives reward +1 and terminates.
+
+    Read at the FIRST update, before any learning (Schulman et al. 2016, eq. 16): with
+    gamma 1 and the same value ``v`` at every step (one observation; a feed-forward
+    critic, or a recurrent one whose state stays at zero), the TD errors are 0 except the
+    last, ``1 - v``, so GAE gives ``A_t = lambda^(LENGTH - 1 - t) (1 - v)`` and the
+    rollout's mean advantage over ``1 - v`` is ``(1 - lambda^LENGTH) / (LENGTH (1 -
+    lambda))``: the lambda the advantages were computed with, in closed form. Lambda
+    ignored (Monte-Carlo returns) reads 1.
+    """
+
+    LENGTH = 8
+    _n_actions = 1
+
+    def get_obs(
+        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """Always ``[0.0]``."""
+        return jnp.zeros((1,), jnp.float32)
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Reward +1 on the episode's last step (then terminated), else 0."""
+        last = state.time >= self.LENGTH - 1
+        return jnp.where(last, 1.0, 0.0), last
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """Terminal after ``LENGTH`` steps."""
+        return state.time >= self.LENGTH
+
+
 class ProbeScaledObs(_ProbeEnv):
     """Scaled-observation probe: probe 5 seen through a far-off, wide observation.
 
@@ -360,4 +396,13 @@ class ProbeBattery(_ProbeEnv):
         return jnp.asarray(self._switch(params, "is_terminated", state), jnp.bool_)
 
 
-ProbeBattery.PROBES = (Probe1, Probe2, Probe3, Probe4, Probe5, ProbeTruncation, ProbeEqualReward)
+ProbeBattery.PROBES = (
+    Probe1,
+    Probe2,
+    Probe3,
+    Probe4,
+    Probe5,
+    ProbeTruncation,
+    ProbeEqualReward,
+    ProbeLambda,
+)
