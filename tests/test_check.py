@@ -7,12 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import pytest
 
 import purejaxppo as pjp
 from purejaxppo import learning, losses
 from purejaxppo.cli import main
+from purejaxppo.sequences import make_sequences
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 CARTPOLE = pjp.PPOConfig.from_yaml(CONFIGS / "cartpole.yaml")
@@ -27,8 +29,14 @@ def test_a_clean_config_passes_every_row(cartpole_report):
     report = cartpole_report
     assert report.passed, str(report)
     status = {row.row: row.status for row in report.rows}
-    # CartPole: discrete, feed-forward, no mask, no normalisation -> these four skip
-    skipped = {"memory", "action mask", "continuous bound", "scaled observations"}
+    # CartPole: discrete, feed-forward, no mask, no normalisation -> these five skip
+    skipped = {
+        "memory",
+        "recurrent replay",
+        "action mask",
+        "continuous bound",
+        "scaled observations",
+    }
     assert {name for name, s in status.items() if s == "skip"} == skipped | {
         "invariant: normalisation statistics move"
     }
@@ -105,6 +113,27 @@ def test_an_ignored_lambda_fails_the_lambda_row(monkeypatch):
     # the advantages imply lambda 1 against the config's 0.95
     assert row.passed is False and row.measured == pytest.approx(0.05, abs=1e-4), str(report)
     assert "lambda in the advantage recursion" in row.points_to
+
+
+def _sequences_from_one_step_later(traj, *args):
+    """`make_sequences` whose sequences start from the policy state the rollout stored
+    one step later (the state after their first step: a planted bug)."""
+    later = jax.tree.map(lambda x: jnp.concatenate([x[1:], x[-1:]]), traj.policy_state)
+    return make_sequences(traj._replace(policy_state=later), *args)
+
+
+def test_a_sequence_replayed_from_the_wrong_state_fails_the_replay_row(monkeypatch):
+    gru = pjp.PPOConfig.from_yaml(CONFIGS / "memory_chain_gru.yaml")
+    rows = ["recurrent replay"]
+    clean = pjp.check(gru, seeds=2, rows=rows, invariants=False, progress=False)
+    assert clean.passed and clean.rows[0].measured < 1e-6, str(clean)  # measured: 0.0
+    monkeypatch.setattr(learning, "make_sequences", _sequences_from_one_step_later)
+    report = pjp.check(gru, seeds=2, rows=rows, invariants=False, progress=False)
+    (row,) = report.rows
+    # Measured with the rollout's own bug (tools.mutants' rnn-stored-state-after-step):
+    # 0.0036 to 0.0096 over 8 seeds
+    assert row.passed is False and row.measured > 1e-3, str(report)
+    assert "entered its first step" in row.points_to
 
 
 class _MinForMax:

@@ -13,7 +13,8 @@ import numpy as np
 
 from purejaxppo.config import PPOConfig, field_group
 from purejaxppo.drivers.check.invariants import INVARIANTS, Invariant
-from purejaxppo.drivers.check.probes import PROBES, Probe, Trained
+from purejaxppo.drivers.check.measures import Trained
+from purejaxppo.drivers.check.probes import PROBES, Probe
 from purejaxppo.drivers.check.report import CheckReport, CheckRow
 from purejaxppo.drivers.segments import progress_bar
 from purejaxppo.envs.probes.parts import BatteryParams, ProbeBattery
