@@ -205,6 +205,20 @@ def test_probe_config_carries_the_ppo_settings_and_adapts_the_rest():
     assert config.encoder == "mlp" and "can't take the probe's 1-d observation" in notes[0]
 
 
+def test_probe_config_keeps_the_towers_the_users_env_resolved():
+    # MAPPO resolves a recurrent config to two towers, and per-network clipping needs
+    # them; the probes are not MAPPO, so they must carry the towers, not re-resolve them
+    from purejaxppo.drivers.check import probe_config
+    from purejaxppo.drivers.check.probes import PROBES
+
+    mappo = pjp.PPOConfig.from_yaml(CONFIGS / "jaxmarl_smax_3m_mappo_gru.yaml")
+    assert mappo.share_encoder is None and not mappo.shares_encoder
+    memory = next(p for p in PROBES if p.row == "memory")
+    config, _ = probe_config(mappo, memory)
+    assert config.share_encoder is False and config.grad_clip_per_network
+    assert config.recurrent == "gru" and config.multi_agent is None
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "purejaxppo.cli", "check", *args],

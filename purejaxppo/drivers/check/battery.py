@@ -105,6 +105,8 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
         notes.append(f"encoder {config.encoder!r} can't take the probe's 1-d observation: MLP")
     if config.max_seq_len is not None and config.max_seq_len > probe.num_steps:
         carried["max_seq_len"] = None
+    # the user's towers, as their env resolved them (MAPPO keeps two; the probe is not MAPPO)
+    carried["share_encoder"] = config.shares_encoder
     steps = PROBE_ENVS * probe.num_steps
     values = {
         **carried,
