@@ -217,6 +217,11 @@ def test_probe_config_keeps_the_towers_the_users_env_resolved():
     config, _ = probe_config(mappo, memory)
     assert config.share_encoder is False and config.grad_clip_per_network
     assert config.recurrent == "gru" and config.multi_agent is None
+    novel = pjp.PPOConfig.from_yaml(CONFIGS / "pendulum_novel_gru.yaml")  # max_seq_len 16
+    config, notes = probe_config(novel, memory)  # 20 steps: 16 does not divide them
+    assert config.max_seq_len == 10 and notes == ["max_seq_len 10 (divides the probe's 20 steps)"]
+    replay = next(p for p in PROBES if p.row == "recurrent replay")
+    assert probe_config(novel, replay)[0].max_seq_len is None  # 7 steps: the whole rollout
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

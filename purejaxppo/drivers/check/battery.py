@@ -88,7 +88,9 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
     `probe.updates` updates, then `probe.overrides` and the probe's discount.
 
     Returns `(probe's config, notes)`: the notes say what was adapted (an encoder the
-    probe's 1-d observation can't take becomes the MLP; a `num_minibatches`, the config's
+    probe's 1-d observation can't take becomes the MLP; a `max_seq_len` longer than the
+    probe's rollout becomes the rollout, one that does not divide it the largest length
+    below it that does; a `num_minibatches`, the config's
     or the one `probe.overrides` asks for, that does not split the probe's batch becomes
     the largest one that does).
 
@@ -103,8 +105,13 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
     }
     if config.encoder != "mlp":
         notes.append(f"encoder {config.encoder!r} can't take the probe's 1-d observation: MLP")
-    if config.max_seq_len is not None and config.max_seq_len > probe.num_steps:
-        carried["max_seq_len"] = None
+    seq_len = config.max_seq_len
+    if seq_len is not None and seq_len > probe.num_steps:
+        carried["max_seq_len"] = None  # the probe's whole rollout
+    elif seq_len is not None and probe.num_steps % seq_len:
+        fitted = max(d for d in range(1, seq_len) if probe.num_steps % d == 0)
+        carried["max_seq_len"] = fitted
+        notes.append(f"max_seq_len {fitted} (divides the probe's {probe.num_steps} steps)")
     # the user's towers, as their env resolved them (MAPPO keeps two; the probe is not MAPPO)
     carried["share_encoder"] = config.shares_encoder
     steps = PROBE_ENVS * probe.num_steps
