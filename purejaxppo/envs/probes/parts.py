@@ -46,6 +46,17 @@ class TruncationParams(EnvParams):
     episode_length: int = 4
 
 
+class _BlankProbe(_ProbeEnv):
+    """A probe whose observation is always ``[0.0]``: what it teaches lies in its rewards
+    and its time."""
+
+    def get_obs(
+        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """Always ``[0.0]``."""
+        return jnp.zeros((1,), jnp.float32)
+
+
 class ProbeTruncation(_ProbeEnv):
     """Truncation probe: the same length of episode, once a time limit, once a real end.
 
@@ -108,7 +119,7 @@ class ProbeTruncation(_ProbeEnv):
         return 1.0 / (1.0 - gamma), (1.0 - gamma**length) / (1.0 - gamma)
 
 
-class ProbeEqualReward(_ProbeEnv):
+class ProbeEqualReward(_BlankProbe):
     """Entropy probe: every action earns the same reward.
 
     Dynamics: observation ``[0.0]``, ``N_ACTIONS`` actions, one step, reward +1 whatever
@@ -123,12 +134,6 @@ class ProbeEqualReward(_ProbeEnv):
     N_ACTIONS = 4
     _n_actions = N_ACTIONS
 
-    def get_obs(
-        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
-    ) -> jax.Array:
-        """Always ``[0.0]``."""
-        return jnp.zeros((1,), jnp.float32)
-
     def _transition(
         self, state: EnvState, action: jax.Array, params: EnvParams
     ) -> tuple[jax.Array, jax.Array]:
@@ -140,7 +145,7 @@ class ProbeEqualReward(_ProbeEnv):
         return state.time >= 1
 
 
-class ProbeTrustRegion(_ProbeEnv):
+class ProbeTrustRegion(_BlankProbe):
     """Trust-region probe: one update of a bandit, to see PPO's clip bind.
 
     Dynamics: observation ``[0.0]``, two actions, one step; reward ``OFFSET + PAY`` (52)
@@ -166,12 +171,6 @@ class ProbeTrustRegion(_ProbeEnv):
     OFFSET = 50.0
     _n_actions = 2
 
-    def get_obs(
-        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
-    ) -> jax.Array:
-        """Always ``[0.0]``."""
-        return jnp.zeros((1,), jnp.float32)
-
     def _transition(
         self, state: EnvState, action: jax.Array, params: EnvParams
     ) -> tuple[jax.Array, jax.Array]:
@@ -183,7 +182,7 @@ class ProbeTrustRegion(_ProbeEnv):
         return state.time >= 1
 
 
-class ProbeLambda(_ProbeEnv):
+class ProbeLambda(_BlankProbe):
     """GAE-lambda probe: a fixed-length episode whose only reward comes at its end.
 
     Dynamics: one action (ignored); the observation is always ``[0.0]``; every episode is
@@ -200,12 +199,6 @@ class ProbeLambda(_ProbeEnv):
 
     LENGTH = 8
     _n_actions = 1
-
-    def get_obs(
-        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
-    ) -> jax.Array:
-        """Always ``[0.0]``."""
-        return jnp.zeros((1,), jnp.float32)
 
     def _transition(
         self, state: EnvState, action: jax.Array, params: EnvParams
@@ -259,7 +252,7 @@ class ProbeScaledObs(_ProbeEnv):
         return state.time >= 1
 
 
-class ProbeContinuousBound(_ProbeEnv):
+class ProbeContinuousBound(_BlankProbe):
     """Continuous probe whose best action lies at the bound of its Box.
 
     Dynamics: observation ``[0.0]``; the action is ``Box(-1, 1, (1,))``; one step whose
@@ -280,12 +273,6 @@ class ProbeContinuousBound(_ProbeEnv):
     def num_actions(self) -> int:
         """One action dimension."""
         return 1
-
-    def get_obs(
-        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
-    ) -> jax.Array:
-        """Always ``[0.0]``."""
-        return jnp.zeros((1,), jnp.float32)
 
     def _transition(
         self, state: EnvState, action: jax.Array, params: EnvParams
