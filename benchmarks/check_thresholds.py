@@ -10,6 +10,8 @@ crossing the edge, far smaller than a single seed's.
 
     python -m benchmarks.check_thresholds                        # S = 20, the three configs
     python -m benchmarks.check_thresholds --seeds 24 --configs configs/probe7_lstm.yaml
+    python -m benchmarks.check_thresholds --configs configs/cartpole.yaml \
+        --set norm_adv=false --rows "policy clip"   # fields set on every config, some rows
 
 Writes `benchmarks/results/check-thresholds-cpu-<time>.{csv,json}` and prints the table.
 Not a test: nothing is asserted.
@@ -44,12 +46,12 @@ def margin(values: np.ndarray, low: float, high: float) -> float:
     return min(edges)
 
 
-def rows_of(report, config: str) -> list[dict]:
+def rows_of(report, config, path: str) -> list[dict]:
     """One table row per check row that ran."""
     from purejaxppo.drivers.check.invariants import INVARIANTS
-    from purejaxppo.drivers.check.probes import PROBES
+    from purejaxppo.drivers.check.probes import probes_for
 
-    ranges = {spec.row: (spec.low, spec.high) for spec in (*PROBES, *INVARIANTS)}
+    ranges = {spec.row: (spec.low, spec.high) for spec in (*probes_for(config), *INVARIANTS)}
     out = []
     for row in report.rows:
         if row.passed is None:
@@ -58,7 +60,7 @@ def rows_of(report, config: str) -> list[dict]:
         low, high = ranges[row.row]
         out.append(
             {
-                "config": config,
+                "config": path,
                 "row": row.row,
                 "range": row.expected,
                 "seeds": len(values),
@@ -75,20 +77,33 @@ def rows_of(report, config: str) -> list[dict]:
     return out
 
 
+def _set(text: str) -> tuple[str, object]:
+    """`FIELD=VALUE` of `--set`: a config field and its YAML value."""
+    field, sep, value = text.partition("=")
+    if not sep or not field:
+        raise argparse.ArgumentTypeError(f"--set: expected FIELD=VALUE, got {text!r}")
+    import yaml
+
+    return field, yaml.safe_load(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS))
+    parser.add_argument("--set", type=_set, action="append", default=[], metavar="FIELD=VALUE")
+    parser.add_argument("--rows", nargs="+", default=None, metavar="ROW")
     args = parser.parse_args()
 
     import purejaxppo as pjp
 
-    rows = []
+    rows, changes = [], dict(args.set)
+    suffix = "".join(f" {field}={value}" for field, value in args.set)
     for path in args.configs:
-        config = pjp.PPOConfig.from_yaml(ROOT / path)
-        report = pjp.check(config, seeds=args.seeds, progress=False)
+        config = pjp.PPOConfig.from_yaml(ROOT / path).replace(**changes)
+        report = pjp.check(config, seeds=args.seeds, rows=args.rows, progress=False)
         print(report, flush=True)
-        rows.extend(rows_of(report, path))
+        rows.extend(rows_of(report, config, path + suffix))
     cols = ["config", "row", "range", "seeds", "min", "p5", "median", "p95", "max", "margin"]
     cols += ["seeds_outside"]
     table = markdown_table(rows, cols)
@@ -100,7 +115,9 @@ def main() -> None:
     write_text(results / f"{name}.csv", pd.DataFrame(rows).to_csv(index=False))
     write_text(
         results / f"{name}.json",
-        json.dumps({"machine": machine(), "seeds": args.seeds, "rows": rows}, indent=2),
+        json.dumps(
+            {"machine": machine(), "seeds": args.seeds, "set": changes, "rows": rows}, indent=2
+        ),
     )
     print(f"wrote {results / name}.csv, .json")
 

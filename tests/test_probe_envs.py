@@ -26,6 +26,7 @@ from purejaxppo.envs.probes import (
     Probe7Params,
     ProbeLambda,
     ProbeTrustRegion,
+    ProbeTrustRegionNoOffset,
 )
 
 N_KEYS = 1000
@@ -202,9 +203,17 @@ def test_probe4(action: int, reward: float) -> None:
     np.testing.assert_array_equal(term, [True])
 
 
-@pytest.mark.parametrize(("action", "reward"), [(0, 50.0), (1, 52.0)])
-def test_trust_region_probe_pays_action_one(action: int, reward: float) -> None:
-    obs, rew, term, _ = run(ProbeTrustRegion(), [action])
+@pytest.mark.parametrize(
+    ("env", "action", "reward"),
+    [
+        (ProbeTrustRegion(), 0, 50.0),
+        (ProbeTrustRegion(), 1, 52.0),
+        (ProbeTrustRegionNoOffset(), 0, 0.0),
+        (ProbeTrustRegionNoOffset(), 1, 2.0),
+    ],
+)
+def test_trust_region_probe_pays_action_one(env, action: int, reward: float) -> None:
+    obs, rew, term, _ = run(env, [action])
     np.testing.assert_array_equal(obs, [[0.0]])
     np.testing.assert_array_equal(rew, [reward])
     np.testing.assert_array_equal(term, [True])

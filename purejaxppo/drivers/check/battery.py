@@ -14,7 +14,7 @@ import numpy as np
 from purejaxppo.config import PPOConfig, field_group
 from purejaxppo.drivers.check.invariants import INVARIANTS, Invariant
 from purejaxppo.drivers.check.measures import Trained
-from purejaxppo.drivers.check.probes import PROBES, Probe
+from purejaxppo.drivers.check.probes import PROBES, Probe, probes_for
 from purejaxppo.drivers.check.report import CheckReport, CheckRow
 from purejaxppo.drivers.segments import progress_bar
 from purejaxppo.envs.probes.parts import BatteryParams, ProbeBattery
@@ -265,7 +265,7 @@ def _probe_groups(
     """The skipped probes (with the reason) and the rest grouped by the program they
     share (same env, overrides and size); only the `selected` rows."""
     skipped, groups = [], {}
-    for probe in PROBES:
+    for probe in probes_for(config):
         if probe.row not in selected:
             continue
         reason = probe.applies(config, spaces)

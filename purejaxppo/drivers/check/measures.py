@@ -44,7 +44,6 @@ __all__ = [
     "mask_applies",
     "continuous_applies",
     "normalisation_applies",
-    "adv_norm_applies",
     "value_clip_applies",
 ]
 
@@ -190,8 +189,17 @@ def replay_log_ratio(trained: Trained) -> jax.Array:
 
 
 def implied_lambda(mean_advantage: np.ndarray, length: int) -> np.ndarray:
-    """The lambda whose `(1 - lambda^L) / (L (1 - lambda))` equals each ratio (bisection on
-    [0, 2]; the map increases with lambda)."""
+    """The lambda whose `(1 - lambda^L) / (L (1 - lambda))` equals each ratio.
+
+    Args:
+      mean_advantage: float64 `[K]`, one ratio (mean advantage over `1 - V`) per seed.
+      length: `L`, the probe's episode length in steps.
+
+    Returns:
+      float64 `[K]`: the lambdas, by 60 bisection steps on `[0, 2]` (the map increases
+      with lambda, from `1 / L` at 0). A ratio outside the map's range on `[0, 2]` gives
+      the nearer end, 0 or 2; a NaN ratio gives 0. The row's range then fails it.
+    """
     low, high = np.zeros_like(mean_advantage), np.full_like(mean_advantage, 2.0)
     powers = np.arange(length)
     for _ in range(60):
@@ -242,16 +250,6 @@ def normalisation_applies(config: Any, spaces: Any) -> str | None:
     """None with observation normalisation, else why its probe skips."""
     if not config.normalize_observations:
         return "normalize_observations is off"
-    return None
-
-
-def adv_norm_applies(config: Any, spaces: Any) -> str | None:
-    """None with `norm_adv`, else why the policy clip row skips."""
-    if not config.norm_adv:
-        return (
-            "norm_adv is off: the probe's advantages share an offset of about 50 that only "
-            "normalisation removes"
-        )
     return None
 
 

@@ -20,7 +20,6 @@ import jax
 
 from purejaxppo.drivers.check.measures import (
     Trained,
-    adv_norm_applies,
     best_action_prob,
     continuous_applies,
     discount_error,
@@ -56,10 +55,11 @@ from purejaxppo.envs.probes import (
     ProbeScaledObs,
     ProbeTruncation,
     ProbeTrustRegion,
+    ProbeTrustRegionNoOffset,
 )
 from purejaxppo.envs.probes.parts import ProbeBattery
 
-__all__ = ["PROBES", "Probe", "Trained"]
+__all__ = ["PROBES", "Probe", "Trained", "probes_for"]
 
 
 class Probe(NamedTuple):
@@ -81,6 +81,8 @@ class Probe(NamedTuple):
       overrides: static config fields the probe sets.
       applies: `(config, spaces) -> None` when the probe applies, else the reason to skip.
       note: how the probe adapts the config (shown under the table).
+      for_config: `(probe, config) -> Probe`, the row as it runs for a config (another
+        env, range or note); None: as written.
     """
 
     row: str
@@ -97,6 +99,7 @@ class Probe(NamedTuple):
     overrides: dict[str, Any] = {}
     applies: Callable[[Any, Any], str | None] = lambda config, spaces: None
     note: str = ""
+    for_config: Callable[[Probe, Any], Probe] | None = None
 
     @property
     def in_battery(self) -> bool:
@@ -113,19 +116,43 @@ class Probe(NamedTuple):
         return f"[{self.low:g}, {self.high:g}]"
 
 
-#: One update of 64 minibatch steps at a learning rate that, unclipped, carries the
+#: One update of 128 minibatch steps at a learning rate that, unclipped, carries the
 #: policy and the value well past one clip (`ProbeTrustRegion`).
 TRUST_REGION = {
     "normalize_rewards": False,
     "anneal_lr": False,
     "learning_rate": 0.001,
-    "update_epochs": 16,
+    "update_epochs": 32,
     "num_minibatches": 4,
     "critic_pretrain_steps": 0,
 }
-_TRUST_NOTE = "one update: 16 epochs x 4 minibatches at learning rate 0.001, not annealed"
+_TRUST_NOTE = "one update: 32 epochs x 4 minibatches at learning rate 0.001, not annealed"
 
 _NO_REWARD_NORM = "reward normalisation off here (values are read in reward units)"
+
+
+def _policy_clip_for(probe: Probe, config: Any) -> Probe:
+    """The policy clip row for `config`.
+
+    Its top is halfway between the clean overshoot (about 2 clips: Adam's momentum carries
+    the policy past the clip after its gradient stops) and the ceiling a broken clip runs
+    to, ``P = 1``, that is ``1 / clip_coef`` clips: ``1 + 0.5 / clip_coef`` (3.5 at 0.2,
+    6 at 0.1). Without `norm_adv` the bandit is the offset-free one
+    (`ProbeTrustRegionNoOffset`, rewards 0 and 2), whose advantages need no normalisation.
+    Clean seeds read 1.4 to 2.7 clips at clip 0.1 to 0.2, the clip bugs 4.9 to 10
+    (`benchmarks/results/check-thresholds-*`, `tools.mutants`).
+    """
+    probe = probe._replace(high=1.0 + 0.5 / config.clip_coef)
+    if config.norm_adv:
+        return probe
+    return probe._replace(
+        env=ProbeTrustRegionNoOffset,
+        isolates=probe.isolates.replace("rewards 50 and 52", "rewards 0 and 2"),
+        points_to="the clipped surrogate (the pessimistic bound: the min of the clipped and "
+        "unclipped objectives; the ratio's clip range)",
+        note=f"{_TRUST_NOTE}; norm_adv is off, so the bandit pays 0 and 2 (no offset)",
+    )
+
 
 PROBES: tuple[Probe, ...] = (
     Probe(
@@ -295,11 +322,11 @@ PROBES: tuple[Probe, ...] = (
         "0 when the advantages keep their common offset)",
         measure=policy_rise,
         low=0.5,
-        high=3.0,
+        high=3.5,  # at clip_coef 0.2: 1 + 0.5 / clip_coef (`_policy_clip_for`)
         updates=1,
         overrides=TRUST_REGION,
-        applies=adv_norm_applies,
         note=_TRUST_NOTE,
+        for_config=_policy_clip_for,
     ),
     Probe(
         row="value clip",
@@ -310,7 +337,7 @@ PROBES: tuple[Probe, ...] = (
         "of the two losses",
         measure=value_move,
         low=0.5,
-        high=8.0,
+        high=16.0,
         updates=1,
         overrides=TRUST_REGION,
         applies=value_clip_applies,
@@ -330,3 +357,8 @@ PROBES: tuple[Probe, ...] = (
     ),
 )
 """The battery, in the order of the report."""
+
+
+def probes_for(config: Any) -> tuple[Probe, ...]:
+    """`PROBES` as they run for `config` (each row's `for_config` applied), in order."""
+    return tuple(p.for_config(p, config) if p.for_config else p for p in PROBES)

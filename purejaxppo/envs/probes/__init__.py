@@ -45,6 +45,7 @@ from purejaxppo.envs.probes.parts import (
     ProbeScaledObs,
     ProbeTruncation,
     ProbeTrustRegion,
+    ProbeTrustRegionNoOffset,
     TruncationParams,
 )
 from purejaxppo.envs.probes.variants import (
@@ -83,6 +84,7 @@ __all__ = [
     "ProbeTruncation",
     "ProbeLambda",
     "ProbeTrustRegion",
+    "ProbeTrustRegionNoOffset",
     "TruncationParams",
 ]
 
@@ -112,6 +114,7 @@ PROBE_PART_ENVS: dict[str, type[_ProbeEnv]] = {
     "ProbeScaledObs-v0": ProbeScaledObs,
     "ProbeContinuousBound-v0": ProbeContinuousBound,
     "ProbeTrustRegion-v0": ProbeTrustRegion,
+    "ProbeTrustRegionNoOffset-v0": ProbeTrustRegionNoOffset,
     "ProbeLambda-v0": ProbeLambda,
     "ProbeBattery-v0": ProbeBattery,
 }

@@ -26,7 +26,9 @@ __all__ = [
     "ProbeEqualReward",
     "ProbeScaledObs",
     "ProbeTruncation",
+    "ProbeLambda",
     "ProbeTrustRegion",
+    "ProbeTrustRegionNoOffset",
     "TruncationParams",
 ]
 
@@ -180,6 +182,19 @@ class ProbeTrustRegion(_BlankProbe):
     def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
         """Terminal after one step."""
         return state.time >= 1
+
+
+class ProbeTrustRegionNoOffset(ProbeTrustRegion):
+    """`ProbeTrustRegion` without the offset: rewards ``PAY`` (2) for action 1 and 0 for
+    action 0, then terminated.
+
+    For configs without advantage normalisation (``norm_adv: false``): the advantages are
+    then about +2 and 0 as they are, so the clip binds as in `ProbeTrustRegion` with
+    normalisation, and a surrogate that takes the optimistic bound again lets ``P`` run
+    past it. It says nothing of normalisation, which such a config does not use.
+    """
+
+    OFFSET = 0.0
 
 
 class ProbeLambda(_BlankProbe):
