@@ -669,6 +669,9 @@ def test_a_dead_workers_running_trial_is_waited_out_and_run(tmp_path, capsys, mo
     study, _ = studies.open_study(
         storage, "tune", setup.request, resume=False, sampler=None, pruner=None
     )
+    # fixed, not sampled: a learning rate near 1e-2 can end no episode in the objective's
+    # 2-update window (the rerun is then told FAIL, as it should be)
+    study.enqueue_trial({"learning_rate": 1e-3, "ent_coef": 0.01})
     with studies.quiet_optuna():
         dead = study.ask(setup.space.distributions())  # a SIGKILLed worker's trial: RUNNING,
     storage.record_heartbeat(dead._trial_id)  # its heartbeat about to go stale
@@ -678,6 +681,7 @@ def test_a_dead_workers_running_trial_is_waited_out_and_run(tmp_path, capsys, mo
     waited = capsys.readouterr().err
     assert f"waiting for the running trial(s) {dead.number} of other workers" in waited
     trials = result.study.get_trials()
-    assert [t.state for t in trials] == [States.FAIL, States.COMPLETE]
+    told = [(t.state, t.user_attrs, t.system_attrs) for t in trials]
+    assert [t.state for t in trials] == [States.FAIL, States.COMPLETE], told
     assert trials[1].params == dead.params
     assert trials[1].system_attrs["retry_history"] == [dead.number]
