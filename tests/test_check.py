@@ -221,6 +221,23 @@ def test_probe_config_keeps_the_towers_the_users_env_resolved():
     assert probe_config(novel, replay)[0].max_seq_len is None  # 7 steps: the whole rollout
 
 
+@pytest.mark.parametrize(("clip_coef", "high"), [(0.1, 6.0), (0.2, 3.5), (0.3, 1 + 0.5 / 0.3)])
+def test_the_policy_clip_row_follows_clip_coef_and_norm_adv(clip_coef, high):
+    # its top is halfway between the clean overshoot (~2 clips) and a broken clip's
+    # ceiling (1 / clip_coef); without norm_adv it runs on the offset-free bandit
+    from purejaxppo.drivers.check.probes import probes_for
+
+    for norm_adv, env, rewards in [
+        (True, "ProbeTrustRegion", "rewards 50 and 52"),
+        (False, "ProbeTrustRegionNoOffset", "rewards 0 and 2"),
+    ]:
+        config = CARTPOLE.replace(clip_coef=clip_coef, norm_adv=norm_adv)
+        clip = next(p for p in probes_for(config) if p.row == "policy clip")
+        assert (clip.env.__name__, clip.low) == (env, 0.5)
+        assert clip.high == pytest.approx(high) and high < 1 / clip_coef
+        assert clip.isolates.endswith(f"({rewards})"), clip.isolates
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "purejaxppo.cli", "check", *args],

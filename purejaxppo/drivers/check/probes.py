@@ -131,6 +131,16 @@ _TRUST_NOTE = "one update: 32 epochs x 4 minibatches at learning rate 0.001, not
 _NO_REWARD_NORM = "reward normalisation off here (values are read in reward units)"
 
 
+def _policy_clip_isolates(env: type[ProbeTrustRegion]) -> str:
+    """What the policy clip row isolates on the bandit `env`, its two rewards read from
+    the env's `OFFSET` and `PAY`."""
+    low, high = env.OFFSET, env.OFFSET + env.PAY
+    return (
+        "rise of P(paid action) over the first policy's 0.5 in one long update, in clips: "
+        f"(P / 0.5 - 1) / clip_coef (rewards {low:g} and {high:g})"
+    )
+
+
 def _policy_clip_for(probe: Probe, config: Any) -> Probe:
     """The policy clip row for `config`.
 
@@ -147,7 +157,7 @@ def _policy_clip_for(probe: Probe, config: Any) -> Probe:
         return probe
     return probe._replace(
         env=ProbeTrustRegionNoOffset,
-        isolates=probe.isolates.replace("rewards 50 and 52", "rewards 0 and 2"),
+        isolates=_policy_clip_isolates(ProbeTrustRegionNoOffset),
         points_to="the clipped surrogate (the pessimistic bound: the min of the clipped and "
         "unclipped objectives; the ratio's clip range)",
         note=f"{_TRUST_NOTE}; norm_adv is off, so the bandit pays 0 and 2 (no offset)",
@@ -315,8 +325,7 @@ PROBES: tuple[Probe, ...] = (
     Probe(
         row="policy clip",
         env=ProbeTrustRegion,
-        isolates="rise of P(paid action) over the first policy's 0.5 in one long update, "
-        "in clips: (P / 0.5 - 1) / clip_coef (rewards 50 and 52)",
+        isolates=_policy_clip_isolates(ProbeTrustRegion),
         points_to="the clipped surrogate (the pessimistic bound: the min of the clipped and "
         "unclipped objectives; the ratio's clip range) and advantage normalisation (about "
         "0 when the advantages keep their common offset)",
