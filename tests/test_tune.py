@@ -516,7 +516,7 @@ class InOrder(optuna.samplers.RandomSampler):
         return choices[trial.number % len(choices)]
 
 
-def test_a_refused_trial_fails_with_its_reason_and_the_study_goes_on(monkeypatch):
+def test_a_refused_trial_fails_with_its_reason_and_the_study_goes_on(monkeypatch, capsys):
     # The checks before the start skipped (as for a combination of static fields beyond
     # MAX_CHECKED_COMBINATIONS): 3 minibatches do not divide 4 envs x 8 steps = 32.
     from purejaxppo.drivers.tune import scheduler
@@ -538,6 +538,8 @@ def test_a_refused_trial_fails_with_its_reason_and_the_study_goes_on(monkeypatch
     assert trials[0].state == States.COMPLETE and np.isfinite(trials[0].value)
     assert trials[1].state == States.FAIL and "refused" in trials[1].user_attrs
     assert "num_minibatches=3" in trials[1].user_attrs["refused"]
+    said = f"tune: trial 1 refused: {trials[1].user_attrs['refused']}\n"
+    assert said in capsys.readouterr().err
     assert widths == [2]  # --batch 8 clamped to the 2 trials left: 2 lanes, not 8
 
 

@@ -162,7 +162,7 @@ def test_start_up_trials_reach_the_sampler():
     assert studies.make_sampler("cmaes", 0, 4)._n_startup_trials == 4
 
 
-def test_a_diverged_trial_fails_at_once_and_its_lanes_take_the_next(monkeypatch):
+def test_a_diverged_trial_fails_at_once_and_its_lanes_take_the_next(monkeypatch, capsys):
     from purejaxppo.drivers.tune.lanes import LaneGroup
 
     run_segment, lanes = LaneGroup.run_segment, []
@@ -178,9 +178,27 @@ def test_a_diverged_trial_fails_at_once_and_its_lanes_take_the_next(monkeypatch)
     result = pjp.tune(CONFIG, SEARCH, trials=3, batch=2, seeds_per_trial=2, **QUIET)
     trials = result.study.trials
     assert trials[0].state == States.FAIL and trials[0].user_attrs["diverged"] == 2
+    said = "tune: trial 0 failed, diverged: a non-finite v_loss at update 2\n"
+    assert said in capsys.readouterr().err
     assert lanes[0] == [0, 0, 1, 1]
     assert lanes[1] == [2, 2, 1, 1]  # trial 2 took trial 0's lanes at the next boundary
     assert [t.state for t in trials[1:]] == [States.COMPLETE] * 2
+
+
+def test_a_trial_whose_window_ends_no_episode_fails_and_says_why(capsys):
+    # Pendulum's episodes are 200 steps; 12 updates of 8 steps end none
+    pendulum = CONFIG.replace(env_name="Pendulum-v1")
+    result = pjp.tune(pendulum, SEARCH, trials=2, batch=2, **QUIET)
+    assert [t.state for t in result.study.trials] == [States.FAIL] * 2
+    assert {t.user_attrs["failed"] for t in result.study.trials} == {
+        "no episode ended in the objective's window"
+    }
+    err = capsys.readouterr().err
+    for n in (0, 1):
+        assert (
+            f"tune: trial {n} failed, no episode ended in the objective's window (its last 2 "
+            "of 12 updates): train longer, or widen the window (objective episode_return:0.4)\n"
+        ) in err
 
 
 def test_the_eval_objective_is_pjp_evaluate_of_the_trials_parameters():

@@ -189,7 +189,12 @@ class Tuner:
         self.heartbeat.discard(trial._trial_id)
         self._drop(trial.number)
         self.bar.update(1)
-        print(f"tune: trial {trial.number} refused: {reason}", file=sys.stderr, flush=True)
+        self._say(f"tune: trial {trial.number} refused: {reason}")
+
+    def _say(self, line: str) -> None:
+        """One stderr line above the progress bar (a trial refused or failed by its own
+        training: the study goes on)."""
+        self.bar.write(line, file=sys.stderr)
 
     def _run_group(self, key: tuple) -> None:
         """Runs the group of `key` (built and compiled on first use) until its lanes are
@@ -274,8 +279,13 @@ class Tuner:
         bad = [n for n in LOSS_METRICS if not np.isfinite(metrics[n][indices]).all()]
         if bad:
             first = int(np.argmin(np.isfinite(metrics[bad[0]][indices]).all(axis=0))) + 1
-            trial.set_user_attr("diverged", lane.done - group.segment + first)
+            update = lane.done - group.segment + first
+            trial.set_user_attr("diverged", update)
             self._tell(group, j, state=states.FAIL)
+            self._say(
+                f"tune: trial {trial.number} failed, diverged: a non-finite {bad[0]} at "
+                f"update {update}"
+            )
             return
         steps = group.num_updates * group.config.batch_size  # a task's whole run
         step = lane.task * steps + lane.done * group.config.batch_size
@@ -303,6 +313,7 @@ class Tuner:
             task = f" of task {self.tasks[lane.task].env_id}" if len(self.tasks) > 1 else ""
             trial.set_user_attr("failed", f"no episode ended in the objective's window{task}")
             self._tell(group, j, state=states.FAIL)
+            self._say(f"tune: trial {trial.number} failed, {self._no_episode(group, task)}")
             return
         value = self.scores.finish(trial.number, lane.task, score)
         if len(self.tasks) > 1:
@@ -311,6 +322,18 @@ class Tuner:
             group.lanes[j * self.k : (j + 1) * self.k] = [None] * self.k
             return
         self._tell(group, j, values=value)
+
+    def _no_episode(self, group: LaneGroup, task: str) -> str:
+        """Why a trial whose objective is NaN failed, and what gives it episodes."""
+        objective, updates = self.objective, group.num_updates
+        if objective.evaluates:
+            return f"its greedy evaluation{task} gave no finite return"
+        wider = f"{objective.metric}:{min(1.0, 4 * objective.window):g}"
+        return (
+            f"no episode ended in the objective's window{task} (its last "
+            f"{objective.updates(updates)} of {updates} updates): train longer, or widen "
+            f"the window (objective {wider})"
+        )
 
     def _tell(self, group: LaneGroup, j: int, **outcome: Any) -> None:
         """Tells slot `j`'s trial `outcome`, frees its lanes and drops its other runs."""
