@@ -221,10 +221,13 @@ def test_probe_config_keeps_the_towers_the_users_env_resolved():
     assert probe_config(novel, replay)[0].max_seq_len is None  # 7 steps: the whole rollout
 
 
-@pytest.mark.parametrize(("clip_coef", "high"), [(0.1, 6.0), (0.2, 3.5), (0.3, 1 + 0.5 / 0.3)])
+@pytest.mark.parametrize(
+    ("clip_coef", "high"), [(0.1, 6.0), (0.2, 3.5), (0.3, 1 + 0.5 / 0.3), (0.45, 2.0), (0.5, 1.8)]
+)
 def test_the_policy_clip_row_follows_clip_coef_and_norm_adv(clip_coef, high):
     # its top is halfway between the clean overshoot (~2 clips) and a broken clip's
-    # ceiling (1 / clip_coef); without norm_adv it runs on the offset-free bandit
+    # ceiling (1 / clip_coef), at most P = 0.95 (above clip 0.4); without norm_adv it runs
+    # on the offset-free bandit
     from purejaxppo.drivers.check.probes import probes_for
 
     for norm_adv, env, rewards in [
@@ -236,6 +239,33 @@ def test_the_policy_clip_row_follows_clip_coef_and_norm_adv(clip_coef, high):
         assert (clip.env.__name__, clip.low) == (env, 0.5)
         assert clip.high == pytest.approx(high) and high < 1 / clip_coef
         assert clip.isolates.endswith(f"({rewards})"), clip.isolates
+        assert clip.applies(config, None) is None
+
+
+def test_the_policy_clip_row_skips_a_clip_it_cannot_tell_from_a_broken_one():
+    # at clip 0.6 an unbroken clip lets P(paid action) reach 0.92 (CartPole's config),
+    # next to a broken clip's 1
+    from purejaxppo.drivers.check.probes import PROBES
+
+    clip = next(p for p in PROBES if p.row == "policy clip")
+    reason = clip.applies(CARTPOLE.replace(clip_coef=0.6), None)
+    assert reason == (
+        "clip_coef 0.6 > 0.5: an unbroken clip lets P(the paid action) run near 1, where a "
+        "broken one goes"
+    )
+
+
+def test_a_shared_torso_without_value_clip_reads_the_offset_free_bandit():
+    # The critic's unclipped fit to the offset's values (about 51) rescales a shared GRU
+    # torso and carries P(paid action) past the clip: the offset bandit read 4.17 to 4.24
+    # clips on this clean config (red above 3.5); the offset-free one reads 1.96 to 2.15.
+    config = pjp.PPOConfig.from_yaml(CONFIGS / "pendulum_novel_gru.yaml")
+    assert config.shares_encoder and not config.clip_vloss and config.norm_adv
+    report = pjp.check(config, seeds=2, invariants=False, rows=["policy clip"], progress=False)
+    (policy,) = report.rows
+    assert policy.passed and policy.measured < 2.75, str(report)
+    assert policy.isolates.endswith("(rewards 0 and 2)")
+    assert "the torso is shared and clip_vloss is off" in policy.note
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

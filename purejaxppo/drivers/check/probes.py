@@ -31,6 +31,7 @@ from purejaxppo.drivers.check.measures import (
     matched_action_prob,
     memory_applies,
     normalisation_applies,
+    policy_clip_applies,
     policy_rise,
     real_end_error,
     replay_log_ratio,
@@ -144,23 +145,34 @@ def _policy_clip_isolates(env: type[ProbeTrustRegion]) -> str:
 def _policy_clip_for(probe: Probe, config: Any) -> Probe:
     """The policy clip row for `config`.
 
-    Its top is halfway between the clean overshoot (about 2 clips: Adam's momentum carries
-    the policy past the clip after its gradient stops) and the ceiling a broken clip runs
-    to, ``P = 1``, that is ``1 / clip_coef`` clips: ``1 + 0.5 / clip_coef`` (3.5 at 0.2,
-    6 at 0.1). Without `norm_adv` the bandit is the offset-free one
-    (`ProbeTrustRegionNoOffset`, rewards 0 and 2), whose advantages need no normalisation.
-    Clean seeds read 1.4 to 2.7 clips at clip 0.1 to 0.2, the clip bugs 4.9 to 10
+    A broken clip runs to ``P = 1``, that is ``1 / clip_coef`` clips; an unbroken one
+    overshoots the clip, as Adam's momentum carries the policy on after its gradient
+    stops: about 2 clips at clip_coef 0.1 to 0.2, 1.5 at 0.5. The top is
+    ``min(1 + 0.5 / clip_coef, 0.9 / clip_coef)``: halfway between the overshoot and the
+    ceiling up to clip 0.4 (3.5 at 0.2, 6 at 0.1), then ``P = 0.95`` (1.8 at 0.5). Above
+    `measures.MAX_CLIP_COEF` (0.5) the row skips (`policy_clip_applies`). Without `norm_adv` the bandit is
+    the offset-free one (`ProbeTrustRegionNoOffset`, rewards 0 and 2), whose advantages
+    need no normalisation; so is it for a torso shared by actor and critic without
+    `clip_vloss`, where the critic's unclipped fit to the offset's values (about 51)
+    rescales the shared features and carries P past the clip (4.2 clips on
+    `configs/pendulum_novel_gru.yaml`, 2.0 on the offset-free bandit). Clean seeds read 1.4 to 2.7 clips at clip 0.1 to 0.2 and 1.46
+    to 1.50 at 0.5, the clip bugs 4.9 to 10 at 0.1 to 0.2 and 2.0 at 0.5
     (`benchmarks/results/check-thresholds-*`, `tools.mutants`).
     """
-    probe = probe._replace(high=1.0 + 0.5 / config.clip_coef)
-    if config.norm_adv:
+    clip = config.clip_coef
+    probe = probe._replace(high=min(1.0 + 0.5 / clip, 0.9 / clip))
+    if not config.norm_adv:
+        why = "norm_adv is off"
+    elif config.shares_encoder and not config.clip_vloss:
+        why = "the torso is shared and clip_vloss is off (advantage normalisation unread)"
+    else:
         return probe
     return probe._replace(
         env=ProbeTrustRegionNoOffset,
         isolates=_policy_clip_isolates(ProbeTrustRegionNoOffset),
         points_to="the clipped surrogate (the pessimistic bound: the min of the clipped and "
         "unclipped objectives; the ratio's clip range)",
-        note=f"{_TRUST_NOTE}; norm_adv is off, so the bandit pays 0 and 2 (no offset)",
+        note=f"{_TRUST_NOTE}; {why}, so the bandit pays 0 and 2 (no offset)",
     )
 
 
@@ -335,6 +347,7 @@ PROBES: tuple[Probe, ...] = (
         updates=1,
         overrides=TRUST_REGION,
         note=_TRUST_NOTE,
+        applies=policy_clip_applies,
         for_config=_policy_clip_for,
     ),
     Probe(
