@@ -202,6 +202,21 @@ def test_probe_config_carries_the_ppo_settings_and_adapts_the_rest():
     assert config.encoder == "mlp" and "can't take the probe's 1-d observation" in notes[0]
 
 
+def test_probe_config_squashes_only_the_continuous_probe():
+    # MetaBox's DE config squashes its Box actions; the check refused every row of it
+    # ("only Box actions can be squashed; ProbeBattery-v0 has discrete actions")
+    from purejaxppo.drivers.check import probe_config
+    from purejaxppo.drivers.check.probes import PROBES
+
+    metabbo = pjp.PPOConfig.from_yaml(CONFIGS / "metabbo_de.yaml")
+    assert metabbo.squash_actions
+    for probe in PROBES:
+        config, notes = probe_config(metabbo, probe)
+        squashed = probe.row == "continuous bound"
+        assert config.squash_actions is squashed, probe.row
+        assert ("squash_actions off: the probe's actions are discrete" in notes) is not squashed
+
+
 def test_probe_config_keeps_the_towers_the_users_env_resolved():
     # MAPPO resolves a recurrent config to two towers, and per-network clipping needs
     # them; the probes are not MAPPO, so they must carry the towers, not re-resolve them

@@ -90,7 +90,8 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
     Returns `(probe's config, notes)`: the notes say what was adapted (an encoder the
     probe's 1-d observation can't take becomes the MLP; a `max_seq_len` longer than the
     probe's rollout becomes the rollout, one that does not divide it the largest length
-    below it that does; a `num_minibatches`, the config's
+    below it that does; `squash_actions` is off on a probe with discrete actions; a
+    `num_minibatches`, the config's
     or the one `probe.overrides` asks for, that does not split the probe's batch becomes
     the largest one that does).
 
@@ -114,6 +115,9 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
         notes.append(f"max_seq_len {fitted} (divides the probe's {probe.num_steps} steps)")
     # the user's towers, as their env resolved them (MAPPO keeps two; the probe is not MAPPO)
     carried["share_encoder"] = config.shares_encoder
+    if config.squash_actions and not _box_actions(probe):
+        carried["squash_actions"] = False
+        notes.append("squash_actions off: the probe's actions are discrete")
     steps = PROBE_ENVS * probe.num_steps
     values = {
         **carried,
@@ -142,6 +146,14 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
         if minibatches != asked:
             notes.append(f"num_minibatches {minibatches} (the probe's batch is {steps})")
         return probe_cfg, notes
+
+
+def _box_actions(probe: Probe) -> bool:
+    """Whether the probe's env acts in a Box (the continuous bound probe), not Discrete."""
+    from gymnax.environments import spaces
+
+    env = probe.env()
+    return isinstance(env.action_space(env.default_params), spaces.Box)
 
 
 def _env_id(probe: Probe) -> str:
