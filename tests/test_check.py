@@ -270,6 +270,21 @@ def test_the_policy_clip_row_skips_a_clip_it_cannot_tell_from_a_broken_one():
     )
 
 
+def test_the_trust_region_rows_skip_a_relu_network():
+    # ReLU units fed the bandit's [0.0] sit at 0 with no gradient: minatar.yaml read 0.634
+    # clips clean and with the optimistic bound alike (only the output bias learns)
+    from purejaxppo.drivers.check.measures import RELU_BLIND
+    from purejaxppo.drivers.check.probes import PROBES
+
+    minatar = pjp.PPOConfig.from_yaml(CONFIGS / "minatar.yaml")
+    assert minatar.activation == "relu" and minatar.clip_vloss
+    rows = {p.row: p for p in PROBES}
+    for row in ("policy clip", "value clip"):
+        assert rows[row].applies(minatar, None) == RELU_BLIND
+        assert rows[row].applies(minatar.replace(activation="silu"), None) is None
+    assert "relu(0) = 0 with no gradient" in RELU_BLIND
+
+
 def test_a_shared_torso_without_value_clip_reads_the_offset_free_bandit():
     # The critic's unclipped fit to the offset's values (about 51) rescales a shared GRU
     # torso and carries P(paid action) past the clip: the offset bandit read 4.17 to 4.24

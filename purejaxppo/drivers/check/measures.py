@@ -47,6 +47,7 @@ __all__ = [
     "policy_clip_applies",
     "value_clip_applies",
     "MAX_CLIP_COEF",
+    "RELU_BLIND",
 ]
 
 
@@ -261,8 +262,19 @@ def normalisation_applies(config: Any, spaces: Any) -> str | None:
 MAX_CLIP_COEF = 0.5
 
 
+#: Why the trust-region rows skip a ReLU network.
+RELU_BLIND = (
+    "activation relu: the bandit's observation [0.0] leaves every hidden unit at relu(0) "
+    "= 0 with no gradient, so one update moves only the output bias and cannot reach the "
+    "clip, broken or not"
+)
+
+
 def policy_clip_applies(config: Any, spaces: Any) -> str | None:
-    """None with clip_coef <= `MAX_CLIP_COEF`, else why the policy clip row skips."""
+    """None with clip_coef <= `MAX_CLIP_COEF` and an activation other than ReLU, else why
+    the policy clip row skips."""
+    if config.activation == "relu":
+        return RELU_BLIND
     if config.clip_coef > MAX_CLIP_COEF:
         return (
             f"clip_coef {config.clip_coef:g} > {MAX_CLIP_COEF:g}: an unbroken clip lets "
@@ -272,7 +284,10 @@ def policy_clip_applies(config: Any, spaces: Any) -> str | None:
 
 
 def value_clip_applies(config: Any, spaces: Any) -> str | None:
-    """None with `clip_vloss`, else why the value clip row skips."""
+    """None with `clip_vloss` and an activation other than ReLU, else why the value clip
+    row skips."""
     if not config.clip_vloss:
         return "clip_vloss is off: the value loss is not clipped"
+    if config.activation == "relu":
+        return RELU_BLIND
     return None
