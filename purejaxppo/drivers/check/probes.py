@@ -150,14 +150,18 @@ def _policy_clip_for(probe: Probe, config: Any) -> Probe:
     stops: about 2 clips at clip_coef 0.1 to 0.2, 1.5 at 0.5. The top is
     ``min(1 + 0.5 / clip_coef, 0.9 / clip_coef)``: halfway between the overshoot and the
     ceiling up to clip 0.4 (3.5 at 0.2, 6 at 0.1), then ``P = 0.95`` (1.8 at 0.5). Above
-    `measures.MAX_CLIP_COEF` (0.5) the row skips (`policy_clip_applies`). Without `norm_adv` the bandit is
-    the offset-free one (`ProbeTrustRegionNoOffset`, rewards 0 and 2), whose advantages
-    need no normalisation; so is it for a torso shared by actor and critic without
-    `clip_vloss`, where the critic's unclipped fit to the offset's values (about 51)
-    rescales the shared features and carries P past the clip (4.2 clips on
-    `configs/pendulum_novel_gru.yaml`, 2.0 on the offset-free bandit). Clean seeds read 1.4 to 2.7 clips at clip 0.1 to 0.2 and 1.46
-    to 1.50 at 0.5, the clip bugs 4.9 to 10 at 0.1 to 0.2 and 2.0 at 0.5
-    (`benchmarks/results/check-thresholds-*`, `tools.mutants`).
+    `measures.MAX_CLIP_COEF` (0.5), and on a ReLU network, the row skips
+    (`policy_clip_applies`).
+
+    Without `norm_adv` the bandit is the offset-free one (`ProbeTrustRegionNoOffset`,
+    rewards 0 and 2), whose advantages need no normalisation. So it is for a torso shared
+    by actor and critic without `clip_vloss`: there the critic's unclipped fit to the
+    offset's values (about 51) rescales the shared features and carries P past the clip
+    (4.2 clips on `configs/pendulum_novel_gru.yaml`, 2.0 on the offset-free bandit).
+
+    Clean seeds read 1.4 to 2.7 clips at clip 0.1 to 0.2 and 1.46 to 1.50 at 0.5; the
+    clip bugs 4.9 to 10 at 0.1 to 0.2 and 2.0 at 0.5 (`benchmarks/results/
+    check-thresholds-*`, `tools.mutants`).
     """
     clip = config.clip_coef
     probe = probe._replace(high=min(1.0 + 0.5 / clip, 0.9 / clip))
