@@ -62,7 +62,7 @@ def make_manager(directory: str | Path, keep: int | None = None, *, writer: bool
     )
     # a failed read / write: one line, not ~150 lines of tracebacks (`checkpoint_noise`)
     with quiet_closed_loop():
-        manager = ocp.CheckpointManager(Path(directory).resolve(), options=options)
+        manager = _open_manager(ocp, Path(directory).resolve(), options)
         try:
             yield manager
         finally:
@@ -75,6 +75,28 @@ def make_manager(directory: str | Path, keep: int | None = None, *, writer: bool
                     await_cleanup()
                 manager.wait_until_finished()
             manager.close()
+
+
+def _open_manager(ocp: Any, directory: Path, options: Any) -> Any:
+    """`ocp.CheckpointManager(directory)`, opened again when a step vanishes while it
+    opens: orbax lists the step directories, then reads each one's timestamp, and a
+    training run writing `directory` may rotate a step away in between (orbax raises
+    `FileNotFoundError` naming the step).
+
+    Raises:
+      ValueError: steps still vanish after `_VANISHED_RETRIES` tries, naming the last.
+    """
+    for _ in range(_VANISHED_RETRIES):
+        try:
+            return ocp.CheckpointManager(directory, options=options)
+        except FileNotFoundError as err:
+            gone = err.filename
+            time.sleep(0.05)  # the rotating writer's removal finishes
+    raise ValueError(
+        f"checkpoint {gone} vanished while the steps of {directory} were listed, again after "
+        f"{_VANISHED_RETRIES} tries (a training run writing there rotates them away: "
+        "keep_checkpoints)"
+    )
 
 
 def _to_saveable(runner: RunnerState) -> RunnerState:
@@ -221,16 +243,7 @@ def load_checkpoint(
     """
     directory = _directory(run_dir, kind)
     if not directory.is_dir():
-        if (Path(run_dir) / "seeds.yaml").is_file():  # `purejaxppo train --num-seeds N`
-            found = [p.name for p in Path(run_dir).glob("seed_*") if p.name[5:].isdigit()]
-            seeds = sorted(found, key=lambda name: int(name[5:]))
-            raise ValueError(
-                f"{run_dir} holds several seeds (purejaxppo train --num-seeds), not one run: "
-                f"read one of its seed directories ({', '.join(seeds[:4])}"
-                f"{', ...' if len(seeds) > 4 else ''}); continue the run with purejaxppo train "
-                f"--resume {run_dir}"
-            )
-        raise ValueError(f"no complete checkpoint under {directory}")
+        raise ValueError(_no_checkpoints(run_dir, directory))
     requested, vanished = step, None
     for _ in range(_VANISHED_RETRIES):  # a step rotated away under us: list them again
         with make_manager(directory) as manager:
@@ -279,6 +292,20 @@ def load_checkpoint(
             else:
                 raise first_error
     raise ValueError(f"{vanished} (again after {_VANISHED_RETRIES} tries)")
+
+
+def _no_checkpoints(run_dir: str | Path, directory: Path) -> str:
+    """The error of a `run_dir` without the checkpoint directory `directory`."""
+    if (Path(run_dir) / "seeds.yaml").is_file():  # `purejaxppo train --num-seeds N`
+        found = [p.name for p in Path(run_dir).glob("seed_*") if p.name[5:].isdigit()]
+        seeds = sorted(found, key=lambda name: int(name[5:]))
+        return (
+            f"{run_dir} holds several seeds (purejaxppo train --num-seeds), not one run: "
+            f"read one of its seed directories ({', '.join(seeds[:4])}"
+            f"{', ...' if len(seeds) > 4 else ''}); continue the run with purejaxppo train "
+            f"--resume {run_dir}"
+        )
+    return f"no complete checkpoint under {directory}"
 
 
 def load_init_params(

@@ -134,6 +134,36 @@ def test_a_step_removed_mid_read_is_the_one_vanished_message(tmp_path, runner, m
     assert ckpt.list_checkpoints(tmp_path) == [1, 2]
 
 
+def test_a_step_removed_while_orbax_lists_the_steps_is_listed_again(tmp_path, runner, monkeypatch):
+    """Orbax lists the step directories, then stats each one: a writer's rotation in
+    between made it raise FileNotFoundError out of `load_checkpoint` (seen in CI after
+    the retry of the test above). The listing is opened again; a step that keeps
+    vanishing is one line naming it."""
+    import orbax.checkpoint as ocp
+
+    last = _save_steps(tmp_path, runner, [1, 2, 3])
+    real = ocp.CheckpointManager
+    opened = []
+
+    def rotated_while_listing(directory, **kwargs):
+        opened.append(directory)
+        if len(opened) == 1:  # orbax listed 3, then it was gone before its stat
+            shutil.rmtree(last / "3")
+            raise FileNotFoundError(2, "No such file or directory", str(last / "3"))
+        return real(directory, **kwargs)
+
+    monkeypatch.setattr(ocp, "CheckpointManager", rotated_while_listing)
+    assert ckpt.load_checkpoint(tmp_path).update_step == 2
+    assert len(opened) == 2 and ckpt.list_checkpoints(tmp_path) == [1, 2]
+
+    def always_rotating(directory, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", str(last / "2"))
+
+    monkeypatch.setattr(ocp, "CheckpointManager", always_rotating)
+    with pytest.raises(ValueError, match=r"checkpoint .*/last/2 vanished while the steps"):
+        ckpt.load_checkpoint(tmp_path)
+
+
 # ------------------------------------------------------------ 2: partial collect datasets
 @pytest.fixture(scope="module")
 def cartpole():
