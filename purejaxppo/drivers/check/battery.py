@@ -99,25 +99,7 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
       ValueError: the adapted config is still refused (names the field).
     """
     notes: list[str] = []
-    carried = {
-        f.name: getattr(config, f.name)
-        for f in dataclasses.fields(PPOConfig)
-        if field_group(f.name) in CARRIED_GROUPS and f.name not in ENV_SHAPED
-    }
-    if config.encoder != "mlp":
-        notes.append(f"encoder {config.encoder!r} can't take the probe's 1-d observation: MLP")
-    seq_len = config.max_seq_len
-    if seq_len is not None and seq_len > probe.num_steps:
-        carried["max_seq_len"] = None  # the probe's whole rollout
-    elif seq_len is not None and probe.num_steps % seq_len:
-        fitted = max(d for d in range(1, seq_len) if probe.num_steps % d == 0)
-        carried["max_seq_len"] = fitted
-        notes.append(f"max_seq_len {fitted} (divides the probe's {probe.num_steps} steps)")
-    # the user's towers, as their env resolved them (MAPPO keeps two; the probe is not MAPPO)
-    carried["share_encoder"] = config.shares_encoder
-    if config.squash_actions and not _box_actions(probe):
-        carried["squash_actions"] = False
-        notes.append("squash_actions off: the probe's actions are discrete")
+    carried = _carried(config, probe, notes)
     steps = PROBE_ENVS * probe.num_steps
     values = {
         **carried,
@@ -146,6 +128,31 @@ def probe_config(config: PPOConfig, probe: Probe, seed: int = 0) -> tuple[PPOCon
         if minibatches != asked:
             notes.append(f"num_minibatches {minibatches} (the probe's batch is {steps})")
         return probe_cfg, notes
+
+
+def _carried(config: PPOConfig, probe: Probe, notes: list[str]) -> dict[str, Any]:
+    """`config`'s fields that `probe_config` carries to the probe (`CARRIED_GROUPS`),
+    adapted to the probe's env; appends a note to `notes` for each adaptation."""
+    carried = {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(PPOConfig)
+        if field_group(f.name) in CARRIED_GROUPS and f.name not in ENV_SHAPED
+    }
+    if config.encoder != "mlp":
+        notes.append(f"encoder {config.encoder!r} can't take the probe's 1-d observation: MLP")
+    seq_len = config.max_seq_len
+    if seq_len is not None and seq_len > probe.num_steps:
+        carried["max_seq_len"] = None  # the probe's whole rollout
+    elif seq_len is not None and probe.num_steps % seq_len:
+        fitted = max(d for d in range(1, seq_len) if probe.num_steps % d == 0)
+        carried["max_seq_len"] = fitted
+        notes.append(f"max_seq_len {fitted} (divides the probe's {probe.num_steps} steps)")
+    # the user's towers, as their env resolved them (MAPPO keeps two; the probe is not MAPPO)
+    carried["share_encoder"] = config.shares_encoder
+    if config.squash_actions and not _box_actions(probe):
+        carried["squash_actions"] = False
+        notes.append("squash_actions off: the probe's actions are discrete")
+    return carried
 
 
 def _box_actions(probe: Probe) -> bool:
