@@ -2,6 +2,7 @@
 that points to its part of PPO, bad input gets one line."""
 
 import json
+import linecache
 import math
 import subprocess
 import sys
@@ -141,8 +142,15 @@ class _MinForMax:
     the optimistic bound and the value loss the smaller of its two losses (a planted
     bug; both clips stop binding)."""
 
+    def __init__(self, line: str = "") -> None:
+        self.line = line  # only in calls on a source line holding this text
+
     def __getattr__(self, name):
-        return getattr(jnp, "minimum" if name == "maximum" else name)
+        if name != "maximum":
+            return getattr(jnp, name)
+        caller = sys._getframe(1)
+        source = linecache.getline(caller.f_code.co_filename, caller.f_lineno)
+        return jnp.minimum if self.line in source else jnp.maximum
 
 
 @pytest.mark.parametrize("norm_adv", [True, False])
@@ -163,6 +171,33 @@ def test_clips_that_do_not_bind_fail_the_trust_region_rows(monkeypatch, norm_adv
     assert "pessimistic bound" in policy.points_to and "V_old" in value.points_to
     assert ("advantage normalisation" in policy.points_to) is norm_adv
     assert ("no offset" in policy.note) is not norm_adv
+
+
+def test_a_wide_network_reads_the_trust_region_rows_at_a_rate_for_its_width(monkeypatch):
+    # At the probes' 0.001 this clean 512 x 3 tanh config read 4.97 clips (policy; a broken
+    # clip's ceiling is 5) and 19.5 (value; top 16): Adam moves a wide layer's output
+    # further per step. At 0.001 x 64 / 512: clean 2.1 and 2.5 over 8 seeds.
+    config = pjp.PPOConfig.from_yaml(CONFIGS / "craftax_classic.yaml")
+    rows = ["policy clip", "value clip"]
+    clean = pjp.check(config, seeds=2, invariants=False, rows=rows, progress=False)
+    assert clean.passed, str(clean)
+    for row in clean.rows:
+        assert "learning rate 0.000125 (0.001 x 64 / 512, the widest layer)" in row.note
+    # Each clip broken alone (with both broken, the value's run to its target holds P at
+    # 1.1 clips: the value row fails the check).
+    monkeypatch.setattr(losses, "jnp", _MinForMax("pg_loss = "))
+    (policy,) = pjp.check(config, seeds=2, invariants=False, rows=rows[:1], progress=False).rows
+    assert policy.passed is False and policy.measured > 4.0, str(policy)
+    monkeypatch.setattr(losses, "jnp", _MinForMax("v_loss = "))
+    (value,) = pjp.check(config, seeds=2, invariants=False, rows=rows[1:], progress=False).rows
+    assert value.passed is False and value.measured > 10.0, str(value)
+    # Two layers keep 0.001: scaled, mujoco_humanoid.yaml (256 x 2) read 2.2 clips with
+    # the optimistic bound, a pass.
+    from purejaxppo.drivers.check.probes import probes_for
+
+    humanoid = pjp.PPOConfig.from_yaml(CONFIGS / "mujoco_humanoid.yaml")
+    rates = {p.row: p.overrides.get("learning_rate") for p in probes_for(humanoid)}
+    assert rates["policy clip"] == rates["value clip"] == 0.001
 
 
 def test_advantages_left_unnormalised_fail_the_policy_clip_row(monkeypatch):

@@ -127,7 +127,38 @@ TRUST_REGION = {
     "num_minibatches": 4,
     "critic_pretrain_steps": 0,
 }
+#: The widest hidden layer `TRUST_REGION`'s learning rate is set for, and the fewest
+#: hidden layers whose rate `_trust_region_for` scales down beyond that width.
+TRUST_WIDTH, TRUST_DEPTH = 64, 3
 _TRUST_NOTE = "one update: 32 epochs x 4 minibatches at learning rate 0.001, not annealed"
+
+
+def _trust_region_for(probe: Probe, config: Any) -> Probe:
+    """A trust-region row for `config`'s network: the learning rate `TRUST_REGION` sets,
+    times ``TRUST_WIDTH / width`` for `TRUST_DEPTH` or more hidden layers, the widest
+    wider than `TRUST_WIDTH`.
+
+    Each Adam step moves every parameter by about the learning rate whatever its
+    gradient; through three wide layers the steps compound, and the momentum that carries
+    the policy on after the clip stops its gradient carries it too far: at 0.001,
+    `configs/craftax_classic.yaml` (512 x 3, tanh) overshot to P = 0.997 with the clip
+    working (4.97 clips, a broken clip's 5.0) and V 19.5 clips (top 16). At
+    0.001 x 64 / 512 it reads 2.1 and 2.5 clips clean, and the clip bugs 5.0 (both policy
+    ones), -0.3 (advantages unnormalised) and V 132. Two layers keep 0.001: scaled,
+    `configs/mujoco_humanoid.yaml` (256 x 2) read 2.2 clips with a broken clip, a pass.
+    """
+    width = max(config.hidden_sizes, default=TRUST_WIDTH)
+    if width <= TRUST_WIDTH or len(config.hidden_sizes) < TRUST_DEPTH:
+        return probe
+    rate = TRUST_REGION["learning_rate"] * TRUST_WIDTH / width
+    return probe._replace(
+        overrides={**probe.overrides, "learning_rate": rate},
+        note=probe.note.replace(
+            "learning rate 0.001",
+            f"learning rate {rate:g} (0.001 x {TRUST_WIDTH} / {width}, the widest layer)",
+        ),
+    )
+
 
 _NO_REWARD_NORM = "reward normalisation off here (values are read in reward units)"
 
@@ -151,7 +182,8 @@ def _policy_clip_for(probe: Probe, config: Any) -> Probe:
     ``min(1 + 0.5 / clip_coef, 0.9 / clip_coef)``: halfway between the overshoot and the
     ceiling up to clip 0.4 (3.5 at 0.2, 6 at 0.1), then ``P = 0.95`` (1.8 at 0.5). Above
     `measures.MAX_CLIP_COEF` (0.5), and on a ReLU network, the row skips
-    (`policy_clip_applies`).
+    (`policy_clip_applies`). A network wider than `TRUST_WIDTH` trains at a learning
+    rate scaled to its width (`_trust_region_for`).
 
     Without `norm_adv` the bandit is the offset-free one (`ProbeTrustRegionNoOffset`,
     rewards 0 and 2), whose advantages need no normalisation. So it is for a torso shared
@@ -164,7 +196,7 @@ def _policy_clip_for(probe: Probe, config: Any) -> Probe:
     check-thresholds-*`, `tools.mutants`).
     """
     clip = config.clip_coef
-    probe = probe._replace(high=min(1.0 + 0.5 / clip, 0.9 / clip))
+    probe = _trust_region_for(probe._replace(high=min(1.0 + 0.5 / clip, 0.9 / clip)), config)
     if not config.norm_adv:
         why = "norm_adv is off"
     elif config.shares_encoder and not config.clip_vloss:
@@ -176,7 +208,7 @@ def _policy_clip_for(probe: Probe, config: Any) -> Probe:
         isolates=_policy_clip_isolates(ProbeTrustRegionNoOffset),
         points_to="the clipped surrogate (the pessimistic bound: the min of the clipped and "
         "unclipped objectives; the ratio's clip range)",
-        note=f"{_TRUST_NOTE}; {why}, so the bandit pays 0 and 2 (no offset)",
+        note=f"{probe.note}; {why}, so the bandit pays 0 and 2 (no offset)",
     )
 
 
@@ -368,6 +400,7 @@ PROBES: tuple[Probe, ...] = (
         overrides=TRUST_REGION,
         applies=value_clip_applies,
         note=_TRUST_NOTE,
+        for_config=_trust_region_for,
     ),
     Probe(
         row="scaled observations",
