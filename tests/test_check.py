@@ -320,6 +320,22 @@ def test_the_trust_region_rows_skip_a_relu_network():
     assert "relu(0) = 0 with no gradient" in RELU_BLIND
 
 
+def test_a_relu_network_sees_the_battery_with_a_constant_input(monkeypatch):
+    # Fed only [0.0], ReLU units sit at 0 with no gradient and only the output biases
+    # learn: configs/atari.yaml (ReLU 512, learning rate 2.5e-4) read V = 0.19 and
+    # P(rewarded action) = 0.33 on the clean code. Padded with 1: 1.00 and 0.999.
+    config = CARTPOLE.replace(activation="relu", hidden_sizes=(512,), learning_rate=2.5e-4)
+    rows = ["value", "advantage sign"]
+    clean = pjp.check(config, seeds=2, invariants=False, rows=rows, progress=False)
+    assert clean.passed, str(clean)
+    assert all("padded with a constant 1" in row.note for row in clean.rows)
+    real = losses._normalized
+    monkeypatch.setattr(losses, "_normalized", lambda a, axis_name: -real(a, axis_name))
+    report = pjp.check(config, seeds=2, invariants=False, rows=rows[1:], progress=False)
+    (sign,) = report.rows
+    assert sign.passed is False and sign.measured < 0.5, str(report)
+
+
 def test_a_shared_torso_without_value_clip_reads_the_offset_free_bandit():
     # The critic's unclipped fit to the offset's values (about 51) rescales a shared GRU
     # torso and carries P(paid action) past the clip: the offset bandit read 4.17 to 4.24

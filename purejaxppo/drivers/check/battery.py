@@ -13,7 +13,7 @@ import numpy as np
 
 from purejaxppo.config import PPOConfig, field_group
 from purejaxppo.drivers.check.invariants import INVARIANTS, Invariant
-from purejaxppo.drivers.check.measures import Trained
+from purejaxppo.drivers.check.measures import RELU_PAD, Trained, battery_pad
 from purejaxppo.drivers.check.probes import PROBES, Probe, probes_for
 from purejaxppo.drivers.check.report import CheckReport, CheckRow
 from purejaxppo.drivers.segments import progress_bar
@@ -204,9 +204,10 @@ def _train_battery(
     index = jnp.asarray([ProbeBattery.index(p.env) for p, _ in lanes], jnp.int32)
     limit = jnp.asarray([ProbeBattery.time_limit(p.env) for p, _ in lanes], jnp.int32)
     keys = jnp.concatenate([_keys(seed, seeds)] * len(probes))
+    pad = battery_pad(config)
 
     def lane(key: jax.Array, hp: Any, probe: jax.Array, max_steps: jax.Array) -> Any:
-        params = BatteryParams(max_steps_in_episode=max_steps, probe=probe)
+        params = BatteryParams(max_steps_in_episode=max_steps, probe=probe, pad=pad)
         return make_train(config, env, params, networks=networks)(key, hp)
 
     out = jax.jit(jax.vmap(lane))(keys, hparams, index, limit)
@@ -386,8 +387,10 @@ def _group_rows(
             config=probe_cfg,
             gamma=probe_cfg.gamma if probe.gamma is None else probe.gamma,
             obs_width=width,
+            obs_pad=battery_pad(probe_cfg) if battery else 0.0,
         )
-        note = "; ".join([*notes, probe.note] if probe.note else notes)
+        padded = [RELU_PAD] if battery and battery_pad(probe_cfg) else []
+        note = "; ".join([*notes, *padded, *([probe.note] if probe.note else [])])
         rows[probe.row] = _row(probe, probe.measure(trained), note)
     return rows
 

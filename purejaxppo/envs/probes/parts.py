@@ -318,10 +318,13 @@ class BatteryParams(EnvParams):
     Attributes:
       max_steps_in_episode: gymnax's time limit (int32).
       probe: the index into `ProbeBattery.PROBES` of the probe this lane plays (int32).
+      pad: what pads a 1-d probe's observation to ``(2,)`` (float32): 0, or 1 as a
+        constant input a ReLU network's units can see (`purejaxppo check`).
     """
 
     max_steps_in_episode: Any = 100
     probe: Any = 0
+    pad: Any = 0.0
 
 
 class ProbeBattery(_ProbeEnv):
@@ -374,16 +377,18 @@ class ProbeBattery(_ProbeEnv):
     def get_obs(
         self, state: EnvState, params: BatteryParams | None = None, key: jax.Array | None = None
     ) -> jax.Array:
-        """The lane's probe's observation, zero-padded to ``(2,)``."""
+        """The lane's probe's observation, padded to ``(2,)`` with `BatteryParams.pad`."""
+        params = params or self.default_params
+        pad = jnp.asarray(params.pad, jnp.float32)
 
         def padded(probe: _ProbeEnv) -> Any:
             def obs(state: EnvState) -> jax.Array:
                 x = probe.get_obs(state, probe.default_params)
-                return jnp.pad(x, (0, 2 - x.shape[0]))
+                return jnp.concatenate([x, jnp.broadcast_to(pad, (2 - x.shape[0],))])
 
             return obs
 
-        index = jnp.asarray((params or self.default_params).probe, jnp.int32)
+        index = jnp.asarray(params.probe, jnp.int32)
         return jax.lax.switch(index, [padded(p) for p in self._probes], state)
 
     def _transition(
