@@ -182,8 +182,8 @@ def _policy_clip_for(probe: Probe, config: Any) -> Probe:
     ``min(1 + 0.5 / clip_coef, 0.9 / clip_coef)``: halfway between the overshoot and the
     ceiling up to clip 0.4 (3.5 at 0.2, 6 at 0.1), then ``P = 0.95`` (1.8 at 0.5). Above
     `measures.MAX_CLIP_COEF` (0.5), and on a ReLU network, the row skips
-    (`policy_clip_applies`). A network wider than `TRUST_WIDTH` trains at a learning
-    rate scaled to its width (`_trust_region_for`).
+    (`policy_clip_applies`). A network of `TRUST_DEPTH` or more hidden layers wider than
+    `TRUST_WIDTH` trains at a learning rate scaled to its width (`_trust_region_for`).
 
     Without `norm_adv` the bandit is the offset-free one (`ProbeTrustRegionNoOffset`,
     rewards 0 and 2), whose advantages need no normalisation. So it is for a torso shared
