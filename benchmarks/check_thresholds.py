@@ -14,7 +14,8 @@ crossing the edge, far smaller than a single seed's.
         --set norm_adv=false --rows "policy clip"   # fields set on every config, some rows
 
 Writes `benchmarks/results/check-thresholds-cpu-<time>.{csv,json}` and prints the table.
-Not a test: nothing is asserted.
+A config that `check` refuses is printed and listed under the json's "refused". Not a
+test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -97,11 +98,16 @@ def main() -> None:
 
     import purejaxppo as pjp
 
-    rows, changes = [], dict(args.set)
+    rows, changes, refused = [], dict(args.set), {}
     suffix = "".join(f" {field}={value}" for field, value in args.set)
     for path in args.configs:
         config = pjp.PPOConfig.from_yaml(ROOT / path).replace(**changes)
-        report = pjp.check(config, seeds=args.seeds, rows=args.rows, progress=False)
+        try:
+            report = pjp.check(config, seeds=args.seeds, rows=args.rows, progress=False)
+        except ValueError as error:  # a config check refuses is recorded, not fatal
+            refused[path + suffix] = str(error)
+            print(f"{path}: refused: {error}", flush=True)
+            continue
         print(report, flush=True)
         rows.extend(rows_of(report, config, path + suffix))
     cols = ["config", "row", "range", "seeds", "min", "p5", "median", "p95", "max", "margin"]
@@ -116,7 +122,14 @@ def main() -> None:
     write_text(
         results / f"{name}.json",
         json.dumps(
-            {"machine": machine(), "seeds": args.seeds, "set": changes, "rows": rows}, indent=2
+            {
+                "machine": machine(),
+                "seeds": args.seeds,
+                "set": changes,
+                "rows": rows,
+                "refused": refused,
+            },
+            indent=2,
         ),
     )
     print(f"wrote {results / name}.csv, .json")
