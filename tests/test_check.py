@@ -173,9 +173,21 @@ def test_clips_that_do_not_bind_fail_the_trust_region_rows(monkeypatch, norm_adv
     assert ("no offset" in policy.note) is not norm_adv
 
 
+def _each_clip_broken(monkeypatch, config):
+    """The policy clip row with only the surrogate's bound flipped, then the value clip row
+    with only the value loss's (with both broken, the value's run to its target can hold P
+    near the clip): `(policy row, value row)`, 2 seeds each."""
+    rows = []
+    for line, row in (("pg_loss = ", "policy clip"), ("v_loss = ", "value clip")):
+        monkeypatch.setattr(losses, "jnp", _MinForMax(line))
+        report = pjp.check(config, seeds=2, invariants=False, rows=[row], progress=False)
+        rows.append(report.rows[0])
+    return rows
+
+
 def test_a_wide_network_reads_the_trust_region_rows_at_a_rate_for_its_width(monkeypatch):
     # At the probes' 0.001 this clean 512 x 3 tanh config read 4.97 clips (policy; a broken
-    # clip's ceiling is 5) and 19.5 (value; top 16): Adam moves a wide layer's output
+    # clip's ceiling is 5) and 19.5 (value; above the top): Adam moves a wide layer's output
     # further per step. At 0.001 x 64 / 512: clean 2.1 and 2.5 over 8 seeds.
     config = pjp.PPOConfig.from_yaml(CONFIGS / "craftax_classic.yaml")
     rows = ["policy clip", "value clip"]
@@ -185,11 +197,8 @@ def test_a_wide_network_reads_the_trust_region_rows_at_a_rate_for_its_width(monk
         assert "learning rate 0.000125 (0.001 x 64 / 512, the widest layer)" in row.note
     # Each clip broken alone (with both broken, the value's run to its target holds P at
     # 1.1 clips: the value row fails the check).
-    monkeypatch.setattr(losses, "jnp", _MinForMax("pg_loss = "))
-    (policy,) = pjp.check(config, seeds=2, invariants=False, rows=rows[:1], progress=False).rows
+    policy, value = _each_clip_broken(monkeypatch, config)
     assert policy.passed is False and policy.measured > 4.0, str(policy)
-    monkeypatch.setattr(losses, "jnp", _MinForMax("v_loss = "))
-    (value,) = pjp.check(config, seeds=2, invariants=False, rows=rows[1:], progress=False).rows
     assert value.passed is False and value.measured > 10.0, str(value)
     # Two layers keep 0.001: scaled, mujoco_humanoid.yaml (256 x 2) read 2.2 clips with
     # the optimistic bound, a pass.
@@ -198,6 +207,11 @@ def test_a_wide_network_reads_the_trust_region_rows_at_a_rate_for_its_width(monk
     humanoid = pjp.PPOConfig.from_yaml(CONFIGS / "mujoco_humanoid.yaml")
     rates = {p.row: p.overrides.get("learning_rate") for p in probes_for(humanoid)}
     assert rates["policy clip"] == rates["value clip"] == 0.001
+    # A recurrent core counts as depth: ReLU 128 + GRU 128 read 3.31 to 3.57 clips clean
+    # at 0.001 (top 3.5) and 2.26 to 2.40 at 0.0005.
+    gru = pjp.PPOConfig.from_yaml(CONFIGS / "jaxmarl_smax_3m_mappo_gru.yaml")
+    rates = {p.row: p.overrides.get("learning_rate") for p in probes_for(gru)}
+    assert rates["policy clip"] == rates["value clip"] == 0.0005
 
 
 def test_advantages_left_unnormalised_fail_the_policy_clip_row(monkeypatch):
@@ -305,19 +319,23 @@ def test_the_policy_clip_row_skips_a_clip_it_cannot_tell_from_a_broken_one():
     )
 
 
-def test_the_trust_region_rows_skip_a_relu_network():
-    # ReLU units fed the bandit's [0.0] sit at 0 with no gradient: minatar.yaml read 0.634
-    # clips clean and with the optimistic bound alike (only the output bias learns)
-    from purejaxppo.drivers.check.measures import RELU_BLIND
-    from purejaxppo.drivers.check.probes import PROBES
-
-    minatar = pjp.PPOConfig.from_yaml(CONFIGS / "minatar.yaml")
-    assert minatar.activation == "relu" and minatar.clip_vloss
-    rows = {p.row: p for p in PROBES}
-    for row in ("policy clip", "value clip"):
-        assert rows[row].applies(minatar, None) == RELU_BLIND
-        assert rows[row].applies(minatar.replace(activation="silu"), None) is None
-    assert "relu(0) = 0 with no gradient" in RELU_BLIND
+def test_a_relu_network_reads_the_trust_region_bandit_with_a_constant_input(monkeypatch):
+    # Fed only the bandit's [0.0], ReLU units sit at 0 with no gradient: minatar.yaml read
+    # 0.634 clips clean and with the optimistic bound alike (only the output bias learns).
+    # Padded with 1, but normalised (a constant normalises to 0), this config read 0.38
+    # and 0.36. Padded, without normalisation: clean 0.99 to 1.88 and 1.81 to 2.58 clips
+    # over 20 seeds; 4.99 with the optimistic bound, 50 with the value clipped
+    # around the current value.
+    config = pjp.PPOConfig.from_yaml(CONFIGS / "navix_empty_6x6.yaml")
+    assert config.activation == "relu" and config.normalize_observations
+    rows = ["policy clip", "value clip"]
+    clean = pjp.check(config, seeds=2, invariants=False, rows=rows, progress=False)
+    assert clean.passed, str(clean)
+    for row in clean.rows:
+        assert "padded with a constant 1" in row.note and "normalisation off" in row.note
+    policy, value = _each_clip_broken(monkeypatch, config)
+    assert policy.passed is False and policy.measured > 3.5, str(policy)
+    assert value.passed is False and value.measured > 10.0, str(value)
 
 
 def test_a_relu_network_sees_the_battery_with_a_constant_input(monkeypatch):

@@ -219,6 +219,17 @@ def test_trust_region_probe_pays_action_one(env, action: int, reward: float) -> 
     np.testing.assert_array_equal(term, [True])
 
 
+def test_a_padded_blank_probe_observes_a_constant_beside_its_zero() -> None:
+    env = ProbeTrustRegion(pad=1.0)
+    obs, rew, term, _ = run(env, [1])
+    np.testing.assert_array_equal(obs, [[0.0, 1.0]])
+    np.testing.assert_array_equal(rew, [52.0])
+    space = env.observation_space(env.default_params)
+    assert space.shape == (2,) and space.contains(obs[0])
+    assert ProbeTrustRegion.PADDABLE and not Probe5.PADDABLE
+    assert ProbeTrustRegion().observation_space(None).shape == (1,)
+
+
 def test_lambda_probe_pays_one_at_the_end_of_eight_steps() -> None:
     obs, rew, term, _ = run(ProbeLambda(), [0] * ProbeLambda.LENGTH)
     np.testing.assert_array_equal(obs, np.zeros((8, 1)))

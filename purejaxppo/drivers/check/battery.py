@@ -172,13 +172,16 @@ def _keys(seed: int, seeds: int) -> jax.Array:
     return jax.random.split(jax.random.key(seed), seeds)
 
 
-def _train(config: PPOConfig, seeds: int, seed: int) -> tuple[Any, Any]:
-    """Trains `seeds` seeds of `config` in one vmapped program: `(networks, TrainOutput)`."""
+def _train(config: PPOConfig, seeds: int, seed: int, env: Any = None) -> tuple[Any, Any]:
+    """Trains `seeds` seeds of `config` in one vmapped program: `(networks, TrainOutput)`.
+    `env`, an env instance, replaces the one `config.env_name` names."""
     from purejaxppo.kinds.resolve import resolve
     from purejaxppo.train import make_train
 
-    networks = resolve(config, operations=("policy",)).networks
-    out = jax.jit(jax.vmap(make_train(config, networks=networks)))(_keys(seed, seeds))
+    params = None if env is None else env.default_params
+    networks = resolve(config, env, params, operations=("policy",)).networks
+    train = make_train(config, env, params, networks=networks)
+    out = jax.jit(jax.vmap(train))(_keys(seed, seeds))
     return networks, jax.device_get(out)
 
 
@@ -372,11 +375,16 @@ def _group_rows(
 ) -> dict[str, CheckRow]:
     """Trains one program of `check` (the probe battery, or one probe's env) with
     `seeds` seeds and measures each of its probes on its lanes: `{row: CheckRow}`."""
+    pad = battery_pad(probe_cfg)
     if battery:
         networks, out = _train_battery(probe_cfg, probes, seeds, seed)
+        width = ProbeBattery().obs_shape[0]
     else:
-        networks, out = _train(probe_cfg, seeds, seed)
-    width = ProbeBattery().obs_shape[0] if battery else 1
+        env_cls = probes[0].env
+        pad = pad if env_cls.PADDABLE else 0.0
+        env = env_cls(pad=pad) if pad else None
+        networks, out = _train(probe_cfg, seeds, seed, env)
+        width = 1 if env is None else env.obs_shape[0]
     rows = {}
     for i, probe in enumerate(probes):
         lanes = (i * seeds, (i + 1) * seeds) if battery else (0, seeds)
@@ -387,9 +395,9 @@ def _group_rows(
             config=probe_cfg,
             gamma=probe_cfg.gamma if probe.gamma is None else probe.gamma,
             obs_width=width,
-            obs_pad=battery_pad(probe_cfg) if battery else 0.0,
+            obs_pad=pad,
         )
-        padded = [RELU_PAD] if battery and battery_pad(probe_cfg) else []
+        padded = [RELU_PAD] if pad else []
         note = "; ".join([*notes, *padded, *([probe.note] if probe.note else [])])
         rows[probe.row] = _row(probe, probe.measure(trained), note)
     return rows

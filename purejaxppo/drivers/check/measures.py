@@ -47,7 +47,6 @@ __all__ = [
     "policy_clip_applies",
     "value_clip_applies",
     "MAX_CLIP_COEF",
-    "RELU_BLIND",
     "RELU_PAD",
     "battery_pad",
 ]
@@ -84,8 +83,9 @@ RELU_PAD = (
 
 
 def battery_pad(config: Any) -> float:
-    """The value that pads the battery's 1-d observations to 2 for `config`: 1 for a ReLU
-    network, else 0.
+    """The value that pads the battery's 1-d observations to 2 for `config`, and that a
+    blank probe trained alone (the trust-region bandit, `ProbeTrustRegion(pad=...)`)
+    sets beside its [0.0] when it is not 0: 1 for a ReLU network, else 0.
 
     Probes 1 and 4, the equal-reward and the lambda probes observe [0.0]. A ReLU unit fed
     0 (biases start at 0) outputs 0 with gradient 0, so only the output biases learn,
@@ -287,19 +287,8 @@ def normalisation_applies(config: Any, spaces: Any) -> str | None:
 MAX_CLIP_COEF = 0.5
 
 
-#: Why the trust-region rows skip a ReLU network.
-RELU_BLIND = (
-    "activation relu: the bandit's observation [0.0] leaves every hidden unit at relu(0) "
-    "= 0 with no gradient, so one update moves only the output bias and cannot reach the "
-    "clip, broken or not"
-)
-
-
 def policy_clip_applies(config: Any, spaces: Any) -> str | None:
-    """None with clip_coef <= `MAX_CLIP_COEF` and an activation other than ReLU, else why
-    the policy clip row skips."""
-    if config.activation == "relu":
-        return RELU_BLIND
+    """None with clip_coef <= `MAX_CLIP_COEF`, else why the policy clip row skips."""
     if config.clip_coef > MAX_CLIP_COEF:
         return (
             f"clip_coef {config.clip_coef:g} > {MAX_CLIP_COEF:g}: an unbroken clip lets "
@@ -309,10 +298,7 @@ def policy_clip_applies(config: Any, spaces: Any) -> str | None:
 
 
 def value_clip_applies(config: Any, spaces: Any) -> str | None:
-    """None with `clip_vloss` and an activation other than ReLU, else why the value clip
-    row skips."""
+    """None with `clip_vloss`, else why the value clip row skips."""
     if not config.clip_vloss:
         return "clip_vloss is off: the value loss is not clipped"
-    if config.activation == "relu":
-        return RELU_BLIND
     return None

@@ -66,6 +66,8 @@ class _ProbeEnv(environment.Environment[EnvState, EnvParams], abc.ABC):
     _n_actions: int = 1
     _obs_low: float = 0.0
     _obs_high: float = 0.0
+    #: Whether the env takes ``pad``, a constant input beside its observation.
+    PADDABLE = False
 
     def __init__(self) -> None:
         super().__init__()

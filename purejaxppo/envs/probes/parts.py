@@ -50,13 +50,37 @@ class TruncationParams(EnvParams):
 
 class _BlankProbe(_ProbeEnv):
     """A probe whose observation is always ``[0.0]``: what it teaches lies in its rewards
-    and its time."""
+    and its time.
+
+    Args:
+      pad: None for the observation ``[0.0]``; a float for ``[0.0, pad]``, a constant
+        input beside it. A ReLU network fed only ``[0.0]`` keeps every hidden unit at
+        ``relu(0) = 0`` with no gradient (biases start at 0), so only its output biases
+        learn; `purejaxppo.check` gives such a network ``pad = 1``.
+    """
+
+    PADDABLE = True
+
+    def __init__(self, pad: float | None = None) -> None:
+        super().__init__()
+        self.pad = pad
+        if pad is not None:
+            self.obs_shape = (2,)
+
+    def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
+        """Box ``(1,)`` holding 0, or ``(2,)`` holding ``[0.0, pad]``."""
+        if self.pad is None:
+            return super().observation_space(params)
+        low, high = min(0.0, self.pad), max(0.0, self.pad)
+        return spaces.Box(low, high, (2,), jnp.float32)
 
     def get_obs(
         self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
     ) -> jax.Array:
-        """Always ``[0.0]``."""
-        return jnp.zeros((1,), jnp.float32)
+        """Always ``[0.0]`` (``[0.0, pad]`` with a pad)."""
+        if self.pad is None:
+            return jnp.zeros((1,), jnp.float32)
+        return jnp.asarray([0.0, self.pad], jnp.float32)
 
 
 class ProbeTruncation(_ProbeEnv):
@@ -150,7 +174,8 @@ class ProbeEqualReward(_BlankProbe):
 class ProbeTrustRegion(_BlankProbe):
     """Trust-region probe: one update of a bandit, to see PPO's clip bind.
 
-    Dynamics: observation ``[0.0]``, two actions, one step; reward ``OFFSET + PAY`` (52)
+    Dynamics: observation ``[0.0]`` (``[0.0, pad]`` with a pad, as `purejaxppo.check`
+    gives a ReLU network), two actions, one step; reward ``OFFSET + PAY`` (52)
     for action 1 and ``OFFSET`` (50) for action 0, then terminated.
 
     Learned in ONE update of many minibatch steps (Schulman et al. 2017, eq. 7 and the
