@@ -338,6 +338,19 @@ def test_a_relu_network_reads_the_trust_region_bandit_with_a_constant_input(monk
     assert value.passed is False and value.measured > 10.0, str(value)
 
 
+def test_a_broken_value_clip_through_a_shared_relu_torso_fails_the_value_row(monkeypatch):
+    # The slowest V of any shipped config: the unclipped value moves 14 to 19 clips
+    # (16 seeds) through this config's shared ReLU torso, a pass under the old top of 16.
+    # Clean it reads 1.85 to 2.10 over 20 seeds.
+    config = pjp.PPOConfig.from_yaml(CONFIGS / "breakout_minatar_cnn.yaml")
+    assert config.share_encoder and config.activation == "relu"
+    monkeypatch.setattr(losses, "jnp", _MinForMax("v_loss = "))
+    report = pjp.check(config, seeds=2, invariants=False, rows=["value clip"], progress=False)
+    (value,) = report.rows
+    assert value.expected == "[0.5, 10]"
+    assert value.passed is False and value.measured > 12.0, str(report)
+
+
 def test_a_relu_network_sees_the_battery_with_a_constant_input(monkeypatch):
     # Fed only [0.0], ReLU units sit at 0 with no gradient and only the output biases
     # learn: configs/atari.yaml (ReLU 512, learning rate 2.5e-4) read V = 0.19 and
