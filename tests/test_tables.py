@@ -438,3 +438,19 @@ def test_a_claims_missing_results_file_fails(tables, pages_copy):
     assert missing_claim_results(tables, pages_copy) == [
         "atari-cpu: benchmarks/results/atari-cpu-20261125-190232.json"
     ]
+
+
+def test_a_results_file_gets_the_mode_a_plain_open_gives(tmp_path):
+    # mkstemp's 0600 left every benchmark's results readable by their writer only
+    import os
+
+    from tools.common import write_text
+
+    umask = os.umask(0o022)
+    try:
+        write_text(tmp_path / "results.csv", "a,b\n1,2\n")
+        assert (tmp_path / "results.csv").stat().st_mode & 0o777 == 0o644
+        assert (tmp_path / "results.csv").read_text() == "a,b\n1,2\n"
+        assert [p.name for p in tmp_path.iterdir()] == ["results.csv"]  # no stray temp file
+    finally:
+        os.umask(umask)

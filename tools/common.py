@@ -23,10 +23,14 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 def atomic_write(path: Path, write: Callable[[str], object]) -> None:
     """Calls `write(tmp)` on a temporary file in `path`'s folder, then renames it into
-    place: a reader sees the old file or the new one, never half of one."""
+    place: a reader sees the old file or the new one, never half of one. The file gets
+    the mode a plain `open` would give (0666 less the umask)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
     try:
         write(tmp)
         os.replace(tmp, path)

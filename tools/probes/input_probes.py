@@ -281,8 +281,6 @@ def main() -> None:
             ["group", "probe", "outcome", "exit", "why", "first"],
         )
     atomic_write(RESULTS / f"{name}.md", lambda p: Path(p).write_text("\n".join(lines) + "\n"))
-    for suffix in (".csv", ".md"):  # atomic_write's temporary file is private (0600)
-        (RESULTS / f"{name}{suffix}").chmod(0o644)
     print(f"wrote {RESULTS / name}.csv and .md")
 
 
