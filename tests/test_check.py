@@ -15,6 +15,8 @@ import pytest
 import purejaxppo as pjp
 from purejaxppo import learning, losses
 from purejaxppo.cli import main
+from purejaxppo.envs import rows as env_rows
+from purejaxppo.envs.rows import EnvStep
 from purejaxppo.sequences import make_sequences
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -94,8 +96,29 @@ def test_a_time_limit_treated_as_an_end_fails_the_truncation_row(monkeypatch):
     report = pjp.check(CARTPOLE, seeds=2, rows=["time limit bootstraps"], progress=False)
     (row,) = report.rows
     assert row.passed is False and "truncation bootstrapping" in row.points_to
-    # V([0, 0]) falls from 5 towards the mean truncated sum (~2): a relative error ~0.5
+    # V([0, 0]) falls from 6.67 towards the mean truncated sum (~3.2): a relative error ~0.5
     assert row.measured > 0.3
+
+
+def _reset_obs_as_final(**fields):
+    """An `EnvStep` whose final observation is the auto-reset one (a planted bug: a time
+    limit bootstraps from the next episode's first observation)."""
+    return EnvStep(**{**fields, "final_obs": fields["obs"]})
+
+
+def test_a_time_limit_bootstrapped_from_the_reset_observation_fails_the_truncation_row(
+    monkeypatch,
+):
+    # at the row's former gamma 0.8 this read 0.156 to 0.170 (top 0.15): the next episode
+    # starts endless half the time, and then its V is the right one
+    monkeypatch.setattr(env_rows, "EnvStep", _reset_obs_as_final)
+    report = pjp.check(
+        CARTPOLE, seeds=2, rows=["time limit bootstraps"], invariants=False, progress=False
+    )
+    (row,) = report.rows
+    # V* = 6.67; bootstrapped half the time from V([1, 0]) = 3.19, V([0, 0]) learns ~5:
+    # 0.250 to 0.268 over 8 seeds
+    assert row.passed is False and row.measured > 0.2, str(report)
 
 
 def _monte_carlo_gae(*args, **kwargs):
@@ -245,10 +268,40 @@ def test_probe_config_carries_the_ppo_settings_and_adapts_the_rest():
     assert (config.learning_rate, config.clip_coef, config.activation) == (7e-4, 0.3, "relu")
     assert config.gamma == 0.5 and config.env_name == "Probe3-v0"
     assert config.num_minibatches == 1  # 3 does not split 16 x 16; the largest halving that does
-    assert notes == ["num_minibatches 1 (the probe's batch is 256)"]
+    assert notes == [
+        "num_minibatches 1 (the probe's batch is 256; 256 samples each)",
+        "400 updates, not 100 (the config's 4 Adam steps per update, the ranges' 16)",
+    ]
     cnn = CARTPOLE.replace(encoder="cnn")
     config, notes = probe_config(cnn, discount)
     assert config.encoder == "mlp" and "can't take the probe's 1-d observation" in notes[0]
+
+
+def test_probe_config_keeps_minibatches_and_adam_steps_the_ranges_were_set_with():
+    # two clean shipped configs failed rows: Swimmer's 32 minibatches split the probe's
+    # 256 samples into 8s (probe 5 collapsed on 3 of 8 seeds), DoorKey's 2 epochs x 1
+    # minibatch gave 200 Adam steps in 100 updates (probe 5 read 0.28)
+    from purejaxppo.drivers.check import probe_config
+    from purejaxppo.drivers.check.battery import BATTERY_UPDATES, _battery
+    from purejaxppo.drivers.check.probes import PROBES
+
+    battery = _battery([p for p in PROBES if p.in_battery])
+    swimmer = pjp.PPOConfig.from_yaml(CONFIGS / "mujoco_swimmer.yaml")
+    config, notes = probe_config(swimmer, battery)
+    assert config.num_minibatches == 8 and config.num_updates == BATTERY_UPDATES
+    assert notes == ["num_minibatches 8 (the probe's batch is 256; 32 samples each)"]
+    small = swimmer.replace(num_envs=4, num_steps=16)  # the user's own minibatches of 2
+    assert probe_config(small, battery)[0].num_minibatches == 32
+    doorkey = pjp.PPOConfig.from_yaml(CONFIGS / "navix_doorkey_8x8_rejax.yaml")
+    config, notes = probe_config(doorkey, battery)
+    assert (config.update_epochs, config.num_minibatches) == (2, 1)
+    assert config.num_updates == 8 * BATTERY_UPDATES  # 16 Adam steps per update / 2
+    assert notes == ["800 updates, not 100 (the config's 2 Adam steps per update, the ranges' 16)"]
+    for row in ("policy clip", "recurrent replay"):  # their own epochs: as written
+        probe = next(p for p in PROBES if p.row == row)
+        recurrent = doorkey.replace(recurrent="gru", grad_clip_per_network=False)
+        config, _ = probe_config(recurrent, probe)
+        assert config.num_updates == probe.updates, row
 
 
 def test_probe_config_squashes_only_the_continuous_probe():

@@ -59,6 +59,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "configs/cartpole.yaml",
     ),
     Mutant(
+        "truncation-bootstraps-from-reset-obs",
+        "a time limit bootstraps from V(the next episode's reset observation) instead of "
+        "V(final observation): the auto-reset observation stored as the final one",
+        "purejaxppo/rollout.py",
+        "            final_obs=out.final_obs,\n",
+        "            final_obs=out.obs,\n",
+        "configs/cartpole.yaml",
+    ),
+    Mutant(
         "gae-no-discount",
         "the discount dropped from GAE's TD error: delta = r + V(s') - V(s)",
         "purejaxppo/gae.py",
