@@ -42,7 +42,7 @@ BATTERY_UPDATES = 100
 #: far fewer than the config's run sees. `configs/mujoco_swimmer.yaml` (32 minibatches of
 #: 64; constant learning rate, no entropy bonus) split it into 32 of 8, and probe 5
 #: collapsed on 3 of 8 clean seeds (min P(action = obs) 0.23 to 0.997, median 0.864,
-#: a failure); in 8 of 32 its median was 0.999.
+#: a failure); split into 8 minibatches of 32 samples, its median was 0.999.
 MIN_MINIBATCH = 32
 #: Adam steps per update the ranges were set with (4 epochs x 4 minibatches): a learning
 #: probe that takes the config's epochs and minibatches and gets fewer trains for more
