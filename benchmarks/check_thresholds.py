@@ -12,6 +12,14 @@ crossing the edge, far smaller than a single seed's.
     python -m benchmarks.check_thresholds --seeds 24 --configs configs/probe7_lstm.yaml
     python -m benchmarks.check_thresholds --configs configs/cartpole.yaml \
         --set norm_adv=false --rows "policy clip"   # fields set on every config, some rows
+    python -m benchmarks.check_thresholds --battery-updates 1 \
+        --rows "GAE lambda" "GAE lambda at a time limit"   # rows read at the first update
+
+`--battery-updates N` trains the shared battery program for N updates instead of
+`BATTERY_UPDATES` (100). Only for rows read at the first update (the two GAE lambda
+rows): their reading comes from the first rollout, before any gradient step, so it is
+the same at any N, and a sweep costs compiles and one rollout instead of a training run
+(`configs/craftax_classic.yaml`, 512 x 3: 794 s at 100 updates).
 
 Writes `benchmarks/results/check-thresholds-cpu-<time>.{csv,json}` and prints the table.
 A config that `check` refuses is printed and listed under the json's "refused". Not a
@@ -94,9 +102,16 @@ def main() -> None:
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS))
     parser.add_argument("--set", type=_set, action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument("--rows", nargs="+", default=None, metavar="ROW")
+    parser.add_argument("--battery-updates", type=int, default=None, metavar="N")
     args = parser.parse_args()
 
     import purejaxppo as pjp
+    from purejaxppo.drivers.check import battery
+
+    if args.battery_updates is not None:
+        if args.battery_updates < 1:
+            parser.error(f"--battery-updates must be >= 1, got {args.battery_updates}")
+        battery.BATTERY_UPDATES = args.battery_updates
 
     rows, changes, refused = [], dict(args.set), {}
     suffix = "".join(f" {field}={value}" for field, value in args.set)
@@ -126,6 +141,7 @@ def main() -> None:
                 "machine": machine(),
                 "seeds": args.seeds,
                 "set": changes,
+                "battery_updates": battery.BATTERY_UPDATES,
                 "rows": rows,
                 "refused": refused,
             },

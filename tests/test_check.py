@@ -10,12 +10,15 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import purejaxppo as pjp
 from purejaxppo import learning, losses
 from purejaxppo.cli import main
+from purejaxppo.drivers.check.measures import implied_lambda
 from purejaxppo.envs import rows as env_rows
+from purejaxppo.envs.probes import ProbeLambdaTimeLimit
 from purejaxppo.envs.rows import EnvStep
 from purejaxppo.sequences import make_sequences
 
@@ -44,7 +47,7 @@ def test_a_clean_config_passes_every_row(cartpole_report):
         "invariant: normalisation statistics move"
     }
     ran = [row for row in report.rows if row.passed is not None]
-    assert len(ran) == 15
+    assert len(ran) == 16
     (info,) = [row for row in report.rows if row.status == "info"]
     assert info.row == "invariant: explained variance" and len(info.values) == 4
     for row in ran:
@@ -61,7 +64,7 @@ def test_the_report_reads_as_a_table_and_as_json(cartpole_report):
     assert [row["row"] for row in data["rows"]] == [row.row for row in cartpole_report.rows]
     assert data["rows"][0]["measured"] == pytest.approx(1.0, abs=0.15)
     frame = cartpole_report.table()
-    assert list(frame["status"]).count("pass") == 15
+    assert list(frame["status"]).count("pass") == 16
 
 
 def _undiscounted_gae(*args, **kwargs):
@@ -137,6 +140,33 @@ def test_an_ignored_lambda_fails_the_lambda_row(monkeypatch):
     # the advantages imply lambda 1 against the config's 0.95
     assert row.passed is False and row.measured == pytest.approx(0.05, abs=1e-4), str(report)
     assert "lambda in the advantage recursion" in row.points_to
+
+
+def _lambda_across_time_limits(*args, **kwargs):
+    """GAE whose lambda recursion runs on across a time limit: the truncated flags
+    dropped, so only real ends stop it (`not_terminated` where `not_done` belongs; the
+    TD errors, which read only the terminated flags, unchanged: a planted bug)."""
+    reward, value, next_value, terminated, truncated = args
+    return pjp.gae_advantages(
+        reward, value, next_value, terminated, jnp.zeros_like(truncated), **kwargs
+    )
+
+
+def test_a_lambda_recursion_across_a_time_limit_fails_its_row(cartpole_report, monkeypatch):
+    row_name = "GAE lambda at a time limit"
+    (clean,) = [row for row in cartpole_report.rows if row.row == row_name]
+    assert clean.passed and max(abs(v) for v in clean.values) < 1e-4, str(cartpole_report)
+    monkeypatch.setattr(learning, "gae_advantages", _lambda_across_time_limits)
+    report = pjp.check(CARTPOLE, seeds=2, rows=[row_name], invariants=False, progress=False)
+    (row,) = report.rows
+    # 16 steps, two episodes of 8: the first one's advantages gain the factor
+    # 1 + lambda^8 (the next episode's first advantage, lambda^7, times lambda), so the
+    # mean gains 1 + lambda^8 / 2, and the implied lambda is ~0.082 above 0.95
+    lam = 0.95
+    mean = (1 - lam**8) / (8 * (1 - lam)) * (1 + lam**8 / 2)
+    expected = float(implied_lambda(np.array([mean]), ProbeLambdaTimeLimit.LENGTH)[0]) - lam
+    assert row.passed is False and row.measured == pytest.approx(expected, abs=1e-3), str(report)
+    assert "time limit stops the lambda recursion" in row.points_to
 
 
 def _sequences_from_one_step_later(traj, *args):

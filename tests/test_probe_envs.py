@@ -25,6 +25,7 @@ from purejaxppo.envs.probes import (
     Probe7,
     Probe7Params,
     ProbeLambda,
+    ProbeLambdaTimeLimit,
     ProbeTrustRegion,
     ProbeTrustRegionNoOffset,
 )
@@ -235,6 +236,22 @@ def test_lambda_probe_pays_one_at_the_end_of_eight_steps() -> None:
     np.testing.assert_array_equal(obs, np.zeros((8, 1)))
     np.testing.assert_array_equal(rew, [0.0] * 7 + [1.0])
     np.testing.assert_array_equal(term, [False] * 7 + [True])
+
+
+def test_lambda_time_limit_probe_pays_ten_on_the_step_its_limit_cuts() -> None:
+    env = ProbeLambdaTimeLimit()
+    params = env.default_params
+    assert params.max_steps_in_episode == ProbeLambdaTimeLimit.LENGTH == 8
+    _, state = env.reset(jax.random.key(0), params)
+    seen = []  # two episodes through gymnax's step: the time limit and its auto-reset
+    for key in jax.random.split(jax.random.key(1), 16):
+        obs, state, reward, terminated, truncated, info = env.step(key, state, 0, params)
+        np.testing.assert_array_equal(info["final_observation"], [0.0])
+        seen.append((float(obs[0]), float(reward), bool(terminated), bool(truncated)))
+    obs, rew, term, trunc = map(list, zip(*seen, strict=True))
+    assert obs == [0.0] * 16 and term == [False] * 16
+    assert rew == ([0.0] * 7 + [ProbeLambdaTimeLimit.REWARD]) * 2 and rew[7] == 10.0
+    assert trunc == ([False] * 7 + [True]) * 2
 
 
 def test_probe5() -> None:

@@ -171,6 +171,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "configs/cartpole.yaml",
     ),
     Mutant(
+        "lambda-crosses-time-limit",
+        "GAE's lambda recursion carried across a time limit (`not_terminated` where "
+        "`not_done` belongs): a truncated step's advantage adds the next episode's",
+        "purejaxppo/gae.py",
+        "        backward, jnp.zeros((), jnp.float32), (delta_t, not_done), reverse=True\n",
+        "        backward, jnp.zeros((), jnp.float32), (delta_t, not_terminated), reverse=True\n",
+        "configs/cartpole.yaml",
+    ),
+    Mutant(
         "lambda-ignored",
         "GAE's lambda ignored: the update always uses lambda = 1 (Monte-Carlo returns)",
         "purejaxppo/learning.py",

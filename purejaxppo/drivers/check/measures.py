@@ -15,6 +15,7 @@ import numpy as np
 from purejaxppo.envs.probes import (
     ProbeEqualReward,
     ProbeLambda,
+    ProbeLambdaTimeLimit,
     ProbeTruncation,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "replay_log_ratio",
     "implied_lambda",
     "lambda_error",
+    "time_limit_lambda_error",
     "gae_applies",
     "memory_applies",
     "mask_applies",
@@ -243,6 +245,18 @@ def lambda_error(trained: Trained) -> jax.Array:
     value = np.asarray(trained.metrics["value_mean"], np.float64)[:, 0]
     with np.errstate(all="ignore"):
         implied = implied_lambda(advantage / (1.0 - value), ProbeLambda.LENGTH)
+    return jnp.asarray(implied - trained.config.gae_lambda)
+
+
+def time_limit_lambda_error(trained: Trained) -> jax.Array:
+    """The lambda the first update's advantages imply on `ProbeLambdaTimeLimit` minus the
+    config's `gae_lambda`, per seed `[K]`: the cut step's TD error is the probe's
+    `REWARD` (it bootstraps from the same V as every step's), so the ratio is the mean
+    advantage over `REWARD`."""
+    advantage = np.asarray(trained.metrics["advantage_mean"], np.float64)[:, 0]
+    ratio = advantage / ProbeLambdaTimeLimit.REWARD
+    with np.errstate(all="ignore"):
+        implied = implied_lambda(ratio, ProbeLambdaTimeLimit.LENGTH)
     return jnp.asarray(implied - trained.config.gae_lambda)
 
 

@@ -36,6 +36,7 @@ from purejaxppo.drivers.check.measures import (
     real_end_error,
     replay_log_ratio,
     time_limit_error,
+    time_limit_lambda_error,
     value_clip_applies,
     value_error_of_observation,
     value_move,
@@ -52,6 +53,7 @@ from purejaxppo.envs.probes import (
     ProbeContinuousBound,
     ProbeEqualReward,
     ProbeLambda,
+    ProbeLambdaTimeLimit,
     ProbeMaskedAction,
     ProbeScaledObs,
     ProbeTruncation,
@@ -185,6 +187,17 @@ def _trust_region_for(probe: Probe, config: Any) -> Probe:
 
 _NO_REWARD_NORM = "reward normalisation off here (values are read in reward units)"
 
+#: What the two GAE lambda rows share: read at the first update with gamma 1, where the
+#: advantages are powers of lambda; GAE only (the range: the sweeps of the check guide).
+_LAMBDA_ROWS: dict[str, Any] = {
+    "low": -0.005,
+    "high": 0.005,
+    "gamma": 1.0,
+    "overrides": {"normalize_rewards": False},
+    "applies": gae_applies,
+    "note": "gamma 1 (the advantages are then powers of lambda)",
+}
+
 
 def _policy_clip_isolates(env: type[ProbeTrustRegion]) -> str:
     """What the policy clip row isolates on the bandit `env`, its two rewards read from
@@ -277,12 +290,19 @@ PROBES: tuple[Probe, ...] = (
         f"at the end of {ProbeLambda.LENGTH} steps, one observation, gamma 1",
         points_to="GAE: lambda in the advantage recursion (A_t = delta_t + gamma lambda A_t+1)",
         measure=lambda_error,
-        low=-0.005,
-        high=0.005,
-        gamma=1.0,
-        overrides={"normalize_rewards": False},
-        applies=gae_applies,
-        note="gamma 1 (the advantages are then powers of lambda)",
+        **_LAMBDA_ROWS,
+    ),
+    Probe(
+        row="GAE lambda at a time limit",
+        env=ProbeLambdaTimeLimit,
+        isolates="lambda the first update's advantages imply minus gae_lambda when a time "
+        f"limit cuts every {ProbeLambdaTimeLimit.LENGTH} steps (reward "
+        f"{ProbeLambdaTimeLimit.REWARD:g} on the cut step), "
+        "one observation, gamma 1",
+        points_to="GAE: a time limit stops the lambda recursion "
+        "(A_t = delta_t + gamma lambda (1 - done_t) A_t+1, done = terminated or truncated)",
+        measure=time_limit_lambda_error,
+        **_LAMBDA_ROWS,
     ),
     Probe(
         row="advantage sign",

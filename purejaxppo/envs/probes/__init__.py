@@ -42,6 +42,7 @@ from purejaxppo.envs.probes.parts import (
     ProbeContinuousBound,
     ProbeEqualReward,
     ProbeLambda,
+    ProbeLambdaTimeLimit,
     ProbeScaledObs,
     ProbeTruncation,
     ProbeTrustRegion,
@@ -83,6 +84,7 @@ __all__ = [
     "ProbeScaledObs",
     "ProbeTruncation",
     "ProbeLambda",
+    "ProbeLambdaTimeLimit",
     "ProbeTrustRegion",
     "ProbeTrustRegionNoOffset",
     "TruncationParams",
@@ -116,9 +118,10 @@ PROBE_PART_ENVS: dict[str, type[_ProbeEnv]] = {
     "ProbeTrustRegion-v0": ProbeTrustRegion,
     "ProbeTrustRegionNoOffset-v0": ProbeTrustRegionNoOffset,
     "ProbeLambda-v0": ProbeLambda,
+    "ProbeLambdaTimeLimit-v0": ProbeLambdaTimeLimit,
     "ProbeBattery-v0": ProbeBattery,
 }
 """Probes of the parts probes 1-7 leave out (truncation, entropy, normalisation, the
-continuous log-prob at a bound, the clip's trust region, GAE's lambda) and the battery that plays
+continuous log-prob at a bound, the clip's trust region, GAE's lambda, within an episode and at a time limit) and the battery that plays
 several probes as the lanes of one program (`purejaxppo.check` runs them); registered
 likewise."""

@@ -27,6 +27,7 @@ __all__ = [
     "ProbeScaledObs",
     "ProbeTruncation",
     "ProbeLambda",
+    "ProbeLambdaTimeLimit",
     "ProbeTrustRegion",
     "ProbeTrustRegionNoOffset",
     "TruncationParams",
@@ -252,6 +253,49 @@ class ProbeLambda(_BlankProbe):
         return state.time >= self.LENGTH
 
 
+class ProbeLambdaTimeLimit(_BlankProbe):
+    """GAE-lambda probe at a time limit: `ProbeLambda`'s episode, cut by a time limit
+    instead of ending.
+
+    Dynamics: one action (ignored); the observation is always ``[0.0]``; reward
+    ``REWARD`` (10) on the episode's ``LENGTH``-th (8th) step, else 0; the episode never
+    terminates, and gymnax TRUNCATES it at ``max_steps_in_episode = LENGTH`` steps.
+
+    Read at the FIRST update, gamma 1, as `ProbeLambda`: the last step bootstraps from
+    ``V(final observation)``, the same ``v`` as every step's, so its TD error is
+    ``REWARD + v - v = REWARD`` and the others' 0; GAE gives
+    ``A_t = lambda^(LENGTH - 1 - t) REWARD``, a mean advantage over ``REWARD`` of
+    ``(1 - lambda^LENGTH) / (LENGTH (1 - lambda))``. A recursion that runs on across the
+    time limit (``not_terminated`` where ``not_done`` belongs in GAE) adds the next
+    episode's first advantage, ``lambda^(LENGTH - 1) REWARD``, times gamma lambda to the
+    truncated step's, and so raises every episode that another follows in the rollout:
+    over 16 steps the mean by the factor ``1 + lambda^LENGTH / 2`` (1.33 at lambda 0.95).
+    Once V is learned the next episode's TD errors are 0 and the bug is invisible; hence
+    the first update. The reward is 10, not 1, so that a critic whose value drifts
+    along the episode (a recurrent core fed a constant input: its state moves) adds TD
+    errors a tenth as large beside it.
+    """
+
+    LENGTH = 8
+    REWARD = 10.0
+    _n_actions = 1
+
+    @property
+    def default_params(self) -> EnvParams:
+        """The time limit at ``LENGTH`` steps."""
+        return EnvParams(max_steps_in_episode=self.LENGTH)
+
+    def _transition(
+        self, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Reward ``REWARD`` on the step the time limit cuts, else 0; never terminated."""
+        return jnp.where(state.time >= self.LENGTH - 1, self.REWARD, 0.0), jnp.asarray(False)
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """Never: only the time limit stops an episode."""
+        return jnp.asarray(False)
+
+
 class ProbeScaledObs(_ProbeEnv):
     """Scaled-observation probe: probe 5 seen through a far-off, wide observation.
 
@@ -437,4 +481,5 @@ ProbeBattery.PROBES = (
     ProbeTruncation,
     ProbeEqualReward,
     ProbeLambda,
+    ProbeLambdaTimeLimit,
 )
