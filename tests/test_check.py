@@ -131,9 +131,9 @@ def _monte_carlo_gae(*args, **kwargs):
     return pjp.gae_advantages(*args, **kwargs)
 
 
-def test_an_ignored_lambda_fails_the_lambda_row(monkeypatch):
-    clean = pjp.check(CARTPOLE, seeds=2, rows=["GAE lambda"], invariants=False, progress=False)
-    assert clean.passed and abs(clean.rows[0].measured) < 1e-4, str(clean)
+def test_an_ignored_lambda_fails_the_lambda_row(cartpole_report, monkeypatch):
+    (clean,) = [row for row in cartpole_report.rows if row.row == "GAE lambda"]
+    assert clean.passed and max(abs(v) for v in clean.values) < 1e-4, str(cartpole_report)
     monkeypatch.setattr(learning, "gae_advantages", _monte_carlo_gae)
     report = pjp.check(CARTPOLE, seeds=2, rows=["GAE lambda"], invariants=False, progress=False)
     (row,) = report.rows
@@ -207,12 +207,15 @@ class _MinForMax:
 
 
 @pytest.mark.parametrize("norm_adv", [True, False])
-def test_clips_that_do_not_bind_fail_the_trust_region_rows(monkeypatch, norm_adv):
+def test_clips_that_do_not_bind_fail_the_trust_region_rows(cartpole_report, monkeypatch, norm_adv):
     config = CARTPOLE.replace(norm_adv=norm_adv)
     rows = ["policy clip", "value clip"]
-    clean = pjp.check(config, seeds=2, invariants=False, rows=rows, progress=False)
-    assert clean.passed, str(clean)
-    assert clean.rows[0].expected == "[0.5, 3.5]"  # 1 + 0.5 / clip_coef at clip 0.2
+    if config == CARTPOLE:  # the module's clean report read these rows already
+        clean = [row for row in cartpole_report.rows if row.row in rows]
+    else:
+        clean = pjp.check(config, seeds=2, invariants=False, rows=rows, progress=False).rows
+    assert [row.row for row in clean] == rows and all(row.passed for row in clean), clean
+    assert clean[0].expected == "[0.5, 3.5]"  # 1 + 0.5 / clip_coef at clip 0.2
     monkeypatch.setattr(losses, "jnp", _MinForMax())
     report = pjp.check(config, seeds=2, invariants=False, rows=rows, progress=False)
     policy, value = report.rows
