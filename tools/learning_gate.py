@@ -91,7 +91,7 @@ LEARNING_ROWS = {
 
 
 #: The rows `--jobs` starts first: the longest, measured after the suite on the 2-core CPU
-#: (427 s at 4 seeds and 262 s of a 12.5-minute gate at 2c61823; the others 21-175 s).
+#: (244 s at 2 seeds and 229 s of a 10.0-minute gate at 0bf7276; the others 24-176 s).
 LONGEST_ROWS = ("check:transformer-memory", "learn:minatar-breakout")
 
 
