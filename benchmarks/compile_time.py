@@ -32,10 +32,12 @@ Kinds (`KINDS`; `--kinds` picks some):
   4 trials in lanes of 2 (in memory, one report) and `pjp.pbt` of 4 members, 2
   generations. Each compiles its runs' init (`parallel.make_runs_program(..., once=True)`)
   and its segment programs.
-* `...@opt1`: the same kind with `XLA_FLAGS=--xla_backend_optimization_level=1` (XLA's
-  default is 3): LLVM's cheaper pipeline. Measured, not adopted: it cuts the CPU compile
-  but changes bits, so programs that are equal at the default level (flat and nested
-  epochs, the MetaBBO batched step and the suite's step) are no longer bitwise equal.
+* `...@optN`: the same kind with `XLA_FLAGS=--xla_backend_optimization_level=N` (any
+  level the parent's environment set is dropped first). `import purejaxppo` sets level 2
+  on a CPU-only install (`purejaxppo/_xla_flag.py`; XLA's default is 3), so `train:` kinds
+  without a suffix compile at level 2, `@opt3` at XLA's default (what they did before
+  level 2 was purejaxppo's) and `@opt1` at level 1. `rejax:...@opt2`: the peer at
+  purejaxppo's level, like for like.
 * `rejax:cartpole/1`, `rejax:cartpole/vmap8`: the peer, rejax 0.1.3's PPO on the same
   CartPole workload (`benchmarks/peers/rejax_ppo.py`), timed the same way in its own
   virtualenv (`benchmarks/peers/setup_rejax_venv.sh`; skipped without it), at XLA's
@@ -93,8 +95,12 @@ KINDS = (
     "train:cartpole/vmap8",
     "train:cartpole/1@opt1",
     "train:cartpole/vmap8@opt1",
+    "train:cartpole/1@opt3",
+    "train:cartpole/vmap8@opt3",
     "rejax:cartpole/1",
     "rejax:cartpole/vmap8",
+    "rejax:cartpole/1@opt2",
+    "rejax:cartpole/vmap8@opt2",
     "train:minatar_cnn/1",
     "train:minatar_cnn/vmap8",
     "train:gru/1",
@@ -115,8 +121,8 @@ KINDS = (
 )
 #: The peer's interpreter (`benchmarks/peers/setup_rejax_venv.sh`).
 PEER_PYTHON = ROOT / "benchmarks" / ".venv-rejax" / "bin" / "python"
-#: LLVM's cheaper pipeline, for the `@opt1` kinds (XLA's default level is 3).
-OPT1 = "--xla_backend_optimization_level=1"
+#: XLA's backend (LLVM) optimisation level flag, set by the `@optN` kinds.
+LEVEL_FLAG = "--xla_backend_optimization_level"
 #: `purejaxppo train` of CartPole for the `cli` and `first_update` kinds (the run directory
 #: is added per run).
 TRAIN_CLI = [sys.executable, "-m", "purejaxppo.cli", "train", "--config", "configs/cartpole.yaml"]
@@ -191,8 +197,10 @@ def _child(kind: str, work: Path, timeout: float) -> dict:
     else:
         python = PEER_PYTHON if kind.startswith("rejax:") else Path(sys.executable)
         cmd = [str(python), "-m", "benchmarks.compile_time", "--child", kind]
-        if kind.endswith("@opt1"):
-            env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {OPT1}".strip()
+        variant = kind.partition("@")[2]
+        if variant:  # "optN"
+            flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(LEVEL_FLAG)]
+            env["XLA_FLAGS"] = " ".join([*flags, f"{LEVEL_FLAG}={variant.removeprefix('opt')}"])
         out = run_json_process(cmd, env=env, timeout=timeout)
     return {**out, "process_s": time.perf_counter() - start}
 

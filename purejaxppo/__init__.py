@@ -7,6 +7,9 @@
 # does any JAX computation), and then `_xla_flag.apply` warns once with the fix. Set only
 # for jax 0.10.x: the flag is known to exist there, and XLA aborts the process on an
 # unknown flag, so a later jax (which may have removed it) does not get it.
+# Where only the CPU runs, XLA's backend optimisation level 2 instead of 3: about a fifth
+# less compile for the training program at the same speed (`_xla_flag`, docs/benchmarks.md).
+# A level in the user's XLA_FLAGS wins.
 from purejaxppo import _xla_flag
 
 _xla_flag.apply()

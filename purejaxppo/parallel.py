@@ -55,7 +55,8 @@ DATA_AXIS = "data"
 
 #: XLA options for a program that runs once per run, its init (network parameters,
 #: optimizer state, env reset; of one run or of `[R]` runs, `make_runs_program(...,
-#: once=True)`): LLVM's level-1 pipeline instead of XLA's default level 3.
+#: once=True)`): LLVM's level-1 pipeline instead of XLA's default level 3 (or the level 2
+#: `import purejaxppo` sets on a CPU-only install, `_xla_flag`).
 #: On a 2-core CPU it compiles CartPole's init in 0.9-1.0 s instead of 1.2-1.4 s (a
 #: MinAtar CNN, GRU, transformer, MAPPO, Navix and Craftax init 13-35% faster), and the
 #: init's output is bitwise the same (`tests/test_jit_once.py`; the data-parallel init on

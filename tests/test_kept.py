@@ -286,7 +286,37 @@ def test_xla_flag_warning_when_gymnax_is_imported_first():
     )
     early = python("import os, purejaxppo, gymnax; print(os.environ['XLA_FLAGS'])")
     assert early.returncode == 0 and "RuntimeWarning" not in early.stderr, early.stderr
-    assert early.stdout.strip() == "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+    assert early.stdout.split() == [
+        "--xla_cpu_enable_concurrency_optimized_scheduler=false",
+        "--xla_backend_optimization_level=2",  # a CPU-only install
+    ]
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, "--xla_backend_optimization_level=2"),
+        ({"JAX_PLATFORMS": "cpu"}, "--xla_backend_optimization_level=2"),
+        ({"XLA_FLAGS": "--xla_backend_optimization_level=3"}, "--xla_backend_optimization_level=3"),
+        ({"JAX_PLATFORMS": "cuda"}, ""),  # an accelerator: XLA's own default
+        ({"JAX_PLATFORMS": "cpu,cuda"}, ""),
+    ],
+)
+def test_xla_level_2_on_the_cpu_unless_the_user_chose(environ, expected):
+    """`import purejaxppo` sets XLA's optimisation level 2 where only the CPU runs, never
+    over the user's own level, and never where JAX may pick an accelerator."""
+    env = {k: v for k, v in ENV.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    code = "import os, purejaxppo; print(os.environ.get('XLA_FLAGS', ''))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**env, **environ},
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    levels = [f for f in out.stdout.split() if f.startswith("--xla_backend_optimization_level")]
+    assert levels == ([expected] if expected else []), out.stdout
 
 
 # ---------------------------------------------------------------- 7: small ones

@@ -18,6 +18,7 @@ import pytest
 
 import purejaxppo as pjp
 from purejaxppo import loops
+from purejaxppo._xla_flag import LEVEL3_OPTIONS
 from purejaxppo.gae import gae_advantages
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.learning import learning_rates
@@ -86,12 +87,16 @@ def _epochs_inputs(target_kl):
 @pytest.mark.parametrize("target_kl", [None, 1e-4])
 @pytest.mark.parametrize("plan", [FLAT, FLAT_UNROLLED], ids=["flat", "flat_unroll2"])
 def test_flat_epochs_equal_nested_epochs(target_kl, plan):
-    """Bitwise without unrolling; to rounding with (XLA fuses unrolled steps otherwise)."""
+    """Bitwise without unrolling; to rounding with (XLA fuses unrolled steps otherwise).
+    Both compiled at XLA's level 3 (`LEVEL3_OPTIONS`): at level 2, purejaxppo's CPU
+    default, LLVM vectorises the two loop nests' sums differently (1 ulp apart)."""
     config, fns, state, batch, hparams, rates = _epochs_inputs(target_kl)
     key = jax.random.key(7)
     outs = {}
     for name, p in (("nested", COMPACT), ("flat", plan)):
-        epochs = jax.jit(make_update_epochs(config, fns.networks, None, p))
+        epochs = jax.jit(
+            make_update_epochs(config, fns.networks, None, p), compiler_options=LEVEL3_OPTIONS
+        )
         outs[name] = epochs(state, batch, key, hparams, rates, jnp.float32(1.0))
     (nested_state, nested_m), (flat_state, flat_m) = outs["nested"], outs["flat"]
     for a, b in zip(jax.tree.leaves(nested_state), jax.tree.leaves(flat_state), strict=True):

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import purejaxppo  # noqa: F401  (sets the XLA flags before jax compiles)
+from purejaxppo._xla_flag import LEVEL3_OPTIONS
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.envs.suites._common import SuiteEnv, raw_key
@@ -54,7 +55,9 @@ def traj(de):
     same key; evosax's DifferentialEvolution run directly with its default params on the
     same instance for the budget of 6 generations (keys split as `SuiteEnv.step` and
     `MetaBBOEnv.step_env` document), its best fitness; and `vmap(env.reset)` over
-    `split(key, 3)`, the observations `[3, 8]`."""
+    `split(key, 3)`, the observations `[3, 8]`. Compiled at XLA's level 3
+    (`LEVEL3_OPTIONS`): the batched and the suite's step are bitwise equal there, and may
+    differ in the last bit at purejaxppo's CPU default, level 2."""
     env, params = de
     action = env.default_action()
     steps = int(params.max_steps_in_episode)
@@ -89,7 +92,7 @@ def traj(de):
         batch_obs, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, 3), params)
         return obs0, state, ours, reference, direct(key, state.problem), batch_obs
 
-    return jax.jit(run)
+    return jax.jit(run, compiler_options=LEVEL3_OPTIONS)
 
 
 def test_api_truncates_at_budget_and_reports_final_observation(de, traj):
