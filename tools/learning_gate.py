@@ -91,7 +91,7 @@ LEARNING_ROWS = {
 
 
 #: The rows `--jobs` starts first: the longest, measured after the suite on the 2-core CPU
-#: (244 s at 2 seeds and 229 s of a 10.0-minute gate at 0bf7276; the others 24-176 s).
+#: (199 s at 2 seeds and 218 s of a 7.8-minute gate at f6c2f30; the others 20-93 s).
 LONGEST_ROWS = ("check:transformer-memory", "learn:minatar-breakout")
 
 
