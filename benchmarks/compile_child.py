@@ -1,9 +1,10 @@
 """What one fresh process of `benchmarks.compile_time` measures (`--child KIND`): the
 trace, lower and compile of one program (`train:`, `runs_init:`, `dp_init:`, `rejax:`),
 or a whole call split by JAX's own compile events (`check`, `eval`, `seeds`, `sweep`,
-`tune`, `pbt`); `program_size`, the StableHLO measure `tests/test_program_size.py` pins.
-The kinds are defined in `benchmarks/compile_time.py`'s docstring. Imports neither
-purejaxppo nor JAX at module level: the `rejax:` kinds run in the peer's venv.
+`tune`, `pbt`, `pbt_static`); `program_size`, the StableHLO measure
+`tests/test_program_size.py` pins. The kinds are defined in `benchmarks/compile_time.py`'s
+docstring. Imports neither purejaxppo nor JAX at module level: the `rejax:` kinds run in
+the peer's venv.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ CONFIGS = {
     "mujoco": "configs/mujoco.yaml",
 }
 #: The drivers of many runs (timed as whole calls) and their runs' updates.
-MANY_RUNS = ("seeds", "sweep", "tune", "pbt")
+MANY_RUNS = ("seeds", "sweep", "tune", "pbt", "pbt_static")
 MANY_RUNS_UPDATES = 4
 #: Runs of the `runs_init:` kinds.
 RUNS_INIT_RUNS = 4
@@ -173,7 +174,8 @@ def _timed(fn, args: tuple, row: dict, compiler_options: dict | None = None) -> 
 
 
 def _many_runs_call(kind: str, config):
-    """The `seeds`, `sweep`, `tune` and `pbt` kinds' call (the module docstring)."""
+    """The `seeds`, `sweep`, `tune`, `pbt` and `pbt_static` kinds' call (the module
+    docstring)."""
     import purejaxppo as pjp
 
     config = config.replace(total_timesteps=MANY_RUNS_UPDATES * config.num_envs * config.num_steps)
@@ -190,6 +192,8 @@ def _many_runs_call(kind: str, config):
     if kind == "tune":
         options = pjp.TuneOptions(trials=4, batch=2, reports=1)
         return lambda: pjp.tune(config, search, options, progress=False)
+    if kind == "pbt_static":  # two architectures: one program per group and padded size
+        search = {**search, "hidden_sizes": ("choice", ["4", "64-64"])}
     return lambda: pjp.pbt(
         config, population=4, ready_every=MANY_RUNS_UPDATES // 2, search=search, verbose=False
     )

@@ -31,7 +31,9 @@ Kinds (`KINDS`; `--kinds` picks some):
   progress (an init program, then segments: what `purejaxppo sweep` runs), `pjp.tune` of
   4 trials in lanes of 2 (in memory, one report) and `pjp.pbt` of 4 members, 2
   generations. Each compiles its runs' init (`parallel.make_runs_program(..., once=True)`)
-  and its segment programs.
+  and its segment programs. `pbt_static`: the same `pjp.pbt` searching `hidden_sizes` too
+  (choices 4 and 64-64), the groups of static-field PBT (`drivers/population/groups.py`):
+  a program per group and padded size, generations run on the host.
 * `...@optN`: the same kind with `XLA_FLAGS=--xla_backend_optimization_level=N` (any
   level the parent's environment set is dropped first). `import purejaxppo` sets level 2
   on a CPU-only install (`purejaxppo/_xla_flag.py`; XLA's default is 3), so `train:` kinds
@@ -116,6 +118,7 @@ KINDS = (
     "sweep",
     "tune",
     "pbt",
+    "pbt_static",
     "cli",
     "first_update",
 )

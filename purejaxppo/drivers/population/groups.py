@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purejaxppo import parallel
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.population import storage
 from purejaxppo.drivers.population.options import (
@@ -64,7 +65,6 @@ from purejaxppo.drivers.segments import (
     progress_bar,
     run_segments,
 )
-from purejaxppo.guards import all_finite
 from purejaxppo.networks.evolve import transfer_train_state
 from purejaxppo.train import METRICS, make_train_fns
 
@@ -106,8 +106,32 @@ def _padded(count: int, population: int) -> int:
     return min(1 << (count - 1).bit_length(), population)
 
 
+# The host-side moves of a generation, each one jitted program per group shape: eager
+# `jnp` calls on the members' trees compiled one small program per leaf shape (233
+# programs in `benchmarks.compile_time`'s `pbt_static` call, 38 now; docs/benchmarks.md).
+@parallel.jit_once
 def _stack(trees: list[Any]) -> Any:
+    """The members' trees stacked along a new leading axis `[M, ...]`."""
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
+@parallel.jit_once
+def _unstack(tree: Any, rows: jax.Array) -> tuple[Any, ...]:
+    """The members `[M, ...]` of a stacked tree, one tree each (`rows` `[M]`: only its
+    length is read)."""
+    return tuple(jax.tree.map(lambda x, j=j: x[j], tree) for j in range(rows.shape[0]))
+
+
+def _members_finite(tree: Any) -> np.ndarray:
+    """bool `[M]`: whether every floating-point leaf of member m is finite, read with
+    numpy on the host (as `guards.all_finite(tree, batched=True)`, without compiling a
+    reduction per leaf)."""
+    leaves = [np.asarray(x) for x in jax.tree.leaves(tree)]
+    ok = np.ones(leaves[0].shape[0], bool)
+    for x in leaves:
+        if jnp.issubdtype(x.dtype, jnp.inexact):  # bfloat16 too
+            ok &= np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1)
+    return ok
 
 
 class StaticPBT:
@@ -136,6 +160,9 @@ class StaticPBT:
         self.env_rows: dict[tuple[int, int], tuple] = {}
         self.checkpoint_dir: Path | None = None
         self.saved = False
+        # selection and explore, each compiled once for the whole population (eager, their
+        # `jnp` calls would compile one small program each)
+        self.select, self.explore = map(jax.jit, make_operators(space, options))
 
     def group(self, combo: tuple[int, ...]) -> _Group:
         if combo not in self.groups:
@@ -356,11 +383,14 @@ class StaticPBT:
             rows = np.asarray(padded)
             hp = jax.tree.map(lambda x, rows=rows: jnp.asarray(np.asarray(x)[rows]), hparams)
             new, group_metrics = group.run(batch, hp, length)
-            finite = np.asarray(all_finite(new.train_state, batched=True))
-            for j, m in enumerate(members):
-                out[m] = jax.tree.map(lambda x, j=j: x[j], new)
+            finite = _members_finite(new.train_state)
+            group_metrics = {name: np.asarray(group_metrics[name]) for name in METRICS}
+            for j, (m, runner) in enumerate(
+                zip(members, _unstack(new, np.zeros(len(members), bool)), strict=True)
+            ):
+                out[m] = runner
                 for name in METRICS:
-                    trained[name][m] = np.asarray(group_metrics[name][j])
+                    trained[name][m] = group_metrics[name][j]
                 losses = [trained[n][m] for n in ("pg_loss", "v_loss", "entropy")]
                 trained["diverged"][m] = not (finite[j] and np.all(np.isfinite(losses)))
         return out, trained
@@ -376,9 +406,8 @@ class StaticPBT:
             mean_return = np.nanmean(trained["episode_return"][:, -window:], axis=1)
         diverged = trained.pop("diverged")
         fitness = np.where(diverged | np.isnan(mean_return), -np.inf, mean_return)
-        select, explore = make_operators(self.space, options)
         select_key, explore_key, static_key = jax.random.split(key, 3)
-        parents, replaced = (np.asarray(x) for x in select(jnp.asarray(fitness), select_key))
+        parents, replaced = (np.asarray(x) for x in self.select(jnp.asarray(fitness), select_key))
         if last:
             parents, replaced = np.arange(population), np.zeros(population, bool)
         values = np.asarray(get_values(hparams, self.space))
@@ -394,7 +423,7 @@ class StaticPBT:
         if last:
             return runners, hparams, index, record
         new_values = values[parents]
-        explored = np.asarray(explore(jnp.asarray(new_values), explore_key))
+        explored = np.asarray(self.explore(jnp.asarray(new_values), explore_key))
         new_values = np.where(replaced[:, None], explored, new_values)
         new_hparams = jax.tree.map(lambda x: np.asarray(x)[parents], hparams)
         new_hparams = jax.tree.map(np.asarray, set_values(new_hparams, new_values, self.space))
