@@ -1,7 +1,8 @@
 """What one fresh process of `benchmarks.compile_time` measures (`--child KIND`): the
 trace, lower and compile of one program (`train:`, `runs_init:`, `dp_init:`, `rejax:`),
 or a whole call split by JAX's own compile events (`check`, `eval`, `seeds`, `sweep`,
-`tune`, `pbt`, `pbt_static`); `program_size`, the StableHLO measure
+`tune`, `pbt`, `pbt_static`, and `first_update_split`: the `purejaxppo train` command run
+in this process up to its first metrics row); `program_size`, the StableHLO measure
 `tests/test_program_size.py` pins. The kinds are defined in `benchmarks/compile_time.py`'s
 docstring. Imports neither purejaxppo nor JAX at module level: the `rejax:` kinds run in
 the peer's venv.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +33,20 @@ MANY_RUNS_UPDATES = 4
 RUNS_INIT_RUNS = 4
 #: CPU devices of the `dp_init:` kinds (`jax_num_cpu_devices`, set in the child).
 DATA_PARALLEL_DEVICES = 2
+#: `first_update_split`: the arguments of `compile_time`'s `first_update` command after
+#: `purejaxppo` (the run directory is added per run), and how often its metrics.csv is read
+#: (seldom: the reading thread takes the interpreter's lock from the tracing one).
+FIRST_UPDATE_ARGS = (
+    "train",
+    "--config",
+    "configs/cartpole.yaml",
+    "--total-timesteps",
+    "20480",
+    "--no-progress",
+)
+POLL_S = 0.05
+#: The environment variable naming the `first_update_split` run's directory.
+RUN_DIR_ENV = "COMPILE_TIME_RUN_DIR"
 #: JAX's compile events (`jax._src.dispatch`): the trace, lower and XLA compile (or cache
 #: load) of one program each.
 EVENTS = {
@@ -228,6 +244,32 @@ def _whole_call(kind: str) -> dict:
     return {"wall_s": time.perf_counter() - start, **totals}
 
 
+def _first_update_split() -> dict:
+    """`purejaxppo train` (`FIRST_UPDATE_ARGS`, run directory `$RUN_DIR_ENV`) run in this
+    process by the CLI's own `main`, with JAX's compile events summed until its first
+    metrics row (the parent times launch to that row, as for `first_update`)."""
+    totals = _listen()
+    run_dir = Path(os.environ[RUN_DIR_ENV])
+    metrics = run_dir / "metrics.csv"
+    first: dict = {}
+
+    def poll() -> None:
+        while not first:
+            if metrics.exists() and metrics.read_text().count("\n") >= 2:
+                first.update(totals)
+            time.sleep(POLL_S)
+
+    threading.Thread(target=poll, daemon=True).start()
+    from purejaxppo.cli.main import main
+
+    code = main([*FIRST_UPDATE_ARGS, "--run-dir", str(run_dir)])
+    if code != 0:
+        raise RuntimeError(f"purejaxppo {' '.join(FIRST_UPDATE_ARGS)} exited with {code}")
+    if not first:
+        raise RuntimeError("the run exited before its first metrics row was read")
+    return first
+
+
 def measure(kind: str) -> dict:
     """One measurement of `kind` in this process (a fresh one: `main` starts it)."""
     kind = kind.partition("@")[0]  # the variant is in the environment (`_child`)
@@ -248,4 +290,6 @@ def measure(kind: str) -> dict:
         return _dp_init(*kind.removeprefix("dp_init:").split("/"))
     if kind.startswith("train:"):
         return _train(*kind.removeprefix("train:").split("/"))
+    if kind == "first_update_split":
+        return _first_update_split()
     return _whole_call(kind)

@@ -51,6 +51,13 @@ Kinds (`KINDS`; `--kinds` picks some):
   (40 updates): `first_update_s`, launch to the first update's row in the run's
   `metrics.csv` (read every 5 ms while the command runs: what a user watching the run sees
   first), and `process_s`, launch to exit.
+* `first_update_split`: where `first_update`'s seconds go. The same `purejaxppo train`
+  command run by the CLI's own `main` inside the child (`compile_child`), JAX's compile
+  events summed until the first metrics row: `trace_s`, `lower_s` and `compile_s` (the
+  cache load, warm) of every program before it, `first_update_s` timed by the parent as
+  for `first_update` (its child also imports this package's `compile_child` and JAX's
+  listeners first), and `other_s`, the rest: imports, env and config setup, Python
+  between programs and the first segment's run.
 
 Every kind runs twice per round, in two fresh processes sharing a fresh persistent
 compile cache (`PUREJAXPPO_COMPILE_CACHE=<tmp>`, `purejaxppo.platform.enable_compile_cache`):
@@ -79,7 +86,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.compile_child import measure
+from benchmarks.compile_child import RUN_DIR_ENV, measure
 from benchmarks.harness import (
     RESULTS,
     ROOT,
@@ -87,6 +94,7 @@ from benchmarks.harness import (
     markdown_lines,
     run_json_process,
     stamp,
+    write_results,
     write_text,
 )
 
@@ -121,6 +129,7 @@ KINDS = (
     "pbt_static",
     "cli",
     "first_update",
+    "first_update_split",
 )
 #: The peer's interpreter (`benchmarks/peers/setup_rejax_venv.sh`).
 PEER_PYTHON = ROOT / "benchmarks" / ".venv-rejax" / "bin" / "python"
@@ -153,6 +162,8 @@ COLUMNS = (
     ("warm.process_s", "process s (warm)"),
     ("cold.first_update_s", "first update s (cold)"),
     ("warm.first_update_s", "first update s (warm)"),
+    ("cold.other_s", "other s (cold)"),
+    ("warm.other_s", "other s (warm)"),
 )
 
 
@@ -183,7 +194,10 @@ def _child(kind: str, work: Path, timeout: float) -> dict:
     env.pop("JAX_ENABLE_COMPILATION_CACHE", None)
     start = time.perf_counter()
     if kind == "first_update":
-        return _first_update(work, env, timeout)
+        return _first_update(work, env, timeout, COMMANDS[kind])
+    if kind == "first_update_split":
+        cmd = [sys.executable, "-m", "benchmarks.compile_time", "--child", kind]
+        return _first_update(work, env, timeout, cmd, split=True)
     if kind in COMMANDS:
         cmd = list(COMMANDS[kind])
         if kind == "cli":
@@ -208,17 +222,21 @@ def _child(kind: str, work: Path, timeout: float) -> dict:
     return {**out, "process_s": time.perf_counter() - start}
 
 
-def _first_update(work: Path, env: dict, timeout: float) -> dict:
-    """The `first_update` command once: launch to its first metrics row, and to exit."""
+def _first_update(
+    work: Path, env: dict, timeout: float, cmd: list[str], split: bool = False
+) -> dict:
+    """`cmd` (the `first_update` command, or the `first_update_split` child) once: launch
+    to its first metrics row, and to exit; with `split`, the child's compile events (the
+    JSON of its last stdout line) and `other_s`, what they leave of the first row's time."""
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=work)) / "run"
     metrics = run_dir / "metrics.csv"
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [*COMMANDS["first_update"], "--run-dir", str(run_dir)],
-        stdout=subprocess.DEVNULL,
+        cmd if split else [*cmd, "--run-dir", str(run_dir)],
+        stdout=subprocess.PIPE if split else subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env={**env, RUN_DIR_ENV: str(run_dir)} if split else env,
         cwd=ROOT,
     )
     first = None
@@ -232,12 +250,17 @@ def _first_update(work: Path, env: dict, timeout: float) -> dict:
             first = now  # the header and the first update's row
         time.sleep(POLL_S)
     process_s = time.perf_counter() - start
-    stderr = proc.communicate()[1]
+    stdout, stderr = proc.communicate()
     if proc.returncode != 0:
         return {"error": stderr[-2000:]}
     if first is None:
         return {"error": "the run exited before its first metrics row was read"}
-    return {"first_update_s": first, "process_s": process_s}
+    out = {"first_update_s": first, "process_s": process_s}
+    if split:
+        events = json.loads(stdout.strip().splitlines()[-1])
+        covered = events["trace_s"] + events["lower_s"] + events["compile_s"]
+        out.update(events, other_s=first - covered)
+    return out
 
 
 def run_round(kinds: list[str], round_index: int, timeout: float) -> list[dict]:
@@ -336,13 +359,8 @@ def main() -> int:
     platform = jax.default_backend()
     out = args.out or RESULTS / f"compile-time-{platform}-{stamp()}"
     record.update(what=__doc__.split("\n")[0], rounds=args.rounds, platform=platform)
-    record["load_average_end"] = machine()["load_average"]
     record["rows"] = rows
-    write_text(out.with_suffix(".json"), json.dumps(record, indent=1))
-    md = markdown(record)
-    write_text(out.with_suffix(".md"), md)
-    print(md, end="")
-    print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}")
+    write_results(out, record, markdown)
     return 0 if all("error" not in r.get("cold", {}) | r.get("warm", {}) for r in rows) else 1
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "stamp",
     "time_call",
     "versions",
+    "write_results",
     "write_text",
 ]
 
@@ -200,3 +201,15 @@ def machine(packages: Iterable[str] = PACKAGES, **extra) -> dict:
         "command": command(),
         **extra,
     }
+
+
+def write_results(out: Path, record: dict, markdown: Callable[[dict], str]) -> None:
+    """Closes a results `record` (`machine()`'s, with its rows) with the load average at
+    the end, writes it to `out.json` and `markdown(record)` to `out.md` (each atomically),
+    then prints the Markdown and both paths."""
+    record["load_average_end"] = machine()["load_average"]
+    write_text(out.with_suffix(".json"), json.dumps(record, indent=1))
+    text = markdown(record)
+    write_text(out.with_suffix(".md"), text)
+    print(text, end="")
+    print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}")
