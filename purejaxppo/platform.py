@@ -30,6 +30,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from purejaxppo._xla_flag import backend_started
+
 #: Environment variables read here.
 NO_CACHE_ENV = "PUREJAXPPO_NO_COMPILE_CACHE"
 CACHE_DIR_ENV = "PUREJAXPPO_COMPILE_CACHE"
@@ -42,20 +44,6 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         return os.cpu_count() or 1
-
-
-def backend_started() -> bool:
-    """Whether JAX has already initialised a backend (then device settings are fixed)."""
-    import sys
-
-    if "jax" not in sys.modules:
-        return False
-    try:
-        from jax._src import xla_bridge
-
-        return bool(xla_bridge._backends)  # noqa: SLF001 (no public query exists)
-    except (ImportError, AttributeError):
-        return False
 
 
 def configure_cpu_devices(requested: int | None = None) -> int | None:
