@@ -33,9 +33,8 @@ MANY_RUNS_UPDATES = 4
 RUNS_INIT_RUNS = 4
 #: CPU devices of the `dp_init:` kinds (`jax_num_cpu_devices`, set in the child).
 DATA_PARALLEL_DEVICES = 2
-#: `first_update_split`: the arguments of `compile_time`'s `first_update` command after
-#: `purejaxppo` (the run directory is added per run), and how often its metrics.csv is read
-#: (seldom: the reading thread takes the interpreter's lock from the tracing one).
+#: `purejaxppo train` of CartPole after `purejaxppo`: the `first_update` and
+#: `first_update_split` kinds' command (the run directory is added per run).
 FIRST_UPDATE_ARGS = (
     "train",
     "--config",
@@ -44,7 +43,9 @@ FIRST_UPDATE_ARGS = (
     "20480",
     "--no-progress",
 )
-POLL_S = 0.05
+#: How often `first_update_split`'s child reads its run's metrics.csv (seldom: the reading
+#: thread takes the interpreter's lock from the tracing one; 5 ms cost it ~0.5 s).
+SPLIT_POLL_S = 0.05
 #: The environment variable naming the `first_update_split` run's directory.
 RUN_DIR_ENV = "COMPILE_TIME_RUN_DIR"
 #: JAX's compile events (`jax._src.dispatch`): the trace, lower and XLA compile (or cache
@@ -244,6 +245,11 @@ def _whole_call(kind: str) -> dict:
     return {"wall_s": time.perf_counter() - start, **totals}
 
 
+def first_row_written(metrics: Path) -> bool:
+    """Whether a run's `metrics.csv` holds its header and the first update's row."""
+    return metrics.exists() and metrics.read_text().count("\n") >= 2
+
+
 def _first_update_split() -> dict:
     """`purejaxppo train` (`FIRST_UPDATE_ARGS`, run directory `$RUN_DIR_ENV`) run in this
     process by the CLI's own `main`, with JAX's compile events summed until its first
@@ -255,9 +261,9 @@ def _first_update_split() -> dict:
 
     def poll() -> None:
         while not first:
-            if metrics.exists() and metrics.read_text().count("\n") >= 2:
+            if first_row_written(metrics):
                 first.update(totals)
-            time.sleep(POLL_S)
+            time.sleep(SPLIT_POLL_S)
 
     threading.Thread(target=poll, daemon=True).start()
     from purejaxppo.cli.main import main

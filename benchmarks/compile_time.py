@@ -86,7 +86,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.compile_child import RUN_DIR_ENV, measure
+from benchmarks.compile_child import FIRST_UPDATE_ARGS, RUN_DIR_ENV, first_row_written, measure
 from benchmarks.harness import (
     RESULTS,
     ROOT,
@@ -135,7 +135,7 @@ KINDS = (
 PEER_PYTHON = ROOT / "benchmarks" / ".venv-rejax" / "bin" / "python"
 #: XLA's backend (LLVM) optimisation level flag, set by the `@optN` kinds.
 LEVEL_FLAG = "--xla_backend_optimization_level"
-#: `purejaxppo train` of CartPole for the `cli` and `first_update` kinds (the run directory
+#: `purejaxppo train` of CartPole for the `cli` kind (the run directory
 #: is added per run).
 TRAIN_CLI = [sys.executable, "-m", "purejaxppo.cli", "train", "--config", "configs/cartpole.yaml"]
 #: Kinds run as a plain command, timed launch to exit by this process.
@@ -143,7 +143,7 @@ COMMANDS = {
     "import": [sys.executable, "-c", "import purejaxppo, jax"],
     "import_train": [sys.executable, "-c", "from purejaxppo import make_train"],
     "cli": [*TRAIN_CLI, "--total-timesteps", "512", "--no-progress"],
-    "first_update": [*TRAIN_CLI, "--total-timesteps", "20480", "--no-progress"],
+    "first_update": [sys.executable, "-m", "purejaxppo.cli", *FIRST_UPDATE_ARGS],
 }
 #: How often `first_update` reads the run's metrics.csv (seconds).
 POLL_S = 0.005
@@ -246,8 +246,8 @@ def _first_update(
             proc.kill()
             proc.communicate()
             return {"error": f"timeout after {timeout} s"}
-        if first is None and metrics.exists() and metrics.read_text().count("\n") >= 2:
-            first = now  # the header and the first update's row
+        if first is None and first_row_written(metrics):
+            first = now
         time.sleep(POLL_S)
     process_s = time.perf_counter() - start
     stdout, stderr = proc.communicate()

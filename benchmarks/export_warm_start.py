@@ -163,6 +163,8 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def markdown(record: dict) -> str:
+    """The Markdown of a results record: how it was measured, whether every process gave
+    the same output bits, then `table` of its rows."""
     hashes = {r["hash"] for r in record["rows"] if "hash" in r}
     if not hashes:
         bits = "no process finished"
