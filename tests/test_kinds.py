@@ -7,6 +7,8 @@ Breakout (video, the raw game score as the headline), JaxMARL MPE with IPPO and 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import gymnasium
@@ -222,19 +224,26 @@ def test_multi_agent_policy_acts_per_agent_and_evaluates_the_team_return(multi_a
     np.testing.assert_array_equal(result.returns, again.returns)
 
 
-@pytest.mark.parametrize("multi_agent", ["ippo", "mappo"])
-def test_multi_agent_cli_run_evaluates_the_team_return_and_keeps_the_best(
-    multi_agent, tmp_path, capsys
-):
+@pytest.fixture(scope="module", params=["ippo", "mappo"])
+def mpe_cli_run(request, tmp_path_factory):
+    """`(run_dir, stdout)` of one `purejaxppo train` of MPE simple_spread per
+    multi-agent mode: 4 updates, evaluated, saved and filmed every 2."""
+    run = tmp_path_factory.mktemp(f"mpe-{request.param}") / "run"
+    argv = ["train", "--env-name", "jaxmarl:MPE_simple_spread_v3", "--run-dir", str(run)]
+    argv += ["--multi-agent", request.param, "--num-envs", "4", "--num-steps", "25"]
+    argv += ["--total-timesteps", str(4 * 25 * 4), "--num-minibatches", "2", "--no-progress"]
+    argv += ["--eval-freq", "2", "--eval-episodes", "3", "--save-freq", "2", "--video-freq", "2"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return run, out.getvalue()
+
+
+def test_multi_agent_cli_run_evaluates_the_team_return_and_keeps_the_best(mpe_cli_run):
     from purejaxppo.checkpoint import load_checkpoint
 
-    run = tmp_path / "run"
-    argv = ["train", "--env-name", "jaxmarl:MPE_simple_spread_v3", "--run-dir", str(run)]
-    argv += ["--multi-agent", multi_agent, "--num-envs", "4", "--num-steps", "25"]
-    argv += ["--total-timesteps", str(4 * 25 * 4), "--num-minibatches", "2", "--no-progress"]
-    argv += ["--eval-freq", "2", "--eval-episodes", "3", "--save-freq", "2"]
-    assert main(argv) == 0
-    assert "last evaluation (train, update 4, 3 episodes): " in capsys.readouterr().out
+    run, stdout = mpe_cli_run
+    assert "last evaluation (train, update 4, 3 episodes): " in stdout
     # Evaluated at updates 2 and 4; `best/` holds the update with the higher team return.
     import pandas as pd
 
@@ -251,19 +260,15 @@ def test_multi_agent_cli_run_evaluates_the_team_return_and_keeps_the_best(
     np.testing.assert_allclose(result.returns.mean(), evals.max(), rtol=1e-5)
 
 
-@pytest.mark.parametrize("multi_agent", ["ippo", "mappo"])
-def test_multi_agent_cli_run_films_mpe_episodes(multi_agent, tmp_path):
+def test_multi_agent_cli_run_films_mpe_episodes(mpe_cli_run):
     from PIL import Image
 
     from purejaxppo.acting.video import make_renderer, record_episode, render_episode
 
-    run = tmp_path / "run"
-    argv = ["train", "--env-name", "jaxmarl:MPE_simple_spread_v3", "--run-dir", str(run)]
-    argv += ["--multi-agent", multi_agent, "--num-envs", "4", "--num-steps", "25"]
-    argv += ["--total-timesteps", str(4 * 25 * 2), "--num-minibatches", "2", "--no-progress"]
-    assert main([*argv, "--video-freq", "2"]) == 0
-    gif = Image.open(run / "videos" / "update_000002.gif")
-    assert gif.n_frames == 26 and gif.size == (300, 300)  # one frame per MPE step
+    run, _ = mpe_cli_run
+    for update in (2, 4):
+        gif = Image.open(run / "videos" / f"update_{update:06d}.gif")
+        assert gif.n_frames == 26 and gif.size == (300, 300)  # one frame per MPE step
     policy = pjp.Policy.load(run)
     episode = record_episode(policy, jax.random.key(0))
     # 3 agents acting on their rows; the reward is the team reward (MPE: their sum).
