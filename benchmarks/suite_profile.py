@@ -181,7 +181,10 @@ def read_durations(log: Path) -> dict[str, float]:
 
 
 def summarize(programs: list[Program], processes: list[dict], durations: dict) -> dict:
-    """The report's numbers (see the module docstring)."""
+    """The report's numbers (see the module docstring), over the programs compiled while a
+    test ran (not pytest's collection, nor commands run after it, e.g. `.ci/run`'s gate)."""
+    outside = [p for p in programs if not p["test"]]
+    programs = [p for p in programs if p["test"]]
     modules: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for test, seconds in durations.items():
         modules[module_of(test)]["pytest_s"] += seconds
@@ -214,6 +217,7 @@ def summarize(programs: list[Program], processes: list[dict], durations: dict) -
         names[p["name"]] += p["compile"]
     return {
         "pytest_s": round(sum(durations.values()), 1),
+        "outside_tests": totals(outside),
         "big": totals(big),
         "small": totals(small),
         "hits": sum(p["hit"] for p in programs),

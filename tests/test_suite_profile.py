@@ -57,6 +57,7 @@ def test_the_report_sums_modules_and_counts_programs_compiled_again(tmp_path):
             {"ev": "cache_retrieval_time_sec", "s": 0.01, "test": "tests/b.py::z (call)"},
             {"ev": "exit", "s": 9.0, "test": "tests/b.py::z (call)"},
         ],
+        3: [{"ev": "miss", "name": "jit_gate", "key": "k3", "test": ""}],
     }
     for pid, records in lines.items():
         text = "".join(json.dumps({**r, "pid": pid, "t": 0}) + "\n" for r in records)
@@ -68,6 +69,7 @@ def test_the_report_sums_modules_and_counts_programs_compiled_again(tmp_path):
     assert summary["pytest_s"] == 19.0
     assert summary["big"] == {"programs": 2, "trace_s": 0.5, "lower_s": 0.3, "compile_s": 7.0}
     assert summary["small"]["programs"] == 2 and summary["hits"] == 1
+    assert summary["outside_tests"]["programs"] == 1  # compiled while no test ran
     assert summary["processes"] == 1 and summary["process_s"] == 9.0  # started in a test
     assert (
         summary["recompiled"]["programs"] == 1 and summary["recompiled"]["extra_compile_s"] == 3.0
