@@ -122,21 +122,19 @@ if _DIR:
 '''
 
 
-class Program(dict):
-    """One program: name, key, hit, trace/lower/compile/load seconds, test, pid."""
-
-
 def test_of(record: dict) -> str:
     """The test id without pytest's phase (`PYTEST_CURRENT_TEST` ends with ` (call)`)."""
     return re.sub(r" \((setup|call|teardown)\)$", "", record.get("test", ""))
 
 
 def module_of(test: str) -> str:
+    """The test's file (`tests/test_x.py`), or "(outside a test)" for an empty id."""
     return test.split("::")[0] or "(outside a test)"
 
 
-def read_events(folder: Path) -> tuple[list[Program], list[dict]]:
-    """`(programs, processes)` from the hook's files: each program's trace and lowering
+def read_events(folder: Path) -> tuple[list[dict], list[dict]]:
+    """`(programs, processes)` from the hook's files. A program is a dict: name, key, hit,
+    test, pid, and its trace / lower / compile / load seconds; its trace and lowering
     are the events before its cache hit / miss in its process, its XLA compile and cache
     load the ones after; a process is its start record with its seconds to exit (None when
     it did not exit normally)."""
@@ -156,7 +154,7 @@ def read_events(folder: Path) -> tuple[list[Program], list[dict]]:
             elif event == "exit" and process is not None:
                 process["s"] = record["s"]
             elif event in ("hit", "miss"):
-                program = Program(pending, name=record["name"], key=record["key"])
+                program = dict(pending, name=record["name"], key=record["key"])
                 program.update(hit=event == "hit", test=test_of(record), pid=record["pid"])
                 program.update(compile=0.0, load=0.0)
                 programs.append(program)
@@ -180,7 +178,7 @@ def read_durations(log: Path) -> dict[str, float]:
     return seconds
 
 
-def summarize(programs: list[Program], processes: list[dict], durations: dict) -> dict:
+def summarize(programs: list[dict], processes: list[dict], durations: dict) -> dict:
     """The report's numbers (see the module docstring), over the programs compiled while a
     test ran (not pytest's collection, nor commands run after it, e.g. `.ci/run`'s gate)."""
     outside = [p for p in programs if not p["test"]]
@@ -198,7 +196,7 @@ def summarize(programs: list[Program], processes: list[dict], durations: dict) -
             modules[module_of(proc["test"])]["process_s"] += proc["s"]
             modules[module_of(proc["test"])]["processes"] += 1
 
-    def totals(group: list[Program]) -> dict:
+    def totals(group: list[dict]) -> dict:
         return {
             "programs": len(group),
             **{f"{f}_s": round(sum(p[f] for p in group), 1) for f in ("trace", "lower", "compile")},
