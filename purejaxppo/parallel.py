@@ -94,16 +94,16 @@ def jit_once(fn: Callable) -> Callable:
         traced = any(isinstance(x, jax.core.Tracer) for x in leaves)  # e.g. `eval_shape`
         if traced or jax.default_backend() != "cpu":
             return jitted(*args)
-        signature = (tree, *(_signature(x) for x in leaves))
-        if signature not in compiled:
+        arguments = (tree, *(signature(x) for x in leaves))
+        if arguments not in compiled:
             lowered = jitted.lower(*args)
-            compiled[signature] = lowered.compile(compiler_options=ONCE_COMPILER_OPTIONS)
-        return compiled[signature](*args)
+            compiled[arguments] = lowered.compile(compiler_options=ONCE_COMPILER_OPTIONS)
+        return compiled[arguments](*args)
 
     return call
 
 
-def _signature(x: Any) -> tuple:
+def signature(x: Any) -> tuple:
     """What decides `x`'s part of a compiled program's input."""
     return (x.shape, x.dtype, getattr(x, "weak_type", False), getattr(x, "sharding", None))
 
@@ -491,6 +491,7 @@ __all__ = [
     "pmean_flat",
     "runs_mesh",
     "runs_per_chunk_for_memory",
+    "signature",
     "to_global",
     "to_host",
 ]

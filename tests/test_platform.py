@@ -60,7 +60,7 @@ def test_train_fills_the_compile_cache_and_no_compile_cache_keeps_it_empty(tmp_p
     )  # fmt: skip
     assert off.returncode == 0, off.stderr
     assert not cache.exists() or not any(cache.iterdir())
-    runs = []
+    runs, stored = [], []
     for name in ("b", "c"):
         done = subprocess.run(
             [EXE, "train", "--run-dir", str(tmp_path / name), *TINY],
@@ -68,8 +68,12 @@ def test_train_fills_the_compile_cache_and_no_compile_cache_keeps_it_empty(tmp_p
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         runs.append((tmp_path / name / "metrics.csv").read_text())
+        stored.append({p.name: p.stat().st_mtime_ns for p in (cache / "programs").iterdir()})
     assert any(cache.iterdir())  # compiled programs were stored
     assert runs[0] == runs[1]  # a program from the cache computes the same numbers
+    # The run's init and segment were exported by the first run (`drivers.exported`) and
+    # loaded by the second: no entry written again.
+    assert len(stored[0]) >= 4 and stored[0] == stored[1]
 
 
 def test_sweep_warns_once_when_many_runs_share_one_cpu_device_of_a_multicore_machine(

@@ -85,17 +85,26 @@ def _one_line_reports() -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs `purejaxppo ARGV...`; returns the exit code (see the module docstring)."""
+    """Runs `purejaxppo ARGV...`; returns the exit code (see the module docstring).
+
+    With `argv` None (the `purejaxppo` command, `python -m purejaxppo.cli`: the process's
+    own arguments) a single run's programs are also kept as exports beside the compile
+    cache (`drivers.exported`), which a later launch loads instead of tracing them; a call
+    from Python with its own `argv` (a test, a notebook) traces them every time.
+    """
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     command = args.pop("command")
     _import_modules(parser, args.pop("imports", []), command, args)
+    programs = None
     if not args.pop("no_compile_cache", False):
-        from purejaxppo.platform import enable_compile_cache
+        from purejaxppo.platform import PROGRAMS_SUBDIRECTORY, enable_compile_cache
 
-        enable_compile_cache()
+        cache = enable_compile_cache()
+        own = cache is not None and argv is None  # the process's own command line
+        programs = cache / PROGRAMS_SUBDIRECTORY if own else None
     try:
-        with _one_line_reports():
+        with _one_line_reports(), _storing_programs(programs):
             return COMMANDS[command](parser, args)
     except EnvError as err:  # the user's env failed: one line (traceback on request)
         _exit_env_error(parser, err)
@@ -133,6 +142,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if line is None:
             raise
         parser.exit(EXIT_OS_ERROR, f"purejaxppo: error: {command}: {line}\n")
+
+
+@contextlib.contextmanager
+def _storing_programs(directory: Path | None) -> Iterator[None]:
+    """The command's block, with `drivers.exported`'s store in `directory` (None: off)."""
+    if directory is None:
+        yield
+        return
+    from purejaxppo.drivers.exported import store_in
+
+    with store_in(directory):
+        yield
 
 
 def _kill_host_workers() -> None:

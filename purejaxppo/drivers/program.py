@@ -19,8 +19,9 @@ from typing import Any, NamedTuple, TypeVar
 
 import jax
 
-from purejaxppo import fingerprint, parallel, processes, rundir
+from purejaxppo import fingerprint, kinds, parallel, processes, rundir
 from purejaxppo.config import PPOConfig
+from purejaxppo.drivers import exported
 from purejaxppo.drivers.fingerprints import RESUME, run_fields
 from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState
@@ -68,20 +69,32 @@ class Program(NamedTuple):
     distributed: bool
 
 
+#: Kinds whose programs call the host (EnvPool's pool, gymnasium's vector env):
+#: `jax.export` refuses their custom calls, so they are never stored (`exported`).
+_HOST_CALLS = (kinds.ENVPOOL.name, kinds.HOST.name)
+
+
 def local_program(config: PPOConfig, init_params: Any = None) -> Program:
-    """The run in this process: `jit` of `make_train_fns(config)`'s functions."""
+    """The run in this process: `jit` of `make_train_fns(config)`'s functions, their
+    exports loaded from the store when it is on (`exported.store_in`; never for a warm
+    start, whose parameters are constants of the init, or a kind with host calls)."""
     fns = make_train_fns(config, init_params=init_params)
+    stored = init_params is None and fns.kind.name not in _HOST_CALLS
+    directory = exported.stored_in() if stored else None
 
     @functools.cache  # one program per segment length
     def segment(length: int) -> Callable:
-        return jax.jit(lambda runner, hparams: fns.run(runner, hparams, length))
+        def run(runner: Any, hparams: Any) -> Any:
+            return fns.run(runner, hparams, length)
+
+        return exported.program(f"segment/{length}", run, config, directory)
 
     def same(runner: Any) -> Any:
         return runner
 
     return Program(
         fns=fns,
-        init=parallel.jit_once(fns.init),
+        init=exported.program("init", fns.init, config, directory, once=True),
         segment=segment,
         hparams=fns.hparams,  # the config's (`Hyperparams.from_config`)
         place=same,

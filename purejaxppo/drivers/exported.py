@@ -1,0 +1,281 @@
+"""A single run's programs kept on disk as serialized `jax.export`s, so that the next
+`purejaxppo train` of the same config skips tracing and lowering them.
+
+JAX's persistent compile cache (`platform.enable_compile_cache`) skips XLA's compile on
+a second launch, but its key is computed from the lowered module, so every launch still
+traces and lowers the run's init and its first segment: about half of CartPole's ~3 s
+from launch to first update on a 2-core CPU (`docs/benchmarks.md`, "Launch to first
+update"). Here a program is exported once (`jax.export.export`: traced and lowered), its
+bytes are written under the store's directory, and every launch with the same key loads
+them (`jax.export.deserialize`) and calls them (`Exported.call` under `jax.jit`, whose
+compile JAX's cache then loads). The launch that exports calls the deserialized bytes
+too, so a run computes the same bits whether its program came from disk or not.
+
+The key (SHA-256) is of what the traced program is a function of, as far as a process
+can tell before tracing it: the program's name (the init, a segment of N updates), the
+config (its `repr`), the arguments' leaves (shapes, dtypes, weak types, PRNG key
+implementations), JAX's and jaxlib's versions, JAX's config values (less its cache
+settings), `XLA_FLAGS`, and the device's platform and kind. The Python code that ran
+while tracing is checked instead: an entry records every module file loaded when it was
+exported (path, size, modification time in ns) and is used only when none of them
+changed and every module loaded now is among them (a user module of `--import`, say).
+A missing, stale or unreadable entry is exported again and replaced (atomically: a
+partial file, then `os.replace`); a store that cannot be written runs the export from
+memory.
+
+Not stored (plain `jax.jit`): programs with host calls (EnvPool, gymnasium, a
+`jax.pure_callback`: `jax.export` refuses their custom calls), and a config whose `repr`
+names an object by its address. Entries are never removed (a few hundred KB each);
+deleting the directory is always safe.
+
+On only inside `store_in(directory)`: the `purejaxppo` command run as a program
+(`cli.main` with the process's own arguments) puts it under the compile cache's
+directory (`platform.PROGRAMS_SUBDIRECTORY`; off with `--no-compile-cache`). Never by
+default from Python: a notebook cell redefined, or a function patched in place
+(`monkeypatch`), is in no file an entry records.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import pickle
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from purejaxppo import parallel
+
+__all__ = ["program", "store_in", "stored_in"]
+
+#: Changes whenever an entry's files change their meaning.
+_FORMAT = 1
+_store: list[Path | None] = [None]
+
+
+@contextlib.contextmanager
+def store_in(directory: Path | None) -> Iterator[None]:
+    """Within the block, `program` keeps its exports under `directory` (None: off)."""
+    previous, _store[0] = _store[0], directory
+    try:
+        yield
+    finally:
+        _store[0] = previous
+
+
+def stored_in() -> Path | None:
+    """The store's directory now (None: off)."""
+    return _store[0]
+
+
+def program(
+    name: str, fn: Callable, config: Any, directory: Path | None, *, once: bool = False
+) -> Callable:
+    """`jax.jit(fn)` (`parallel.jit_once(fn)` when `once`: compiled for one call), whose
+    programs are exported to and loaded from the store in `directory` (None: plain
+    `jax.jit`; see the module docstring).
+
+    Args:
+      name: the program's name in the key (e.g. "init", "segment/8"): two programs of one
+        config must have different names.
+      fn: a traceable function whose arguments are pytrees of JAX arrays (typed PRNG keys
+        allowed), and the whole of whose traced program is decided by `config`, the
+        arguments' shapes and dtypes, and the code in the files of loaded modules.
+      config: the run's config (`PPOConfig`): its `repr` is part of the key.
+      directory: the store's directory (`stored_in()` for the one now), created when
+        the first program is stored.
+      once: compile the program with `parallel.ONCE_COMPILER_OPTIONS` (a run's init).
+
+    Returns:
+      `fn`'s jitted program: called, it has `fn`'s signature and outputs (bitwise
+      `jax.jit(fn)`'s: `tests/test_exported.py`); `lower(*args)` (when not `once`) is
+      `jax.jit`'s, for a compile ahead of the call. Under a transformation (an
+      enclosing `jit`, `eval_shape`) it is `jax.jit(fn)`.
+    """
+    if directory is None or " at 0x" in repr(config):
+        return parallel.jit_once(fn) if once else jax.jit(fn)
+    return _Stored(name, fn, config, directory, once)
+
+
+class _Stored:
+    """`program`'s result with the store on: one program per argument signature."""
+
+    def __init__(self, name: str, fn: Callable, config: Any, directory: Path, once: bool):
+        self.name, self.fn, self.config, self.directory, self.once = (
+            name,
+            fn,
+            config,
+            directory,
+            once,
+        )
+        self.jitted = jax.jit(fn)  # under a transformation
+        self.programs: dict[Any, Callable] = {}
+
+    def _program(self, args: tuple) -> Any:
+        leaves, tree = jax.tree.flatten(args)
+        if any(isinstance(x, jax.core.Tracer) for x in leaves):
+            return self.jitted
+        signature = (tree, *(parallel.signature(x) for x in leaves))
+        if signature not in self.programs:
+            entry = _Entry(self.directory, self.name, self.config, leaves)
+            self.programs[signature] = _through(entry, self.fn, args, self.once)
+        return self.programs[signature]
+
+    def __call__(self, *args: Any) -> Any:
+        return self._program(args)(*args)
+
+    def lower(self, *args: Any) -> Any:
+        """`jax.jit(fn).lower(*args)`'s counterpart: the stored program, lowered."""
+        return self._program(args).lower(*args)
+
+
+def _through(entry: _Entry, fn: Callable, args: tuple, once: bool) -> Callable:
+    """`fn` as the call of its export: loaded from `entry`, or exported and stored."""
+    loaded = entry.load()
+    if loaded is None:
+        try:
+            loaded = entry.export(fn, args)
+        except Exception:  # refused by `jax.export` (a host callback, a custom call with
+            # no compatibility guarantee): traced as `jax.jit`, which raises the program's
+            # own errors, if any, as it would have
+            return parallel.jit_once(fn) if once else jax.jit(fn)
+    exported, out_tree, out_impls = loaded
+    in_impls = entry.impls
+
+    def wrapped(*args: Any) -> Any:
+        outs = exported.call(*_raw(jax.tree.leaves(args), in_impls))
+        return jax.tree.unflatten(out_tree, _typed(list(outs), out_impls))
+
+    return parallel.jit_once(wrapped) if once else jax.jit(wrapped)
+
+
+def _impl(x: Any) -> str | None:
+    """A leaf's PRNG key implementation ("threefry2x32"), None for another array."""
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        return str(jax.random.key_impl(x))
+    return None
+
+
+def _raw(leaves: list, impls: list[str | None]) -> list:
+    """The leaves with each PRNG key as its key data (uint32 `[..., 2]` for threefry)."""
+    return [x if i is None else jax.random.key_data(x) for x, i in zip(leaves, impls, strict=True)]
+
+
+def _typed(leaves: list, impls: list[str | None]) -> list:
+    """`_raw`'s inverse: each key's data wrapped as a typed key of its implementation."""
+    return [
+        x if i is None else jax.random.wrap_key_data(x, impl=i)
+        for x, i in zip(leaves, impls, strict=True)
+    ]
+
+
+def _loaded_files() -> dict[str, list[int]]:
+    """Every loaded module's file -> [size, mtime_ns] (files that are not on disk left
+    out: `<stdin>`, a zip's)."""
+    files = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            with contextlib.suppress(OSError):
+                stat = os.stat(path)
+                files[path] = [stat.st_size, stat.st_mtime_ns]
+    return files
+
+
+def _unchanged(recorded: dict[str, list[int]]) -> bool:
+    """Whether the files `recorded` are as they were, and hold every module loaded now."""
+    now = _loaded_files()
+    if any(recorded.get(path) != stat for path, stat in now.items()):
+        return False
+    for path, stat in recorded.items():
+        if path not in now:
+            try:
+                seen = os.stat(path)
+            except OSError:
+                return False
+            if [seen.st_size, seen.st_mtime_ns] != stat:
+                return False
+    return True
+
+
+class _Entry:
+    """One program's place in the store: `<key>.jaxexport` (the serialized export) and
+    `<key>.json` (its output's tree, key implementations, files and checksum)."""
+
+    def __init__(self, directory: Path, name: str, config: Any, leaves: list) -> None:
+        self.impls = [_impl(x) for x in leaves]
+        raw = jax.eval_shape(lambda xs: _raw(xs, self.impls), leaves)
+        self.avals = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in raw]
+        device = jax.devices()[0]
+        described = {
+            "format": _FORMAT,
+            "name": name,
+            "config": repr(config),
+            "leaves": [[list(a.shape), str(a.dtype), a.weak_type] for a in self.avals],
+            "impls": self.impls,
+            "jax": [jax.__version__, getattr(jax.lib, "__version__", "")],  # jaxlib's
+            "jax_config": {
+                k: repr(v) for k, v in sorted(jax.config.values.items()) if "cache" not in k
+            },
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "device": [device.platform, device.device_kind, device.client.platform_version],
+        }
+        key = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+        self.blob = directory / f"{key}.jaxexport"
+        self.meta = directory / f"{key}.json"
+
+    def load(self) -> tuple[Any, Any, list] | None:
+        """The stored export, None when missing, stale or unreadable."""
+        try:
+            meta = json.loads(self.meta.read_text())
+            if meta["format"] != _FORMAT or not _unchanged(meta["files"]):
+                return None
+            data = self.blob.read_bytes()
+            if hashlib.sha256(data).hexdigest() != meta["sha256"]:
+                return None
+            out_tree = pickle.loads(base64.b64decode(meta["out_tree"]))
+            return jax.export.deserialize(bytearray(data)), out_tree, meta["out_impls"]
+        except Exception:  # a partial or foreign entry is exported again
+            return None
+
+    def export(self, fn: Callable, args: tuple) -> tuple[Any, Any, list]:
+        """Exports `fn` at `args`' leaves and stores it (when the store can be written);
+        returns the deserialized export, its output's tree and key implementations."""
+        tree = jax.tree.structure(args)
+        found: dict[str, Any] = {}
+
+        def flat(*raw: Any) -> list:
+            args = jax.tree.unflatten(tree, _typed(list(raw), self.impls))
+            out_leaves, found["tree"] = jax.tree.flatten(fn(*args))
+            found["impls"] = [_impl(x) for x in out_leaves]
+            return _raw(out_leaves, found["impls"])
+
+        data = jax.export.export(jax.jit(flat))(*self.avals).serialize()
+        meta = {
+            "format": _FORMAT,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "out_impls": found["impls"],
+            "files": _loaded_files(),
+        }
+        with contextlib.suppress(OSError, pickle.PicklingError, TypeError, AttributeError):
+            meta["out_tree"] = base64.b64encode(pickle.dumps(found["tree"])).decode()
+            self.blob.parent.mkdir(parents=True, exist_ok=True)
+            _write(self.blob, bytes(data))  # the export, then the entry that points at it
+            _write(self.meta, json.dumps(meta).encode())
+        return jax.export.deserialize(bytearray(data)), found["tree"], found["impls"]
+
+
+def _write(path: Path, data: bytes) -> None:
+    """`data` to `path` atomically (a partial file beside it, then `os.replace`)."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
