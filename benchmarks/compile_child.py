@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -268,7 +269,10 @@ def _first_update_split() -> dict:
     threading.Thread(target=poll, daemon=True).start()
     from purejaxppo.cli.main import main
 
-    code = main([*FIRST_UPDATE_ARGS, "--run-dir", str(run_dir)])
+    # The process's own arguments, as the command has them (`main()` with argv None also
+    # stores the run's programs, `drivers.exported`)
+    sys.argv = ["purejaxppo", *FIRST_UPDATE_ARGS, "--run-dir", str(run_dir)]
+    code = main()
     if code != 0:
         raise RuntimeError(f"purejaxppo {' '.join(FIRST_UPDATE_ARGS)} exited with {code}")
     if not first:
