@@ -270,7 +270,7 @@ def _first_update_split() -> dict:
     from purejaxppo.cli.main import main
 
     # The process's own arguments, as the command has them (`main()` with argv None also
-    # stores the run's programs, `drivers.exported`)
+    # stores the run's programs, `stored_programs`)
     sys.argv = ["purejaxppo", *FIRST_UPDATE_ARGS, "--run-dir", str(run_dir)]
     code = main()
     if code != 0:

@@ -54,7 +54,7 @@ Kinds (`KINDS`; `--kinds` picks some):
 * `first_update_split`: where `first_update`'s seconds go. The same `purejaxppo train`
   command run by the CLI's own `main` inside the child (`compile_child`; with the
   process's own arguments, so its programs are stored as the command's are,
-  `drivers.exported`), JAX's compile
+  `stored_programs`), JAX's compile
   events summed until the first metrics row: `trace_s`, `lower_s` and `compile_s` (the
   cache load, warm) of every program before it, `first_update_s` timed by the parent as
   for `first_update` (its child also imports this package's `compile_child` and JAX's
@@ -64,10 +64,11 @@ Kinds (`KINDS`; `--kinds` picks some):
 Every kind runs twice per round, in two fresh processes sharing a fresh persistent
 compile cache (`PUREJAXPPO_COMPILE_CACHE=<tmp>`, `purejaxppo.platform.enable_compile_cache`):
 `cold` (an empty cache; its compile includes writing the entry, as the CLI's first run
-does) and `warm` (the cache filled: `compile_s` is the load; JAX never caches trace
-and lower, but `purejaxppo train` loads a single run's programs traced and lowered from
-the cache's `programs/`, `drivers.exported`). `process_s`: the child's launch to exit, imports included. A program with a host
-callback (EnvPool) is not cached by JAX, so its warm compile is a full one.
+does) and `warm` (the cache filled: `compile_s` is the load; JAX never caches trace and
+lower, but `purejaxppo train` loads a single run's programs traced and lowered from the
+cache's `programs/`, `stored_programs`). `process_s`: the child's launch to exit,
+imports included. A program with a host callback (EnvPool) is not cached by JAX, so its
+warm compile is a full one.
 
     python -m benchmarks.compile_time                  # every kind, one round (~13 min, busy 2-core CPU)
     python -m benchmarks.compile_time --rounds 3       # interleaved rounds; the table keeps each cell's best

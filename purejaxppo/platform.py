@@ -22,7 +22,7 @@ first thing. From Python, the same two lines:
   TPU): the choice (`compile_cache_setting`) is made before JAX picks its backend and
   never asks which; JAX serialises executables on all three (on a GPU it also keeps its
   autotuning results under the directory). `purejaxppo train` also keeps a single run's
-  traced programs under its `programs/` subdirectory (`drivers.exported`).
+  traced programs under its `programs/` subdirectory (`stored_programs`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from purejaxppo._xla_flag import backend_started
 NO_CACHE_ENV = "PUREJAXPPO_NO_COMPILE_CACHE"
 CACHE_DIR_ENV = "PUREJAXPPO_COMPILE_CACHE"
 #: Where `purejaxppo train` keeps a single run's exported programs, under the cache's
-#: directory (`drivers.exported`).
+#: directory (`stored_programs`).
 PROGRAMS_SUBDIRECTORY = "programs"
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 

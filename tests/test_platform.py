@@ -71,7 +71,7 @@ def test_train_fills_the_compile_cache_and_no_compile_cache_keeps_it_empty(tmp_p
         stored.append({p.name: p.stat().st_mtime_ns for p in (cache / "programs").iterdir()})
     assert any(cache.iterdir())  # compiled programs were stored
     assert runs[0] == runs[1]  # a program from the cache computes the same numbers
-    # The run's init and segment were exported by the first run (`drivers.exported`) and
+    # The run's init and segment were exported by the first run (`stored_programs`) and
     # loaded by the second: no entry written again.
     assert len(stored[0]) >= 4 and stored[0] == stored[1]
 

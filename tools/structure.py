@@ -15,7 +15,7 @@ Rules, for every module under purejaxppo/:
     lazily by name), 1 `envs` (the suites, the rows adapters), 2 `networks` (reads the
     env's spaces), 3 `kinds` (the kinds' table; multi-agent PPO's env and networks),
     4 the training program, 5 what runs and uses it (checkpoint, policy, `acting`:
-    evaluation, videos, datasets; parallel, export), 6 `drivers`, 7 `cli`. A module's floor is that of the longest
+    evaluation, videos, datasets; parallel, export, stored programs), 6 `drivers`, 7 `cli`. A module's floor is that of the longest
     prefix of its name under purejaxppo/ in LAYERS (a package: all its modules), so
     `envs/` imports nothing above it and only `cli/` imports `drivers/`. UPWARD_ALLOWED
     names the few arrows that still run up, each with its reason;
@@ -71,7 +71,7 @@ FLOORS: tuple[tuple[str, str], ...] = (
         "program",
         "actions acting_checks policy_parts rollout update windows learning train_setup train",
     ),
-    ("runs", "checkpoint policy acting export parallel"),
+    ("runs", "checkpoint policy acting export parallel stored_programs"),
     ("drivers", "drivers"),
     ("cli", "cli"),
 )

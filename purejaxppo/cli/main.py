@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     With `argv` None (the `purejaxppo` command, `python -m purejaxppo.cli`: the process's
     own arguments) a single run's programs are also kept as exports beside the compile
-    cache (`drivers.exported`), which a later launch loads instead of tracing them; a call
+    cache (`stored_programs`), which a later launch loads instead of tracing them; a call
     from Python with its own `argv` (a test, a notebook) traces them every time.
     """
     parser = build_parser()
@@ -146,11 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def _storing_programs(directory: Path | None) -> Iterator[None]:
-    """The command's block, with `drivers.exported`'s store in `directory` (None: off)."""
+    """The command's block, with `stored_programs`'s store in `directory` (None: off)."""
     if directory is None:
         yield
         return
-    from purejaxppo.drivers.exported import store_in
+    from purejaxppo.stored_programs import store_in
 
     with store_in(directory):
         yield

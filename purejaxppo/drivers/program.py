@@ -19,9 +19,8 @@ from typing import Any, NamedTuple, TypeVar
 
 import jax
 
-from purejaxppo import fingerprint, kinds, parallel, processes, rundir
+from purejaxppo import fingerprint, kinds, parallel, processes, rundir, stored_programs
 from purejaxppo.config import PPOConfig
-from purejaxppo.drivers import exported
 from purejaxppo.drivers.fingerprints import RESUME, run_fields
 from purejaxppo.train import make_train_fns
 from purejaxppo.types import RunnerState
@@ -70,31 +69,31 @@ class Program(NamedTuple):
 
 
 #: Kinds whose programs call the host (EnvPool's pool, gymnasium's vector env):
-#: `jax.export` refuses their custom calls, so they are never stored (`exported`).
+#: `jax.export` refuses their custom calls, so they are never stored (`stored_programs`).
 _HOST_CALLS = (kinds.ENVPOOL.name, kinds.HOST.name)
 
 
 def local_program(config: PPOConfig, init_params: Any = None) -> Program:
     """The run in this process: `jit` of `make_train_fns(config)`'s functions, their
-    exports loaded from the store when it is on (`exported.store_in`; never for a warm
+    exports loaded from the store when it is on (`stored_programs.store_in`; never for a warm
     start, whose parameters are constants of the init, or a kind with host calls)."""
     fns = make_train_fns(config, init_params=init_params)
     stored = init_params is None and fns.kind.name not in _HOST_CALLS
-    directory = exported.stored_in() if stored else None
+    directory = stored_programs.stored_in() if stored else None
 
     @functools.cache  # one program per segment length
     def segment(length: int) -> Callable:
         def run(runner: Any, hparams: Any) -> Any:
             return fns.run(runner, hparams, length)
 
-        return exported.program(f"segment/{length}", run, config, directory)
+        return stored_programs.program(f"segment/{length}", run, config, directory)
 
     def same(runner: Any) -> Any:
         return runner
 
     return Program(
         fns=fns,
-        init=exported.program("init", fns.init, config, directory, once=True),
+        init=stored_programs.program("init", fns.init, config, directory, once=True),
         segment=segment,
         hparams=fns.hparams,  # the config's (`Hyperparams.from_config`)
         place=same,

@@ -1,4 +1,4 @@
-"""A single run's programs stored as `jax.export`s (`drivers.exported`): bitwise the
+"""A single run's programs stored as `jax.export`s (`stored_programs`): bitwise the
 `jax.jit` program's output, loaded when nothing they depend on changed, exported again
 when something did, and never stored from Python unless asked.
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import purejaxppo as pjp
-from purejaxppo.drivers import exported
+from purejaxppo import stored_programs
 from purejaxppo.drivers.program import local_program
 from purejaxppo.platform import PROGRAMS_SUBDIRECTORY
 
@@ -37,7 +37,7 @@ def _digest(tree) -> str:
 def _run(config, directory) -> str:
     """Init, then segments of 2 and 1 updates, through `local_program` with the store in
     `directory` (None: off); the digest of the final runner state and metrics."""
-    with exported.store_in(directory):
+    with stored_programs.store_in(directory):
         program = local_program(config)
     runner = program.init(jax.random.key(config.seed))
     runner, first = program.segment(2)(runner, program.hparams)
@@ -139,7 +139,7 @@ def test_a_program_export_refuses_runs_as_jit(tmp_path):
         doubled = jax.pure_callback(lambda v: v * 2, jax.ShapeDtypeStruct((3,), np.float32), x)
         return doubled + 1
 
-    program = exported.program("callback", with_callback, CONFIG, tmp_path / "programs")
+    program = stored_programs.program("callback", with_callback, CONFIG, tmp_path / "programs")
     out = program(np.arange(3, dtype=np.float32))
     np.testing.assert_array_equal(np.asarray(out), [1.0, 3.0, 5.0])
     assert not (tmp_path / "programs").exists()
@@ -147,13 +147,13 @@ def test_a_program_export_refuses_runs_as_jit(tmp_path):
 
 def test_off_without_a_directory_or_for_a_warm_start(tmp_path, monkeypatch):
     exports = _Exports(monkeypatch)
-    assert exported.stored_in() is None
-    with exported.store_in(tmp_path / "programs"):
-        assert exported.stored_in() == tmp_path / "programs"
+    assert stored_programs.stored_in() is None
+    with stored_programs.store_in(tmp_path / "programs"):
+        assert stored_programs.stored_in() == tmp_path / "programs"
         runner = local_program(CONFIG).init(jax.random.key(0))  # stored
         warm = local_program(CONFIG, init_params=runner.train_state.params)
         warm.segment(1)(warm.init(jax.random.key(1)), warm.hparams)  # a warm start: not
-    assert exported.stored_in() is None
+    assert stored_programs.stored_in() is None
     assert exports.count == 1
 
 

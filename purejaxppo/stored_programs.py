@@ -94,7 +94,7 @@ def program(
 
     Returns:
       `fn`'s jitted program: called, it has `fn`'s signature and outputs (bitwise
-      `jax.jit(fn)`'s: `tests/test_exported.py`); `lower(*args)` (when not `once`) is
+      `jax.jit(fn)`'s: `tests/test_stored_programs.py`); `lower(*args)` (when not `once`) is
       `jax.jit`'s, for a compile ahead of the call. Under a transformation (an
       enclosing `jit`, `eval_shape`) it is `jax.jit(fn)`.
     """
