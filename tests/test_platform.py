@@ -72,8 +72,10 @@ def test_train_fills_the_compile_cache_and_no_compile_cache_keeps_it_empty(tmp_p
     assert any(cache.iterdir())  # compiled programs were stored
     assert runs[0] == runs[1]  # a program from the cache computes the same numbers
     # The run's init and segment were exported by the first run (`stored_programs`) and
-    # loaded by the second: no entry written again.
-    assert len(stored[0]) >= 4 and stored[0] == stored[1]
+    # loaded by the second: none of its entries written again (a segment length the
+    # second run's timing alone chose would add its own).
+    assert len(stored[0]) >= 4
+    assert {name: stored[1].get(name) for name in stored[0]} == stored[0]
 
 
 def test_sweep_warns_once_when_many_runs_share_one_cpu_device_of_a_multicore_machine(
