@@ -107,13 +107,8 @@ class _Stored:
     """`program`'s result with the store on: one program per argument signature."""
 
     def __init__(self, name: str, fn: Callable, config: Any, directory: Path, once: bool):
-        self.name, self.fn, self.config, self.directory, self.once = (
-            name,
-            fn,
-            config,
-            directory,
-            once,
-        )
+        self.name, self.fn, self.config = name, fn, config
+        self.directory, self.once = directory, once
         self.jitted = jax.jit(fn)  # under a transformation
         self.programs: dict[Any, Callable] = {}
 
