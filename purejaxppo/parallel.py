@@ -104,7 +104,9 @@ def jit_once(fn: Callable) -> Callable:
 
 
 def signature(x: Any) -> tuple:
-    """What decides `x`'s part of a compiled program's input."""
+    """`(shape, dtype, weak_type, sharding)` of an array leaf: what decides its part of a
+    compiled program's input (`jit_once`, `stored_programs`). `AttributeError` for a
+    leaf without `shape` / `dtype`."""
     return (x.shape, x.dtype, getattr(x, "weak_type", False), getattr(x, "sharding", None))
 
 

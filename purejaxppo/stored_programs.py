@@ -97,6 +97,12 @@ def program(
       `jax.jit(fn)`'s: `tests/test_stored_programs.py`); `lower(*args)` (when not `once`) is
       `jax.jit`'s, for a compile ahead of the call. Under a transformation (an
       enclosing `jit`, `eval_shape`) it is `jax.jit(fn)`.
+
+    Raises:
+      What `jax.jit(fn)` raises when it traces or compiles (a program `jax.export`
+      refuses is traced again as `jax.jit(fn)`); never an error of the store itself (an
+      entry that cannot be read is exported again, one that cannot be written is not
+      kept).
     """
     if directory is None or " at 0x" in repr(config):
         return parallel.jit_once(fn) if once else jax.jit(fn)
