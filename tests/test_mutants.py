@@ -192,3 +192,19 @@ def test_a_mutant_that_breaks_the_import_is_recorded_as_crashed():
     )
     outcome = mutants.run_one(broken, "gate", ["false"], timeout=60)
     assert outcome.caught == "crashed" and "SyntaxError" in outcome.first_red
+
+
+def test_the_readme_states_the_committed_results_and_they_cover_every_mutant():
+    """README.md's "catches: all N of our list" is the mutants claim's results file
+    (benchmarks/claims.yaml), and that file has a row for every mutant of `MUTANTS`."""
+    import yaml
+
+    claims = yaml.safe_load((ROOT / "benchmarks" / "claims.yaml").read_text())["tables"]
+    [results] = claims["mutants"]["results"].values()
+    with open(ROOT / results, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {row["mutant"] for row in rows} == {m.name for m in MUTANTS}, results
+    caught = sum(row["caught"] == "yes" for row in rows)
+    stated = f"all {caught} of our list" if caught == len(rows) else f"{caught} of our {len(rows)}"
+    readme = (ROOT / "README.md").read_text()
+    assert f"it catches: {stated}." in " ".join(readme.split()), (results, stated)
