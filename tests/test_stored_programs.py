@@ -157,6 +157,20 @@ def test_off_without_a_directory_or_for_a_warm_start(tmp_path, monkeypatch):
     assert exports.count == 1
 
 
+def test_a_kind_with_host_calls_is_never_exported(tmp_path, monkeypatch):
+    """A gymnasium env (`kinds.EnvKind.host_calls`) runs as `jax.jit`, without the trace
+    `jax.export` would refuse."""
+    exports = _Exports(monkeypatch)
+    config = CONFIG.replace(env_name="gymnasium:CartPole-v1")
+    with stored_programs.store_in(tmp_path / "programs"):
+        program = local_program(config)
+    assert program.fns.kind.host_calls
+    runner, metrics = program.segment(1)(program.init(jax.random.key(0)), program.hparams)
+    assert np.asarray(metrics["episode_length"]).shape == (1,)
+    assert exports.count == 0
+    assert not (tmp_path / "programs").exists()
+
+
 def test_the_cli_stores_only_as_the_process_own_command(tmp_path, monkeypatch):
     """`main(argv)` from Python leaves the store off (a test's or a notebook's patched
     functions are in no file); the `purejaxppo` command itself: `tests/test_platform.py`."""

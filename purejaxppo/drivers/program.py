@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import jax
 
-from purejaxppo import fingerprint, kinds, parallel, processes, rundir, stored_programs
+from purejaxppo import fingerprint, parallel, processes, rundir, stored_programs
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.fingerprints import RESUME, run_fields
 from purejaxppo.train import make_train_fns
@@ -68,17 +68,12 @@ class Program(NamedTuple):
     distributed: bool
 
 
-#: Kinds whose programs call the host (EnvPool's pool, gymnasium's vector env):
-#: `jax.export` refuses their custom calls, so they are never stored (`stored_programs`).
-_HOST_CALLS = (kinds.ENVPOOL.name, kinds.HOST.name)
-
-
 def local_program(config: PPOConfig, init_params: Any = None) -> Program:
     """The run in this process: `jit` of `make_train_fns(config)`'s functions, their
     exports loaded from the store when it is on (`stored_programs.store_in`; never for a warm
     start, whose parameters are constants of the init, or a kind with host calls)."""
     fns = make_train_fns(config, init_params=init_params)
-    stored = init_params is None and fns.kind.name not in _HOST_CALLS
+    stored = init_params is None and not fns.kind.host_calls  # `jax.export` refuses those
     directory = stored_programs.stored_in() if stored else None
 
     @functools.cache  # one program per segment length

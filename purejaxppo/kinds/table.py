@@ -84,12 +84,11 @@ class EnvKind:
     title: how messages and the docs name it.
     refusals: operation (a key of `OPERATIONS`) -> what to do instead; every operation not
       listed works.
-    episodes_restart_on_resume: the envs' state lives outside the checkpoint (EnvPool's
-      pool, gymnasium's vector env, on the host): a resumed run's driver restarts their
-      episodes from a fresh reset.
-    vmap_init_runs: batched runs share one env instance (one pool / vector env of R x N
-      envs), so their inits are vmapped (`parallel.batch_runs(vmap_init=True)`), not
-      mapped.
+    host_calls: the envs live on the host, outside the program (EnvPool's pool,
+      gymnasium's vector env), which calls them at every step (`envs.host_calls`). What
+      follows from it is read through the properties below and
+      `drivers.program.local_program` (such a program is never exported: `jax.export`
+      refuses its custom calls).
     loop: which episode loop evaluation, datasets and videos use: "program" and
       "agents" share `acting.episodes` (one jitted `lax.scan` over the kind's `RowsEnv`;
       for "agents" each agent acts on its row, and the team reward counts), "host"
@@ -102,11 +101,23 @@ class EnvKind:
     name: str
     title: str
     refusals: Mapping[str, str]
-    episodes_restart_on_resume: bool = False
-    vmap_init_runs: bool = False
+    host_calls: bool = False
     loop: str = "program"
     episodes_of: Callable[[Any], episodes.Episodes] = lambda env: episodes.STEPS
     notes: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def episodes_restart_on_resume(self) -> bool:
+        """The envs' state lives outside the checkpoint (on the host: `host_calls`), so a
+        resumed run's driver restarts their episodes from a fresh reset."""
+        return self.host_calls
+
+    @property
+    def vmap_init_runs(self) -> bool:
+        """Batched runs share one env instance (one pool / vector env of R x N envs:
+        `host_calls`), so their inits are vmapped (`parallel.batch_runs(vmap_init=True)`),
+        not mapped."""
+        return self.host_calls
 
     def supports(self, operation: str) -> bool:
         """Whether `operation` (a key of `OPERATIONS`) works for this kind."""
@@ -173,8 +184,7 @@ JAX = EnvKind(name="jax", title="JAX env", refusals={})
 ENVPOOL = EnvKind(
     name="envpool",
     title="EnvPool env",
-    episodes_restart_on_resume=True,
-    vmap_init_runs=True,
+    host_calls=True,
     episodes_of=episodes.envpool_episodes,
     refusals={
         "runs_on_devices": (
@@ -228,8 +238,7 @@ HOST = EnvKind(
     name="host",
     title="host env (gymnasium)",
     loop="host",
-    episodes_restart_on_resume=True,
-    vmap_init_runs=True,
+    host_calls=True,
     refusals={
         "runs_on_devices": (
             "the runs of a program share one vector env on the host, stepped from one "

@@ -127,7 +127,7 @@ def check_tune(
     tasks = tuple(parse_task(item) for item in o.task)
     for env_id in [config.env_name] if not tasks else [t.env_id for t in tasks]:
         kind = kinds.check("tune", env_id, multi_agent=config.multi_agent)
-        if kind.vmap_init_runs:  # a host env: one trial at a time (`lanes`)
+        if kind.host_calls:  # one trial at a time (`lanes`)
             o = dataclasses.replace(o, batch=1)
     for env_id in [config.env_name] if not tasks else [t.env_id for t in tasks]:
         task_config = config if env_id == config.env_name else config.replace(env_name=env_id)
@@ -348,7 +348,7 @@ def _run(
     from purejaxppo import kinds
 
     kind = kinds.kind_of_id(config.env_name, config.multi_agent)
-    if kind.vmap_init_runs:
+    if kind.host_calls:
         print(
             f"tune: {config.env_name} ({kind.title}): trials run one at a time, its "
             f"{o.seeds_per_trial} seed(s) x {config.num_envs} envs in one "

@@ -9,7 +9,7 @@ parameters and optimizer state: the init program's state of that lane replaces i
 of `jax.vmap(make_train(config))` for its key `jax.random.key(seed)`: the lanes are
 batched runs like a sweep's (tests/test_tune.py checks it bitwise).
 
-A host env ("envpool:", "gymnasium:": `kinds.EnvKind.vmap_init_runs`) keeps every lane's
+A host env ("envpool:", "gymnasium:": `kinds.EnvKind.host_calls`) keeps every lane's
 envs in one pool / vector env on the host, on one device, which an init resets whole: its
 lanes are placed together (one trial's seeds, `Tuner` runs such trials one at a time) and
 initialised by one vmapped init, as a sweep's chunk of runs is.
@@ -84,7 +84,7 @@ class LaneGroup:
     ):
         fns = make_train_fns(warm.program_config(config))
         warm.check_warm_start(fns, init_params)
-        self.host = fns.kind.vmap_init_runs  # one pool / vector env for every lane
+        self.host = fns.kind.host_calls  # one pool / vector env for every lane
         self.config, self.width, self.init_params = config, width, init_params
         self.num_updates = config.num_updates
         self.segment = segment_updates(self.num_updates, reports)
