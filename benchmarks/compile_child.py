@@ -108,13 +108,13 @@ def _train(name: str, agents: str) -> dict:
 def _runs_init(name: str, options: str) -> dict:
     """The init program of `RUNS_INIT_RUNS` runs that the seeds, sweep, tune and PBT
     drivers compile (`parallel.make_runs_program(warm.init_runs(fns.init, ...), mesh,
-    warm.runs_specs(0))` on one device), compiled with `parallel.ONCE_COMPILER_OPTIONS`
+    warm.runs_specs(0))` on one device), compiled with `compiled.ONCE_COMPILER_OPTIONS`
     (`once`, what the drivers do) or XLA's defaults (`default`)."""
     import jax
     import numpy as np
 
     import purejaxppo as pjp
-    from purejaxppo import parallel
+    from purejaxppo import compiled, parallel
     from purejaxppo.drivers import warm
 
     start = time.perf_counter()
@@ -123,7 +123,7 @@ def _runs_init(name: str, options: str) -> dict:
     init = warm.init_runs(fns.init, lambda runner: runner)
     fn = parallel.make_runs_program(init, mesh, warm.runs_specs(0))  # a `jax.jit`
     keys = np.stack([jax.random.key_data(jax.random.key(s)) for s in range(RUNS_INIT_RUNS)])
-    compiler_options = parallel.ONCE_COMPILER_OPTIONS if options == "once" else None
+    compiler_options = compiled.ONCE_COMPILER_OPTIONS if options == "once" else None
     row = {"setup_s": time.perf_counter() - start}
     return _timed(fn, (keys, None), row, compiler_options)
 
@@ -132,7 +132,7 @@ def _dp_init(name: str, options: str) -> dict:
     """The init program of one run data-parallel over `DATA_PARALLEL_DEVICES` CPU devices
     (`parallel.make_data_parallel_run`: what `purejaxppo train --coordinator` compiles),
     taken from the library as it hands it to `parallel.jit_once`, compiled with
-    `parallel.ONCE_COMPILER_OPTIONS` (`once`, what the run does) or XLA's defaults."""
+    `compiled.ONCE_COMPILER_OPTIONS` (`once`, what the run does) or XLA's defaults."""
     import jax
 
     jax.config.update("jax_num_cpu_devices", DATA_PARALLEL_DEVICES)
@@ -140,7 +140,7 @@ def _dp_init(name: str, options: str) -> dict:
     from jax.sharding import PartitionSpec as P
 
     import purejaxppo as pjp
-    from purejaxppo import parallel
+    from purejaxppo import compiled, parallel
 
     start = time.perf_counter()
     config = pjp.PPOConfig.from_yaml(ROOT / CONFIGS[name])
@@ -152,7 +152,7 @@ def _dp_init(name: str, options: str) -> dict:
         parallel.jit_once = once
     (init,) = handed  # the shard_map of the init over the data axis
     key = np.asarray(jax.random.key_data(jax.random.key(0)))
-    compiler_options = parallel.ONCE_COMPILER_OPTIONS if options == "once" else None
+    compiler_options = compiled.ONCE_COMPILER_OPTIONS if options == "once" else None
     row = {"setup_s": time.perf_counter() - start}
     return _timed(jax.jit(init), (parallel.to_global(key, run.mesh, P()),), row, compiler_options)
 

@@ -13,7 +13,7 @@ Kinds (`KINDS`; `--kinds` picks some):
   the measure `tests/test_program_size.py` pins).
 * `runs_init:cartpole/once`, `runs_init:cartpole/default`: the init program of 4 runs
   that the drivers of many runs compile (`parallel.make_runs_program(..., once=True)`,
-  on one device), timed as `train:` is, compiled with `parallel.ONCE_COMPILER_OPTIONS`
+  on one device), timed as `train:` is, compiled with `compiled.ONCE_COMPILER_OPTIONS`
   (XLA's backend optimisation level 1, what the drivers do: bitwise the default's
   output, `tests/test_jit_once.py`) and with XLA's defaults.
 * `dp_init:cartpole/once`, `dp_init:cartpole/default`: the init program of one CartPole

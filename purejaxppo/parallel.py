@@ -20,8 +20,8 @@ Two kinds of parallelism, both with `jax.shard_map` over a one-axis `Mesh` of al
   save between them (`purejaxppo train --coordinator ...`, `drivers.program`).
 
 Programs that run once per run (a run's init, the `[R]` runs' init, the data-parallel
-run's init: `jit_once`, `make_runs_program(..., once=True)`) compile with XLA's cheaper
-CPU pipeline (`ONCE_COMPILER_OPTIONS`), bitwise the same output.
+run's init: `make_runs_program(..., once=True)`) compile with XLA's cheaper CPU pipeline
+(`compiled.jit_once`), bitwise the same output.
 
 Several hosts: call `initialize_distributed` first in every process (`processes`, which
 holds what the processes of one run agree on; it wraps `jax.distributed.initialize` and
@@ -42,6 +42,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from purejaxppo.collectives import pmean_flat
+from purejaxppo.compiled import jit_once
 from purejaxppo.config import PPOConfig
 from purejaxppo.hyperparams import Hyperparams
 from purejaxppo.processes import initialize_distributed
@@ -51,63 +52,6 @@ from purejaxppo.types import RunnerState, TrainOutput
 RUNS_AXIS = "runs"
 #: Mesh axis over which one agent's environments are split (`make_data_parallel_train`).
 DATA_AXIS = "data"
-
-
-#: XLA options for a program that runs once per run, its init (network parameters,
-#: optimizer state, env reset; of one run or of `[R]` runs, `make_runs_program(...,
-#: once=True)`): LLVM's level-1 pipeline instead of XLA's default level 3 (or the level 2
-#: `import purejaxppo` sets on a CPU-only install, `_xla_flag`).
-#: On a 2-core CPU it compiles CartPole's init in 0.9-1.0 s instead of 1.2-1.4 s (a
-#: MinAtar CNN, GRU, transformer, MAPPO, Navix and Craftax init 13-35% faster), and the
-#: init's output is bitwise the same (`tests/test_jit_once.py`; the data-parallel init on
-#: 4 devices: `tests/test_parallel.py`); running it once,
-#: its run time does not count.
-ONCE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
-
-
-def jit_once(fn: Callable) -> Callable:
-    """`jax.jit(fn)` for a program called once or twice per process (a run's init): on
-    the CPU compiled with `ONCE_COMPILER_OPTIONS` (a cheaper compile, the same output),
-    once per argument signature (pytree structure, shapes, dtypes, weak types,
-    shardings); on other backends, and under a transformation (`jax.eval_shape`, an
-    enclosing `jit`), `jax.jit(fn)` itself. Every compile passes the persistent compile
-    cache.
-
-    Args:
-      fn: a traceable function whose arguments are pytrees of JAX arrays (e.g. the run's
-        init, `key -> RunnerState`, a typed PRNG key `[]`; the runs' init of
-        `make_runs_program`, `(key data [R, 2], warm start) -> RunnerState [R]`).
-
-    Returns:
-      A function with `fn`'s signature and outputs (bitwise `jax.jit(fn)`'s on the CPU:
-      `tests/test_jit_once.py`).
-
-    Raises:
-      What `jax.jit(fn)` raises when it traces or compiles; `AttributeError` for an
-      argument leaf that is not an array (no `shape` / `dtype`).
-    """
-    jitted = jax.jit(fn)
-    compiled: dict[Any, Any] = {}
-
-    def call(*args: Any) -> Any:
-        leaves, tree = jax.tree.flatten(args)
-        traced = any(isinstance(x, jax.core.Tracer) for x in leaves)  # e.g. `eval_shape`
-        if traced or jax.default_backend() != "cpu":
-            return jitted(*args)
-        arguments = (tree, *(signature(x) for x in leaves))
-        if arguments not in compiled:
-            lowered = jitted.lower(*args)
-            compiled[arguments] = lowered.compile(compiler_options=ONCE_COMPILER_OPTIONS)
-        return compiled[arguments](*args)
-
-    return call
-
-
-def signature(x: Any) -> tuple:
-    """`(shape, dtype, weak_type, sharding)` of an array leaf: what decides its part of a
-    compiled program's input (`jit_once`, `stored_programs`). `AttributeError` for a
-    leaf without `shape` / `dtype`."""
-    return (x.shape, x.dtype, getattr(x, "weak_type", False), getattr(x, "sharding", None))
 
 
 def make_mesh(devices: Sequence[jax.Device] | int | None, axis_name: str) -> Mesh:
@@ -248,11 +192,16 @@ def make_runs_program(
     (e.g. a warm start's params, replicated on every device). `once`: a program called
     once or twice per process (the runs' init), compiled by `jit_once` instead of
     `jax.jit` (the same output)."""
+    mapped = shard_runs(batched_fn, mesh, in_specs)
+    return jit_once(mapped) if once else jax.jit(mapped)
+
+
+def shard_runs(batched_fn: Callable, mesh: Mesh, in_specs: Any = None) -> Callable:
+    """`make_runs_program`'s `shard_map`, not jitted (for `stored_programs.program`)."""
     in_specs = P(RUNS_AXIS) if in_specs is None else in_specs
-    mapped = jax.shard_map(
+    return jax.shard_map(
         batched_fn, mesh=mesh, in_specs=in_specs, out_specs=P(RUNS_AXIS), check_vma=False
     )
-    return jit_once(mapped) if once else jax.jit(mapped)
 
 
 def batch_runs(init: Callable, run: Callable, *, vmap_init: bool = False) -> Callable:
@@ -478,11 +427,9 @@ def device_bytes_limit(mesh: Mesh) -> int | None:
 __all__ = [
     "DATA_AXIS",
     "DataParallelRun",
-    "ONCE_COMPILER_OPTIONS",
     "RUNS_AXIS",
     "device_bytes_limit",
     "initialize_distributed",
-    "jit_once",
     "local_rows",
     "make_data_parallel_run",
     "make_data_parallel_train",
@@ -493,7 +440,6 @@ __all__ = [
     "pmean_flat",
     "runs_mesh",
     "runs_per_chunk_for_memory",
-    "signature",
     "to_global",
     "to_host",
 ]

@@ -50,7 +50,7 @@ from typing import Any
 
 import jax
 
-from purejaxppo import parallel
+from purejaxppo import compiled
 
 __all__ = ["program", "store_in", "stored_in"]
 
@@ -77,7 +77,7 @@ def stored_in() -> Path | None:
 def program(
     name: str, fn: Callable, config: Any, directory: Path | None, *, once: bool = False
 ) -> Callable:
-    """`jax.jit(fn)` (`parallel.jit_once(fn)` when `once`: compiled for one call), whose
+    """`jax.jit(fn)` (`compiled.jit_once(fn)` when `once`: compiled for one call), whose
     programs are exported to and loaded from the store in `directory` (None: plain
     `jax.jit`; see the module docstring).
 
@@ -90,7 +90,7 @@ def program(
       config: the run's config (`PPOConfig`): its `repr` is part of the key.
       directory: the store's directory (`stored_in()` for the one now), created when
         the first program is stored.
-      once: compile the program with `parallel.ONCE_COMPILER_OPTIONS` (a run's init).
+      once: compile the program with `compiled.ONCE_COMPILER_OPTIONS` (a run's init).
 
     Returns:
       `fn`'s jitted program: called, it has `fn`'s signature and outputs (bitwise
@@ -105,7 +105,7 @@ def program(
       kept).
     """
     if directory is None or " at 0x" in repr(config):
-        return parallel.jit_once(fn) if once else jax.jit(fn)
+        return compiled.jit_once(fn) if once else jax.jit(fn)
     return _Stored(name, fn, config, directory, once)
 
 
@@ -122,7 +122,7 @@ class _Stored:
         leaves, tree = jax.tree.flatten(args)
         if any(isinstance(x, jax.core.Tracer) for x in leaves):
             return self.jitted
-        signature = (tree, *(parallel.signature(x) for x in leaves))
+        signature = (tree, *(compiled.signature(x) for x in leaves))
         if signature not in self.programs:
             entry = _Entry(self.directory, self.name, self.config, leaves)
             self.programs[signature] = _through(entry, self.fn, args, self.once)
@@ -145,7 +145,7 @@ def _through(entry: _Entry, fn: Callable, args: tuple, once: bool) -> Callable:
         except Exception:  # refused by `jax.export` (a host callback, a custom call with
             # no compatibility guarantee): traced as `jax.jit`, which raises the program's
             # own errors, if any, as it would have
-            return parallel.jit_once(fn) if once else jax.jit(fn)
+            return compiled.jit_once(fn) if once else jax.jit(fn)
     exported, out_tree, out_impls = loaded
     in_impls = entry.impls
 
@@ -153,7 +153,7 @@ def _through(entry: _Entry, fn: Callable, args: tuple, once: bool) -> Callable:
         outs = exported.call(*_raw(jax.tree.leaves(args), in_impls))
         return jax.tree.unflatten(out_tree, _typed(list(outs), out_impls))
 
-    return parallel.jit_once(wrapped) if once else jax.jit(wrapped)
+    return compiled.jit_once(wrapped) if once else jax.jit(wrapped)
 
 
 def _impl(x: Any) -> str | None:

@@ -1,4 +1,4 @@
-"""A run's init compiled with XLA's cheaper pipeline (`parallel.jit_once`) gives
+"""A run's init compiled with XLA's cheaper pipeline (`compiled.jit_once`) gives
 bitwise the init of XLA's default one, on a discrete and a continuous config, and so does
 the init of `[R]` runs (`parallel.make_runs_program(..., once=True)`)."""
 
@@ -12,8 +12,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from purejaxppo import PPOConfig, parallel
+from purejaxppo.compiled import jit_once
 from purejaxppo.drivers import warm
-from purejaxppo.parallel import jit_once
 from purejaxppo.train import make_train_fns
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"

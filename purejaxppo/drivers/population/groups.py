@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purejaxppo import parallel
+from purejaxppo import compiled
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers.population import storage
 from purejaxppo.drivers.population.options import (
@@ -109,13 +109,13 @@ def _padded(count: int, population: int) -> int:
 # The host-side moves of a generation, each one jitted program per group shape: eager
 # `jnp` calls on the members' trees compiled one small program per leaf shape (233
 # programs in `benchmarks.compile_time`'s `pbt_static` call, 38 now; docs/benchmarks.md).
-@parallel.jit_once
+@compiled.jit_once
 def _stack(trees: list[Any]) -> Any:
     """The members' trees stacked along a new leading axis `[M, ...]`."""
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
-@parallel.jit_once
+@compiled.jit_once
 def _unstack(tree: Any, rows: jax.Array) -> tuple[Any, ...]:
     """The members `[M, ...]` of a stacked tree, one tree each (`rows` `[M]`: only its
     length is read)."""
