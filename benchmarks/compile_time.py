@@ -47,6 +47,13 @@ Kinds (`KINDS`; `--kinds` picks some):
 * `cli`: `purejaxppo train --config configs/cartpole.yaml --total-timesteps 512` (one
   update), launch to exit; `import`: `python -c 'import purejaxppo, jax'`; `import_train`:
   `python -c 'from purejaxppo import make_train'` (gymnax, flax, optax).
+* `cli_seeds`: `purejaxppo train --config configs/cartpole.yaml --num-seeds 4
+  --total-timesteps 4096 --no-progress`, and `cli_sweep`: `purejaxppo sweep --config
+  configs/cartpole.yaml --seeds 4 --grid ent_coef=0,0.01 --total-timesteps 4096` (8 runs,
+  with its progress bar), and `cli_tune`: `purejaxppo tune --config configs/cartpole.yaml
+  --trials 8 --search learning_rate=log_uniform:1e-4:1e-2 --total-timesteps 4096
+  --no-progress`, launch to exit: the many-runs commands, whose programs the command
+  stores too (`stored_programs`).
 * `first_update`: `purejaxppo train --config configs/cartpole.yaml --total-timesteps 20480`
   (40 updates): `first_update_s`, launch to the first update's row in the run's
   `metrics.csv` (read every 5 ms while the command runs: what a user watching the run sees
@@ -65,8 +72,8 @@ Every kind runs twice per round, in two fresh processes sharing a fresh persiste
 compile cache (`PUREJAXPPO_COMPILE_CACHE=<tmp>`, `purejaxppo.platform.enable_compile_cache`):
 `cold` (an empty cache; its compile includes writing the entry, as the CLI's first run
 does) and `warm` (the cache filled: `compile_s` is the load; JAX never caches trace and
-lower, but `purejaxppo train` loads a single run's programs traced and lowered from the
-cache's `programs/`, `stored_programs`). `process_s`: the child's launch to exit,
+lower, but `purejaxppo train`, `sweep` and `tune` load their runs' programs traced and
+lowered from the cache's `programs/`, `stored_programs`). `process_s`: the child's launch to exit,
 imports included. A program with a host callback (EnvPool) is not cached by JAX, so its
 warm compile is a full one.
 
@@ -132,6 +139,9 @@ KINDS = (
     "pbt",
     "pbt_static",
     "cli",
+    "cli_seeds",
+    "cli_sweep",
+    "cli_tune",
     "first_update",
     "first_update_split",
 )
@@ -147,6 +157,16 @@ COMMANDS = {
     "import": [sys.executable, "-c", "import purejaxppo, jax"],
     "import_train": [sys.executable, "-c", "from purejaxppo import make_train"],
     "cli": [*TRAIN_CLI, "--total-timesteps", "512", "--no-progress"],
+    "cli_seeds": [*TRAIN_CLI, "--num-seeds", "4", "--total-timesteps", "4096", "--no-progress"],
+    "cli_sweep": [
+        *[sys.executable, "-m", "purejaxppo.cli", "sweep", "--config", "configs/cartpole.yaml"],
+        *["--seeds", "4", "--grid", "ent_coef=0,0.01", "--total-timesteps", "4096"],
+    ],
+    "cli_tune": [
+        *[sys.executable, "-m", "purejaxppo.cli", "tune", "--config", "configs/cartpole.yaml"],
+        *["--trials", "8", "--search", "learning_rate=log_uniform:1e-4:1e-2"],
+        *["--total-timesteps", "4096", "--no-progress"],
+    ],
     "first_update": [sys.executable, "-m", "purejaxppo.cli", *FIRST_UPDATE_ARGS],
 }
 #: How often `first_update` reads the run's metrics.csv (seconds).
@@ -204,8 +224,9 @@ def _child(kind: str, work: Path, timeout: float) -> dict:
         return _first_update(work, env, timeout, cmd, split=True)
     if kind in COMMANDS:
         cmd = list(COMMANDS[kind])
-        if kind == "cli":
-            cmd += ["--run-dir", tempfile.mkdtemp(prefix="run-", dir=work)]
+        if kind in ("cli", "cli_seeds", "cli_sweep", "cli_tune"):
+            out_flag = "--out" if kind in ("cli_sweep", "cli_tune") else "--run-dir"
+            cmd += [out_flag, str(Path(tempfile.mkdtemp(prefix="run-", dir=work)) / "run")]
         try:
             proc = subprocess.run(
                 cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -41,6 +42,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from purejaxppo import stored_programs
 from purejaxppo.collectives import pmean_flat
 from purejaxppo.compiled import jit_once
 from purejaxppo.config import PPOConfig
@@ -182,7 +184,12 @@ def local_rows(x: jax.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def make_runs_program(
-    batched_fn: Callable, mesh: Mesh, in_specs: Any = None, *, once: bool = False
+    batched_fn: Callable,
+    mesh: Mesh,
+    in_specs: Any = None,
+    *,
+    once: bool = False,
+    stored: tuple[str, Any, Path | None] | None = None,
 ) -> Callable:
     """`jit(shard_map(batched_fn))` over `RUNS_AXIS`: `batched_fn` maps a device's share
     of `[R]` runs (leading axis `[R / D]` on every argument and output) and is called on
@@ -191,17 +198,22 @@ def make_runs_program(
     argument split along `RUNS_AXIS`) may give `P()` to an argument every run shares
     (e.g. a warm start's params, replicated on every device). `once`: a program called
     once or twice per process (the runs' init), compiled by `jit_once` instead of
-    `jax.jit` (the same output)."""
-    mapped = shard_runs(batched_fn, mesh, in_specs)
-    return jit_once(mapped) if once else jax.jit(mapped)
-
-
-def shard_runs(batched_fn: Callable, mesh: Mesh, in_specs: Any = None) -> Callable:
-    """`make_runs_program`'s `shard_map`, not jitted (for `stored_programs.program`)."""
+    `jax.jit` (the same output). `stored`: `(name, config, directory)`, the program
+    kept in `stored_programs`' store in `directory` (None: not kept; see
+    `stored_programs.program`)."""
     in_specs = P(RUNS_AXIS) if in_specs is None else in_specs
-    return jax.shard_map(
+    mapped = jax.shard_map(
         batched_fn, mesh=mesh, in_specs=in_specs, out_specs=P(RUNS_AXIS), check_vma=False
     )
+    if stored is not None:
+        name, config, directory = stored
+        placement = jax.tree.map(
+            lambda spec: NamedSharding(mesh, spec), in_specs, is_leaf=lambda x: isinstance(x, P)
+        )
+        return stored_programs.program(
+            name, mapped, config, directory, once=once, placement=placement
+        )
+    return jit_once(mapped) if once else jax.jit(mapped)
 
 
 def batch_runs(init: Callable, run: Callable, *, vmap_init: bool = False) -> Callable:

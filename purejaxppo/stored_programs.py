@@ -1,5 +1,9 @@
-"""A single run's programs kept on disk as serialized `jax.export`s, so that the next
-`purejaxppo train` of the same config skips tracing and lowering them.
+"""A run's programs kept on disk as serialized `jax.export`s, so that the next
+`purejaxppo train`, `sweep` or `tune` of the same config skips tracing and lowering them:
+a single run's init and segments (`drivers.program.local_program`), and those of `[R]`
+runs split over the devices (`--num-seeds`, a sweep's groups, tune's lanes:
+`drivers.seeds`, `drivers.sweeps.groups`, `drivers.tune.lanes`, through
+`parallel.make_runs_program(..., stored=...)`).
 
 JAX's persistent compile cache (`platform.enable_compile_cache`) skips XLA's compile on
 a second launch, but its key is computed from the lowered module, so every launch still
@@ -13,9 +17,10 @@ too, so a run computes the same bits whether its program came from disk or not.
 
 The key (SHA-256) is of what the traced program is a function of, as far as a process
 can tell before tracing it: the program's name (the init, a segment of N updates), the
-config (its `repr`), the arguments' leaves (shapes, dtypes, weak types, PRNG key
-implementations), JAX's and jaxlib's versions, JAX's config values (less its cache
-settings), `XLA_FLAGS`, and the device's platform and kind. The Python code that ran
+config (its `repr`), the arguments' tree and leaves (shapes, dtypes, weak types, PRNG
+key implementations, and the mesh and spec of those split over devices), JAX's and
+jaxlib's versions, JAX's config values (less its cache settings), `XLA_FLAGS`, and the
+device's platform and kind. The Python code that ran
 while tracing is checked instead: an entry records every module file loaded when it was
 exported (path, size, modification time in ns) and is used only when none of them
 changed and every module loaded now is among them (a user module of `--import`, say).
@@ -24,9 +29,11 @@ partial file, then `os.replace`); a store that cannot be written runs the export
 memory.
 
 Not stored (plain `jax.jit`): programs with host calls (EnvPool, gymnasium, a
-`jax.pure_callback`: `jax.export` refuses their custom calls), and a config whose `repr`
-names an object by its address. Entries are never removed (a few hundred KB each);
-deleting the directory is always safe.
+`jax.pure_callback`: `jax.export` refuses their custom calls), and a config or an
+argument tree whose `repr` names an object by its address; a warm start of a single run
+(its parameters are constants of the init) and a run over several processes
+(`directory_for`). Entries are never removed (a few hundred KB each); deleting the
+directory is always safe.
 
 On only inside `store_in(directory)`: the `purejaxppo` command run as a program
 (`cli.main` with the process's own arguments) puts it under the compile cache's
@@ -52,7 +59,7 @@ import jax
 
 from purejaxppo import compiled
 
-__all__ = ["program", "store_in", "stored_in"]
+__all__ = ["directory_for", "program", "store_in", "stored_in"]
 
 #: Changes whenever an entry's files change their meaning.
 _FORMAT = 1
@@ -74,8 +81,25 @@ def stored_in() -> Path | None:
     return _store[0]
 
 
+def directory_for(*, host_calls: bool, warm_start: bool) -> Path | None:
+    """The store's directory for a run's programs (`stored_in()`), or None (plain
+    `jax.jit`) for an env the program calls on the host (`kinds.EnvKind.host_calls`:
+    `jax.export` refuses those calls, after a trace that would be wasted), for a warm
+    start (its parameters are constants of the init) and over several processes (each
+    would export and write the same entries)."""
+    if host_calls or warm_start or jax.process_count() > 1:
+        return None
+    return stored_in()
+
+
 def program(
-    name: str, fn: Callable, config: Any, directory: Path | None, *, once: bool = False
+    name: str,
+    fn: Callable,
+    config: Any,
+    directory: Path | None,
+    *,
+    once: bool = False,
+    placement: Any = None,
 ) -> Callable:
     """`jax.jit(fn)` (`compiled.jit_once(fn)` when `once`: compiled for one call), whose
     programs are exported to and loaded from the store in `directory` (None: plain
@@ -91,6 +115,11 @@ def program(
       directory: the store's directory (`stored_in()` for the one now), created when
         the first program is stored.
       once: compile the program with `compiled.ONCE_COMPILER_OPTIONS` (a run's init).
+      placement: for a program over several devices (a `shard_map`, which an export
+        keeps for that many devices), the arguments' shardings (a pytree prefix of
+        them, e.g. the `NamedSharding`s of `shard_map`'s `in_specs`): the stored
+        program's arguments are placed so (`jax.device_put`) before it is called or
+        lowered, as `jax.jit(fn)` would lay them out itself.
 
     Returns:
       `fn`'s jitted program: called, it has `fn`'s signature and outputs (bitwise
@@ -106,34 +135,45 @@ def program(
     """
     if directory is None or " at 0x" in repr(config):
         return compiled.jit_once(fn) if once else jax.jit(fn)
-    return _Stored(name, fn, config, directory, once)
+    return _Stored(name, fn, config, directory, once, placement)
 
 
 class _Stored:
     """`program`'s result with the store on: one program per argument signature."""
 
-    def __init__(self, name: str, fn: Callable, config: Any, directory: Path, once: bool):
+    def __init__(
+        self, name: str, fn: Callable, config: Any, directory: Path, once: bool, placement: Any
+    ):
         self.name, self.fn, self.config = name, fn, config
-        self.directory, self.once = directory, once
+        self.directory, self.once, self.placement = directory, once, placement
         self.jitted = jax.jit(fn)  # under a transformation
         self.programs: dict[Any, Callable] = {}
 
-    def _program(self, args: tuple) -> Any:
+    def _program(self, args: tuple) -> tuple[Callable, tuple]:
+        """The program for `args`, and `args` placed as it takes them."""
         leaves, tree = jax.tree.flatten(args)
         if any(isinstance(x, jax.core.Tracer) for x in leaves):
-            return self.jitted
+            return self.jitted, args
+        if self.placement is not None:
+            args = jax.device_put(args, self.placement)
+            leaves = jax.tree.leaves(args)
         signature = (tree, *(compiled.signature(x) for x in leaves))
         if signature not in self.programs:
-            entry = _Entry(self.directory, self.name, self.config, leaves)
-            self.programs[signature] = _through(entry, self.fn, args, self.once)
-        return self.programs[signature]
+            if " at 0x" in repr(tree):  # an object by its address: no key across processes
+                self.programs[signature] = compiled.jit_once(self.fn) if self.once else self.jitted
+            else:
+                entry = _Entry(self.directory, self.name, self.config, tree, leaves)
+                self.programs[signature] = _through(entry, self.fn, args, self.once)
+        return self.programs[signature], args
 
     def __call__(self, *args: Any) -> Any:
-        return self._program(args)(*args)
+        program, args = self._program(args)
+        return program(*args)
 
     def lower(self, *args: Any) -> Any:
         """`jax.jit(fn).lower(*args)`'s counterpart: the stored program, lowered."""
-        return self._program(args).lower(*args)
+        program, args = self._program(args)
+        return program.lower(*args)
 
 
 def _through(entry: _Entry, fn: Callable, args: tuple, once: bool) -> Callable:
@@ -161,6 +201,16 @@ def _impl(x: Any) -> str | None:
     if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
         return str(jax.random.key_impl(x))
     return None
+
+
+def _placement(x: Any) -> str:
+    """How a leaf is laid out, as far as the program depends on it: a `NamedSharding`'s
+    mesh axes and spec (a program of `[R]` runs split over D devices is exported for D),
+    "" on one device."""
+    sharding = getattr(x, "sharding", None)
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        return f"{dict(sharding.mesh.shape)} {sharding.spec}"
+    return "" if sharding is None or len(sharding.device_set) == 1 else repr(sharding)
 
 
 def _raw(leaves: list, impls: list[str | None]) -> list:
@@ -209,7 +259,7 @@ class _Entry:
     """One program's place in the store: `<key>.jaxexport` (the serialized export) and
     `<key>.json` (its output's tree, key implementations, files and checksum)."""
 
-    def __init__(self, directory: Path, name: str, config: Any, leaves: list) -> None:
+    def __init__(self, directory: Path, name: str, config: Any, tree: Any, leaves: list) -> None:
         self.impls = [_impl(x) for x in leaves]
         raw = jax.eval_shape(lambda xs: _raw(xs, self.impls), leaves)
         self.avals = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type) for x in raw]
@@ -218,7 +268,9 @@ class _Entry:
             "format": _FORMAT,
             "name": name,
             "config": repr(config),
+            "tree": repr(tree),
             "leaves": [[list(a.shape), str(a.dtype), a.weak_type] for a in self.avals],
+            "placements": [_placement(x) for x in leaves],
             "impls": self.impls,
             "jax": [jax.__version__, getattr(jax.lib, "__version__", "")],  # jaxlib's
             "jax_config": {

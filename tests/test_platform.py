@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 EXE = os.path.join(os.path.dirname(sys.executable), "purejaxppo")
@@ -75,6 +76,51 @@ def test_train_fills_the_compile_cache_and_no_compile_cache_keeps_it_empty(tmp_p
     # loaded by the second: none of its entries written again (a segment length the
     # second run's timing alone chose would add its own).
     assert len(stored[0]) >= 4
+    assert {name: stored[1].get(name) for name in stored[0]} == stored[0]
+
+
+#: The commands of many runs that store their programs: argv after the command's name,
+#: the flag naming its output, the file holding its numbers, and the columns compared.
+MANY_RUNS = {
+    "seeds": (["train", "--num-seeds", "3", *TINY], "--run-dir", "metrics.csv", None),
+    "sweep": (
+        ["sweep", "--seeds", "2", "--grid", "ent_coef=0,0.01", *TINY],
+        "--out",
+        "runs.csv",
+        None,
+    ),
+    "tune": (
+        ["tune", "--trials", "3", "--search", "learning_rate=log_uniform:1e-4:1e-2", *TINY],
+        "--out",
+        "trials.csv",
+        ["number", "value_episode_return", "params_learning_rate"],
+    ),
+}
+
+
+@pytest.mark.parametrize("command", sorted(MANY_RUNS))
+def test_many_runs_store_their_programs_over_two_devices_and_compute_the_same(tmp_path, command):
+    """`train --num-seeds`, `sweep` and `tune` over 2 CPU devices: their `[R]` runs'
+    programs, a `shard_map` over the devices, are exported by the first run and loaded by
+    the second, whose numbers are those of the run without the store
+    (`--no-compile-cache`: plain `jax.jit`)."""
+    argv, out_flag, results, columns = MANY_RUNS[command]
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2", "PUREJAXPPO_COMPILE_CACHE": str(cache)}
+    env.pop("PUREJAXPPO_NO_COMPILE_CACHE", None)
+    numbers, stored = [], []
+    for name, off in (("off", ["--no-compile-cache"]), ("b", []), ("c", [])):
+        run = [EXE, *argv, out_flag, str(tmp_path / name), *off]
+        done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+        table = pd.read_csv(tmp_path / name / results)
+        numbers.append(table if columns is None else table[columns])
+        if not off:
+            stored.append({p.name: p.stat().st_mtime_ns for p in (cache / "programs").iterdir()})
+    pd.testing.assert_frame_equal(numbers[0], numbers[1], check_exact=True)
+    pd.testing.assert_frame_equal(numbers[1], numbers[2], check_exact=True)
+    # an export and its record per program (a sweep without its bar: one whole-run program)
+    assert len(stored[0]) >= 2
     assert {name: stored[1].get(name) for name in stored[0]} == stored[0]
 
 

@@ -157,6 +157,19 @@ def test_off_without_a_directory_or_for_a_warm_start(tmp_path, monkeypatch):
     assert exports.count == 1
 
 
+def test_a_runs_directory_leaves_out_host_calls_single_warm_starts_and_processes(
+    tmp_path, monkeypatch
+):
+    directory_for = stored_programs.directory_for
+    assert directory_for(host_calls=False, warm_start=False) is None  # the store is off
+    with stored_programs.store_in(tmp_path):
+        assert directory_for(host_calls=False, warm_start=False) == tmp_path
+        assert directory_for(host_calls=True, warm_start=False) is None
+        assert directory_for(host_calls=False, warm_start=True) is None
+        monkeypatch.setattr(jax, "process_count", lambda: 2)
+        assert directory_for(host_calls=False, warm_start=False) is None
+
+
 def test_a_kind_with_host_calls_is_never_exported(tmp_path, monkeypatch):
     """A gymnasium env (`kinds.EnvKind.host_calls`) runs as `jax.jit`, without the trace
     `jax.export` would refuse."""

@@ -73,8 +73,9 @@ def local_program(config: PPOConfig, init_params: Any = None) -> Program:
     exports loaded from the store when it is on (`stored_programs.store_in`; never for a warm
     start, whose parameters are constants of the init, or a kind with host calls)."""
     fns = make_train_fns(config, init_params=init_params)
-    stored = init_params is None and not fns.kind.host_calls  # `jax.export` refuses those
-    directory = stored_programs.stored_in() if stored else None
+    directory = stored_programs.directory_for(
+        host_calls=fns.kind.host_calls, warm_start=init_params is not None
+    )
 
     @functools.cache  # one program per segment length
     def segment(length: int) -> Callable:

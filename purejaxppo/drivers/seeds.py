@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 from jax.sharding import PartitionSpec as P
 
-from purejaxppo import parallel, rundir
+from purejaxppo import parallel, rundir, stored_programs
 from purejaxppo.checkpoint import save_checkpoint
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers import seeds_resume, warm
@@ -260,6 +260,9 @@ class _SeedsRun(seeds_resume.ResumeSeeds):
             (key_data[pick], hparams), mesh, P(parallel.RUNS_AXIS)
         )
         self.init_params = init_params  # the warm start (host arrays) or None
+        # a warm start is an argument of the init here, not a constant: stored as well
+        store = stored_programs.directory_for(host_calls=fns.kind.host_calls, warm_start=False)
+        self.stored = lambda name: (f"seeds/{name}", warm.program_config(config), store)
         self.programs = CompiledSegments(self._run_program)
         self.history: list[dict[str, np.ndarray]] = []  # per segment: name -> [S, length]
         self.diverged: dict[int, Divergence] = {}  # seed index -> where it diverged
@@ -345,7 +348,8 @@ class _SeedsRun(seeds_resume.ResumeSeeds):
         """`(key data [R, 2], warm start) -> runner [R]`, split over the devices."""
         vmap_init = self.fns.kind.vmap_init_runs
         init = warm.init_runs(self.fns.init, lambda runner: runner, vmap_init=vmap_init)
-        return parallel.make_runs_program(init, self.mesh, warm.runs_specs(0), once=True)
+        specs, stored = warm.runs_specs(0), self.stored("init")
+        return parallel.make_runs_program(init, self.mesh, specs, once=True, stored=stored)
 
     def _run_program(self, length: int) -> Callable:
         """`(runner [R], hparams [R]) -> (runner, metrics [R, length], params finite [R])`,
@@ -355,7 +359,8 @@ class _SeedsRun(seeds_resume.ResumeSeeds):
             runner, metrics = self.fns.run(runner, hp, length)
             return runner, metrics, all_finite(runner.train_state.params)
 
-        return parallel.make_runs_program(jax.vmap(run), self.mesh)
+        stored = self.stored(f"segment/{length}")
+        return parallel.make_runs_program(jax.vmap(run), self.mesh, stored=stored)
 
     def run_program(self, length: int) -> Callable:
         """`_run_program(length)` compiled for the runner's shapes and shardings (once per

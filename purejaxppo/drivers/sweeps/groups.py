@@ -11,6 +11,7 @@ import dataclasses
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 from jax.sharding import PartitionSpec as P
 
-from purejaxppo import fingerprint, parallel
+from purejaxppo import fingerprint, parallel, stored_programs
 from purejaxppo.config import PPOConfig
 from purejaxppo.drivers import warm
 from purejaxppo.drivers.segments import (
@@ -100,8 +101,15 @@ def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dic
     warm.check_warm_start(fns, init_params)
     num_updates = config.num_updates
 
+    # Kept in the store (`stored_programs`) unless networks came as objects (no config
+    # names them); a warm start is an argument here, not a constant.
+    store = stored_programs.directory_for(host_calls=fns.kind.host_calls, warm_start=False)
+
+    def stored(name: str) -> tuple:
+        return f"sweep/{name}", program, None if plan.networks else store
+
     programs = (
-        *_group_programs(fns, num_updates, mesh, plan.progress, fns.kind.vmap_init_runs),
+        *_group_programs(fns, num_updates, mesh, plan.progress, stored),
         warm.replicate(init_params, mesh),
     )
     key_data = np.stack(
@@ -178,16 +186,18 @@ def _chunk_digest(plan: Plan, runs: list[tuple[int, int, int]]) -> str:
 
 
 def _group_programs(
-    fns: Any, num_updates: int, mesh: Any, progress: bool, vmap_init: bool = False
+    fns: Any, num_updates: int, mesh: Any, progress: bool, stored: Callable[[str], tuple]
 ) -> tuple:
     """(segment length, init program or None, segment program) of one static group: with
     `progress`, about 20 segments of updates (a divisor of `num_updates`) after an init
     program `(key_data, init_params) -> runner`; without, one whole-run program
     `(key_data, init_params, hparams) -> metrics` (`init_params`: the warm start, `warm`;
-    `vmap_init`: see `parallel.batch_runs`)."""
+    the kind's `vmap_init_runs`: see `parallel.batch_runs`). `stored(name)`: the
+    program's `stored` argument of `parallel.make_runs_program`."""
+    vmap_init = fns.kind.vmap_init_runs
     if not progress:
         program = parallel.make_runs_program(
-            train_runs(fns, num_updates, vmap_init), mesh, warm.runs_specs(1)
+            train_runs(fns, num_updates, vmap_init), mesh, warm.runs_specs(1), stored=stored("run")
         )
         return num_updates, None, program
     segment = largest_divisor_at_most(num_updates, max(1, math.ceil(num_updates / 20)))
@@ -196,9 +206,12 @@ def _group_programs(
         mesh,
         warm.runs_specs(0),
         once=True,
+        stored=stored("init"),
     )
     run_program = parallel.make_runs_program(
-        jax.vmap(lambda runner, hp: fns.run(runner, hp, segment)), mesh
+        jax.vmap(lambda runner, hp: fns.run(runner, hp, segment)),
+        mesh,
+        stored=stored(f"segment/{segment}"),
     )
     return segment, init_program, run_program
 

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from purejaxppo import stored_programs
 from purejaxppo.config import TRACED_FIELDS, PPOConfig
 from purejaxppo.drivers import warm
 from purejaxppo.drivers.segments import largest_divisor_at_most
@@ -117,15 +118,21 @@ class LaneGroup:
         # `parallel.batch_runs` (XLA:CPU's batched QR).
         self.mesh = runs_mesh(config.env_name, "auto", width) or make_mesh(1, RUNS_AXIS)
         each = (lambda f, kd: jax.vmap(f)(kd)) if self.host else jax.lax.map
+        # kept in the store (`stored_programs`; a warm start is an argument here)
+        store = stored_programs.directory_for(host_calls=self.host, warm_start=False)
+        key_config = warm.program_config(config)
         self._init = make_runs_program(
             lambda kd, ip: each(lambda k: init_one(k, ip), kd),
             self.mesh,
             in_specs=(P(RUNS_AXIS), P()),
             once=True,
+            stored=("tune/init", key_config, store),
         )
         self._merge = jax.jit(merge)
         self._run = make_runs_program(
-            jax.vmap(lambda runner, hp: fns.run(runner, hp, length)), self.mesh
+            jax.vmap(lambda runner, hp: fns.run(runner, hp, length)),
+            self.mesh,
+            stored=(f"tune/segment/{length}", key_config, store),
         )
 
     def free(self) -> list[int]:
