@@ -101,15 +101,8 @@ def run_group(plan: Plan, group: Group) -> tuple[pd.DataFrame, pd.DataFrame, dic
     warm.check_warm_start(fns, init_params)
     num_updates = config.num_updates
 
-    # Kept in the store (`stored_programs`) unless networks came as objects (no config
-    # names them); a warm start is an argument here, not a constant.
-    store = stored_programs.directory_for(host_calls=fns.kind.host_calls, warm_start=False)
-
-    def stored(name: str) -> tuple:
-        return f"sweep/{name}", program, None if plan.networks else store
-
     programs = (
-        *_group_programs(fns, num_updates, mesh, plan.progress, stored),
+        *_group_programs(fns, num_updates, mesh, plan.progress, _stored(plan, program, fns)),
         warm.replicate(init_params, mesh),
     )
     key_data = np.stack(
@@ -183,6 +176,15 @@ def _chunk_digest(plan: Plan, runs: list[tuple[int, int, int]]) -> str:
     return fingerprint.digest(
         [plan.fingerprint.get("config"), [[seed, plan.settings[s]] for _, s, seed in runs]]
     )
+
+
+def _stored(plan: Plan, program: PPOConfig, fns: Any) -> Callable[[str], tuple]:
+    """`name -> (name, config, directory)`, the `stored` argument of a group's programs
+    (`parallel.make_runs_program`): kept in the store (`stored_programs`) unless networks
+    came as objects, which no config names; a warm start is an argument here, not a
+    constant."""
+    store = stored_programs.directory_for(host_calls=fns.kind.host_calls, warm_start=False)
+    return lambda name: (f"sweep/{name}", program, None if plan.networks else store)
 
 
 def _group_programs(
