@@ -157,6 +157,7 @@ def _namespace(results: dict[str, Path]) -> dict:
         "max": max,
         "len": len,
         "round": round,
+        "format": format,
         "abs": abs,
         "all": all,
         "float": float,

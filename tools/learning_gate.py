@@ -79,9 +79,11 @@ LEARNING_ROWS = {
         "acrobot.yaml", 300_000, 4, -200.0, "learning-gate-cpu-20261202-043900.csv"
     ),
     # 20 clean seeds: min 5.93, 5th percentile 6.12, median 6.71; the first 5% of updates
-    # (the untrained policy) 0.41
+    # (the untrained policy) 0.41. 2 seeds (the gate's longest row: 171 s at 4 after the
+    # suite, 2026-12-07): the threshold sits 1.9 below the weakest of the 20, so the median
+    # of 2 clean seeds does not reach it
     "minatar-breakout": LearningRow(
-        "breakout_minatar.yaml", 400_000, 4, 4.0, "learning-gate-cpu-20261202-060731.csv"
+        "breakout_minatar.yaml", 400_000, 2, 4.0, "learning-gate-cpu-20261202-060731.csv"
     ),
     # 20 clean seeds: min -274, 5th percentile -273, median -213 (random play about -1200)
     "pendulum": LearningRow(

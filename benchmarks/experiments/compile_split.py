@@ -186,6 +186,9 @@ def run_cell(cell: str, agents: int) -> dict:
         "top_passes": [[name, seconds] for name, seconds in top],
         "timers": parsed["timers"],
         "stablehlo_lines": lowered.as_text().count("\n"),
+        # the cell's XLA options: a child inherits the parent's XLA_FLAGS, which `import
+        # purejaxppo` sets (level 2 on a CPU-only install), so rejax's cell runs at them too
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
 
 
