@@ -88,6 +88,13 @@ def test_the_core_imports_nothing_of_one_kind():
         assert not imported & set(KIND_SPECIFIC), (name, imported & set(KIND_SPECIFIC))
 
 
+def test_every_kind_with_host_calls_says_how_tune_runs_it():
+    """`tune` prints a host kind's `notes["tune"]` (its layout: trials one at a time)."""
+    for kind in kinds.KINDS:
+        if kind.host_calls:
+            assert "one at a time" in kind.notes.get("tune", ""), kind.name
+
+
 def test_kind_checks_outside_envs_are_few():
     """The kind is asked in few places outside `envs/` and `kinds/` (at most 10)."""
     asks = ("kind_of(", "kind_of_id(", "is_host_env(", "is_envpool_id(", "is_multi_agent_env(")

@@ -36,7 +36,8 @@ def test_a_host_env_study_prunes_stops_resumes_and_extends(env_name, tmp_path, c
     first = pjp.tune(config, SEARCH, trials=3, batch=4, timeout=0.2, out=tmp_path, **QUIET)
     assert [t.state for t in first.study.trials] == [States.FAIL, States.WAITING]
     err = capsys.readouterr().err
-    assert "trials run one at a time, its 2 seed(s) x 4 envs in one" in err
+    assert "trials one at a time, compiled once; a trial's seeds share the " in err
+    assert "(2 seed(s) x 4 envs)" in err
     assert "the timeout of 0.2 s is spent" in err
     pruner = PruneNumbers({2})  # the re-queued trial 0 runs again as trial 1
     done = pjp.tune(

@@ -350,9 +350,8 @@ def _run(
     kind = kinds.kind_of_id(config.env_name, config.multi_agent)
     if kind.host_calls:
         print(
-            f"tune: {config.env_name} ({kind.title}): trials run one at a time, its "
-            f"{o.seeds_per_trial} seed(s) x {config.num_envs} envs in one "
-            f"{'pool' if kind.name == 'envpool' else 'vector env'}, compiled once",
+            f"tune: {config.env_name} ({kind.title}): {kind.notes['tune']} "
+            f"({o.seeds_per_trial} seed(s) x {config.num_envs} envs)",
             file=sys.stderr,
             flush=True,
         )
