@@ -84,10 +84,11 @@ def test_sweep_same_results_on_1_and_4_devices(devices):
 def test_data_parallel_cartpole_learns_on_4_devices(devices):
     returns = devices["learn_return"]
     # 8 envs (2 per device) x 64 steps, 300k env steps: random play scores ~22. Measured
-    # (2 shared CPU cores, 2026-11-25; keys 0 / 1 / 2 / 3, 4 fake CPU devices): last 10 updates
-    # 439 / 485 / 460 / 500. The old threshold 400 sat 39 below the worst seed, inside the spread
-    # (61); 300 leaves 139 (over twice the spread).
-    assert np.nanmean(returns[-10:]) >= 300, returns[-20:]
+    # (2 CPU cores; keys 0 / 1 / 2 / 3, 4 fake CPU devices), last 10 updates: 439 / 485 / 460
+    # / 500 on 2026-11-25, and 333.5 / 500 / 500 / 430.4 on 2026-12-07 (XLA's level 2 on the
+    # CPU since). Key 0, the one tested, sat 33 above the old threshold 300; 200 leaves 133
+    # below the weakest seed, still nine times random play.
+    assert np.nanmean(returns[-10:]) >= 200, returns[-20:]
 
 
 def test_data_parallel_on_one_device_is_the_ordinary_run(devices):
