@@ -34,10 +34,10 @@ from purejaxppo.config_checks import (
     RECURRENT_CORES,
     VALIDATORS,
     coerce,
-    did_you_mean,
     short,
 )
 from purejaxppo.config_yaml import DuplicateKeyError, load_yaml, load_yaml_file
+from purejaxppo.peer_names import field_hint
 
 __all__ = [
     "ACTIVATIONS",
@@ -385,7 +385,7 @@ class PPOConfig:
         names = _FIELD_NAMES or [f.name for f in dataclasses.fields(cls)]
         for key in kwargs:
             if key not in names:
-                raise TypeError(f"PPOConfig got an unknown field {key!r}{did_you_mean(key, names)}")
+                raise TypeError(f"PPOConfig got an unknown field {key!r}{field_hint(key, names)}")
         return super().__new__(cls)
 
     def __post_init__(self) -> None:
@@ -445,7 +445,7 @@ class PPOConfig:
         names = [f.name for f in dataclasses.fields(cls)]
         for key in values:
             if key not in names:
-                raise ValueError(f"unknown config field {key!r}{did_you_mean(key, names)}")
+                raise ValueError(f"unknown config field {key!r}{field_hint(key, names)}")
         return cls(**dict(values))
 
     @classmethod

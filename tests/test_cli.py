@@ -132,6 +132,27 @@ def test_mistyped_flag_exits_2_with_a_suggestion_and_the_subcommand_usage(flag, 
     assert f"unrecognized arguments: {flag} 1e-3" in err
 
 
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (
+            ["train", "--env", "Acrobot-v1"],
+            "did you mean --env-name, for RL Zoo's and rejax's env?",
+        ),
+        (["train", "--env-id", "Acrobot-v1"], "did you mean --env-name, for CleanRL's env_id?"),
+        (["sweep", "--n-epochs", "3"], "did you mean --update-epochs, for SB3's n_epochs?"),
+        (["tune", "--clip-range=0.1"], "did you mean --clip-coef, for SB3's clip_range?"),
+    ],
+)
+def test_another_librarys_flag_gets_ours_and_whose_it_is(argv, hint, capsys):
+    # difflib alone answered RL Zoo's --env with --num-envs
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"unrecognized arguments: {' '.join(argv[1:])} ({hint})" in err, err
+
+
 def test_sweep_and_pbt_refuse_abbreviations_too(capsys):
     for argv in (["sweep", "--num-sampl", "3"], ["pbt", "--populatio", "4"]):
         with pytest.raises(SystemExit) as exit_info:

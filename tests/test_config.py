@@ -70,6 +70,27 @@ def test_unknown_key_suggests_close_match():
         pjp.PPOConfig.from_dict({"num_env": 8})
 
 
+@pytest.mark.parametrize(
+    "key, field, whose",
+    [
+        ("env_id", "env_name", "CleanRL's env_id"),  # difflib alone suggests nothing
+        ("n_steps", "num_steps", "SB3's n_steps"),  # difflib alone puts n_step first
+        ("batch_size", "num_minibatches", "SB3's batch_size, the minibatch size"),
+        ("LR", "learning_rate", "PureJaxRL's LR"),
+        ("NUM_ENVS", "num_envs", "field names are lower case here"),
+        ("entropy_cost", "ent_coef", "Brax's entropy_cost"),
+    ],
+)
+def test_another_librarys_name_gets_ours_and_whose_it_is(key, field, whose):
+    hint = f"unknown field {key!r}; did you mean {field}? ({whose}"
+    with pytest.raises(ValueError, match="unknown config field") as error:
+        pjp.PPOConfig.from_dict({key: 8})  # a YAML file's keys, a sweep's grid
+    assert hint.replace("field", "config field", 1) in str(error.value), str(error.value)
+    with pytest.raises(TypeError) as error:
+        pjp.PPOConfig(**{key: 8})
+    assert hint in str(error.value), str(error.value)
+
+
 def test_lossless_coercions():
     c = pjp.PPOConfig.from_dict({"total_timesteps": 1e6, "hidden_sizes": [32], "gamma": 1})
     assert c.total_timesteps == 1_000_000 and isinstance(c.total_timesteps, int)

@@ -23,6 +23,7 @@ from purejaxppo.cli.options import (
 from purejaxppo.cli.tune import TuneCommand
 from purejaxppo.cli.values import _parse_value
 from purejaxppo.config import PPOConfig
+from purejaxppo.peer_names import peer_field
 
 
 class Parser(argparse.ArgumentParser):
@@ -42,14 +43,22 @@ class Parser(argparse.ArgumentParser):
         return parsed, extras
 
     def unrecognized(self, extras: list[str]) -> str:
-        """'unrecognized arguments: --learnig-rate 1e-3 (did you mean --learning-rate?)'"""
+        """'unrecognized arguments: --learnig-rate 1e-3 (did you mean --learning-rate?)';
+        another library's flag gets ours and whose it is (`peer_names`): '--env-id X (did
+        you mean --env-name, for CleanRL's env_id?)'."""
         message = f"unrecognized arguments: {' '.join(extras)}"
         known = [flag for flag in self._option_string_actions if flag.startswith("--")]
+        fields = [flag[2:].replace("-", "_") for flag in known]
         hints = []
         for extra in extras:
             if not extra.startswith("--"):
                 continue
-            close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1, cutoff=0.6)
+            flag = extra.split("=", 1)[0]
+            peer = peer_field(flag[2:], fields)
+            if peer is not None:
+                hints.append(f"did you mean --{peer[0].replace('_', '-')}, for {peer[1]}")
+                continue
+            close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
             if close:
                 hints.append(f"did you mean {close[0]}")
         return message + (f" ({'; '.join(hints)}?)" if hints else "")

@@ -8,7 +8,6 @@ settings).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from purejaxppo.config import DRIVER_FIELDS, PPOConfig
+from purejaxppo.peer_names import field_hint
 
 #: Distributions accepted by `random=` (name -> number of parameters).
 DISTRIBUTIONS = {"uniform": 2, "log_uniform": 2, "int_uniform": 2, "choice": 1}
@@ -26,9 +26,7 @@ UNSWEEPABLE = ("seed", *DRIVER_FIELDS)
 def _check_field(name: Any, where: str) -> None:
     names = [f.name for f in dataclasses.fields(PPOConfig)]
     if name not in names:
-        close = difflib.get_close_matches(str(name), names, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"{where}: unknown config field {name!r}{hint}")
+        raise ValueError(f"{where}: unknown config field {name!r}{field_hint(name, names)}")
     if name in UNSWEEPABLE:
         why = "pass seeds= instead" if name == "seed" else "it does not change training"
         raise ValueError(f"{where}: field {name!r} cannot be swept ({why})")
