@@ -24,7 +24,7 @@ class Bar:
     def __init__(self, total, *, unit, desc, initial=0, enabled=True):
         self.desc = desc
 
-    def set_description(self, desc):
+    def set_description(self, desc, refresh=True):
         self.desc = desc
 
     def set_postfix(self, **postfix):
@@ -89,6 +89,37 @@ def test_the_bar_keeps_the_newest_return_through_segments_where_none_ended():
     segments.run_segments(5, 0, hooks, bar=bar, options=options)
     assert [p["ret"] for p in shown] == ["n/a", "-303.2", "-303.2", "-303.2", "-372.5"]
     assert shown[3] == {"env_steps": "4", "ret": "-303.2"}
+
+
+def test_a_bar_that_writes_to_a_log_prints_a_frame_every_30_s_and_its_last(monkeypatch, capsys):
+    """Under pytest stderr is no terminal, as in a log file or SLURM's `.out`. 100 segments
+    of 1 s (a fake clock) print the opening frames, one every 30 s and the last: 7 frames,
+    where tqdm's 0.1 s printed one or two per segment (233 in a 10-second CartPole run)."""
+    import tqdm.std
+
+    clock = [1000.0]
+    monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])
+
+    def run(done, length):
+        clock[0] += 1.0 * length
+
+    hooks = segments.SegmentHooks(
+        length=lambda done: 1,
+        run=run,
+        process=lambda done, length, fetched: {"ret": f"{done + length}.0"},
+        prepare=lambda done, length: None,
+        fetch=lambda x: x,
+    )
+    bar = segments.progress_bar(100, unit="update", desc=segments.compiling("Env"))
+    assert bar.mininterval == segments.LOG_MININTERVAL_S == 30.0
+    options = segments.SegmentOptions(stop_on_signals=False, seconds=0)
+    with bar:
+        segments.run_segments(100, 0, hooks, bar=bar, options=options, label="Env")
+    frames = [f.strip() for f in capsys.readouterr().err.split("\r") if f.strip()]
+    # created, compiling, compiled (the descriptions), at 30, 60 and 90 s, and the last
+    assert len(frames) == 7, frames
+    assert [f.split("|")[2].split()[0] for f in frames[3:6]] == ["30/100", "60/100", "90/100"]
+    assert "100/100" in frames[-1] and "ret=100.0" in frames[-1]
 
 
 @pytest.fixture
