@@ -153,6 +153,33 @@ def test_another_librarys_flag_gets_ours_and_whose_it_is(argv, hint, capsys):
     assert f"unrecognized arguments: {' '.join(argv[1:])} ({hint})" in err, err
 
 
+@pytest.mark.parametrize("command", ["train", "sweep", "pbt", "tune", "check"])
+def test_a_tuple_field_takes_its_items_as_one_word_or_several(command):
+    """`--hidden-sizes 64 64` (tyro's convention) is `--hidden-sizes 64,64`; the next flag
+    ends the list, and a scalar field still takes one word."""
+    from purejaxppo.cli.parser import build_parser
+    from purejaxppo.cli.values import load_config
+
+    parser = build_parser()
+
+    def config(*flags):
+        args = vars(parser.parse_args([command, *flags]))
+        return load_config(
+            None, {k: v for k, v in args.items() if k in pjp.PPOConfig.__annotations__}
+        )
+
+    spaced = config(
+        "--hidden-sizes", "32", "16", "--loggers", "csv", "tensorboard", "--num-envs", "8"
+    )
+    commas = config("--hidden-sizes", "32,16", "--loggers", "csv,tensorboard", "--num-envs", "8")
+    assert spaced == commas
+    assert spaced.hidden_sizes == (32, 16) and spaced.loggers == ("csv", "tensorboard")
+    assert config("--hidden-sizes", "16").hidden_sizes == (16,)
+    assert config("--head-hidden-sizes", "null").head_hidden_sizes is None
+    with pytest.raises(SystemExit):
+        parser.parse_args([command, "--num-envs", "8", "16"])  # one word: 16 is unrecognized
+
+
 def test_sweep_and_pbt_refuse_abbreviations_too(capsys):
     for argv in (["sweep", "--num-sampl", "3"], ["pbt", "--populatio", "4"]):
         with pytest.raises(SystemExit) as exit_info:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import typing
 from typing import Any
 
 from purejaxppo.cli.check import CheckOptions
@@ -64,14 +65,27 @@ class Parser(argparse.ArgumentParser):
         return message + (f" ({'; '.join(hints)}?)" if hints else "")
 
 
+class _ListValues(argparse.Action):
+    """A tuple field's flag takes its items as one word or several: `--hidden-sizes 64 64`
+    is `--hidden-sizes 64,64` (tyro's and `nargs="+"`'s convention); one word is kept as
+    `_parse_value` read it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
+        setattr(namespace, self.dest, values[0] if len(values) == 1 else list(values))
+
+
 def _add_config_overrides(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "config overrides", "any PPOConfig field; they override --config and the defaults"
     )
     defaults = PPOConfig()
+    hints = typing.get_type_hints(PPOConfig)
     for field in dataclasses.fields(PPOConfig):
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
+        annotation = hints[field.name]  # `tuple[int, ...]` or `tuple[int, ...] | None`
+        items = (annotation, *typing.get_args(annotation))
+        is_tuple = any(typing.get_origin(a) is tuple for a in items)
         group.add_argument(
             flag,
             dest=field.name,
@@ -79,6 +93,7 @@ def _add_config_overrides(parser: argparse.ArgumentParser) -> None:
             default=argparse.SUPPRESS,
             metavar="VALUE",
             help=f"(default: {default!r})",
+            **({"nargs": "+", "action": _ListValues} if is_tuple else {}),
         )
 
 
