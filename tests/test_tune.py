@@ -250,6 +250,13 @@ def test_bad_input_is_refused_in_one_line_before_anything_is_made(
     assert not out.exists()
 
 
+def test_no_search_is_refused_naming_a_field_and_the_default_space(tmp_path, capsys):
+    code, lines = run_cli(["tune", "--out", str(tmp_path / "out"), "--trials", "4"], capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert "--search learning_rate=log_uniform:1e-4:1e-2" in lines[0], lines[0]
+    assert "or 'ppo-default' for RL Zoo's PPO space (CLI: --search ppo-default)" in lines[0]
+
+
 def test_password_hidden_on_disk_and_given_back(monkeypatch):
     url = "postgresql://tuner:p%40ss%3Aw@db.example.org:5432/optuna"  # "p@ss:w", quoted
     hidden = storages.hidden_url(url)

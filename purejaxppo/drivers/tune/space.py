@@ -196,7 +196,8 @@ def parse_space(search: Mapping[str, Sequence[Any]] | None, config: PPOConfig) -
         raise ValueError(
             "search: tune needs at least one field to search, e.g. "
             "{'learning_rate': ('log_uniform', 1e-4, 1e-2)} "
-            "(CLI: --search learning_rate=log_uniform:1e-4:1e-2)"
+            "(CLI: --search learning_rate=log_uniform:1e-4:1e-2), or "
+            f"{PPO_DEFAULT_NAME!r} for RL Zoo's PPO space (CLI: --search {PPO_DEFAULT_NAME})"
         )
     spec = {}
     for name, given in search.items():
