@@ -6,10 +6,14 @@ RecursionError)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "DuplicateKeyError", "load_yaml", "load_yaml_file"]
+__all__ = ["FLOAT_1_2", "MAX_DEPTH", "DuplicateKeyError", "load_yaml", "load_yaml_file"]
+
+#: A number with an exponent, YAML 1.2's way (`1e5`, `3e-4`, `2.5E4`, `.5e3`, `-1_000e3`).
+FLOAT_1_2 = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
 
 #: The deepest nesting of collections a config file may have (a config nests a few levels:
 #: `eval_splits: {name: {env_kwargs: {key: [values]}}}`).
@@ -90,6 +94,10 @@ def _strict_loader(source: str) -> Any:
         return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    # YAML 1.2's floats without a dot or a signed exponent (`3e-4` has one, `1e5` and
+    # `2.5e4` do not), which PyYAML's YAML 1.1 reads as strings: `total_timesteps: 1e6`
+    # and `learning_rate: 3e-4` mean numbers in every config a user copies.
+    StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", FLOAT_1_2, list("-+.0123456789"))
     return StrictLoader
 
 

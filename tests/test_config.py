@@ -6,6 +6,7 @@ import pytest
 
 import purejaxppo as pjp
 from purejaxppo.cli import _parse_value, load_config
+from purejaxppo.config_yaml import load_yaml
 
 
 def test_defaults_are_the_cleanrl_cartpole_ones():
@@ -89,6 +90,18 @@ def test_another_librarys_name_gets_ours_and_whose_it_is(key, field, whose):
     with pytest.raises(TypeError) as error:
         pjp.PPOConfig(**{key: 8})
     assert hint in str(error.value), str(error.value)
+
+
+def test_yaml_numbers_with_an_exponent_are_numbers(tmp_path):
+    """PyYAML (YAML 1.1) reads `1e5` and `2.5e4` as strings; a config file means numbers
+    (YAML 1.2), as the command line's `--total-timesteps 1e5` does."""
+    path = tmp_path / "c.yaml"
+    path.write_text("learning_rate: 3e-4\ntotal_timesteps: 1e5\nvf_coef: .5e0\nname: '1e5'\n")
+    config = pjp.PPOConfig.from_yaml(path)
+    assert config.learning_rate == 3e-4 and config.vf_coef == 0.5
+    assert config.total_timesteps == 100_000 and isinstance(config.total_timesteps, int)
+    assert config.name == "1e5"  # quoted: a string
+    assert load_yaml("[2.5e4, -1_000E3, 1e, e5, 12]") == [25000.0, -1e6, "1e", "e5", 12]
 
 
 def test_lossless_coercions():
