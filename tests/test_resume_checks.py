@@ -37,6 +37,20 @@ def test_fingerprint_names_the_first_changed_field(tmp_path):
         fingerprint.check(tmp_path, {"settings": [{"learning_rate": 0.1}]}, what="s")
 
 
+def test_a_longer_resume_of_a_run_names_the_warm_start_instead(tmp_path, capsys):
+    """SB3 users extend a run with `learn(more)`; here the schedules are the run's, so
+    `--resume` with more steps is refused, and the line says how to train on."""
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--total-timesteps", "128", "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "--resume", str(run), "--total-timesteps", "256", "--no-progress"])
+    assert stop.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert "was started with config.total_timesteps=128, now config.total_timesteps=256" in line
+    assert line.endswith(f"or train on from its parameters in a new run: --init-from {run}")
+
+
 def test_sweep_progress_dir_refuses_other_settings_and_foreign_chunks(tmp_path):
     progress = tmp_path / "a"
     first = pjp.sweep(CONFIG, seeds=2, grid={"ent_coef": [0.0, 0.01]}, progress_dir=progress)

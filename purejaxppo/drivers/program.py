@@ -170,7 +170,11 @@ def check_run_dir(
         if not resume:
             rundir.check_fresh(run_dir, overwrite)
         else:
-            fingerprint.check(run_dir, run_fields(config), what=RESUME)
+            try:
+                fingerprint.check(run_dir, run_fields(config), what=RESUME)
+            except fingerprint.FingerprintMismatch as err:  # e.g. more total_timesteps
+                hint = f", or train on from its parameters in a new run: --init-from {run_dir}"
+                raise fingerprint.FingerprintMismatch(f"{err}{hint}", err.changes) from None
 
     if not distributed:
         check()
