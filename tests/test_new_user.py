@@ -21,6 +21,8 @@ TINY = ["--num-envs", "4", "--num-steps", "16", "--hidden-sizes", "8", "--no-pro
     [
         ("HalfCheetah-v4", "use env_name='envpool:HalfCheetah-v4' (or 'gymnasium:HalfCheetah-v4')"),
         ("Pong-v5", "use env_name='envpool:Pong-v5'"),
+        ("PongNoFrameskip-v4", "use env_name='envpool:Pong-v5'"),  # CleanRL's, SB3's
+        ("ALE/Breakout-v5", "use env_name='envpool:Breakout-v5'"),  # gymnasium's
         ("LunarLander-v3", "use env_name='gymnasium:LunarLander-v3'"),
     ],
 )

@@ -58,19 +58,36 @@ def close_env_ids(env_id: str, ids: list[str], n: int = 5, cutoff: float = 0.5) 
     return ranked([i for i in ids if env_family(i) == family]) or ranked(ids)
 
 
+#: gym's and gymnasium's Atari ids (CleanRL's and SB3's `PongNoFrameskip-v4`, ALE's
+#: `ALE/Pong-v5`) -> the suffix of EnvPool's id of that game (`Pong-v5`: frame skip 4).
+ATARI_ALIASES = ("NoFrameskip-v4", "-v5")
+
+
+def envpool_atari_id(env_id: str) -> str:
+    """EnvPool's id of a gym / gymnasium Atari id ("PongNoFrameskip-v4", "ALE/Pong-v5" ->
+    "Pong-v5"), or `env_id` itself."""
+    name = env_id.removeprefix("ALE/")
+    for suffix in ATARI_ALIASES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)] + "-v5"
+    return env_id
+
+
 def suite_ids_of(env_id: str) -> list[str]:
     """The prefixed ids under which an installed suite knows `env_id` (an id without a
     prefix that gymnax does not know): "envpool:<id>" for EnvPool's MuJoCo and Atari
-    tasks, then "gymnasium:<id>" for gymnasium's registry. A suite that is not installed
-    is skipped (its extra is named by `make_env` once the prefixed id is used)."""
+    tasks (a gym / gymnasium Atari id under EnvPool's name, `envpool_atari_id`), then
+    "gymnasium:<id>" for gymnasium's registry. A suite that is not installed is skipped
+    (its extra is named by `make_env` once the prefixed id is used)."""
     found = []
     try:
         import envpool
 
-        if env_id in envpool.list_all_envs():
-            config = envpool.make_spec(env_id).config._asdict()
+        pool_id = envpool_atari_id(env_id)
+        if pool_id in envpool.list_all_envs():
+            config = envpool.make_spec(pool_id).config._asdict()
             if "stack_num" in config or "xml_file" in config:  # Atari, MuJoCo (as make)
-                found.append(f"envpool:{env_id}")
+                found.append(f"envpool:{pool_id}")
     except Exception:  # not installed, or a spec it cannot build: no suggestion
         pass
     try:
