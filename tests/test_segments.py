@@ -122,6 +122,27 @@ def test_a_bar_that_writes_to_a_log_prints_a_frame_every_30_s_and_its_last(monke
     assert "100/100" in frames[-1] and "ret=100.0" in frames[-1]
 
 
+def test_a_bar_in_a_jupyter_kernel_or_a_terminal_is_not_throttled(monkeypatch):
+    """A kernel's stderr shows each frame as it comes (also the text frames tqdm falls
+    back to without ipywidgets), as a terminal does: tqdm's own 0.1 s."""
+    import io
+    import sys
+
+    class OutStream(io.StringIO):  # ipykernel.iostream.OutStream's module, not its code
+        pass
+
+    OutStream.__module__ = "ipykernel.iostream"
+    monkeypatch.setattr(sys, "stderr", OutStream())
+    assert segments.progress_bar(10, unit="update", desc="Env").mininterval == 0.1
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert segments.progress_bar(10, unit="update", desc="Env").mininterval == 0.1
+
+
 @pytest.fixture
 def bars(monkeypatch):
     """The bars the drivers make, kept; segments capped at 1 update after the first."""

@@ -110,14 +110,16 @@ def progress_bar(
 ) -> Any:
     """The progress bar of every driver: `tqdm.auto.tqdm` (a widget in notebooks, text in
     terminals), disabled when not `enabled`, resizing with the terminal; a frame at most
-    every `LOG_MININTERVAL_S` where stderr is neither (its last frame always)."""
+    every `LOG_MININTERVAL_S` where stderr is neither a terminal nor a Jupyter kernel's
+    (its last frame always)."""
     import os
 
-    from tqdm import autonotebook
     from tqdm.auto import tqdm
 
     throttle = {}
-    interactive = autonotebook.tqdm.__module__ == "tqdm.notebook" or sys.stderr.isatty()
+    # a kernel's stderr (ipykernel's OutStream) shows frames as they come, also where
+    # tqdm falls back to text frames for want of ipywidgets
+    interactive = sys.stderr.isatty() or type(sys.stderr).__module__.startswith("ipykernel")
     if not interactive and "TQDM_MININTERVAL" not in os.environ:
         throttle["mininterval"] = LOG_MININTERVAL_S
     bar = tqdm(
