@@ -153,6 +153,30 @@ def test_another_librarys_flag_gets_ours_and_whose_it_is(argv, hint, capsys):
     assert f"unrecognized arguments: {' '.join(argv[1:])} ({hint})" in err, err
 
 
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["train", "CartPole-v1"], "CartPole-v1 (did you mean --env-name CartPole-v1?)"),
+        (["check", "envpool:Hopper-v4"], "(did you mean --env-name envpool:Hopper-v4?)"),
+        (["train", "my.yaml"], "my.yaml (did you mean --config my.yaml?)"),
+        (
+            ["train", "--learning-rate", "1e-3", "3e-4"],
+            "3e-4 (did you mean one run per value: purejaxppo sweep --grid FIELD=V1,V2?)",
+        ),
+        (["train", "--env", "Acrobot-v1"], "Acrobot-v1 (did you mean --env-name, for RL Zoo"),
+    ],
+)
+def test_a_word_no_flag_took_gets_the_flag_it_belongs_to(argv, hint, capsys):
+    """An env id or a config file given as a positional, a second value of a one-value
+    flag; the value of an unknown flag gets that flag's hint only."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: " in err and hint in err, err
+    assert err.count("did you mean") == 1, err
+
+
 @pytest.mark.parametrize("command", ["train", "sweep", "pbt", "tune", "check"])
 def test_a_tuple_field_takes_its_items_as_one_word_or_several(command):
     """`--hidden-sizes 64 64` (tyro's convention) is `--hidden-sizes 64,64`; the next flag

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import re
 import typing
 from typing import Any
 
@@ -51,8 +52,11 @@ class Parser(argparse.ArgumentParser):
         known = [flag for flag in self._option_string_actions if flag.startswith("--")]
         fields = [flag[2:].replace("-", "_") for flag in known]
         hints = []
-        for extra in extras:
+        for index, extra in enumerate(extras):
             if not extra.startswith("--"):
+                follows_flag = index > 0 and extras[index - 1].startswith("--")
+                hint = None if follows_flag else bare_word_hint(extra, known)
+                hints += [hint] if hint else []
                 continue
             flag = extra.split("=", 1)[0]
             peer = peer_field(flag[2:], fields)
@@ -63,6 +67,22 @@ class Parser(argparse.ArgumentParser):
             if close:
                 hints.append(f"did you mean {close[0]}")
         return message + (f" ({'; '.join(hints)}?)" if hints else "")
+
+
+#: A word that reads as an env id: `CartPole-v1`, `envpool:Hopper-v4`, `Breakout-MinAtar`.
+ENV_ID_WORD = re.compile(r"[A-Za-z][\w./-]*-v\d+|[a-z]\w*:[\w./:-]+|[A-Z]\w*-(MinAtar|bsuite|misc)")
+
+
+def bare_word_hint(word: str, known: list[str]) -> str | None:
+    """The hint for a word that no flag took: a config file (`--config`), an env id
+    (`--env-name`), or a second value of a one-value flag (`purejaxppo sweep --grid`)."""
+    if word.endswith((".yaml", ".yml")) and "--config" in known:
+        return f"did you mean --config {word}"
+    if "--env-name" in known and ENV_ID_WORD.fullmatch(word):
+        return f"did you mean --env-name {word}"
+    if "--env-name" in known and isinstance(_parse_value(word), (int, float)):
+        return "did you mean one run per value: purejaxppo sweep --grid FIELD=V1,V2"
+    return None
 
 
 class _ListValues(argparse.Action):
