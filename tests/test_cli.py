@@ -164,6 +164,7 @@ def test_another_librarys_flag_gets_ours_and_whose_it_is(argv, hint, capsys):
             "3e-4 (did you mean one run per value: purejaxppo sweep --grid FIELD=V1,V2?)",
         ),
         (["train", "--env", "Acrobot-v1"], "Acrobot-v1 (did you mean --env-name, for RL Zoo"),
+        (["train", "CartPole-v1", "{a: 1, a: 2}"], "(did you mean --env-name CartPole-v1?)"),
     ],
 )
 def test_a_word_no_flag_took_gets_the_flag_it_belongs_to(argv, hint, capsys):

@@ -80,7 +80,11 @@ def bare_word_hint(word: str, known: list[str]) -> str | None:
         return f"did you mean --config {word}"
     if "--env-name" in known and ENV_ID_WORD.fullmatch(word):
         return f"did you mean --env-name {word}"
-    if "--env-name" in known and isinstance(_parse_value(word), (int, float)):
+    try:
+        number = isinstance(_parse_value(word), (int, float))
+    except argparse.ArgumentTypeError:  # e.g. a YAML mapping with a key given twice
+        number = False
+    if "--env-name" in known and number:
         return "did you mean one run per value: purejaxppo sweep --grid FIELD=V1,V2"
     return None
 

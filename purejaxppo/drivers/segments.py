@@ -41,6 +41,7 @@ The progress bar (tqdm) is made here and nowhere else (`progress_bar`).
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -112,8 +113,6 @@ def progress_bar(
     terminals), disabled when not `enabled`, resizing with the terminal; a frame at most
     every `LOG_MININTERVAL_S` where stderr is neither a terminal nor a Jupyter kernel's
     (its last frame always)."""
-    import os
-
     from tqdm.auto import tqdm
 
     throttle = {}
