@@ -34,9 +34,9 @@ from purejaxppo.config_checks import (
     RECURRENT_CORES,
     VALIDATORS,
     coerce,
-    short,
 )
 from purejaxppo.config_yaml import DuplicateKeyError, load_yaml, load_yaml_file
+from purejaxppo.errors import short
 from purejaxppo.peer_names import field_hint
 
 __all__ = [

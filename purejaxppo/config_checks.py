@@ -7,9 +7,7 @@ Every error is a `ValueError` naming the field and the offending value, raised b
 
 from __future__ import annotations
 
-import difflib
 import math
-import reprlib
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from purejaxppo.errors import bad, did_you_mean, short
 from purejaxppo.sink_types import LOGGERS  # `PPOConfig.loggers`: the keys of `SINKS`
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu", "elu", "leaky_relu")
@@ -54,12 +53,6 @@ ADVANTAGE_ESTIMATORS = ("gae", "n_step")
 
 #: How host envs' copies step (`PPOConfig.host_vectorization`), see `envs.host`.
 HOST_VECTORIZATIONS = ("sync", "async")
-
-
-def did_you_mean(word: str, choices: Sequence[str], n: int = 3) -> str:
-    """`"; did you mean a, b?"` for the choices closest to `word` (difflib), or ``""``."""
-    close = difflib.get_close_matches(str(word), list(choices), n=n)
-    return f"; did you mean {', '.join(close)}?" if close else ""
 
 
 def coerce(name: str, annotation: Any, value: Any) -> Any:
@@ -141,23 +134,6 @@ _SCALARS: dict[Any, Callable[[str, Any], Any]] = {
 
 
 # --------------------------------------------------------------------- validators
-_SHORT = reprlib.Repr()  # keyword arguments need Python 3.12
-_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 8, 8, 8
-_SHORT.maxstring = _SHORT.maxother = 60
-
-
-def short(value: Any, limit: int = 200) -> str:
-    """`repr(value)`, shortened (nested containers and long strings elided, at most `limit`
-    characters): error messages never quote a huge value in full."""
-    text = _SHORT.repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def bad(field: str, value: Any, why: str) -> ValueError:
-    """The error for a field's value: `"<field>=<short(value)>: <why>"`."""
-    return ValueError(f"{field}={short(value)}: {why}")
-
-
 def _at_least(c: Any, names: Sequence[str], low: float, why: str) -> None:
     for name in names:
         if getattr(c, name) < low:

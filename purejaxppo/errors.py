@@ -1,10 +1,16 @@
-"""Errors that the command line reports as one line, importable without JAX (the CLI
-catches them before any backend starts: `purejaxppo --devices N` must still be able to
-set the CPU device count)."""
+"""Errors that the command line reports as one line, and the wording every one-line error
+shares (`short` values, `did_you_mean` hints, `bad` field errors); importable without JAX
+(the CLI catches them before any backend starts: `purejaxppo --devices N` must still be
+able to set the CPU device count)."""
 
 from __future__ import annotations
 
-__all__ = ["EnvError", "describe_error"]
+import difflib
+import reprlib
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["EnvError", "bad", "describe_error", "did_you_mean", "short"]
 
 
 class EnvError(RuntimeError):
@@ -17,3 +23,26 @@ def describe_error(err: BaseException) -> str:
     """`Type: first line of the message` (`Type` alone when the message is empty)."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return f"{type(err).__name__}: {lines[0][:300]}" if lines else type(err).__name__
+
+
+def did_you_mean(word: str, choices: Sequence[str], n: int = 3) -> str:
+    """`"; did you mean a, b?"` for the choices closest to `word` (difflib), or ``""``."""
+    close = difflib.get_close_matches(str(word), list(choices), n=n)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+_SHORT = reprlib.Repr()  # keyword arguments need Python 3.12
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 8, 8, 8
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
+def short(value: Any, limit: int = 200) -> str:
+    """`repr(value)`, shortened (nested containers and long strings elided, at most `limit`
+    characters): error messages never quote a huge value in full."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def bad(field: str, value: Any, why: str) -> ValueError:
+    """The error for a field's value: `"<field>=<short(value)>: <why>"`."""
+    return ValueError(f"{field}={short(value)}: {why}")

@@ -305,7 +305,7 @@ def _gib(nbytes: float) -> str:
 
 
 def _short(value: Any) -> str:
-    from purejaxppo.config_checks import short
+    from purejaxppo.errors import short
 
     return short(value, 80)
 

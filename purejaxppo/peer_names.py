@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from purejaxppo.config_checks import did_you_mean
+from purejaxppo.errors import did_you_mean
 
 #: Their name (lower case, underscores) -> (our field, whose name it is).
 PEER_NAMES: dict[str, tuple[str, str]] = {

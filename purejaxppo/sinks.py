@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from purejaxppo.errors import did_you_mean
 from purejaxppo.sink_types import (
     LOGGERS,
     SINKS,
@@ -103,12 +104,9 @@ class MultiSink(Sink):
 
 def check_loggers(names: Sequence[str]) -> tuple[str, ...]:
     """Validates logger names (ValueError naming the unknown one and the choices)."""
-    import difflib
-
     for name in names:
         if name not in LOGGERS:
-            close = difflib.get_close_matches(name, LOGGERS, n=2)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            hint = did_you_mean(name, LOGGERS, n=2)
             raise ValueError(f"unknown logger {name!r}: must be one of {LOGGERS}{hint}")
     return tuple(names)
 

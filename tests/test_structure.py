@@ -128,6 +128,34 @@ def test_the_floors_of_the_package():
     assert tool.UPWARD_ALLOWED == {}
 
 
+def test_the_longest_import_chain_counts_parts_not_modules(tmp_path):
+    tool = load_tool()
+    graph = {
+        "purejaxppo.cli.main": {"purejaxppo.cli.options", "purejaxppo.drivers.single"},
+        "purejaxppo.cli.options": {"purejaxppo.config"},
+        "purejaxppo.drivers.single": {"purejaxppo.drivers.record", "purejaxppo.config"},
+        "purejaxppo.drivers.record": {"purejaxppo.errors"},
+        "purejaxppo.config": {"purejaxppo.errors", "purejaxppo.drivers.single"},  # a circle
+        "purejaxppo.errors": set(),
+    }
+    # cli -> config -> drivers -> errors or cli -> drivers -> config -> errors: the circle is
+    # walked once, and drivers.single -> drivers.record is no step.
+    chain = tool.longest_chain(graph)
+    assert len(chain) == 4, chain
+    assert (chain[0], chain[-1]) == ("purejaxppo.cli", "purejaxppo.errors")
+    # A tree one part deeper than the limit is an offence naming the chain.
+    depth = tool.MAX_IMPORT_DEPTH + 1
+    write(tmp_path, "purejaxppo/__init__.py", "")
+    for i in range(depth):
+        below = f"from purejaxppo import m{i + 1}\n" if i + 1 < depth else ""
+        write(tmp_path, f"purejaxppo/m{i}.py", below)
+    found = [line for _, line in tool.offences(tmp_path) if "import chain" in line]
+    assert found == [
+        f"import chain of {depth} parts (> {tool.MAX_IMPORT_DEPTH}): "
+        + " -> ".join(f"purejaxppo.m{i}" for i in range(depth))
+    ]
+
+
 def test_more_than_max_fmt_skip_pragmas_is_found(tmp_path):
     tool = load_tool()
     write(tmp_path, "purejaxppo/__init__.py", "")

@@ -22,6 +22,8 @@ Rules, for every module under purejaxppo/:
   * at most MAX_FMT_SKIP `# fmt: skip` pragmas in the whole package: a size limit is met by
     finding the seam (keyword arguments, a NamedTuple of options, a helper, a table as a
     module constant), not by packing lines where `ruff format` cannot see them;
+  * the longest chain of imports between the package's parts (a top-level module, or a
+    subpackage with all its modules) is at most MAX_IMPORT_DEPTH parts long;
   * no function (or method) with more than MAX_POSITIONAL positional parameters (`self` /
     `cls` and keyword-only parameters not counted): beyond that, name them (`*`) or group
     them (POSITIONAL_PENDING: a temporary allow-list of functions being converted).
@@ -55,6 +57,11 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 100
 MAX_FMT_SKIP = 10
 MAX_POSITIONAL = 8
+#: The longest chain of imports between the package's parts (`part_of`: a top-level
+#: module, or a subpackage with all its modules), counted in parts, from `cli/` down to
+#: the ground floor's leaves. A new arrow that lengthens it puts a helper above what uses
+#: it: move the helper down (a message helper lives with the errors, not the config checks).
+MAX_IMPORT_DEPTH = 11
 #: Modules allowed over MAX_MODULE_LINES while they still are (self-contained files).
 LONG_MODULES = {"purejaxppo/export/torch_modules.py"}
 #: The drivers, side by side over drivers/segments, report, plots, settings: none imports
@@ -224,6 +231,32 @@ def _path_through(component: list[str], graph: dict[str, set[str]]) -> list[str]
     return [*component, start]  # pragma: no cover - a component always has a cycle
 
 
+def part_of(module: str) -> str:
+    """The part `module` belongs to: `purejaxppo.drivers.tune.study` -> `purejaxppo.drivers`."""
+    return ".".join(module.split(".")[:2])
+
+
+def longest_chain(graph: dict[str, set[str]]) -> list[str]:
+    """The longest chain of imports between parts (`part_of`), top down. An import inside
+    a part is not a step, and one that would close a circle of parts is not followed."""
+    parts: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        edges = parts.setdefault(part_of(module), set())
+        edges.update(part_of(other) for other in imported if part_of(other) != part_of(module))
+    below: dict[str, list[str]] = {}
+    visiting: set[str] = set()
+
+    def chain(part: str) -> list[str]:
+        if part not in below:
+            visiting.add(part)
+            steps = [chain(nxt) for nxt in sorted(parts.get(part, ())) if nxt not in visiting]
+            below[part] = [part, *max(steps, key=len, default=[])]
+            visiting.discard(part)
+        return below[part]
+
+    return max((chain(part) for part in sorted(parts)), key=len, default=[])
+
+
 def fmt_skips(text: str) -> list[int]:
     """Lines of `text` with a `# fmt: skip` comment (comments only, not strings)."""
     tokens = tokenize.generate_tokens(io.StringIO(text).readline)
@@ -386,6 +419,10 @@ def offences(root: Path = ROOT) -> list[tuple[list[str], str]]:
     found += upward_imports(import_at, files)
     for cycle in cycles(graph):
         found.append(([files[m] for m in cycle], "import cycle: " + " -> ".join(cycle)))
+    chain = longest_chain(graph)
+    if len(chain) > MAX_IMPORT_DEPTH:
+        text = f"import chain of {len(chain)} parts (> {MAX_IMPORT_DEPTH}): " + " -> ".join(chain)
+        found.append(([], text))
     return found + reference_offences(root)
 
 

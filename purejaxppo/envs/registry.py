@@ -12,9 +12,9 @@ from typing import Any
 
 import gymnax
 
-from purejaxppo.config_checks import short
 from purejaxppo.envs.pomdp import POMDP_ENVS
 from purejaxppo.envs.probes import PROBE_ENVS, PROBE_PART_ENVS, PROBE_VARIANT_ENVS
+from purejaxppo.errors import short
 
 # The probe (and POMDP) envs join gymnax's registry, so `gymnax.make("Probe1-v0")` works.
 for _env_id, _cls in {**PROBE_ENVS, **PROBE_VARIANT_ENVS, **PROBE_PART_ENVS, **POMDP_ENVS}.items():

@@ -58,13 +58,13 @@ import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
 
-from purejaxppo.config_checks import short
 from purejaxppo.envs.suites._common import SuiteParams, raw_key, select, unknown_name
 from purejaxppo.envs.suites.jaxmarl_kwargs import (
     check_kwargs_known,
     check_kwargs_ranges,
     import_jaxmarl,
 )
+from purejaxppo.errors import short
 
 WON = "won"
 

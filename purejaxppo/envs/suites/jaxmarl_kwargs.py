@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from purejaxppo import memory
-from purejaxppo.config_checks import short
+from purejaxppo.errors import short
 
 __all__ = [
     "ADAPTER_KWARGS",

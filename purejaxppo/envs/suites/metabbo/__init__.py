@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from purejaxppo.config_checks import short
 from purejaxppo.envs.suites._common import check_kwargs, unknown_name
 from purejaxppo.envs.suites.metabbo.problems import (
     FUNCTION_NAMES,
@@ -28,6 +27,7 @@ from purejaxppo.envs.suites.metabbo.problems import (
     check_num_dims,
     function_ids,
 )
+from purejaxppo.errors import short
 from purejaxppo.memory import ENV_PARTS, Part, check_parts
 
 EXTRA = "metabbo"
