@@ -12,8 +12,13 @@ and the tuned fields, one run per seed:
 
 Each run's score is `final_return`: the mean return of the training episodes that end in
 the last `--window` fraction of its env steps (default 0.2, as `pjp.sweep`'s
-`final_return` averages the last 10 of 50 updates). Prints, as its last line, one JSON
-object: `final_returns` (per seed), `episodes` (per seed, in the window), `seconds`.
+`final_return` averages the last 10 of 50 updates). With `--greedy-episodes N`, each
+trained model also plays N deterministic episodes, as RL Zoo's tuner scores a trial
+(`evaluate_policy(..., deterministic=True)` on one env of its own, seeded `seed + 1000`,
+its VecNormalize's observation statistics the training env's, frozen, and raw rewards).
+Prints, as its last line, one JSON object: `final_returns` (per seed), `episodes` (per
+seed, in the window), `greedy_returns` (per seed, the mean of its N episodes; empty
+without `--greedy-episodes`), `seconds`.
 
 Imports neither purejaxppo nor JAX.
 """
@@ -34,9 +39,12 @@ def final_return(episodes: list[tuple[int, float]], total: int, window: float) -
     return sum(tail) / len(tail) if tail else float("nan")
 
 
-def run(env_id: str, space: str, params: dict, seed: int, total: int) -> list[tuple[int, float]]:
-    """One SB3 PPO run; the `(env step at its end, return)` of every finished episode
-    (its raw return: Monitor records it beneath VecNormalize)."""
+def run(
+    env_id: str, space: str, params: dict, seed: int, total: int, greedy_episodes: int = 0
+) -> tuple[list[tuple[int, float]], float]:
+    """One SB3 PPO run: the `(env step at its end, return)` of every finished episode
+    (its raw return: Monitor records it beneath VecNormalize), and the mean return of
+    `greedy_episodes` deterministic episodes of the trained model (NaN when 0)."""
     import optuna
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -65,7 +73,23 @@ def run(env_id: str, space: str, params: dict, seed: int, total: int) -> list[tu
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
     episodes = Episodes()
     model.learn(total_timesteps=total, callback=episodes)
-    return episodes.done
+    if not greedy_episodes:
+        return episodes.done, float("nan")
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import sync_envs_normalization
+
+    eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 1000)
+    if normalize:  # as RL Zoo's evaluation env: frozen statistics, raw rewards
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False, gamma=kwargs["gamma"])
+        sync_envs_normalization(env, eval_env)
+    returns, _ = evaluate_policy(
+        model,
+        eval_env,
+        n_eval_episodes=greedy_episodes,
+        deterministic=True,
+        return_episode_rewards=True,
+    )
+    return episodes.done, float(sum(returns) / len(returns))
 
 
 def main() -> None:
@@ -76,15 +100,25 @@ def main() -> None:
     parser.add_argument("--total-timesteps", type=int, required=True)
     parser.add_argument("--seeds", type=int, nargs="+", required=True)
     parser.add_argument("--window", type=float, default=0.2)
+    parser.add_argument("--greedy-episodes", type=int, default=0)
     args = parser.parse_args()
     start = time.perf_counter()
     params = json.loads(args.params)
-    finals, counts = [], []
+    finals, counts, greedy = [], [], []
     for seed in args.seeds:
-        episodes = run(args.env, args.space, params, seed, args.total_timesteps)
+        episodes, greedy_return = run(
+            args.env, args.space, params, seed, args.total_timesteps, args.greedy_episodes
+        )
         finals.append(final_return(episodes, args.total_timesteps, args.window))
         counts.append(sum(step > (1 - args.window) * args.total_timesteps for step, _ in episodes))
-    record = {"final_returns": finals, "episodes": counts, "seconds": time.perf_counter() - start}
+        if args.greedy_episodes:
+            greedy.append(greedy_return)
+    record = {
+        "final_returns": finals,
+        "episodes": counts,
+        "greedy_returns": greedy,
+        "seconds": time.perf_counter() - start,
+    }
     print(json.dumps(record))
 
 
