@@ -134,6 +134,7 @@ def peer_versions(python: Path | None) -> dict[str, str]:
 def summary(key: str, arm: str, objective: str, studies: list[dict]) -> dict:
     """A source's row: over its studies, the mean, std and worst of each study's mean."""
     row = {"source": key, "tuner": arm, "objective": objective, "studies": len(studies)}
+    row["seeds"] = len(studies[0]["train"]) if studies else 0  # rerun seeds per study
     for score in ("greedy", "train"):
         means = np.array([np.nanmean(s[score]) for s in studies], np.float64)
         row |= {
