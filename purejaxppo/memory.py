@@ -50,6 +50,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from purejaxppo.errors import short
+
 #: Above this fraction of the free device memory, `check_memory` warns.
 WARN_FRACTION = 0.5
 #: The fraction of a device's free memory a sweep's chunk may fill (`runs_per_chunk`).
@@ -305,8 +307,6 @@ def _gib(nbytes: float) -> str:
 
 
 def _short(value: Any) -> str:
-    from purejaxppo.errors import short
-
     return short(value, 80)
 
 
