@@ -115,7 +115,7 @@ def test_changed_digit_in_markdown_fails_naming_table_and_cell(tables, repo_copy
 
 
 def test_perturbed_results_file_fails_naming_table_and_cell(tables, repo_copy):
-    results = repo_copy / "benchmarks/results/cartpole-cpu-20261127-025053.csv"
+    results = repo_copy / "benchmarks/results/cartpole-cpu-20261207-222137.csv"
     with open(results, newline="") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
