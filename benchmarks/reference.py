@@ -17,6 +17,7 @@ seeds together (compile excluded).
     python -m benchmarks.reference --env Hopper-v4 --seed-offset 2 --out parts/h2  # one seed
     python -m benchmarks.reference --merge parts                     # pool parallel seeds
     python -m benchmarks.reference --env Swimmer-v4 --eval-episodes 10  # + greedy evaluation
+    python -m benchmarks.reference --set clip_vloss=false   # a config field changed
 
 Parallel seeds (one process each, `--seed-offset`; benchmarks/gpu/mujoco_reference.sh) are
 pooled by `--merge PARTS`: per env, mean +- std / IQM over the processes' seeds, wall = the
@@ -113,10 +114,12 @@ def train_env(
     seeds: int,
     seed_offset: int = 0,
     eval_episodes: int = 0,
+    changes: dict | None = None,
 ) -> dict:
-    """Trains seeds `seed_offset .. seed_offset + seeds - 1` of the config on
-    `envpool:<env>`, vmapped in one compiled program; with `eval_episodes` > 0 also
-    plays each seed's final policy greedily (`greedy_returns`)."""
+    """Trains seeds `seed_offset .. seed_offset + seeds - 1` of the config, with `changes`
+    (`{field: value}`, `--set`) on top, on `envpool:<env>`, vmapped in one compiled
+    program; with `eval_episodes` > 0 also plays each seed's final policy greedily
+    (`greedy_returns`)."""
     import jax
 
     import purejaxppo  # noqa: F401  (before jax runs: XLA flags)
@@ -125,7 +128,7 @@ def train_env(
     from purejaxppo.train import make_train
 
     config = PPOConfig.from_yaml(
-        config_path, env_name=f"envpool:{env}", total_timesteps=total_timesteps
+        config_path, env_name=f"envpool:{env}", total_timesteps=total_timesteps, **(changes or {})
     )
     train = jax.jit(jax.vmap(make_train(config)))
     keys = jax.vmap(jax.random.key)(np.arange(seed_offset, seed_offset + seeds))
@@ -160,7 +163,7 @@ def train_env(
     published = PUBLISHED.get(env)
     return {
         "env": f"envpool:{env}",
-        "config": config_path.name,
+        "config": " ".join([config_path.name, *(f"{k}={v}" for k, v in (changes or {}).items())]),
         "env_steps": int(steps_done),
         "seeds": seeds,
         "seed_offset": seed_offset,
@@ -339,6 +342,27 @@ def merge_parts(parts: Path) -> list[dict]:
     return rows
 
 
+def config_changes(parser: argparse.ArgumentParser, config: Path, sets: list[str]) -> dict:
+    """`--set FIELD=VALUE` as `{field: value}` (YAML values), checked against the config
+    before anything trains: a malformed item, an unknown field or a bad value is a
+    one-line parser error."""
+    import yaml
+
+    from purejaxppo.config import PPOConfig
+
+    changes = {}
+    for item in sets:
+        field, sep, value = item.partition("=")
+        if not sep or field not in PPOConfig.__dataclass_fields__:
+            parser.error(f"--set {item!r}: expected FIELD=VALUE with a PPOConfig field")
+        changes[field] = yaml.safe_load(value)
+    try:
+        PPOConfig.from_yaml(config, **changes)
+    except (TypeError, ValueError) as err:
+        parser.error(f"--set: {err}")
+    return changes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "mujoco.yaml")
@@ -357,6 +381,13 @@ def main() -> None:
         default=0,
         metavar="N",
         help="also play each seed's final policy greedily for N episodes (RL Zoo's protocol)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a config field on top of --config (repeatable; YAML value, e.g. clip_vloss=false)",
     )
     parser.add_argument("--note", default="", help="a line for the .md (machine load, ...)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
@@ -400,10 +431,17 @@ def main() -> None:
         parser.error(f"--eval-episodes {args.eval_episodes}: must be >= 0")
     if not args.config.is_file():
         parser.error(f"--config {args.config}: no such file")
+    changes = config_changes(parser, args.config, args.set)
     launch = time.perf_counter()
     rows = [
         train_env(
-            args.config, env, args.total_timesteps, args.seeds, args.seed_offset, args.eval_episodes
+            args.config,
+            env,
+            args.total_timesteps,
+            args.seeds,
+            args.seed_offset,
+            args.eval_episodes,
+            changes,
         )
         for env in args.env
     ]

@@ -410,9 +410,12 @@ def test_reference_script_evaluates_each_seed_greedily_and_merges_the_columns(tm
     )
     rows = []
     for seed in (0, 1):
+        # --set FIELD=VALUE on top of the file (here the file's own value: the same program)
+        changes = {"normalize_observations": True} if seed else None
         row = reference.train_env(
-            config, "InvertedPendulum-v4", 64, seeds=1, seed_offset=seed, eval_episodes=3
+            config, "InvertedPendulum-v4", 64, 1, seed, eval_episodes=3, changes=changes
         )
+        assert row["config"] == ("tiny.yaml normalize_observations=True" if seed else "tiny.yaml")
         # InvertedPendulum pays 1 per step the pole stays up (at most 1000): every episode
         # earns >= 1, and a policy trained for 64 steps falls within a few dozen.
         assert row["greedy_episodes"] == 3 and 1.0 <= row["greedy_mean"] < 200.0, row
@@ -425,6 +428,27 @@ def test_reference_script_evaluates_each_seed_greedily_and_merges_the_columns(tm
     assert merged[0]["greedy_episodes"] == 3
     values = [r["greedy_mean"] for r in rows]
     assert abs(merged[0]["greedy_mean"] - np.mean(values)) <= 0.05, (merged, values)
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("clip_vloss", "--set 'clip_vloss': expected FIELD=VALUE with a PPOConfig field"),
+        ("nope=1", "--set 'nope=1': expected FIELD=VALUE with a PPOConfig field"),
+        ("gamma=2", "--set: gamma=2.0: must be in [0, 1]"),
+    ],
+)
+def test_reference_script_refuses_a_bad_set_in_one_line(tmp_path, capsys, item, message):
+    import argparse
+
+    from benchmarks import reference
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text("num_envs: 2\n")
+    with pytest.raises(SystemExit) as refused:
+        reference.config_changes(argparse.ArgumentParser(prog="reference"), config, [item])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"reference: error: {message}"
 
 
 def test_the_swimmer_config_learns():
